@@ -1,0 +1,196 @@
+//! From one call record to one reply: header checks, credentials, program
+//! and version lookup, the duplicate reply cache, then the program itself.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use keel_xdr::{Decoder, Encoder};
+
+use crate::drc::{CacheLookup, DrcKey, ReplyCache};
+use crate::msg::{
+    AUTH_NONE, AUTH_SYS, AcceptStat, Auth, AuthStat, AuthSys, CallHeader, CallHeaderError, RPC_VERSION, RejectStat,
+    ReplyStat, encode_reply_header,
+};
+use crate::record::record_mark;
+
+/// What a program needs to know about a call besides its arguments.
+#[derive(Debug)]
+pub struct CallContext<'a> {
+    pub xid: u32,
+    pub vers: u32,
+    pub proc_: u32,
+    pub auth: &'a Auth,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+}
+
+/// A call the program accepted but cannot answer with results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcceptError {
+    ProcUnavail,
+    GarbageArgs,
+    SystemErr,
+}
+
+impl From<keel_xdr::XdrError> for AcceptError {
+    fn from(_: keel_xdr::XdrError) -> Self {
+        AcceptError::GarbageArgs
+    }
+}
+
+/// One RPC program (NFS, MOUNT, portmap) as the dispatcher sees it.
+pub trait RpcProgram: Send + Sync {
+    fn program(&self) -> u32;
+    /// Lowest and highest version served.
+    fn versions(&self) -> (u32, u32);
+    /// Whether replies to this procedure belong in the duplicate reply cache
+    /// (the non-idempotent ones).
+    fn is_cached(&self, _vers: u32, _proc: u32) -> bool {
+        false
+    }
+    /// Decodes the arguments and writes the results after the success
+    /// header already in `reply`. On error, `reply` is discarded.
+    fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError>;
+}
+
+pub struct Dispatcher {
+    programs: Vec<Arc<dyn RpcProgram>>,
+    cache: ReplyCache,
+}
+
+/// The reply to one call, as segments ready for `writev`, record mark first.
+pub type ReplySegments = Vec<Bytes>;
+
+impl Dispatcher {
+    pub fn new(programs: Vec<Arc<dyn RpcProgram>>, cache: ReplyCache) -> Self {
+        Dispatcher { programs, cache }
+    }
+
+    /// Handles one call record. `None` means no reply is due: the record was
+    /// not a call, or it retransmits a call still being executed.
+    pub fn handle(&self, record: Bytes, peer: SocketAddr, local: SocketAddr) -> Option<ReplySegments> {
+        let mut dec = Decoder::new(record);
+        let header = match CallHeader::decode(&mut dec) {
+            Ok(h) => h,
+            Err(CallHeaderError::NoXid) | Err(CallHeaderError::NotACall { .. }) => {
+                tracing::debug!(%peer, "record is not an RPC call; dropped");
+                return None;
+            }
+            Err(CallHeaderError::Garbage { xid, error }) => {
+                tracing::debug!(%peer, xid, %error, "malformed call header");
+                return Some(status_reply(xid, ReplyStat::Accepted(AcceptStat::GarbageArgs)));
+            }
+        };
+        let xid = header.xid;
+        if header.rpc_version != RPC_VERSION {
+            let stat = RejectStat::RpcMismatch { low: RPC_VERSION, high: RPC_VERSION };
+            return Some(status_reply(xid, ReplyStat::Denied(stat)));
+        }
+        let auth = match header.cred.flavor {
+            AUTH_NONE => Auth::None,
+            AUTH_SYS => match AuthSys::decode(header.cred.body.clone()) {
+                Ok(sys) => Auth::Sys(sys),
+                Err(_) => return Some(status_reply(xid, ReplyStat::Denied(RejectStat::AuthError(AuthStat::BadCred)))),
+            },
+            flavor => {
+                tracing::debug!(%peer, flavor, "unsupported credential flavor");
+                return Some(status_reply(xid, ReplyStat::Denied(RejectStat::AuthError(AuthStat::BadCred))));
+            }
+        };
+        let Some(program) = self.programs.iter().find(|p| p.program() == header.prog) else {
+            return Some(status_reply(xid, ReplyStat::Accepted(AcceptStat::ProgUnavail)));
+        };
+        let (low, high) = program.versions();
+        if !(low..=high).contains(&header.vers) {
+            return Some(status_reply(xid, ReplyStat::Accepted(AcceptStat::ProgMismatch { low, high })));
+        }
+
+        let mut in_cache = None;
+        if program.is_cached(header.vers, header.proc_) {
+            let key = DrcKey {
+                peer,
+                xid,
+                prog: header.prog,
+                vers: header.vers,
+                proc_: header.proc_,
+                args_checksum: DrcKey::args_checksum(&dec.rest()),
+            };
+            match self.cache.begin(&key) {
+                CacheLookup::New => in_cache = Some(PendingEntry { cache: &self.cache, key: Some(key) }),
+                CacheLookup::InProgress => return None,
+                CacheLookup::Replay(reply) => {
+                    tracing::debug!(%peer, xid, proc = header.proc_, "replayed from the duplicate reply cache");
+                    return Some(reply);
+                }
+            }
+        }
+
+        let ctx = CallContext { xid, vers: header.vers, proc_: header.proc_, auth: &auth, peer, local };
+        let mut reply = Encoder::with_capacity(256);
+        reply.u32(0); // record mark, filled in below
+        encode_reply_header(&mut reply, xid, ReplyStat::Accepted(AcceptStat::Success));
+        let segments = match program.call(&ctx, &mut dec, &mut reply) {
+            Ok(()) => with_record_mark(reply),
+            Err(e) => {
+                let stat = match e {
+                    AcceptError::ProcUnavail => AcceptStat::ProcUnavail,
+                    AcceptError::GarbageArgs => AcceptStat::GarbageArgs,
+                    AcceptError::SystemErr => AcceptStat::SystemErr,
+                };
+                status_reply(xid, ReplyStat::Accepted(stat))
+            }
+        };
+        if let Some(mut pending) = in_cache {
+            pending.complete(segments.clone());
+        }
+        Some(segments)
+    }
+
+    pub fn reply_cache(&self) -> &ReplyCache {
+        &self.cache
+    }
+}
+
+/// A reply cache entry that is abandoned unless completed, so a handler
+/// that panics does not leave its call "in progress" forever.
+struct PendingEntry<'a> {
+    cache: &'a ReplyCache,
+    key: Option<DrcKey>,
+}
+
+impl PendingEntry<'_> {
+    fn complete(&mut self, reply: ReplySegments) {
+        if let Some(key) = self.key.take() {
+            self.cache.complete(&key, reply);
+        }
+    }
+}
+
+impl Drop for PendingEntry<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.cache.abandon(&key);
+        }
+    }
+}
+
+fn status_reply(xid: u32, stat: ReplyStat) -> ReplySegments {
+    let mut enc = Encoder::with_capacity(64);
+    enc.u32(0);
+    encode_reply_header(&mut enc, xid, stat);
+    with_record_mark(enc)
+}
+
+/// Fills in the record mark reserved as the first four bytes.
+fn with_record_mark(enc: Encoder) -> ReplySegments {
+    let total = enc.len() - 4;
+    let mut segments = enc.finish();
+    let mut first = bytes::BytesMut::from(&segments[0][..]);
+    first[..4].copy_from_slice(&record_mark(total));
+    segments[0] = first.freeze();
+    segments
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,141 @@
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::*;
+use crate::msg::{OpaqueAuth, decode_reply_header};
+
+/// Program 7, versions 1..=2. Procedure 1 echoes a u32 (cached, counts its
+/// executions), 2 panics, 3 wants a u32 argument.
+struct Echo {
+    executions: AtomicU32,
+}
+
+impl RpcProgram for Echo {
+    fn program(&self) -> u32 {
+        7
+    }
+    fn versions(&self) -> (u32, u32) {
+        (1, 2)
+    }
+    fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
+        proc_ == 1 || proc_ == 2
+    }
+    fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
+        match ctx.proc_ {
+            1 => {
+                self.executions.fetch_add(1, Ordering::SeqCst);
+                reply.u32(args.u32()?);
+                if let Auth::Sys(sys) = ctx.auth {
+                    reply.u32(sys.uid);
+                }
+                Ok(())
+            }
+            2 => panic!("handler bug"),
+            3 => {
+                args.u32()?;
+                Ok(())
+            }
+            _ => Err(AcceptError::ProcUnavail),
+        }
+    }
+}
+
+fn dispatcher() -> (Dispatcher, Arc<Echo>) {
+    let echo = Arc::new(Echo { executions: AtomicU32::new(0) });
+    (Dispatcher::new(vec![echo.clone()], ReplyCache::new(16)), echo)
+}
+
+fn call(xid: u32, prog: u32, vers: u32, proc_: u32, cred: OpaqueAuth, args: &[u8]) -> Bytes {
+    let mut enc = Encoder::new();
+    CallHeader { xid, rpc_version: 2, prog, vers, proc_, cred, verf: OpaqueAuth::default() }.encode(&mut enc);
+    enc.raw(args);
+    enc.into_bytes()
+}
+
+const PEER: &str = "127.0.0.1:900";
+const LOCAL: &str = "127.0.0.1:2049";
+
+fn run(d: &Dispatcher, record: Bytes) -> Option<(u32, ReplyStat, Decoder)> {
+    let segments = d.handle(record, PEER.parse().unwrap(), LOCAL.parse().unwrap())?;
+    let mut all = Vec::new();
+    for s in segments {
+        all.extend_from_slice(&s);
+    }
+    let mark = u32::from_be_bytes(all[..4].try_into().unwrap());
+    assert_eq!(mark, crate::record::LAST_FRAGMENT | (all.len() as u32 - 4), "record mark covers the reply");
+    let mut dec = Decoder::new(Bytes::from(all).slice(4..));
+    let (xid, stat) = decode_reply_header(&mut dec).unwrap();
+    Some((xid, stat, dec))
+}
+
+fn sys(uid: u32) -> OpaqueAuth {
+    AuthSys { uid, ..Default::default() }.to_opaque()
+}
+
+#[test]
+fn success_carries_results_and_credentials() {
+    let (d, _) = dispatcher();
+    let (xid, stat, mut dec) = run(&d, call(5, 7, 1, 1, sys(1000), &[0, 0, 0, 42])).unwrap();
+    assert_eq!((xid, stat), (5, ReplyStat::Accepted(AcceptStat::Success)));
+    assert_eq!((dec.u32().unwrap(), dec.u32().unwrap()), (42, 1000));
+}
+
+#[test]
+fn unknown_program_version_and_procedure_get_rfc_replies() {
+    let (d, _) = dispatcher();
+    let stat = |r: Bytes| run(&d, r).unwrap().1;
+    assert_eq!(stat(call(1, 8, 1, 0, sys(0), &[])), ReplyStat::Accepted(AcceptStat::ProgUnavail));
+    assert_eq!(stat(call(1, 7, 3, 0, sys(0), &[])), ReplyStat::Accepted(AcceptStat::ProgMismatch { low: 1, high: 2 }));
+    assert_eq!(stat(call(1, 7, 2, 99, sys(0), &[])), ReplyStat::Accepted(AcceptStat::ProcUnavail));
+    assert_eq!(stat(call(1, 7, 2, 3, sys(0), &[0, 0])), ReplyStat::Accepted(AcceptStat::GarbageArgs));
+}
+
+#[test]
+fn wrong_rpc_version_and_bad_credentials_are_denied() {
+    let (d, _) = dispatcher();
+    let mut record = call(1, 7, 1, 1, sys(0), &[0, 0, 0, 1]).to_vec();
+    record[11] = 3; // rpcvers
+    assert_eq!(run(&d, Bytes::from(record)).unwrap().1, ReplyStat::Denied(RejectStat::RpcMismatch { low: 2, high: 2 }));
+    let gss = OpaqueAuth { flavor: 6, body: Bytes::from_static(&[0, 0, 0, 0]) };
+    assert_eq!(
+        run(&d, call(1, 7, 1, 1, gss, &[0, 0, 0, 1])).unwrap().1,
+        ReplyStat::Denied(RejectStat::AuthError(AuthStat::BadCred))
+    );
+    let broken = OpaqueAuth { flavor: AUTH_SYS, body: Bytes::from_static(&[0, 0, 0, 1]) };
+    assert_eq!(
+        run(&d, call(1, 7, 1, 1, broken, &[0, 0, 0, 1])).unwrap().1,
+        ReplyStat::Denied(RejectStat::AuthError(AuthStat::BadCred))
+    );
+}
+
+#[test]
+fn garbage_and_replies_are_handled_without_panicking() {
+    let (d, _) = dispatcher();
+    assert!(run(&d, Bytes::from_static(&[1, 2, 3])).is_none(), "no xid: nothing to answer");
+    assert!(run(&d, Bytes::from_static(&[0, 0, 0, 1, 0, 0, 0, 1])).is_none(), "a reply is not a call");
+    let (xid, stat, _) = run(&d, Bytes::from_static(&[0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 2])).unwrap();
+    assert_eq!((xid, stat), (9, ReplyStat::Accepted(AcceptStat::GarbageArgs)));
+}
+
+#[test]
+fn retransmissions_of_cached_procedures_are_replayed_not_executed() {
+    let (d, echo) = dispatcher();
+    let req = call(77, 7, 1, 1, sys(5), &[0, 0, 0, 3]);
+    let first = d.handle(req.clone(), PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap();
+    let again = d.handle(req, PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap();
+    assert_eq!(first, again);
+    assert_eq!(echo.executions.load(Ordering::SeqCst), 1);
+    // Same xid, other arguments: a new call.
+    run(&d, call(77, 7, 1, 1, sys(5), &[0, 0, 0, 4])).unwrap();
+    assert_eq!(echo.executions.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_panicking_handler_leaves_no_stuck_cache_entry() {
+    let (d, _) = dispatcher();
+    let req = call(3, 7, 1, 2, sys(0), &[]);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        d.handle(req.clone(), PEER.parse().unwrap(), LOCAL.parse().unwrap())
+    }));
+    assert!(r.is_err());
+    assert!(d.reply_cache().is_empty(), "entry abandoned on unwind");
+}

@@ -1,0 +1,18 @@
+//! ONC RPC version 2 (RFC 5531) over stream transports.
+//!
+//! Sans-I/O: [`record::RecordAssembler`] cuts a byte stream into records,
+//! [`msg`] reads and writes call and reply headers, [`Dispatcher`] turns one
+//! call record into one reply (or none), consulting the [`ReplyCache`]. The
+//! server and the client library both drive these with their own sockets.
+//!
+//! **Architecture invariant:** this crate knows nothing about NFS. Programs
+//! plug in through [`RpcProgram`].
+
+mod dispatch;
+pub mod drc;
+pub mod msg;
+pub mod record;
+
+pub use dispatch::{AcceptError, CallContext, Dispatcher, RpcProgram};
+pub use drc::ReplyCache;
+pub use msg::{Auth, AuthSys};
