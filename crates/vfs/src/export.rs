@@ -1,0 +1,203 @@
+//! An exported directory tree: its root, its file system identity and how
+//! handles are checked against it.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::attr::FileType;
+use crate::error::{VfsError, VfsResult};
+use crate::handle::{self, FileHandle, HandleKey};
+use crate::sys;
+
+/// What the configuration says about an export.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportSpec {
+    pub id: u32,
+    pub path: PathBuf,
+    /// Overrides the id derived from the file system UUID (exports(5) `fsid=`).
+    pub fsid: Option<u64>,
+}
+
+/// Where an export's fsid came from, for the start-up log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsidSource {
+    Configured,
+    FsUuid,
+    /// statfs's f_fsid: may change if the device is renumbered.
+    Statfs,
+}
+
+#[derive(Debug)]
+pub struct Export {
+    pub id: u32,
+    pub fsid: u64,
+    pub fsid_source: FsidSource,
+    pub path: PathBuf,
+    /// The export root, opened as a directory; also the mount descriptor
+    /// for open_by_handle_at.
+    root_fd: OwnedFd,
+    pub(crate) root_dev: u64,
+    pub(crate) root_ino: u64,
+    pub(crate) mount_id: i32,
+    /// The root is not the root of its file system, so an inode opened by
+    /// handle may lie outside the export and directories are checked.
+    pub(crate) subtree: bool,
+    pub root_handle: FileHandle,
+}
+
+impl Export {
+    pub fn open(spec: &ExportSpec, key: &HandleKey) -> VfsResult<Export> {
+        let root_fd = sys::open_path(&spec.path, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        let st = sys::fstat(root_fd.as_fd())?;
+        let (kernel, mount_id) = sys::name_to_handle(root_fd.as_fd(), b"")?;
+        let (fsid, fsid_source) = match spec.fsid {
+            Some(f) => (f, FsidSource::Configured),
+            None => derive_fsid(root_fd.as_fd(), st.st_dev)?,
+        };
+        let root_handle = handle::encode(key, spec.id, fsid, FileType::Directory, &kernel)?;
+        let subtree = !is_file_system_root(mount_id, &st);
+        Ok(Export {
+            id: spec.id,
+            fsid,
+            fsid_source,
+            path: spec.path.clone(),
+            root_fd,
+            root_dev: st.st_dev,
+            root_ino: st.st_ino,
+            mount_id,
+            subtree,
+            root_handle,
+        })
+    }
+
+    pub fn root_fd(&self) -> BorrowedFd<'_> {
+        self.root_fd.as_fd()
+    }
+
+    /// Whether the export is a subdirectory of its file system (handles of
+    /// directories are then checked to lie under the export root).
+    pub fn is_subtree(&self) -> bool {
+        self.subtree
+    }
+
+    pub(crate) fn is_root(&self, st: &libc::stat) -> bool {
+        st.st_dev == self.root_dev && st.st_ino == self.root_ino
+    }
+
+    /// Flushes everything of this export's file system to disk.
+    pub fn sync(&self) -> VfsResult<()> {
+        sys::syncfs(self.root_fd.as_fd()).map_err(VfsError::from)
+    }
+}
+
+/// fsid from the file system UUID (stable across reboots and device
+/// renumbering, the same on an HA peer), else from statfs.
+fn derive_fsid(fd: BorrowedFd, dev: u64) -> VfsResult<(u64, FsidSource)> {
+    let uuid = sys::fs_uuid(fd).ok().or_else(|| uuid_from_udev(dev));
+    if let Some(uuid) = uuid {
+        let hi = u64::from_be_bytes(uuid[..8].try_into().expect("8 bytes"));
+        let lo = u64::from_be_bytes(uuid[8..].try_into().expect("8 bytes"));
+        return Ok((hi ^ lo, FsidSource::FsUuid));
+    }
+    let st = sys::fstatfs(fd)?;
+    // SAFETY-free view of fsid_t: two i32s.
+    let raw: [i32; 2] = fsid_words(&st);
+    Ok((((raw[0] as u32 as u64) << 32) | raw[1] as u32 as u64, FsidSource::Statfs))
+}
+
+fn fsid_words(st: &libc::statfs) -> [i32; 2] {
+    // fsid_t's fields are private in libc; it is two i32s in C.
+    let fsid = st.f_fsid;
+    let bytes: [u8; 8] = {
+        let p = &fsid as *const libc::fsid_t as *const [u8; 8];
+        // SAFETY: fsid_t is 8 bytes of plain data.
+        unsafe { *p }
+    };
+    [i32::from_ne_bytes(bytes[..4].try_into().expect("4")), i32::from_ne_bytes(bytes[4..].try_into().expect("4"))]
+}
+
+/// Finds the UUID whose /dev/disk/by-uuid link points at device `dev`.
+fn uuid_from_udev(dev: u64) -> Option<[u8; 16]> {
+    for entry in std::fs::read_dir("/dev/disk/by-uuid").ok()?.flatten() {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = std::fs::metadata(entry.path()) else { continue };
+        if meta.rdev() == dev {
+            return parse_uuid(entry.file_name().as_bytes());
+        }
+    }
+    None
+}
+
+fn parse_uuid(s: &[u8]) -> Option<[u8; 16]> {
+    let hex: Vec<u8> = s.iter().copied().filter(|c| *c != b'-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        out[i] = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// Whether `st` (with `mount_id`) is the root directory of a mount that
+/// shows its whole file system (mountinfo's root field is "/").
+fn is_file_system_root(mount_id: i32, st: &libc::stat) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
+    for line in info.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        if fields.len() < 5 || fields[0].parse::<i32>().ok() != Some(mount_id) {
+            continue;
+        }
+        if fields[3] != "/" {
+            return false;
+        }
+        let mount_point = unescape_mountinfo(fields[4]);
+        return std::fs::symlink_metadata(Path::new(std::ffi::OsStr::from_bytes(&mount_point)))
+            .map(|m| {
+                use std::os::unix::fs::MetadataExt;
+                m.dev() == st.st_dev && m.ino() == st.st_ino
+            })
+            .unwrap_or(false);
+    }
+    false
+}
+
+/// mountinfo escapes space, tab, newline and backslash as \ooo.
+fn unescape_mountinfo(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes() {
+        assert_eq!(unescape_mountinfo(r"/mnt/with\040space"), b"/mnt/with space");
+        assert_eq!(unescape_mountinfo(r"/plain"), b"/plain");
+        assert_eq!(unescape_mountinfo(r"/trailing\04"), br"/trailing\04");
+    }
+
+    #[test]
+    fn uuids_parse() {
+        assert_eq!(
+            parse_uuid(b"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0").unwrap(),
+            [0x0f, 0x1e, 0x2d, 0x3c, 0x4b, 0x5a, 0x69, 0x78, 0x87, 0x96, 0xa5, 0xb4, 0xc3, 0xd2, 0xe1, 0xf0]
+        );
+        assert!(parse_uuid(b"1234-ABCD").is_none());
+    }
+}

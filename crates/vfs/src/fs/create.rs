@@ -1,0 +1,250 @@
+//! CREATE, MKDIR, SYMLINK, MKNOD and LINK. Objects are created as the
+//! caller (so the kernel applies ownership, setgid directories and default
+//! ACLs), then handled by descriptor, never by name again.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+use super::{SYMLINK_TARGET_BYTES_MAX, Vfs, apply_attrs, attrs_of, check_name, is_dot};
+use crate::attr::{Attrs, FileType, SetAttrs, SetTime, Time};
+use crate::error::{VfsError, VfsResult};
+use crate::ident::{self, Cred};
+use crate::inode::Inode;
+use crate::sys;
+
+/// CREATE's three modes (RFC 1813 section 3.3.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateMode {
+    /// Create, or use the existing regular file.
+    Unchecked,
+    /// Fail if the name exists.
+    Guarded,
+    /// Exactly once: the verifier is stored in the new file's atime and
+    /// mtime (as knfsd does), so a retransmission finds its own file.
+    Exclusive([u8; 8]),
+}
+
+/// The kind of special file MKNOD makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    Char { major: u32, minor: u32 },
+    Block { major: u32, minor: u32 },
+    Socket,
+    Fifo,
+}
+
+/// Something that did not exist before, with its attributes.
+pub struct Created {
+    pub inode: Arc<Inode>,
+    pub attrs: Attrs,
+}
+
+fn check_new_name(name: &[u8]) -> VfsResult<()> {
+    check_name(name)?;
+    if is_dot(name) {
+        return Err(VfsError::errno(libc::EEXIST));
+    }
+    Ok(())
+}
+
+fn require_dir(dir: &Inode) -> VfsResult<()> {
+    if dir.ftype != FileType::Directory {
+        return Err(VfsError::errno(libc::ENOTDIR));
+    }
+    Ok(())
+}
+
+/// The verifier split into the two timestamps that store it.
+fn verifier_times(v: [u8; 8]) -> (Time, Time) {
+    let mtime = u32::from_be_bytes(v[..4].try_into().expect("4 bytes"));
+    let atime = u32::from_be_bytes(v[4..].try_into().expect("4 bytes"));
+    (Time { seconds: i64::from(atime), nanos: 0 }, Time { seconds: i64::from(mtime), nanos: 0 })
+}
+
+impl Vfs {
+    pub fn create(
+        &self,
+        cred: &Cred,
+        dir: &Arc<Inode>,
+        name: &[u8],
+        mode: CreateMode,
+        set: &SetAttrs,
+        commit: bool,
+    ) -> VfsResult<Created> {
+        require_dir(dir)?;
+        check_new_name(name)?;
+        ident::assume(cred)?;
+        let perm = set.mode.unwrap_or(0o644) & 0o7777;
+        let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_NOFOLLOW;
+        let fd = match sys::openat(dir.fd(), name, flags, perm) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                return self.create_existing(cred, dir, name, mode, set);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let inode = self.adopt_new(&dir.export, FileType::Regular, fd, true)?;
+        let mut rest = SetAttrs { mode: None, ..*set };
+        if rest.size == Some(0) {
+            rest.size = None;
+        }
+        if let CreateMode::Exclusive(v) = mode {
+            let (atime, mtime) = verifier_times(v);
+            rest = SetAttrs { atime: SetTime::To(atime), mtime: SetTime::To(mtime), ..SetAttrs::default() };
+        }
+        apply_attrs(cred, &inode, &rest)?;
+        self.finish_create(dir, inode, commit)
+    }
+
+    /// CREATE of a name that exists: fine for UNCHECKED (an existing
+    /// regular file, truncated if asked) and for the retransmission of an
+    /// EXCLUSIVE create; otherwise EEXIST.
+    fn create_existing(
+        &self,
+        cred: &Cred,
+        dir: &Arc<Inode>,
+        name: &[u8],
+        mode: CreateMode,
+        set: &SetAttrs,
+    ) -> VfsResult<Created> {
+        let (inode, attrs) = self.lookup(cred, dir, name)?;
+        if inode.ftype != FileType::Regular {
+            return Err(VfsError::errno(libc::EEXIST));
+        }
+        match mode {
+            CreateMode::Guarded => Err(VfsError::errno(libc::EEXIST)),
+            CreateMode::Exclusive(v) => {
+                let (atime, mtime) = verifier_times(v);
+                if attrs.atime.seconds == atime.seconds && attrs.mtime.seconds == mtime.seconds {
+                    Ok(Created { inode, attrs })
+                } else {
+                    Err(VfsError::errno(libc::EEXIST))
+                }
+            }
+            CreateMode::Unchecked => {
+                if let Some(size) = set.size {
+                    apply_attrs(cred, &inode, &SetAttrs { size: Some(size), ..SetAttrs::default() })?;
+                }
+                let attrs = attrs_of(&inode)?;
+                Ok(Created { inode, attrs })
+            }
+        }
+    }
+
+    fn finish_create(&self, dir: &Inode, inode: Arc<Inode>, commit: bool) -> VfsResult<Created> {
+        if commit {
+            super::commit_object(&inode)?;
+            sys::fsync(dir.fd())?;
+        }
+        let attrs = attrs_of(&inode)?;
+        Ok(Created { inode, attrs })
+    }
+
+    pub fn mkdir(
+        &self,
+        cred: &Cred,
+        dir: &Arc<Inode>,
+        name: &[u8],
+        set: &SetAttrs,
+        commit: bool,
+    ) -> VfsResult<Created> {
+        require_dir(dir)?;
+        check_new_name(name)?;
+        ident::assume(cred)?;
+        sys::mkdirat(dir.fd(), name, set.mode.unwrap_or(0o755) & 0o7777)?;
+        // Opened as root: the new directory may well have no read bit.
+        let fd =
+            ident::as_root(|| sys::openat(dir.fd(), name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0))?;
+        self.finish_special(cred, dir, fd, FileType::Directory, set, commit)
+    }
+
+    pub fn symlink(
+        &self,
+        cred: &Cred,
+        dir: &Arc<Inode>,
+        name: &[u8],
+        target: &[u8],
+        set: &SetAttrs,
+        commit: bool,
+    ) -> VfsResult<Created> {
+        require_dir(dir)?;
+        check_new_name(name)?;
+        if target.is_empty() || target.contains(&0) {
+            return Err(VfsError::errno(libc::EINVAL));
+        }
+        if target.len() > SYMLINK_TARGET_BYTES_MAX {
+            return Err(VfsError::NameTooLong);
+        }
+        ident::assume(cred)?;
+        sys::symlinkat(target, dir.fd(), name)?;
+        let fd = sys::openat(dir.fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+        self.finish_special(cred, dir, fd, FileType::Symlink, set, commit)
+    }
+
+    pub fn mknod(
+        &self,
+        cred: &Cred,
+        dir: &Arc<Inode>,
+        name: &[u8],
+        kind: NodeKind,
+        set: &SetAttrs,
+        commit: bool,
+    ) -> VfsResult<Created> {
+        require_dir(dir)?;
+        check_new_name(name)?;
+        let (ftype, type_bits, dev) = match kind {
+            NodeKind::Char { major, minor } => (FileType::CharDevice, libc::S_IFCHR, libc::makedev(major, minor)),
+            NodeKind::Block { major, minor } => (FileType::BlockDevice, libc::S_IFBLK, libc::makedev(major, minor)),
+            NodeKind::Socket => (FileType::Socket, libc::S_IFSOCK, 0),
+            NodeKind::Fifo => (FileType::Fifo, libc::S_IFIFO, 0),
+        };
+        // Device nodes are root's business, whatever capabilities linger.
+        if matches!(kind, NodeKind::Char { .. } | NodeKind::Block { .. }) && !cred.is_root() {
+            return Err(VfsError::errno(libc::EPERM));
+        }
+        ident::assume(cred)?;
+        sys::mknodat(dir.fd(), name, type_bits | (set.mode.unwrap_or(0o644) & 0o7777), dev)?;
+        let fd = sys::openat(dir.fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+        self.finish_special(cred, dir, fd, ftype, set, commit)
+    }
+
+    /// Adopts a new directory or special file and applies the initial
+    /// attributes the creating call did not (owner, times).
+    fn finish_special(
+        &self,
+        cred: &Cred,
+        dir: &Inode,
+        fd: OwnedFd,
+        ftype: FileType,
+        set: &SetAttrs,
+        commit: bool,
+    ) -> VfsResult<Created> {
+        let st = sys::fstat(fd.as_fd())?;
+        if FileType::from_mode(st.st_mode) != Some(ftype) {
+            // Replaced between creation and open: not ours to hand out.
+            return Err(VfsError::errno(libc::EAGAIN));
+        }
+        let inode = self.adopt_new(&dir.export, ftype, fd, false)?;
+        apply_attrs(cred, &inode, &SetAttrs { mode: None, size: None, ..*set })?;
+        self.finish_create(dir, inode, commit)
+    }
+
+    /// LINK: a new name in `dir` for `file`. Returns the file's attributes.
+    pub fn link(&self, cred: &Cred, file: &Inode, dir: &Arc<Inode>, name: &[u8], commit: bool) -> VfsResult<Attrs> {
+        require_dir(dir)?;
+        check_new_name(name)?;
+        if file.export.id != dir.export.id {
+            return Err(VfsError::errno(libc::EXDEV));
+        }
+        if file.ftype == FileType::Directory {
+            return Err(VfsError::errno(libc::EISDIR));
+        }
+        ident::assume(cred)?;
+        sys::link_fd(file.fd(), dir.fd(), name)?;
+        if commit {
+            super::commit_object(file)?;
+            sys::fsync(dir.fd())?;
+        }
+        attrs_of(file)
+    }
+}

@@ -1,0 +1,107 @@
+//! LOOKUP, READDIR and the per-entry half of READDIRPLUS.
+
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
+use super::{Vfs, check_name, permit};
+use crate::attr::{Attrs, FileType};
+use crate::error::{VfsError, VfsResult};
+use crate::handle::{self, FileHandle};
+use crate::ident::{self, Cred};
+use crate::inode::Inode;
+use crate::sys;
+
+/// getdents64 buffer per READDIR call.
+const DIRENT_BUFFER_BYTES: usize = 64 * 1024;
+
+/// One directory entry. `cookie` resumes the listing after this entry.
+#[derive(Debug, Clone, Copy)]
+pub struct DirEntry<'a> {
+    pub name: &'a [u8],
+    pub fileid: u64,
+    pub cookie: u64,
+}
+
+impl Vfs {
+    /// The object `name` in `dir`, with its attributes. "." and ".." are
+    /// understood, and ".." of the export root is the root itself.
+    pub fn lookup(&self, cred: &Cred, dir: &Arc<Inode>, name: &[u8]) -> VfsResult<(Arc<Inode>, Attrs)> {
+        if dir.ftype != FileType::Directory {
+            return Err(VfsError::errno(libc::ENOTDIR));
+        }
+        check_name(name)?;
+        ident::assume(cred)?;
+        if name == b"." || (name == b".." && dir.is_export_root()) {
+            // Still needs search permission, like any lookup.
+            sys::stat_at(dir.fd(), b".")?;
+            return Ok((dir.clone(), super::attrs_of(dir)?));
+        }
+        let st = sys::stat_at(dir.fd(), name)?;
+        let (kernel, mount_id) = sys::name_to_handle(dir.fd(), name)?;
+        if mount_id != dir.export.mount_id {
+            return Err(VfsError::CrossesMount);
+        }
+        let inode = self.adopt(&dir.export, &st, kernel)?;
+        let attrs = Attrs::from_stat(&st, dir.export.fsid).ok_or(VfsError::NotSupported)?;
+        Ok((inode, attrs))
+    }
+
+    /// Lists `dir` from `cookie` (0: the start), handing entries to `sink`
+    /// until it returns false. Returns whether the end was reached.
+    /// Cookies are the file system's own directory offsets, so a listing
+    /// resumed with one continues exactly after that entry.
+    pub fn readdir(
+        &self,
+        cred: &Cred,
+        dir: &Inode,
+        cookie: u64,
+        mut sink: impl FnMut(DirEntry<'_>) -> bool,
+    ) -> VfsResult<bool> {
+        if dir.ftype != FileType::Directory {
+            return Err(VfsError::errno(libc::ENOTDIR));
+        }
+        ident::assume(cred)?;
+        let st = sys::fstat(dir.fd())?;
+        permit(cred, dir, &st, libc::R_OK, false)?;
+        // A descriptor of our own: the file position is per open file.
+        let fd = ident::as_root(|| sys::openat(dir.fd(), b".", libc::O_RDONLY | libc::O_DIRECTORY, 0))?;
+        if cookie != 0 {
+            sys::lseek_set(fd.as_fd(), cookie).map_err(|_| VfsError::BadCookie)?;
+        }
+        let at_root = dir.is_export_root();
+        let mut buf = vec![0u8; DIRENT_BUFFER_BYTES];
+        loop {
+            let n = match sys::getdents(fd.as_fd(), &mut buf) {
+                Ok(n) => n,
+                Err(e) if cookie != 0 && e.raw_os_error() == Some(libc::EINVAL) => return Err(VfsError::BadCookie),
+                Err(e) => return Err(e.into()),
+            };
+            if n == 0 {
+                return Ok(true);
+            }
+            for d in sys::dirents(&buf[..n]) {
+                // The root's ".." must not reveal what lies above the export.
+                let fileid = if at_root && d.name == b".." { st.st_ino } else { d.ino };
+                if !sink(DirEntry { name: d.name, fileid, cookie: d.next_offset }) {
+                    return Ok(false);
+                }
+            }
+        }
+    }
+
+    /// Handle and attributes of one entry for READDIRPLUS, looked up as the
+    /// caller. `None` when the entry cannot be given (gone, another mount,
+    /// no permission): the protocol allows leaving them out.
+    pub fn entry_plus(&self, cred: &Cred, dir: &Inode, name: &[u8]) -> Option<(FileHandle, Attrs)> {
+        ident::assume(cred).ok()?;
+        let name: &[u8] = if name == b".." && dir.is_export_root() { b"." } else { name };
+        let st = sys::stat_at(dir.fd(), name).ok()?;
+        let (kernel, mount_id) = sys::name_to_handle(dir.fd(), name).ok()?;
+        if mount_id != dir.export.mount_id {
+            return None;
+        }
+        let ftype = FileType::from_mode(st.st_mode)?;
+        let fh = handle::encode(&self.key, dir.export.id, dir.export.fsid, ftype, &kernel).ok()?;
+        Some((fh, Attrs::from_stat(&st, dir.export.fsid)?))
+    }
+}

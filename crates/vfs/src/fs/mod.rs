@@ -1,0 +1,359 @@
+//! The file-system verbs, version-independent (knfsd's `vfs.c`). Every verb
+//! that touches the file system on a caller's behalf first assumes the
+//! caller's identity on this thread, so the kernel checks permissions.
+//!
+//! **Architecture invariants:** names passed to `*at()` calls are single
+//! components (checked here, whatever the protocol layer did); symlinks are
+//! never followed; a handle resolves only to an object of its own export.
+
+pub(crate) mod create;
+mod dir;
+mod io;
+mod remove;
+
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+pub use dir::DirEntry;
+pub use io::{ReadOut, Stability, WriteOut};
+
+use crate::attr::{Attrs, FileType, FsStat, Limits, SetAttrs, SetTime, access};
+use crate::error::{VfsError, VfsResult};
+use crate::export::Export;
+use crate::handle::{self, FileHandle, HandleKey};
+use crate::ident::{self, Cred};
+use crate::inode::{Inode, InodeCache};
+use crate::sys::{self, KernelHandle};
+
+/// Longest name component (NFS3_MAXNAMLEN, and every Linux file system's).
+pub const NAME_BYTES_MAX: usize = 255;
+/// Longest symlink target.
+pub const SYMLINK_TARGET_BYTES_MAX: usize = 4095;
+/// Ancestors walked to prove a directory lies inside a subtree export.
+const SUBTREE_DEPTH_MAX: usize = 4096;
+
+pub struct Vfs {
+    exports: Vec<Arc<Export>>,
+    key: HandleKey,
+    cache: InodeCache,
+}
+
+impl Vfs {
+    pub fn new(exports: Vec<Export>, key: HandleKey, cached_inodes_max: usize) -> Self {
+        Vfs { exports: exports.into_iter().map(Arc::new).collect(), key, cache: InodeCache::new(cached_inodes_max) }
+    }
+
+    pub fn exports(&self) -> &[Arc<Export>] {
+        &self.exports
+    }
+
+    pub fn export(&self, id: u32) -> Option<&Arc<Export>> {
+        self.exports.iter().find(|e| e.id == id)
+    }
+
+    pub fn cached_inodes(&self) -> usize {
+        self.cache.len()
+    }
+
+    pub fn root(&self, export: &Export) -> VfsResult<Arc<Inode>> {
+        self.resolve(export.root_handle.as_bytes())
+    }
+
+    /// The object a handle names. Known handles come from the cache; others
+    /// are authenticated, checked against their export, and opened.
+    pub fn resolve(&self, fh: &Bytes) -> VfsResult<Arc<Inode>> {
+        if let Some(inode) = self.cache.get(fh) {
+            return Ok(inode);
+        }
+        let parsed = handle::decode(&self.key, fh)?;
+        let export = self.export(parsed.export_id).ok_or(VfsError::Stale)?;
+        if parsed.fsid != export.fsid {
+            return Err(VfsError::Stale);
+        }
+        self.open_inode(export, handle::from_wire(fh.clone()), parsed.ftype, parsed.kernel, false)
+    }
+
+    /// Opens the object behind a kernel handle and caches it. `inside` says
+    /// the caller already knows it lies in the export (found by lookup).
+    fn open_inode(
+        &self,
+        export: &Arc<Export>,
+        handle: FileHandle,
+        ftype: FileType,
+        kernel: KernelHandle,
+        inside: bool,
+    ) -> VfsResult<Arc<Inode>> {
+        if let Some(inode) = self.cache.get(handle.as_bytes()) {
+            return Ok(inode);
+        }
+        let open = |flags| ident::as_root(|| sys::open_by_handle(export.root_fd(), &kernel, flags));
+        let fd = match ftype {
+            FileType::Directory => open(libc::O_RDONLY | libc::O_DIRECTORY),
+            FileType::Regular => open(libc::O_RDONLY).or_else(|_| open(libc::O_PATH)),
+            _ => open(libc::O_PATH),
+        }
+        .map_err(stale_if_gone)?;
+        let st = sys::fstat(fd.as_fd())?;
+        if FileType::from_mode(st.st_mode) != Some(ftype) {
+            return Err(VfsError::Stale);
+        }
+        if export.subtree && ftype == FileType::Directory && !inside && !export.is_root(&st) {
+            check_inside(export, fd.as_fd())?;
+        }
+        let inode = Arc::new(Inode::new(export.clone(), handle, ftype, kernel, fd, false));
+        self.cache.insert(inode.clone());
+        Ok(inode)
+    }
+
+    /// Issues the handle for an object found under `export` and returns
+    /// its inode (from the cache if it is known).
+    fn adopt(&self, export: &Arc<Export>, st: &libc::stat, kernel: KernelHandle) -> VfsResult<Arc<Inode>> {
+        let ftype = FileType::from_mode(st.st_mode).ok_or(VfsError::NotSupported)?;
+        let handle = handle::encode(&self.key, export.id, export.fsid, ftype, &kernel)?;
+        self.open_inode(export, handle, ftype, kernel, true)
+    }
+
+    /// Caches an object this server just created, with the descriptor the
+    /// creation produced.
+    fn adopt_new(
+        &self,
+        export: &Arc<Export>,
+        ftype: FileType,
+        fd: std::os::fd::OwnedFd,
+        writable: bool,
+    ) -> VfsResult<Arc<Inode>> {
+        let (kernel, _) = sys::name_to_handle(fd.as_fd(), b"")?;
+        let handle = handle::encode(&self.key, export.id, export.fsid, ftype, &kernel)?;
+        let inode = Arc::new(Inode::new(export.clone(), handle, ftype, kernel, fd, writable));
+        self.cache.insert(inode.clone());
+        Ok(inode)
+    }
+
+    /// The wire handle of a name in `dir` (for cache eviction), if any.
+    fn handle_of_name(&self, dir: &Inode, name: &[u8]) -> Option<FileHandle> {
+        let st = sys::stat_at(dir.fd(), name).ok()?;
+        let (kernel, _) = sys::name_to_handle(dir.fd(), name).ok()?;
+        let ftype = FileType::from_mode(st.st_mode)?;
+        handle::encode(&self.key, dir.export.id, dir.export.fsid, ftype, &kernel).ok()
+    }
+
+    pub fn getattr(&self, inode: &Inode) -> VfsResult<Attrs> {
+        attrs_of(inode)
+    }
+
+    /// SETATTR. `guard` is the ctime the client believes the object has.
+    pub fn setattr(
+        &self,
+        cred: &Cred,
+        inode: &Inode,
+        set: &SetAttrs,
+        guard: Option<crate::attr::Time>,
+        commit: bool,
+    ) -> VfsResult<()> {
+        ident::assume(cred)?;
+        if let Some(ctime) = guard
+            && attrs_of(inode)?.ctime != ctime
+        {
+            return Err(VfsError::NotSync);
+        }
+        apply_attrs(cred, inode, set)?;
+        if commit {
+            commit_object(inode)?;
+        }
+        Ok(())
+    }
+
+    /// The ACCESS bits of `want` that the caller really has.
+    pub fn access(&self, cred: &Cred, inode: &Inode, want: u32) -> VfsResult<u32> {
+        ident::assume(cred)?;
+        let may = |mode| sys::access(inode.fd(), mode).is_ok();
+        let (read, write, exec) = (may(libc::R_OK), may(libc::W_OK), may(libc::X_OK));
+        let mut granted = 0;
+        if read {
+            granted |= access::READ;
+        }
+        if write {
+            granted |= access::MODIFY | access::EXTEND;
+        }
+        if inode.ftype == FileType::Directory {
+            if exec {
+                granted |= access::LOOKUP;
+            }
+            if write {
+                granted |= access::DELETE;
+            }
+        } else if exec {
+            granted |= access::EXECUTE;
+        }
+        Ok(granted & want)
+    }
+
+    pub fn readlink(&self, cred: &Cred, inode: &Inode) -> VfsResult<Vec<u8>> {
+        if inode.ftype != FileType::Symlink {
+            return Err(VfsError::errno(libc::EINVAL));
+        }
+        ident::assume(cred)?;
+        Ok(sys::readlink(inode.fd())?)
+    }
+
+    pub fn fsstat(&self, inode: &Inode) -> VfsResult<FsStat> {
+        let st = sys::fstatvfs(inode.export.root_fd())?;
+        let frsize = st.f_frsize as u64;
+        Ok(FsStat {
+            total_bytes: st.f_blocks as u64 * frsize,
+            free_bytes: st.f_bfree as u64 * frsize,
+            avail_bytes: st.f_bavail as u64 * frsize,
+            total_files: st.f_files as u64,
+            free_files: st.f_ffree as u64,
+            avail_files: st.f_favail as u64,
+        })
+    }
+
+    pub fn limits(&self, inode: &Inode) -> Limits {
+        let fd = inode.export.root_fd();
+        let bits = sys::fpathconf(fd, libc::_PC_FILESIZEBITS).unwrap_or(64).clamp(32, 64) as u32;
+        Limits {
+            link_max: sys::fpathconf(fd, libc::_PC_LINK_MAX).unwrap_or(32000).clamp(1, u32::MAX as i64) as u32,
+            name_max: sys::fpathconf(fd, libc::_PC_NAME_MAX).unwrap_or(255).clamp(1, NAME_BYTES_MAX as i64) as u32,
+            file_size_max: if bits >= 64 { i64::MAX as u64 } else { (1u64 << (bits - 1)) - 1 },
+        }
+    }
+
+    /// The directory `path` (relative to the export root, components
+    /// separated by '/') for MOUNT. Symlinks and other mounts are not
+    /// followed, and ".." is refused.
+    pub fn lookup_path(&self, export: &Arc<Export>, path: &[u8]) -> VfsResult<Arc<Inode>> {
+        let mut fd: Option<std::os::fd::OwnedFd> = None;
+        for component in path.split(|c| *c == b'/').filter(|c| !c.is_empty() && *c != b".") {
+            check_name(component)?;
+            if component == b".." {
+                return Err(VfsError::errno(libc::EACCES));
+            }
+            let dir = fd.as_ref().map(|f| f.as_fd()).unwrap_or(export.root_fd());
+            fd = Some(ident::as_root(|| {
+                sys::openat(dir, component, libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY, 0)
+            })?);
+        }
+        let Some(fd) = fd else { return self.root(export) };
+        let (kernel, mount_id) = sys::name_to_handle(fd.as_fd(), b"")?;
+        if mount_id != export.mount_id {
+            return Err(VfsError::CrossesMount);
+        }
+        let st = sys::fstat(fd.as_fd())?;
+        self.adopt(export, &st, kernel)
+    }
+
+    /// Flushes a file's data and metadata to disk (COMMIT).
+    pub fn commit(&self, inode: &Inode) -> VfsResult<Attrs> {
+        commit_object(inode)?;
+        attrs_of(inode)
+    }
+}
+
+pub(crate) fn attrs_of(inode: &Inode) -> VfsResult<Attrs> {
+    let st = sys::fstat(inode.fd())?;
+    Attrs::from_stat(&st, inode.export.fsid).ok_or(VfsError::NotSupported)
+}
+
+/// Makes an object's metadata durable. O_PATH objects (symlinks, devices,
+/// fifos, sockets) cannot be fsync'ed; their file system is.
+fn commit_object(inode: &Inode) -> VfsResult<()> {
+    if inode.ftype.is_special() {
+        sys::syncfs(inode.export.root_fd())?;
+    } else {
+        sys::fsync(inode.sync_fd())?;
+    }
+    Ok(())
+}
+
+/// Applies attribute changes in knfsd's order: size, owner (which clears
+/// setuid bits), mode, then times (the others change ctime and mtime).
+fn apply_attrs(cred: &Cred, inode: &Inode, set: &SetAttrs) -> VfsResult<()> {
+    if let Some(size) = set.size {
+        match inode.ftype {
+            FileType::Regular => {}
+            FileType::Directory => return Err(VfsError::errno(libc::EISDIR)),
+            _ => return Err(VfsError::errno(libc::EINVAL)),
+        }
+        let st = sys::fstat(inode.fd())?;
+        permit(cred, inode, &st, libc::W_OK, true)?;
+        sys::ftruncate(inode.writer()?, size)?;
+    }
+    if set.uid.is_some() || set.gid.is_some() {
+        sys::fchown(inode.fd(), set.uid.unwrap_or(u32::MAX), set.gid.unwrap_or(u32::MAX))?;
+    }
+    if let Some(mode) = set.mode {
+        match inode.ftype {
+            // Linux has no mode for symlinks; knfsd ignores it too.
+            FileType::Symlink => {}
+            t if t.is_special() => sys::chmod_via_proc(inode.fd(), mode & 0o7777)?,
+            _ => sys::fchmod(inode.fd(), mode & 0o7777)?,
+        }
+    }
+    if set.atime != SetTime::Keep || set.mtime != SetTime::Keep {
+        sys::set_times(inode.fd(), &[timespec(set.atime), timespec(set.mtime)])?;
+    }
+    Ok(())
+}
+
+fn timespec(t: SetTime) -> libc::timespec {
+    match t {
+        SetTime::Keep => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+        SetTime::ServerNow => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW },
+        SetTime::To(t) => libc::timespec { tv_sec: t.seconds, tv_nsec: i64::from(t.nanos.min(999_999_999)) },
+    }
+}
+
+/// Checks that the caller may read/write an object the server holds open
+/// as root. Like knfsd, the owner may read and write their own file
+/// whatever its mode (a file created 0444 must still take the data its
+/// creator writes).
+fn permit(cred: &Cred, inode: &Inode, st: &libc::stat, mode: libc::c_int, owner_override: bool) -> VfsResult<()> {
+    if cred.is_root() || (owner_override && st.st_uid == cred.uid) {
+        return Ok(());
+    }
+    sys::access(inode.fd(), mode).map_err(VfsError::from)
+}
+
+/// A name component: not empty, no '/', no NUL, at most 255 bytes.
+pub(crate) fn check_name(name: &[u8]) -> VfsResult<()> {
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(VfsError::InvalidName);
+    }
+    if name.len() > NAME_BYTES_MAX {
+        return Err(VfsError::NameTooLong);
+    }
+    Ok(())
+}
+
+pub(crate) fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+fn stale_if_gone(e: std::io::Error) -> VfsError {
+    match e.raw_os_error() {
+        Some(libc::ESTALE) | Some(libc::ENOENT) | Some(libc::EINVAL) => VfsError::Stale,
+        _ => VfsError::Os(e),
+    }
+}
+
+/// Proves that directory `fd` lies under the export root by walking "..".
+fn check_inside(export: &Export, fd: std::os::fd::BorrowedFd) -> VfsResult<()> {
+    let mut current = ident::as_root(|| sys::openat(fd, b".", libc::O_PATH | libc::O_DIRECTORY, 0))?;
+    for _ in 0..SUBTREE_DEPTH_MAX {
+        let st = sys::fstat(current.as_fd())?;
+        if export.is_root(&st) {
+            return Ok(());
+        }
+        let parent = ident::as_root(|| sys::openat(current.as_fd(), b"..", libc::O_PATH | libc::O_DIRECTORY, 0))?;
+        let pst = sys::fstat(parent.as_fd())?;
+        if pst.st_dev != export.root_dev || (pst.st_ino == st.st_ino && pst.st_dev == st.st_dev) {
+            break;
+        }
+        current = parent;
+    }
+    tracing::warn!(export = export.id, "handle of a directory outside the export refused");
+    Err(VfsError::Stale)
+}

@@ -1,0 +1,78 @@
+//! REMOVE, RMDIR and RENAME. A name that goes away takes its cached
+//! descriptor with it, so the space of a deleted file is freed at once.
+
+use std::sync::Arc;
+
+use super::{Vfs, check_name, is_dot};
+use crate::attr::FileType;
+use crate::error::{VfsError, VfsResult};
+use crate::ident::{self, Cred};
+use crate::inode::Inode;
+use crate::sys;
+
+impl Vfs {
+    pub fn remove(&self, cred: &Cred, dir: &Inode, name: &[u8], commit: bool) -> VfsResult<()> {
+        self.unlink(cred, dir, name, 0, commit)
+    }
+
+    pub fn rmdir(&self, cred: &Cred, dir: &Inode, name: &[u8], commit: bool) -> VfsResult<()> {
+        self.unlink(cred, dir, name, libc::AT_REMOVEDIR, commit)
+    }
+
+    fn unlink(&self, cred: &Cred, dir: &Inode, name: &[u8], flags: libc::c_int, commit: bool) -> VfsResult<()> {
+        if dir.ftype != FileType::Directory {
+            return Err(VfsError::errno(libc::ENOTDIR));
+        }
+        check_name(name)?;
+        if is_dot(name) {
+            // As knfsd: "." and ".." are never removed by name.
+            return Err(VfsError::errno(if name == b"." { libc::EINVAL } else { libc::ENOTEMPTY }));
+        }
+        ident::assume(cred)?;
+        let victim = self.handle_of_name(dir, name);
+        sys::unlinkat(dir.fd(), name, flags)?;
+        if let Some(fh) = victim {
+            self.cache.remove(&fh);
+        }
+        if commit {
+            sys::fsync(dir.fd())?;
+        }
+        Ok(())
+    }
+
+    pub fn rename(
+        &self,
+        cred: &Cred,
+        from_dir: &Arc<Inode>,
+        from: &[u8],
+        to_dir: &Arc<Inode>,
+        to: &[u8],
+        commit: bool,
+    ) -> VfsResult<()> {
+        if from_dir.ftype != FileType::Directory || to_dir.ftype != FileType::Directory {
+            return Err(VfsError::errno(libc::ENOTDIR));
+        }
+        check_name(from)?;
+        check_name(to)?;
+        if is_dot(from) || is_dot(to) {
+            return Err(VfsError::errno(libc::EINVAL));
+        }
+        if from_dir.export.id != to_dir.export.id {
+            return Err(VfsError::errno(libc::EXDEV));
+        }
+        ident::assume(cred)?;
+        let source = self.handle_of_name(from_dir, from);
+        let victim = self.handle_of_name(to_dir, to).filter(|v| Some(v) != source.as_ref());
+        sys::renameat(from_dir.fd(), from, to_dir.fd(), to)?;
+        if let Some(fh) = victim {
+            self.cache.remove(&fh);
+        }
+        if commit {
+            sys::fsync(from_dir.fd())?;
+            if from_dir.handle != to_dir.handle {
+                sys::fsync(to_dir.fd())?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,99 @@
+//! Open objects, cached by handle so that a request on a known handle
+//! costs no open: knfsd's file cache, in user space.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+
+use crate::attr::FileType;
+use crate::error::VfsResult;
+use crate::export::Export;
+use crate::handle::FileHandle;
+use crate::ident;
+use crate::sys::{self, KernelHandle};
+
+/// An object of an export, held open.
+#[derive(Debug)]
+pub struct Inode {
+    pub export: Arc<Export>,
+    pub handle: FileHandle,
+    pub ftype: FileType,
+    kernel: KernelHandle,
+    /// Directories: O_RDONLY|O_DIRECTORY. Regular files: O_RDONLY, or
+    /// O_RDWR when the file was created here. Others: O_PATH.
+    fd: OwnedFd,
+    fd_writable: bool,
+    /// O_RDWR descriptor of a regular file, opened on its first write so
+    /// that reading a file never takes write access (which would make a
+    /// local exec of it fail with ETXTBSY).
+    writer: OnceLock<OwnedFd>,
+}
+
+impl Inode {
+    pub(crate) fn new(
+        export: Arc<Export>,
+        handle: FileHandle,
+        ftype: FileType,
+        kernel: KernelHandle,
+        fd: OwnedFd,
+        fd_writable: bool,
+    ) -> Self {
+        Inode { export, handle, ftype, kernel, fd, fd_writable, writer: OnceLock::new() }
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// A descriptor open for writing, opened (as root: permission is the
+    /// caller's business) on first use.
+    pub(crate) fn writer(&self) -> VfsResult<BorrowedFd<'_>> {
+        if self.fd_writable {
+            return Ok(self.fd.as_fd());
+        }
+        if let Some(w) = self.writer.get() {
+            return Ok(w.as_fd());
+        }
+        let fd = ident::as_root(|| sys::open_by_handle(self.export.root_fd(), &self.kernel, libc::O_RDWR))?;
+        // A concurrent first write may have won; either descriptor will do.
+        let _ = self.writer.set(fd);
+        Ok(self.writer.get().expect("set above").as_fd())
+    }
+
+    /// The descriptor to flush: the writer if there is one.
+    pub(crate) fn sync_fd(&self) -> BorrowedFd<'_> {
+        self.writer.get().map(|w| w.as_fd()).unwrap_or(self.fd.as_fd())
+    }
+
+    pub fn is_export_root(&self) -> bool {
+        self.handle == self.export.root_handle
+    }
+}
+
+/// Inodes by wire handle, bounded; least recently used go first.
+pub(crate) struct InodeCache {
+    cache: quick_cache::sync::Cache<Bytes, Arc<Inode>>,
+}
+
+impl InodeCache {
+    pub fn new(entries_max: usize) -> Self {
+        InodeCache { cache: quick_cache::sync::Cache::new(entries_max.max(16)) }
+    }
+
+    pub fn get(&self, handle: &Bytes) -> Option<Arc<Inode>> {
+        self.cache.get(handle)
+    }
+
+    pub fn insert(&self, inode: Arc<Inode>) {
+        self.cache.insert(inode.handle.as_bytes().clone(), inode);
+    }
+
+    pub fn remove(&self, handle: &FileHandle) {
+        self.cache.remove(handle.as_bytes());
+    }
+
+    pub fn len(&self) -> usize {
+        self.cache.len()
+    }
+}

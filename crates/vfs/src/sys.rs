@@ -1,0 +1,375 @@
+//! Thin wrappers over the Linux system calls the storage layer uses. Every
+//! `unsafe` block of the crate lives here; the rest of the crate sees
+//! `io::Result`s, owned descriptors and byte slices.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use bytes::BytesMut;
+
+/// Largest kernel file handle (MAX_HANDLE_SZ in linux/exportfs.h).
+pub const KERNEL_HANDLE_BYTES_MAX: usize = 128;
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) }
+}
+
+fn cvt_size(r: isize) -> io::Result<usize> {
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as usize) }
+}
+
+/// A name as a C string; names with NUL bytes are refused before this.
+pub fn cstr(name: &[u8]) -> io::Result<CString> {
+    CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+const EMPTY: &std::ffi::CStr = c"";
+
+/// struct file_handle with room for the largest handle.
+#[repr(C)]
+struct RawHandle {
+    handle_bytes: u32,
+    handle_type: i32,
+    f_handle: [u8; KERNEL_HANDLE_BYTES_MAX],
+}
+
+/// A kernel file handle: the file system's own name for an inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelHandle {
+    pub handle_type: i32,
+    pub bytes: Vec<u8>,
+}
+
+/// name_to_handle_at(2) without following symlinks. `name` empty means the
+/// object `dirfd` itself. Returns the handle and the mount id.
+pub fn name_to_handle(dirfd: BorrowedFd, name: &[u8]) -> io::Result<(KernelHandle, i32)> {
+    let c = cstr(name)?;
+    let mut raw = RawHandle { handle_bytes: KERNEL_HANDLE_BYTES_MAX as u32, handle_type: 0, f_handle: [0; 128] };
+    let mut mount_id: libc::c_int = 0;
+    let flags = if name.is_empty() { libc::AT_EMPTY_PATH } else { 0 };
+    // SAFETY: raw is a file_handle with handle_bytes of trailing storage.
+    cvt(unsafe {
+        libc::name_to_handle_at(
+            dirfd.as_raw_fd(),
+            c.as_ptr(),
+            (&raw mut raw).cast::<libc::file_handle>(),
+            &mut mount_id,
+            flags,
+        )
+    })?;
+    let n = (raw.handle_bytes as usize).min(KERNEL_HANDLE_BYTES_MAX);
+    Ok((KernelHandle { handle_type: raw.handle_type, bytes: raw.f_handle[..n].to_vec() }, mount_id))
+}
+
+/// open_by_handle_at(2). Needs CAP_DAC_READ_SEARCH in the effective set.
+pub fn open_by_handle(mount_fd: BorrowedFd, handle: &KernelHandle, flags: libc::c_int) -> io::Result<OwnedFd> {
+    if handle.bytes.len() > KERNEL_HANDLE_BYTES_MAX {
+        return Err(io::Error::from_raw_os_error(libc::ESTALE));
+    }
+    let mut raw =
+        RawHandle { handle_bytes: handle.bytes.len() as u32, handle_type: handle.handle_type, f_handle: [0; 128] };
+    raw.f_handle[..handle.bytes.len()].copy_from_slice(&handle.bytes);
+    // SAFETY: raw is a valid file_handle; the returned fd is owned by us.
+    let fd = cvt(unsafe {
+        libc::open_by_handle_at(
+            mount_fd.as_raw_fd(),
+            (&raw mut raw).cast::<libc::file_handle>(),
+            flags | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: fd was just returned by the kernel and is not owned elsewhere.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub fn openat(dirfd: BorrowedFd, name: &[u8], flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+    let c = cstr(name)?;
+    // SAFETY: plain syscall on valid arguments.
+    let fd =
+        cvt(unsafe { libc::openat(dirfd.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) })?;
+    // SAFETY: fresh fd from the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens a path (for the export roots at start).
+pub fn open_path(path: &std::path::Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = cstr(path.as_os_str().as_bytes())?;
+    // SAFETY: plain syscall on valid arguments.
+    let fd = cvt(unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) })?;
+    // SAFETY: fresh fd from the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub fn fstat(fd: BorrowedFd) -> io::Result<libc::stat> {
+    // SAFETY: zeroed stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is valid; empty path with AT_EMPTY_PATH works on O_PATH fds too.
+    cvt(unsafe { libc::fstatat(fd.as_raw_fd(), EMPTY.as_ptr(), &mut st, libc::AT_EMPTY_PATH) })?;
+    Ok(st)
+}
+
+/// fstatat(2) without following a final symlink.
+pub fn stat_at(dirfd: BorrowedFd, name: &[u8]) -> io::Result<libc::stat> {
+    let c = cstr(name)?;
+    // SAFETY: as above.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd and C string.
+    cvt(unsafe { libc::fstatat(dirfd.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+    Ok(st)
+}
+
+pub fn fstatvfs(fd: BorrowedFd) -> io::Result<libc::statvfs> {
+    // SAFETY: zeroed statvfs is a valid out-parameter.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fd valid (not O_PATH: callers pass a directory or file fd).
+    cvt(unsafe { libc::fstatvfs(fd.as_raw_fd(), &mut st) })?;
+    Ok(st)
+}
+
+/// faccessat2(2) on the object itself with the thread's effective (fs)
+/// identity: what the kernel would allow this caller.
+pub fn access(fd: BorrowedFd, mode: libc::c_int) -> io::Result<()> {
+    // SAFETY: raw syscall, valid arguments.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_faccessat2,
+            fd.as_raw_fd(),
+            EMPTY.as_ptr(),
+            mode,
+            libc::AT_EMPTY_PATH | libc::AT_EACCESS,
+        )
+    };
+    cvt(r as libc::c_int).map(drop)
+}
+
+/// pread(2) of up to `count` bytes into a fresh buffer.
+pub fn pread(fd: BorrowedFd, offset: u64, count: usize) -> io::Result<BytesMut> {
+    let mut buf = BytesMut::with_capacity(count);
+    let mut done = 0;
+    while done < count {
+        let spare = buf.spare_capacity_mut();
+        // SAFETY: writing into the buffer's spare capacity, at most its length.
+        let n = cvt_size(unsafe {
+            libc::pread(fd.as_raw_fd(), spare.as_mut_ptr().cast(), count - done, (offset + done as u64) as libc::off_t)
+        });
+        let n = match n {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => r?,
+        };
+        if n == 0 {
+            break;
+        }
+        // SAFETY: the kernel initialised n more bytes.
+        unsafe { buf.set_len(done + n) };
+        done += n;
+    }
+    Ok(buf)
+}
+
+/// pwritev2(2) of all of `data`, with `flags` (RWF_DSYNC / RWF_SYNC or 0).
+pub fn pwrite_all(fd: BorrowedFd, mut data: &[u8], mut offset: u64, flags: libc::c_int) -> io::Result<()> {
+    while !data.is_empty() {
+        let iov = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
+        // SAFETY: one valid iovec over `data`.
+        let n = cvt_size(unsafe { libc::pwritev2(fd.as_raw_fd(), &iov, 1, offset as libc::off_t, flags) });
+        let n = match n {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => r?,
+        };
+        if n == 0 {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        data = &data[n..];
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+pub fn fsync(fd: BorrowedFd) -> io::Result<()> {
+    // SAFETY: plain syscall.
+    cvt(unsafe { libc::fsync(fd.as_raw_fd()) }).map(drop)
+}
+
+pub fn syncfs(fd: BorrowedFd) -> io::Result<()> {
+    // SAFETY: plain syscall.
+    cvt(unsafe { libc::syncfs(fd.as_raw_fd()) }).map(drop)
+}
+
+pub fn ftruncate(fd: BorrowedFd, size: u64) -> io::Result<()> {
+    let size = libc::off_t::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    // SAFETY: plain syscall.
+    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), size) }).map(drop)
+}
+
+pub fn fchmod(fd: BorrowedFd, mode: u32) -> io::Result<()> {
+    // SAFETY: plain syscall.
+    cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) }).map(drop)
+}
+
+/// chmod through /proc/self/fd, for O_PATH descriptors (fifos, sockets,
+/// device nodes) that fchmod refuses. Never used on symlinks.
+pub fn chmod_via_proc(fd: BorrowedFd, mode: u32) -> io::Result<()> {
+    let path = cstr(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_bytes())?;
+    // SAFETY: plain syscall on a valid path.
+    cvt(unsafe { libc::chmod(path.as_ptr(), mode as libc::mode_t) }).map(drop)
+}
+
+/// fchownat(2) on the object itself; u32::MAX leaves an id unchanged.
+pub fn fchown(fd: BorrowedFd, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: plain syscall; works on O_PATH descriptors.
+    cvt(unsafe {
+        libc::fchownat(fd.as_raw_fd(), EMPTY.as_ptr(), uid, gid, libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW)
+    })
+    .map(drop)
+}
+
+/// utimensat(2) on the object itself (works on O_PATH descriptors).
+pub fn set_times(fd: BorrowedFd, times: &[libc::timespec; 2]) -> io::Result<()> {
+    // SAFETY: two valid timespecs.
+    cvt(unsafe { libc::utimensat(fd.as_raw_fd(), EMPTY.as_ptr(), times.as_ptr(), libc::AT_EMPTY_PATH) }).map(drop)
+}
+
+pub fn mkdirat(dirfd: BorrowedFd, name: &[u8], mode: u32) -> io::Result<()> {
+    let c = cstr(name)?;
+    // SAFETY: plain syscall.
+    cvt(unsafe { libc::mkdirat(dirfd.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) }).map(drop)
+}
+
+pub fn symlinkat(target: &[u8], dirfd: BorrowedFd, name: &[u8]) -> io::Result<()> {
+    let t = cstr(target)?;
+    let c = cstr(name)?;
+    // SAFETY: plain syscall.
+    cvt(unsafe { libc::symlinkat(t.as_ptr(), dirfd.as_raw_fd(), c.as_ptr()) }).map(drop)
+}
+
+pub fn mknodat(dirfd: BorrowedFd, name: &[u8], mode: u32, dev: libc::dev_t) -> io::Result<()> {
+    let c = cstr(name)?;
+    // SAFETY: plain syscall.
+    cvt(unsafe { libc::mknodat(dirfd.as_raw_fd(), c.as_ptr(), mode as libc::mode_t, dev) }).map(drop)
+}
+
+pub fn unlinkat(dirfd: BorrowedFd, name: &[u8], flags: libc::c_int) -> io::Result<()> {
+    let c = cstr(name)?;
+    // SAFETY: plain syscall.
+    cvt(unsafe { libc::unlinkat(dirfd.as_raw_fd(), c.as_ptr(), flags) }).map(drop)
+}
+
+pub fn renameat(from_dir: BorrowedFd, from: &[u8], to_dir: BorrowedFd, to: &[u8]) -> io::Result<()> {
+    let f = cstr(from)?;
+    let t = cstr(to)?;
+    // SAFETY: plain syscall.
+    cvt(unsafe { libc::renameat(from_dir.as_raw_fd(), f.as_ptr(), to_dir.as_raw_fd(), t.as_ptr()) }).map(drop)
+}
+
+/// A new name for the object behind `fd`. Goes through /proc/self/fd
+/// because linkat's AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH, which the
+/// caller's identity does not have.
+pub fn link_fd(fd: BorrowedFd, dirfd: BorrowedFd, name: &[u8]) -> io::Result<()> {
+    let src = cstr(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_bytes())?;
+    let c = cstr(name)?;
+    // SAFETY: plain syscall.
+    cvt(unsafe { libc::linkat(libc::AT_FDCWD, src.as_ptr(), dirfd.as_raw_fd(), c.as_ptr(), libc::AT_SYMLINK_FOLLOW) })
+        .map(drop)
+}
+
+/// The target of the symlink `fd` refers to (an O_PATH descriptor).
+pub fn readlink(fd: BorrowedFd) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: buf is valid for its length.
+    let n = cvt_size(unsafe { libc::readlinkat(fd.as_raw_fd(), EMPTY.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+pub fn lseek_set(fd: BorrowedFd, offset: u64) -> io::Result<()> {
+    // SAFETY: plain syscall.
+    let r = unsafe { libc::lseek(fd.as_raw_fd(), offset as libc::off_t, libc::SEEK_SET) };
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
+/// getdents64(2) into `buf`; returns the bytes filled (0 at the end).
+pub fn getdents(fd: BorrowedFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: buf is valid for its length.
+    let r = unsafe { libc::syscall(libc::SYS_getdents64, fd.as_raw_fd(), buf.as_mut_ptr(), buf.len()) };
+    cvt_size(r as isize)
+}
+
+/// One record from a getdents64 buffer.
+pub struct RawDirent<'a> {
+    pub ino: u64,
+    /// Position of the next entry: the cookie to resume after this one.
+    pub next_offset: u64,
+    pub name: &'a [u8],
+}
+
+/// Parses the records of a getdents64 buffer.
+pub fn dirents(buf: &[u8]) -> impl Iterator<Item = RawDirent<'_>> {
+    let mut pos = 0;
+    std::iter::from_fn(move || {
+        // struct linux_dirent64 { u64 d_ino; i64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
+        if pos + 19 > buf.len() {
+            return None;
+        }
+        let rec = &buf[pos..];
+        let ino = u64::from_ne_bytes(rec[0..8].try_into().ok()?);
+        let next_offset = u64::from_ne_bytes(rec[8..16].try_into().ok()?);
+        let reclen = u16::from_ne_bytes(rec[16..18].try_into().ok()?) as usize;
+        if reclen < 19 || pos + reclen > buf.len() {
+            return None;
+        }
+        let name_area = &rec[19..reclen];
+        let name_len = name_area.iter().position(|&b| b == 0).unwrap_or(name_area.len());
+        pos += reclen;
+        Some(RawDirent { ino, next_offset, name: &name_area[..name_len] })
+    })
+}
+
+pub fn fpathconf(fd: BorrowedFd, name: libc::c_int) -> Option<i64> {
+    // SAFETY: plain call.
+    let r = unsafe { libc::fpathconf(fd.as_raw_fd(), name) };
+    (r >= 0).then_some(r as i64)
+}
+
+/// The file system UUID (FS_IOC_GETFSUUID, Linux 6.5+).
+pub fn fs_uuid(fd: BorrowedFd) -> io::Result<[u8; 16]> {
+    #[repr(C)]
+    struct FsUuid2 {
+        len: u8,
+        uuid: [u8; 16],
+    }
+    const FS_IOC_GETFSUUID: libc::c_ulong = 0x8011_1500; // _IOR(0x15, 0, struct fsuuid2)
+    let mut out = FsUuid2 { len: 0, uuid: [0; 16] };
+    // SAFETY: the ioctl writes at most sizeof(struct fsuuid2).
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), FS_IOC_GETFSUUID as _, &mut out) })?;
+    if out.len != 16 {
+        return Err(io::Error::from_raw_os_error(libc::ENOTTY));
+    }
+    Ok(out.uuid)
+}
+
+pub fn fstatfs(fd: BorrowedFd) -> io::Result<libc::statfs> {
+    // SAFETY: zeroed statfs is a valid out-parameter.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fd valid.
+    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) })?;
+    Ok(st)
+}
+
+/// Fills `buf` from the kernel's random source.
+pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: writing into buf's remaining bytes.
+        let n = unsafe { libc::getrandom(buf[done..].as_mut_ptr().cast(), buf.len() - done, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        done += n as usize;
+    }
+    Ok(())
+}

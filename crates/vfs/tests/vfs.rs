@@ -1,0 +1,303 @@
+//! The storage layer against a real directory. Needs root (as Keel does);
+//! skipped otherwise.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use keel_vfs::*;
+
+struct Fixture {
+    base: PathBuf,
+    export_dir: PathBuf,
+    key: HandleKey,
+}
+
+impl Fixture {
+    fn new(tag: &str) -> Option<Self> {
+        if keel_vfs::ident::check_privileges().is_err() {
+            eprintln!("skipped: needs root");
+            return None;
+        }
+        let base = std::env::temp_dir().join(format!("keel-vfs-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let export_dir = base.join("export");
+        std::fs::create_dir_all(&export_dir).unwrap();
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&export_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        Some(Fixture { base, export_dir, key: HandleKey::from_bytes([3; 16]) })
+    }
+
+    fn vfs(&self) -> Vfs {
+        let spec = ExportSpec { id: 1, path: self.export_dir.clone(), fsid: None };
+        let export = Export::open(&spec, &self.key).unwrap();
+        Vfs::new(vec![export], self.key.clone(), 1024)
+    }
+
+    fn root(&self, vfs: &Vfs) -> Arc<Inode> {
+        vfs.root(&vfs.exports()[0]).unwrap()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+fn on_worker<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    // Identity is per thread: keep test threads' identities apart.
+    std::thread::spawn(f).join().unwrap()
+}
+
+const ROOT: Cred = Cred::ROOT;
+
+fn user(uid: u32) -> Cred {
+    Cred::new(uid, uid, &[])
+}
+
+fn errno(e: &VfsError) -> Option<i32> {
+    e.raw_os_error()
+}
+
+#[test]
+fn handles_survive_a_new_server_instance() {
+    let Some(fx) = Fixture::new("persist") else { return };
+    let fx = Arc::new(fx);
+    let f = fx.clone();
+    let (fh, ino) = on_worker(move || {
+        let vfs = f.vfs();
+        let root = f.root(&vfs);
+        let c = vfs.create(&ROOT, &root, b"file", CreateMode::Guarded, &SetAttrs::default(), true).unwrap();
+        vfs.write(&ROOT, &c.inode, 0, b"hello", Stability::FileSync).unwrap();
+        (c.inode.handle.as_bytes().clone(), c.attrs.fileid)
+    });
+    let f = fx.clone();
+    on_worker(move || {
+        let vfs = f.vfs(); // a "restarted" server: empty cache, same key
+        let inode = vfs.resolve(&fh).unwrap();
+        assert_eq!(vfs.getattr(&inode).unwrap().fileid, ino);
+        assert_eq!(&vfs.read(&ROOT, &inode, 0, 100).unwrap().data[..], b"hello");
+    });
+}
+
+#[test]
+fn forged_and_foreign_handles_are_refused() {
+    let Some(fx) = Fixture::new("forge") else { return };
+    let outside = fx.base.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("secret"), b"top secret").unwrap();
+    let fx = Arc::new(fx);
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        // Garbage, truncation and a flipped bit.
+        assert!(matches!(vfs.resolve(&Bytes::from_static(b"garbage")), Err(VfsError::BadHandle)));
+        let good = root.handle.as_bytes().clone();
+        assert!(matches!(vfs.resolve(&good.slice(..good.len() - 1)), Err(VfsError::BadHandle)));
+        let mut flipped = good.to_vec();
+        flipped[20] ^= 1;
+        assert!(matches!(vfs.resolve(&Bytes::from(flipped)), Err(VfsError::BadHandle)));
+        // A well-formed handle for a file outside the export, made with
+        // another key (a client cannot know ours).
+        let spec = ExportSpec { id: 1, path: outside.clone(), fsid: None };
+        let attacker_key = HandleKey::from_bytes([9; 16]);
+        let forged = Export::open(&spec, &attacker_key).unwrap().root_handle;
+        assert!(matches!(vfs.resolve(forged.as_bytes()), Err(VfsError::BadHandle)));
+        // Even with our key (a handle minted for another export path on the
+        // same file system), a directory outside the tree is stale.
+        let minted = Export::open(&spec, &fx.key).unwrap().root_handle;
+        assert!(matches!(vfs.resolve(minted.as_bytes()), Err(VfsError::Stale)));
+        // Export id that is not served.
+        let spec2 = ExportSpec { id: 2, path: fx.export_dir.clone(), fsid: None };
+        let other = Export::open(&spec2, &fx.key).unwrap().root_handle;
+        assert!(matches!(vfs.resolve(other.as_bytes()), Err(VfsError::Stale)));
+        // ".." of the root is the root.
+        let (up, _) = vfs.lookup(&ROOT, &root, b"..").unwrap();
+        assert_eq!(up.handle, root.handle);
+    });
+}
+
+#[test]
+fn the_kernel_checks_permissions_as_the_caller() {
+    let Some(fx) = Fixture::new("perm") else { return };
+    let fx = Arc::new(fx);
+    let f = fx.clone();
+    on_worker(move || {
+        let vfs = f.vfs();
+        let root = f.root(&vfs);
+        let attrs = SetAttrs { mode: Some(0o600), ..Default::default() };
+        let secret = vfs.create(&ROOT, &root, b"secret", CreateMode::Guarded, &attrs, false).unwrap().inode;
+        vfs.write(&ROOT, &secret, 0, b"root only", Stability::Unstable).unwrap();
+        let e = vfs.read(&user(1000), &secret, 0, 10).unwrap_err();
+        assert_eq!(errno(&e), Some(libc::EACCES));
+        let e = vfs.write(&user(1000), &secret, 0, b"x", Stability::Unstable).unwrap_err();
+        assert_eq!(errno(&e), Some(libc::EACCES));
+        assert_eq!(vfs.access(&user(1000), &secret, 0x3f).unwrap(), 0);
+        assert_eq!(vfs.access(&ROOT, &secret, 0x01 | 0x04).unwrap(), 0x05);
+
+        // A user's own read-only file still takes its writes (knfsd's owner override)...
+        let ro = SetAttrs { mode: Some(0o444), ..Default::default() };
+        let mine = vfs.create(&user(1000), &root, b"mine", CreateMode::Guarded, &ro, false).unwrap();
+        assert_eq!((mine.attrs.uid, mine.attrs.gid, mine.attrs.mode), (1000, 1000, 0o444));
+        vfs.write(&user(1000), &mine.inode, 0, b"ok", Stability::Unstable).unwrap();
+        // ...but not other people's, and ACCESS tells the truth.
+        let e = vfs.write(&user(1001), &mine.inode, 0, b"no", Stability::Unstable).unwrap_err();
+        assert_eq!(errno(&e), Some(libc::EACCES));
+        assert_eq!(vfs.access(&user(1001), &mine.inode, 0x3f).unwrap(), 0x01);
+
+        // chown to someone else needs root; chmod needs the owner.
+        let give = SetAttrs { uid: Some(1001), ..Default::default() };
+        let e = vfs.setattr(&user(1000), &mine.inode, &give, None, false).unwrap_err();
+        assert_eq!(errno(&e), Some(libc::EPERM));
+        let chmod = SetAttrs { mode: Some(0o666), ..Default::default() };
+        assert_eq!(errno(&vfs.setattr(&user(1001), &mine.inode, &chmod, None, false).unwrap_err()), Some(libc::EPERM));
+        vfs.setattr(&ROOT, &mine.inode, &give, None, false).unwrap();
+        assert_eq!(vfs.getattr(&mine.inode).unwrap().uid, 1001);
+
+        // Device nodes are root's only.
+        let dev = NodeKind::Char { major: 1, minor: 3 };
+        let e = vfs.mknod(&user(1000), &root, b"null", dev, &SetAttrs::default(), false).err().unwrap();
+        assert_eq!(errno(&e), Some(libc::EPERM));
+        vfs.mknod(&user(1000), &root, b"fifo", NodeKind::Fifo, &SetAttrs::default(), false).unwrap();
+        vfs.mknod(&ROOT, &root, b"null", dev, &SetAttrs::default(), false).unwrap();
+    });
+    let meta = std::fs::symlink_metadata(fx.export_dir.join("null")).unwrap();
+    assert_eq!(meta.rdev(), libc::makedev(1, 3));
+}
+
+#[test]
+fn create_modes_follow_rfc_1813() {
+    let Some(fx) = Fixture::new("create") else { return };
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        let none = SetAttrs::default();
+        let a = vfs.create(&ROOT, &root, b"a", CreateMode::Guarded, &none, false).unwrap();
+        vfs.write(&ROOT, &a.inode, 0, b"data", Stability::Unstable).unwrap();
+        let e = vfs.create(&ROOT, &root, b"a", CreateMode::Guarded, &none, false).err().unwrap();
+        assert_eq!(errno(&e), Some(libc::EEXIST));
+        // UNCHECKED on an existing file keeps it, truncating only if asked.
+        let again = vfs.create(&ROOT, &root, b"a", CreateMode::Unchecked, &none, false).unwrap();
+        assert_eq!((again.inode.handle.clone(), again.attrs.size), (a.inode.handle.clone(), 4));
+        let zero = SetAttrs { size: Some(0), ..Default::default() };
+        assert_eq!(vfs.create(&ROOT, &root, b"a", CreateMode::Unchecked, &zero, false).unwrap().attrs.size, 0);
+        // EXCLUSIVE: the same verifier is the same create, another is EEXIST.
+        let v = CreateMode::Exclusive(*b"verifier");
+        let x1 = vfs.create(&ROOT, &root, b"x", v, &none, false).unwrap();
+        let x2 = vfs.create(&ROOT, &root, b"x", v, &none, false).unwrap();
+        assert_eq!(x1.inode.handle, x2.inode.handle);
+        let e = vfs.create(&ROOT, &root, b"x", CreateMode::Exclusive(*b"other!!!"), &none, false).err().unwrap();
+        assert_eq!(errno(&e), Some(libc::EEXIST));
+        // Names.
+        for (bad, what) in [(&b"a/b"[..], "slash"), (b"a\0b", "nul"), (b"", "empty")] {
+            let r = vfs.create(&ROOT, &root, bad, CreateMode::Guarded, &none, false);
+            assert!(matches!(r, Err(VfsError::InvalidName)), "{what}");
+        }
+        let long = vec![b'n'; 256];
+        assert!(matches!(
+            vfs.create(&ROOT, &root, &long, CreateMode::Guarded, &none, false),
+            Err(VfsError::NameTooLong)
+        ));
+        assert_eq!(errno(&vfs.mkdir(&ROOT, &root, b"..", &none, false).err().unwrap()), Some(libc::EEXIST));
+    });
+}
+
+#[test]
+fn symlinks_are_stored_and_never_followed() {
+    let Some(fx) = Fixture::new("symlink") else { return };
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        let none = SetAttrs::default();
+        let l = vfs.symlink(&ROOT, &root, b"escape", b"/etc", &none, false).unwrap();
+        assert_eq!(l.attrs.ftype, FileType::Symlink);
+        assert_eq!(vfs.readlink(&ROOT, &l.inode).unwrap(), b"/etc");
+        // LOOKUP through the link is not a thing: it is not a directory.
+        assert_eq!(errno(&vfs.lookup(&ROOT, &l.inode, b"passwd").err().unwrap()), Some(libc::ENOTDIR));
+        // CREATE over a symlink does not write through it.
+        let e = vfs.create(&ROOT, &root, b"escape", CreateMode::Unchecked, &none, false).err().unwrap();
+        assert_eq!(errno(&e), Some(libc::EEXIST));
+        assert!(vfs.read(&ROOT, &l.inode, 0, 10).is_err());
+    });
+}
+
+#[test]
+fn readdir_cookies_resume_exactly_once() {
+    let Some(fx) = Fixture::new("readdir") else { return };
+    let n = 3000;
+    for i in 0..n {
+        std::fs::write(fx.export_dir.join(format!("f{i:05}")), b"").unwrap();
+    }
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        let mut seen = std::collections::HashSet::new();
+        let mut cookie = 0;
+        let mut calls = 0;
+        loop {
+            let mut batch = 0;
+            let eof = vfs
+                .readdir(&ROOT, &root, cookie, |e| {
+                    if batch == 97 {
+                        return false;
+                    }
+                    batch += 1;
+                    assert!(seen.insert(e.name.to_vec()), "{:?} listed twice", String::from_utf8_lossy(e.name));
+                    cookie = e.cookie;
+                    true
+                })
+                .unwrap();
+            calls += 1;
+            if eof {
+                break;
+            }
+        }
+        assert_eq!(seen.len(), n + 2, "every entry plus . and ..");
+        assert!(calls > 30);
+        // The root's ".." shows the root itself.
+        let root_ino = vfs.getattr(&root).unwrap().fileid;
+        vfs.readdir(&ROOT, &root, 0, |e| {
+            if e.name == b".." {
+                assert_eq!(e.fileid, root_ino);
+            }
+            true
+        })
+        .unwrap();
+        let (fh, attrs) = vfs.entry_plus(&ROOT, &root, b"f00042").unwrap();
+        assert_eq!(vfs.resolve(fh.as_bytes()).unwrap().ftype, FileType::Regular);
+        assert_eq!(attrs.size, 0);
+    });
+}
+
+#[test]
+fn removing_a_name_drops_the_cached_descriptor() {
+    let Some(fx) = Fixture::new("remove") else { return };
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        let c = vfs.create(&ROOT, &root, b"big", CreateMode::Guarded, &SetAttrs::default(), false).unwrap();
+        let fh = c.inode.handle.as_bytes().clone();
+        drop(c);
+        let cached = vfs.cached_inodes();
+        vfs.remove(&ROOT, &root, b"big", true).unwrap();
+        assert_eq!(vfs.cached_inodes(), cached - 1);
+        assert!(matches!(vfs.resolve(&fh), Err(VfsError::Stale)));
+        // rename over an existing name evicts the victim, not the source.
+        let a = vfs.create(&ROOT, &root, b"a", CreateMode::Guarded, &SetAttrs::default(), false).unwrap().inode;
+        let b = vfs.create(&ROOT, &root, b"b", CreateMode::Guarded, &SetAttrs::default(), false).unwrap().inode;
+        let b_fh = b.handle.as_bytes().clone();
+        drop(b);
+        let sub = vfs.mkdir(&ROOT, &root, b"sub", &SetAttrs::default(), true).unwrap().inode;
+        vfs.rename(&ROOT, &root, b"a", &root, b"b", true).unwrap();
+        assert!(matches!(vfs.resolve(&b_fh), Err(VfsError::Stale)));
+        assert_eq!(vfs.lookup(&ROOT, &root, b"b").unwrap().0.handle, a.handle);
+        vfs.rename(&ROOT, &root, b"b", &sub, b"moved", true).unwrap();
+        assert_eq!(vfs.lookup(&ROOT, &sub, b"moved").unwrap().0.handle, a.handle);
+        assert_eq!(errno(&vfs.rmdir(&ROOT, &root, b"sub", true).unwrap_err()), Some(libc::ENOTEMPTY));
+        assert_eq!(errno(&vfs.remove(&ROOT, &root, b".", true).unwrap_err()), Some(libc::EINVAL));
+        vfs.link(&ROOT, &a, &root, b"hard", true).unwrap();
+        assert_eq!(vfs.getattr(&a).unwrap().nlink, 2);
+    });
+}
