@@ -1,0 +1,156 @@
+//! Export policy: who may use an export and with which options, as
+//! exports(5) defines them. The server enforces all of it; nothing here is
+//! left to the client.
+
+use std::net::IpAddr;
+
+/// Read-write or read-only (exports(5) `rw` / `ro`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    ReadOnly,
+    ReadWrite,
+}
+
+/// Which callers are mapped to the anonymous identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Squash {
+    /// `no_root_squash`: identities are used as sent.
+    None,
+    /// `root_squash`: uid 0 and gid 0 become anonuid / anongid.
+    Root,
+    /// `all_squash`: every caller becomes anonuid / anongid.
+    All,
+}
+
+/// The options that apply to one client of one export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientOptions {
+    pub access: Access,
+    /// `sync`: stable writes and metadata changes reach the disk before the
+    /// reply. `async`: nothing waits for the disk.
+    pub sync: bool,
+    pub squash: Squash,
+    pub anonuid: u32,
+    pub anongid: u32,
+    /// `secure`: requests must come from a source port below 1024.
+    pub secure: bool,
+}
+
+impl Default for ClientOptions {
+    /// exports(5) defaults, except `secure` (see README: NAT and user-space
+    /// clients make the reserved-port check refuse legitimate clients while
+    /// proving nothing about them).
+    fn default() -> Self {
+        ClientOptions {
+            access: Access::ReadOnly,
+            sync: true,
+            squash: Squash::Root,
+            anonuid: 65534,
+            anongid: 65534,
+            secure: false,
+        }
+    }
+}
+
+/// Which client addresses a rule covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostMatch {
+    /// `*`: every client.
+    Any,
+    /// An address or a CIDR network (an address is a network of full length).
+    Net { addr: IpAddr, prefix_len: u8 },
+    /// A host name, resolved when the configuration was loaded.
+    Host { name: String, addrs: Vec<IpAddr> },
+}
+
+impl HostMatch {
+    pub fn matches(&self, client: IpAddr) -> bool {
+        let client = canonical(client);
+        match self {
+            HostMatch::Any => true,
+            HostMatch::Net { addr, prefix_len } => in_network(client, canonical(*addr), *prefix_len),
+            HostMatch::Host { addrs, .. } => addrs.iter().any(|a| canonical(*a) == client),
+        }
+    }
+}
+
+impl std::fmt::Display for HostMatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostMatch::Any => write!(f, "*"),
+            HostMatch::Net { addr, prefix_len } => {
+                let full = if addr.is_ipv4() { 32 } else { 128 };
+                if *prefix_len == full { write!(f, "{addr}") } else { write!(f, "{addr}/{prefix_len}") }
+            }
+            HostMatch::Host { name, .. } => write!(f, "{name}"),
+        }
+    }
+}
+
+/// IPv4-mapped IPv6 addresses (from a dual-stack socket) compare as IPv4.
+fn canonical(a: IpAddr) -> IpAddr {
+    match a {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(a),
+        v4 => v4,
+    }
+}
+
+fn in_network(client: IpAddr, net: IpAddr, prefix_len: u8) -> bool {
+    match (client, net) {
+        (IpAddr::V4(c), IpAddr::V4(n)) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(prefix_len.min(32))).unwrap_or(0);
+            u32::from(c) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(c), IpAddr::V6(n)) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(prefix_len.min(128))).unwrap_or(0);
+            u128::from(c) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
+}
+
+/// One entry of an export's client list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientRule {
+    pub host: HostMatch,
+    pub options: ClientOptions,
+}
+
+/// The options for `client` under `rules`: the first matching rule wins.
+pub fn options_for(rules: &[ClientRule], client: IpAddr) -> Option<&ClientOptions> {
+    rules.iter().find(|r| r.host.matches(client)).map(|r| &r.options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(s: &str, prefix_len: u8) -> HostMatch {
+        HostMatch::Net { addr: s.parse().unwrap(), prefix_len }
+    }
+
+    #[test]
+    fn networks_match_by_prefix() {
+        let n = net("10.1.0.0", 16);
+        assert!(n.matches("10.1.200.3".parse().unwrap()));
+        assert!(!n.matches("10.2.0.1".parse().unwrap()));
+        assert!(n.matches("::ffff:10.1.0.9".parse().unwrap()), "v4-mapped v6 matches v4 rules");
+        assert!(net("0.0.0.0", 0).matches("192.0.2.1".parse().unwrap()));
+        assert!(net("2001:db8::", 32).matches("2001:db8:1::5".parse().unwrap()));
+        assert!(!net("2001:db8::", 32).matches("10.1.0.1".parse().unwrap()));
+        assert!(net("192.0.2.7", 32).matches("192.0.2.7".parse().unwrap()));
+        assert!(!net("192.0.2.7", 32).matches("192.0.2.8".parse().unwrap()));
+    }
+
+    #[test]
+    fn first_matching_rule_wins() {
+        let rw = ClientOptions { access: Access::ReadWrite, ..Default::default() };
+        let rules = vec![
+            ClientRule { host: net("10.0.0.0", 8), options: rw },
+            ClientRule { host: HostMatch::Any, options: ClientOptions::default() },
+        ];
+        assert_eq!(options_for(&rules, "10.9.9.9".parse().unwrap()).unwrap().access, Access::ReadWrite);
+        assert_eq!(options_for(&rules, "192.0.2.1".parse().unwrap()).unwrap().access, Access::ReadOnly);
+        assert!(options_for(&rules[..1], "192.0.2.1".parse().unwrap()).is_none());
+    }
+}

@@ -1,0 +1,645 @@
+//! The configuration file (`keel.toml`): server settings and the exports,
+//! the equivalent of /etc/exports. `keel.example.toml` at the top of the
+//! repository documents every key.
+//!
+//! Everything is checked when the file is loaded, and an invalid file is
+//! rejected as a whole, with every problem found reported as
+//! `FILE:LINE: problem`. The one exception is a client host name that does
+//! not resolve: like exportfs, Keel skips that client entry and reports a
+//! warning ([`Config::warnings`]).
+
+// Not all of this is used until main.rs is wired up.
+#![cfg_attr(not(test), allow(dead_code))]
+
+mod error;
+mod host;
+mod raw;
+#[cfg(test)]
+mod tests;
+
+pub use error::{ConfigError, Problem};
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::ops::Range;
+use std::path::{Component, Path, PathBuf};
+
+use keel_nfs3::export::{Access, ClientOptions, ClientRule, HostMatch, Squash};
+use toml::Spanned;
+
+use host::HostSpec;
+use raw::{Int, RawClient, RawConfig, RawExport, RawOptions, RawServer};
+
+/// A loaded, fully checked configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub exports: Vec<ExportConfig>,
+    /// Things the administrator should know about that did not stop the
+    /// configuration from loading, each `FILE:LINE: message`. Log them.
+    pub warnings: Vec<String>,
+}
+
+/// The `[server]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// NFS and MOUNT (TCP).
+    pub listen: Vec<SocketAddr>,
+    /// Extra MOUNT-only listeners; MOUNT is always served on `listen` too.
+    pub mount_listen: Vec<SocketAddr>,
+    pub portmap: PortmapMode,
+    /// File-system worker threads (knfsd's thread count).
+    pub workers: usize,
+    pub log_level: LogLevel,
+    /// Absolute.
+    pub state_dir: PathBuf,
+    pub max_connections: usize,
+    /// In-flight requests per connection.
+    pub max_requests_per_connection: usize,
+}
+
+/// How Keel makes its ports known to clients (portmapper / rpcbind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortmapMode {
+    /// Serve port 111 if it is free, else register with the running rpcbind.
+    Auto,
+    /// Serve port 111 (fail if it is taken).
+    Serve,
+    /// Register with the running rpcbind (fail if there is none).
+    Register,
+    /// Neither: clients must be given the ports in their mount options.
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+/// One `[[export]]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportConfig {
+    /// Absolute and lexically normalised (no `.`, no repeated or trailing
+    /// `/`); existed and was a directory when the file was loaded.
+    pub path: PathBuf,
+    /// Unique across exports, never 0.
+    pub id: u32,
+    /// exports(5) `fsid=NUM`; `None`: derived from the file system's UUID.
+    pub fsid: Option<u64>,
+    /// At least one; the first rule that matches a client applies.
+    pub clients: Vec<ClientRule>,
+    /// 1-based line of the export's table header, for later messages.
+    pub line: usize,
+}
+
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 2049);
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/keel";
+pub const WORKERS_MAX: usize = 4096;
+pub const MAX_CONNECTIONS_MAX: usize = 1_000_000;
+pub const MAX_REQUESTS_PER_CONNECTION_MAX: usize = 65536;
+/// MNTPATHLEN: a longer path cannot be named in a MOUNT request.
+const MAX_EXPORT_PATH_LEN: usize = 1024;
+
+/// The default worker count: 16 per CPU, at least 16 and at most 256.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).saturating_mul(16).clamp(16, 256)
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: vec![DEFAULT_LISTEN],
+            mount_listen: Vec::new(),
+            portmap: PortmapMode::Auto,
+            workers: default_workers(),
+            log_level: LogLevel::Info,
+            state_dir: PathBuf::from(DEFAULT_STATE_DIR),
+            max_connections: 1024,
+            max_requests_per_connection: 128,
+        }
+    }
+}
+
+const PORTMAP_MODES: &[(&str, PortmapMode)] = &[
+    ("auto", PortmapMode::Auto),
+    ("serve", PortmapMode::Serve),
+    ("register", PortmapMode::Register),
+    ("off", PortmapMode::Off),
+];
+
+const LOG_LEVELS: &[(&str, LogLevel)] = &[
+    ("error", LogLevel::Error),
+    ("warn", LogLevel::Warn),
+    ("info", LogLevel::Info),
+    ("debug", LogLevel::Debug),
+    ("trace", LogLevel::Trace),
+];
+
+const ACCESS: &[(&str, Access)] = &[("rw", Access::ReadWrite), ("ro", Access::ReadOnly)];
+
+const SQUASH: &[(&str, Squash)] =
+    &[("root_squash", Squash::Root), ("all_squash", Squash::All), ("no_root_squash", Squash::None)];
+
+fn name_of<T: PartialEq>(table: &[(&'static str, T)], value: &T) -> &'static str {
+    table.iter().find(|(_, v)| v == value).map_or("?", |(name, _)| name)
+}
+
+impl PortmapMode {
+    /// The name used in the configuration file.
+    pub fn as_str(self) -> &'static str {
+        name_of(PORTMAP_MODES, &self)
+    }
+}
+
+impl LogLevel {
+    /// The name used in the configuration file (and by `tracing` filters).
+    pub fn as_str(self) -> &'static str {
+        name_of(LOG_LEVELS, &self)
+    }
+}
+
+impl fmt::Display for PortmapMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for LogLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Reads, parses and checks the configuration file at `path`. Host names
+/// are resolved with the system resolver; export paths must exist.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let bytes = std::fs::read(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    let origin = path.display().to_string();
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let line = e.as_bytes()[..valid].iter().filter(|&&b| b == b'\n').count() + 1;
+            return Err(ConfigError::Invalid {
+                origin,
+                problems: vec![Problem {
+                    line: Some(line),
+                    message: "the file is not valid UTF-8 text".into(),
+                    snippet: None,
+                }],
+            });
+        }
+    };
+    parse(&text, &origin)
+}
+
+/// Parses and checks configuration `text`; `origin` (normally the file
+/// name) begins every message. Host names are resolved with the system
+/// resolver; export paths must exist.
+pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+    parse_with(text, origin, &resolve_host)
+}
+
+/// [`parse`] with another resolver for client host names (which returns no
+/// addresses for a name that does not resolve).
+pub fn parse_with(text: &str, origin: &str, resolver: &dyn Fn(&str) -> Vec<IpAddr>) -> Result<Config, ConfigError> {
+    parse_inner(text, origin, resolver, true)
+}
+
+/// The system resolver: every address `name` has, without duplicates;
+/// none if it does not resolve.
+pub fn resolve_host(name: &str) -> Vec<IpAddr> {
+    let mut addrs = Vec::new();
+    if let Ok(found) = (name, 0u16).to_socket_addrs() {
+        for a in found {
+            if !addrs.contains(&a.ip()) {
+                addrs.push(a.ip());
+            }
+        }
+    }
+    addrs
+}
+
+/// `check_paths: false` skips the checks that export paths exist and are
+/// directories (for checking a file meant for another machine).
+fn parse_inner(
+    text: &str,
+    origin: &str,
+    resolver: &dyn Fn(&str) -> Vec<IpAddr>,
+    check_paths: bool,
+) -> Result<Config, ConfigError> {
+    let raw: RawConfig = toml::from_str(text)
+        .map_err(|e| ConfigError::Invalid { origin: origin.to_owned(), problems: vec![error::from_toml(text, &e)] })?;
+
+    let mut cx = Checker {
+        text,
+        origin,
+        resolver,
+        resolved: HashMap::new(),
+        check_paths,
+        problems: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let server = cx.server(raw.server.as_ref());
+    let exports = cx.exports(raw.export.as_ref());
+
+    if cx.problems.is_empty() {
+        Ok(Config { server, exports, warnings: cx.warnings })
+    } else {
+        // Stable: problems on the same line keep the order they were found.
+        cx.problems.sort_by_key(|p| p.line);
+        Err(ConfigError::Invalid { origin: origin.to_owned(), problems: cx.problems })
+    }
+}
+
+/// Checks the raw configuration, collecting every problem rather than
+/// stopping at the first.
+struct Checker<'a> {
+    text: &'a str,
+    origin: &'a str,
+    resolver: &'a dyn Fn(&str) -> Vec<IpAddr>,
+    resolved: HashMap<String, Vec<IpAddr>>,
+    check_paths: bool,
+    problems: Vec<Problem>,
+    warnings: Vec<String>,
+}
+
+/// What became of one client entry.
+enum Client {
+    Rule(ClientRule),
+    /// The host name (and its line) did not resolve; the entry is skipped.
+    Unresolved(String, usize),
+    /// Invalid; a problem has been recorded.
+    Invalid,
+}
+
+impl Checker<'_> {
+    fn line(&self, span: &Range<usize>) -> usize {
+        error::line_of(self.text, span.start)
+    }
+
+    fn error(&mut self, span: &Range<usize>, message: impl Into<String>) {
+        let line = self.line(span);
+        self.problems.push(Problem { line: Some(line), message: message.into(), snippet: None });
+    }
+
+    fn warn(&mut self, span: &Range<usize>, message: impl fmt::Display) {
+        let line = self.line(span);
+        self.warnings.push(format!("{}:{line}: {message}", self.origin));
+    }
+
+    /// `value` if it is in `lo..=hi`.
+    fn int(&mut self, key: &str, value: &Spanned<Int>, lo: i64, hi: i64) -> Option<i64> {
+        let n = value.get_ref().0;
+        if (lo..=hi).contains(&n) {
+            Some(n)
+        } else {
+            self.error(&value.span(), format!("{key} = {n} is out of range: it must be from {lo} to {hi}"));
+            None
+        }
+    }
+
+    fn usize(&mut self, key: &str, value: &Spanned<Int>, max: usize) -> Option<usize> {
+        let hi = i64::try_from(max).unwrap_or(i64::MAX);
+        self.int(key, value, 1, hi).and_then(|n| usize::try_from(n).ok())
+    }
+
+    fn u32(&mut self, key: &str, value: &Spanned<Int>, lo: u32) -> Option<u32> {
+        self.int(key, value, i64::from(lo), i64::from(u32::MAX)).and_then(|n| u32::try_from(n).ok())
+    }
+
+    /// One of the names in `table`.
+    fn choice<T: Copy>(&mut self, key: &str, value: &Spanned<String>, table: &[(&str, T)]) -> Option<T> {
+        let s = value.get_ref();
+        if let Some((_, t)) = table.iter().find(|(name, _)| name == s) {
+            return Some(*t);
+        }
+        let mut expected = String::new();
+        for (i, (name, _)) in table.iter().enumerate() {
+            if i > 0 {
+                expected.push_str(if i + 1 == table.len() { " or " } else { ", " });
+            }
+            expected.push_str(&format!("{name:?}"));
+        }
+        self.error(&value.span(), format!("invalid {key} {s:?}: expected {expected}"));
+        None
+    }
+
+    fn server(&mut self, raw: Option<&RawServer>) -> ServerConfig {
+        let mut s = ServerConfig::default();
+        let Some(raw) = raw else { return s };
+
+        let listen = raw.listen.as_ref().map(|l| self.socket_addrs("listen", l));
+        let mount_listen = raw.mount_listen.as_ref().map(|l| self.socket_addrs("mount_listen", l));
+        if let Some(l) = raw.listen.as_ref().filter(|l| l.get_ref().is_empty()) {
+            self.error(&l.span(), "listen is empty: NFS needs at least one address, e.g. [\"0.0.0.0:2049\"]");
+        }
+        // The same address twice would fail to bind, the second time.
+        let mut seen: Vec<(SocketAddr, usize)> = Vec::new();
+        for (key, addrs) in [("listen", &listen), ("mount_listen", &mount_listen)] {
+            for (addr, span) in addrs.iter().flatten() {
+                if let Some((_, line)) = seen.iter().find(|(a, _)| a == addr) {
+                    let msg = format!("{key} address {addr} is already given at line {line}");
+                    self.error(span, msg);
+                } else {
+                    seen.push((*addr, self.line(span)));
+                }
+            }
+        }
+        if let Some(addrs) = listen {
+            s.listen = addrs.into_iter().map(|(a, _)| a).collect();
+        }
+        if let Some(addrs) = mount_listen {
+            s.mount_listen = addrs.into_iter().map(|(a, _)| a).collect();
+        }
+
+        if let Some(v) = &raw.portmap {
+            s.portmap = self.choice("portmap", v, PORTMAP_MODES).unwrap_or(s.portmap);
+        }
+        if let Some(v) = &raw.workers {
+            s.workers = self.usize("workers", v, WORKERS_MAX).unwrap_or(s.workers);
+        }
+        if let Some(v) = &raw.log_level {
+            s.log_level = self.choice("log_level", v, LOG_LEVELS).unwrap_or(s.log_level);
+        }
+        if let Some(v) = &raw.state_dir {
+            let dir = Path::new(v.get_ref());
+            if dir.is_absolute() && !v.get_ref().contains('\0') {
+                s.state_dir = dir.components().collect();
+            } else {
+                let msg = format!("state_dir {:?} is not an absolute path", v.get_ref());
+                self.error(&v.span(), msg);
+            }
+        }
+        if let Some(v) = &raw.max_connections {
+            s.max_connections = self.usize("max_connections", v, MAX_CONNECTIONS_MAX).unwrap_or(s.max_connections);
+        }
+        if let Some(v) = &raw.max_requests_per_connection {
+            s.max_requests_per_connection = self
+                .usize("max_requests_per_connection", v, MAX_REQUESTS_PER_CONNECTION_MAX)
+                .unwrap_or(s.max_requests_per_connection);
+        }
+        s
+    }
+
+    fn socket_addrs(&mut self, key: &str, list: &Spanned<Vec<Spanned<String>>>) -> Vec<(SocketAddr, Range<usize>)> {
+        let mut addrs = Vec::new();
+        for item in list.get_ref() {
+            match item.get_ref().parse::<SocketAddr>() {
+                Ok(a) => addrs.push((a, item.span())),
+                Err(_) => {
+                    let msg = format!(
+                        "invalid {key} address {:?}: expected an IP address and a port, \
+                         e.g. \"0.0.0.0:2049\" or \"[::]:2049\" (host names are not accepted)",
+                        item.get_ref()
+                    );
+                    self.error(&item.span(), msg);
+                }
+            }
+        }
+        addrs
+    }
+
+    fn exports(&mut self, raw: Option<&Spanned<Vec<Spanned<RawExport>>>>) -> Vec<ExportConfig> {
+        let list = raw.map_or(&[][..], |l| l.get_ref().as_slice());
+        if list.is_empty() {
+            let problem = Problem {
+                line: raw.map(|l| self.line(&l.span())),
+                message: "no exports: add an [[export]] table for each directory to serve".into(),
+                snippet: None,
+            };
+            self.problems.push(problem);
+            return Vec::new();
+        }
+
+        let mut exports = Vec::new();
+        // id -> line of the export that has it; path -> line.
+        let mut ids: HashMap<u32, usize> = HashMap::new();
+        let mut paths: HashMap<PathBuf, usize> = HashMap::new();
+        let mut dirs: HashMap<PathBuf, (usize, PathBuf)> = HashMap::new();
+        for raw in list {
+            let line = self.line(&raw.span());
+            let path = self.export_path(raw);
+            let id = self.export_id(raw);
+            if let (Some(id), Some(v)) = (id, &raw.get_ref().id) {
+                if let Some(other) = ids.get(&id) {
+                    let msg = format!("export id {id} is already used by the export at line {other}");
+                    self.error(&v.span(), msg);
+                } else {
+                    ids.insert(id, line);
+                }
+            }
+            if let (Some(path), Some(v)) = (&path, &raw.get_ref().path) {
+                if let Some(other) = paths.get(path) {
+                    let msg =
+                        format!("export path {:?} is already exported at line {other}", path.display().to_string());
+                    self.error(&v.span(), msg);
+                } else {
+                    paths.insert(path.clone(), line);
+                    // The same directory under another name (a symbolic link).
+                    if let Some(dir) = self.check_paths.then(|| std::fs::canonicalize(path).ok()).flatten() {
+                        if let Some((other, other_path)) = dirs.get(&dir) {
+                            let msg = format!(
+                                "export path {:?} is the same directory as {:?}, exported at line {other}",
+                                path.display().to_string(),
+                                other_path.display().to_string()
+                            );
+                            self.error(&v.span(), msg);
+                        } else {
+                            dirs.insert(dir, (line, path.clone()));
+                        }
+                    }
+                }
+            }
+            let fsid = raw
+                .get_ref()
+                .fsid
+                .as_ref()
+                .and_then(|v| self.int("fsid", v, 0, i64::MAX).and_then(|n| u64::try_from(n).ok()));
+            let clients = self.clients(raw, path.as_deref());
+            if let (Some(path), Some(id), Some(clients)) = (path, id, clients) {
+                exports.push(ExportConfig { path, id, fsid, clients, line });
+            }
+        }
+        exports
+    }
+
+    fn export_path(&mut self, raw: &Spanned<RawExport>) -> Option<PathBuf> {
+        let Some(value) = &raw.get_ref().path else {
+            self.error(&raw.span(), "export has no `path`: give the absolute path of the directory to export");
+            return None;
+        };
+        let s = value.get_ref();
+        let path = Path::new(s);
+        let problem = if s.contains('\0') {
+            Some("contains a NUL character".to_owned())
+        } else if !path.is_absolute() {
+            Some("is not an absolute path".to_owned())
+        } else if path.components().any(|c| c == Component::ParentDir) {
+            Some("must not contain \"..\"".to_owned())
+        } else if s.len() > MAX_EXPORT_PATH_LEN {
+            Some(format!("is longer than {MAX_EXPORT_PATH_LEN} bytes, the longest path a MOUNT request can name"))
+        } else if self.check_paths {
+            match std::fs::metadata(path) {
+                Ok(m) if m.is_dir() => None,
+                Ok(_) => Some("is not a directory".to_owned()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("does not exist".to_owned()),
+                Err(e) => Some(format!("cannot be examined: {e}")),
+            }
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            self.error(&value.span(), format!("export path {s:?} {problem}"));
+            return None;
+        }
+        Some(path.components().collect())
+    }
+
+    fn export_id(&mut self, raw: &Spanned<RawExport>) -> Option<u32> {
+        let Some(value) = &raw.get_ref().id else {
+            self.error(
+                &raw.span(),
+                "export has no `id`: give each export a unique number from 1 to 4294967295, \
+                 and do not change it while clients have the export mounted",
+            );
+            return None;
+        };
+        self.u32("id", value, 1)
+    }
+
+    /// The export's client rules, `None` if there are none (a problem has
+    /// been recorded).
+    fn clients(&mut self, raw: &Spanned<RawExport>, path: Option<&Path>) -> Option<Vec<ClientRule>> {
+        let export = raw.get_ref();
+        let base = self.options(ClientOptions::default(), export.options());
+        let what = match path {
+            Some(p) => format!("export {:?}", p.display().to_string()),
+            None => "export".to_owned(),
+        };
+        let entries = export.clients.as_ref().map_or(&[][..], |c| c.get_ref().as_slice());
+        if entries.is_empty() {
+            let span = export.clients.as_ref().map_or(raw.span(), |c| c.span());
+            self.error(
+                &span,
+                format!(
+                    "{what} has no clients: add at least one [[export.clients]] entry \
+                     (host = \"*\" for every client)"
+                ),
+            );
+            return None;
+        }
+
+        let mut rules: Vec<(ClientRule, Range<usize>)> = Vec::new();
+        let mut unresolved = Vec::new();
+        let mut invalid = false;
+        for entry in entries {
+            match self.client(entry, base) {
+                Client::Rule(rule) => rules.push((rule, entry.span())),
+                Client::Unresolved(name, line) => unresolved.push(format!("{name:?} (line {line})")),
+                Client::Invalid => invalid = true,
+            }
+        }
+        if rules.is_empty() {
+            if !invalid {
+                let msg = format!(
+                    "{what} has no usable clients: {} {} not resolve",
+                    unresolved.join(", "),
+                    if unresolved.len() == 1 { "does" } else { "do" }
+                );
+                self.error(&raw.span(), msg);
+            }
+            return None;
+        }
+
+        // First match wins: an entry whose clients all match an earlier
+        // entry is dead, which is almost certainly not what was meant.
+        for (i, (rule, span)) in rules.iter().enumerate() {
+            if let Some((earlier, earlier_span)) = rules[..i].iter().find(|(e, _)| host::covers(&e.host, &rule.host)) {
+                let msg = format!(
+                    "client entry {:?} never applies: every client it matches is matched first by \
+                     the entry {:?} at line {} (the first matching entry wins)",
+                    rule.host.to_string(),
+                    earlier.host.to_string(),
+                    self.line(earlier_span)
+                );
+                self.warn(span, msg);
+            }
+        }
+        if invalid { None } else { Some(rules.into_iter().map(|(r, _)| r).collect()) }
+    }
+
+    fn client(&mut self, entry: &Spanned<RawClient>, base: ClientOptions) -> Client {
+        let raw = entry.get_ref();
+        let errors = self.problems.len();
+        let options = self.options(base, raw.options());
+        let Some(host) = &raw.host else {
+            self.error(
+                &entry.span(),
+                "client entry has no `host`: give \"*\", an address, a network such as \
+                 \"10.1.0.0/16\", or a host name",
+            );
+            return Client::Invalid;
+        };
+        let name = match host::parse_host(host.get_ref()) {
+            Ok(HostSpec::Match(m)) => {
+                return if self.problems.len() > errors {
+                    Client::Invalid
+                } else {
+                    Client::Rule(ClientRule { host: m, options })
+                };
+            }
+            Ok(HostSpec::Name(name)) => name,
+            Err(why) => {
+                self.error(&host.span(), format!("invalid host {:?}: {why}", host.get_ref()));
+                return Client::Invalid;
+            }
+        };
+        let addrs = match self.resolved.get(&name) {
+            Some(addrs) => addrs.clone(),
+            None => {
+                let addrs = (self.resolver)(&name);
+                self.resolved.insert(name.clone(), addrs.clone());
+                addrs
+            }
+        };
+        if self.problems.len() > errors {
+            return Client::Invalid;
+        }
+        if addrs.is_empty() {
+            self.warn(&host.span(), format_args!("host {name:?} does not resolve; this client entry is ignored"));
+            let line = self.line(&host.span());
+            return Client::Unresolved(name, line);
+        }
+        Client::Rule(ClientRule { host: HostMatch::Host { name, addrs }, options })
+    }
+
+    /// `base` with the options given in `raw` applied.
+    fn options(&mut self, base: ClientOptions, raw: RawOptions<'_>) -> ClientOptions {
+        let mut o = base;
+        if let Some(v) = raw.access {
+            o.access = self.choice("access", v, ACCESS).unwrap_or(o.access);
+        }
+        if let Some(v) = raw.sync {
+            o.sync = v;
+        }
+        if let Some(v) = raw.squash {
+            o.squash = self.choice("squash", v, SQUASH).unwrap_or(o.squash);
+        }
+        if let Some(v) = raw.anonuid {
+            o.anonuid = self.u32("anonuid", v, 0).unwrap_or(o.anonuid);
+        }
+        if let Some(v) = raw.anongid {
+            o.anongid = self.u32("anongid", v, 0).unwrap_or(o.anongid);
+        }
+        if let Some(v) = raw.secure {
+            o.secure = v;
+        }
+        o
+    }
+}

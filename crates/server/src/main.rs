@@ -1,0 +1,3 @@
+mod config;
+
+fn main() {}
