@@ -1,0 +1,138 @@
+//! Wire types of NFS version 3 and MOUNT version 3 (RFC 1813) and of the
+//! portmapper version 2 (RFC 1833 section 3), with XDR encode and decode.
+//!
+//! Both directions are implemented for every type because the crate is
+//! shared by the server (decodes calls, encodes replies) and by the client
+//! library (the reverse).
+//!
+//! Decoders check shape and size limits only: a name longer than
+//! [`NFS3_MAXNAMLEN`] still decodes (up to [`FILENAME_DECODE_MAX`]) so that
+//! the server can answer `NFS3ERR_NAMETOOLONG` instead of rejecting the call
+//! as garbage. Meaning-level checks belong to the server's handlers.
+//!
+//! Large payloads (READ reply data, WRITE call data) are [`bytes::Bytes`]
+//! slices of the received record when decoded, and are spliced into the
+//! output as their own segment when encoded, so neither side copies them.
+//!
+//! **Architecture invariant:** this crate knows nothing about RPC framing,
+//! authentication or I/O; it only maps protocol structures to XDR.
+
+pub mod mount;
+pub mod nfs3;
+pub mod portmap;
+
+pub use mount::MountProc;
+pub use nfs3::*;
+pub use portmap::PmapProc;
+
+/// RPC program number of NFS.
+pub const NFS_PROGRAM: u32 = 100_003;
+/// The NFS version this crate speaks.
+pub const NFS_V3: u32 = 3;
+/// RPC program number of the MOUNT protocol.
+pub const MOUNT_PROGRAM: u32 = 100_005;
+/// The MOUNT version that goes with NFSv3.
+pub const MOUNT_V3: u32 = 3;
+/// RPC program number of the portmapper (rpcbind).
+pub const PMAP_PROGRAM: u32 = 100_000;
+/// The portmapper version this crate speaks.
+pub const PMAP_V2: u32 = 2;
+/// Well-known port of the portmapper.
+pub const PMAP_PORT: u16 = 111;
+/// Protocol number of TCP in portmapper mappings.
+pub const IPPROTO_TCP: u32 = 6;
+/// Protocol number of UDP in portmapper mappings.
+pub const IPPROTO_UDP: u32 = 17;
+
+/// Defines a newtype over [`bytes::Bytes`] for a bounded XDR `opaque<>` or
+/// `string<>` that decodes with at most `$max` bytes.
+macro_rules! bytes_newtype {
+    ($(#[$meta:meta])* $name:ident, $max:expr) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+        pub struct $name(pub ::bytes::Bytes);
+
+        impl $name {
+            /// The raw bytes (not necessarily UTF-8).
+            pub fn as_bytes(&self) -> &[u8] {
+                &self.0
+            }
+
+            pub fn len(&self) -> usize {
+                self.0.len()
+            }
+
+            pub fn is_empty(&self) -> bool {
+                self.0.is_empty()
+            }
+        }
+
+        impl From<::bytes::Bytes> for $name {
+            fn from(b: ::bytes::Bytes) -> Self {
+                $name(b)
+            }
+        }
+
+        impl From<&[u8]> for $name {
+            fn from(b: &[u8]) -> Self {
+                $name(::bytes::Bytes::copy_from_slice(b))
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(s: &str) -> Self {
+                $name(::bytes::Bytes::copy_from_slice(s.as_bytes()))
+            }
+        }
+
+        impl From<Vec<u8>> for $name {
+            fn from(v: Vec<u8>) -> Self {
+                $name(::bytes::Bytes::from(v))
+            }
+        }
+
+        impl AsRef<[u8]> for $name {
+            fn as_ref(&self) -> &[u8] {
+                &self.0
+            }
+        }
+
+        impl ::keel_xdr::Encode for $name {
+            fn encode(&self, enc: &mut ::keel_xdr::Encoder) {
+                enc.opaque(&self.0);
+            }
+        }
+
+        impl ::keel_xdr::Decode for $name {
+            fn decode(dec: &mut ::keel_xdr::Decoder) -> Result<Self, ::keel_xdr::XdrError> {
+                dec.opaque($max).map($name)
+            }
+        }
+    };
+}
+pub(crate) use bytes_newtype;
+
+/// Writes `items` as an XDR linked list: `TRUE item` for each, then `FALSE`.
+pub(crate) fn encode_list<T: keel_xdr::Encode>(enc: &mut keel_xdr::Encoder, items: &[T]) {
+    for item in items {
+        enc.bool(true);
+        item.encode(enc);
+    }
+    enc.bool(false);
+}
+
+/// Writes `items` as an XDR counted array (`T<>`).
+pub(crate) fn encode_array<T: keel_xdr::Encode>(enc: &mut keel_xdr::Encoder, items: &[T]) {
+    enc.u32(u32::try_from(items.len()).expect("XDR array longer than 2^32 items"));
+    for item in items {
+        item.encode(enc);
+    }
+}
+
+/// Most entries accepted in a linked list decoded by a client (directory
+/// entries, mount and export lists, portmapper dumps). The decoder also
+/// needs four bytes per entry, so the record size is the practical bound.
+pub const LIST_DECODE_MAX: usize = 1 << 20;
+
+/// Most groups accepted in one export's group list.
+pub const GROUPS_DECODE_MAX: usize = 1 << 16;
