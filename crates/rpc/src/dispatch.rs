@@ -175,7 +175,9 @@ impl Drop for PendingEntry<'_> {
     }
 }
 
-fn status_reply(xid: u32, stat: ReplyStat) -> ReplySegments {
+/// A reply carrying only a status, e.g. SYSTEM_ERR for a call whose
+/// handler failed outside the protocol.
+pub fn status_reply(xid: u32, stat: ReplyStat) -> ReplySegments {
     let mut enc = Encoder::with_capacity(64);
     enc.u32(0);
     encode_reply_header(&mut enc, xid, stat);

@@ -13,6 +13,6 @@ pub mod drc;
 pub mod msg;
 pub mod record;
 
-pub use dispatch::{AcceptError, CallContext, Dispatcher, RpcProgram};
+pub use dispatch::{AcceptError, CallContext, Dispatcher, ReplySegments, RpcProgram, status_reply};
 pub use drc::ReplyCache;
 pub use msg::{Auth, AuthSys};

@@ -8,9 +8,6 @@
 //! not resolve: like exportfs, Keel skips that client entry and reports a
 //! warning ([`Config::warnings`]).
 
-// Not all of this is used until main.rs is wired up.
-#![cfg_attr(not(test), allow(dead_code))]
-
 mod error;
 mod host;
 mod raw;

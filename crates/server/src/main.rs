@@ -1,3 +1,237 @@
-mod config;
+//! `keel`: the command line.
 
-fn main() {}
+mod config;
+mod net;
+mod portmap;
+mod serve;
+mod workers;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use keel_nfs3::export::{Access, ClientOptions, ClientRule, HostMatch, Squash};
+
+use config::{Config, ExportConfig, LogLevel, PortmapMode, ServerConfig};
+
+#[derive(Parser)]
+#[command(name = "keel", version, about = "Keel: an NFSv3 server for HPC clusters", propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve NFSv3 (with MOUNT and portmap). With no configuration, exports
+    /// DIR (default ./keel-export, created if missing) read-write to this
+    /// host only, on 127.0.0.1:2049.
+    Serve(ServeArgs),
+    /// Check a configuration file and print what it would serve.
+    CheckConfig {
+        /// The configuration file (see keel.example.toml).
+        file: PathBuf,
+    },
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Directory to export when no --config is given.
+    #[arg(conflicts_with = "config")]
+    dir: Option<PathBuf>,
+    /// Configuration file (TOML; see keel.example.toml).
+    #[arg(short, long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address for NFS and MOUNT, replacing the configured ones (repeatable).
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Vec<SocketAddr>,
+    /// Portmapper: auto (serve port 111 if free, else register with rpcbind), serve, register or off.
+    #[arg(long, value_parser = parse_portmap)]
+    portmap: Option<PortmapMode>,
+    /// File-system worker threads (knfsd's thread count).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=4096))]
+    workers: Option<u16>,
+    /// error, warn, info, debug or trace.
+    #[arg(long, value_parser = parse_log_level)]
+    log_level: Option<LogLevel>,
+    /// Where the server keeps its handle key (default /var/lib/keel, or
+    /// ./keel-state without --config).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+}
+
+fn parse_portmap(s: &str) -> Result<PortmapMode, String> {
+    Ok(match s {
+        "auto" => PortmapMode::Auto,
+        "serve" => PortmapMode::Serve,
+        "register" => PortmapMode::Register,
+        "off" => PortmapMode::Off,
+        _ => return Err("expected auto, serve, register or off".into()),
+    })
+}
+
+fn parse_log_level(s: &str) -> Result<LogLevel, String> {
+    Ok(match s {
+        "error" => LogLevel::Error,
+        "warn" => LogLevel::Warn,
+        "info" => LogLevel::Info,
+        "debug" => LogLevel::Debug,
+        "trace" => LogLevel::Trace,
+        _ => return Err("expected error, warn, info, debug or trace".into()),
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve_command(args),
+        Command::CheckConfig { file } => check_config(&file),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("keel: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
+    let mut config = match &args.config {
+        Some(file) => config::load(file)?,
+        None => default_config(args.dir.clone())?,
+    };
+    let s = &mut config.server;
+    if !args.listen.is_empty() {
+        s.listen = args.listen.clone();
+    }
+    if let Some(p) = args.portmap {
+        s.portmap = p;
+    }
+    if let Some(w) = args.workers {
+        s.workers = usize::from(w);
+    }
+    if let Some(l) = args.log_level {
+        s.log_level = l;
+    }
+    if let Some(d) = &args.state_dir {
+        s.state_dir = std::path::absolute(d)?;
+    }
+    init_logging(config.server.log_level);
+    let exports: Vec<(PathBuf, String)> =
+        config.exports.iter().map(|e| (e.path.clone(), describe_options(&e.clients))).collect();
+    serve::run(config, move |bound, mount_port| banner(&exports, bound, mount_port))
+}
+
+/// The zero-configuration server: one directory, read-write, to this host
+/// only. `no_root_squash` is safe here because only local users can reach
+/// 127.0.0.1, and local root is root anyway.
+fn default_config(dir: Option<PathBuf>) -> anyhow::Result<Config> {
+    let cwd = std::env::current_dir()?;
+    let dir = std::path::absolute(dir.unwrap_or_else(|| cwd.join("keel-export")))?;
+    if !dir.exists() {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&dir)?;
+        // A scratch area every client user can write in, as /tmp.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))?;
+    }
+    if !dir.is_dir() {
+        anyhow::bail!("{} is not a directory", dir.display());
+    }
+    let options = ClientOptions { access: Access::ReadWrite, squash: Squash::None, ..ClientOptions::default() };
+    Ok(Config {
+        server: ServerConfig {
+            listen: vec![SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 2049)],
+            state_dir: cwd.join("keel-state"),
+            ..ServerConfig::default()
+        },
+        exports: vec![ExportConfig {
+            path: dir,
+            id: 1,
+            fsid: None,
+            clients: vec![ClientRule { host: HostMatch::Any, options }],
+            line: 0,
+        }],
+        warnings: Vec::new(),
+    })
+}
+
+fn describe_options(rules: &[ClientRule]) -> String {
+    rules
+        .iter()
+        .map(|r| {
+            let o = &r.options;
+            let access = if o.access == Access::ReadWrite { "rw" } else { "ro" };
+            let sync = if o.sync { "sync" } else { "async" };
+            let squash = match o.squash {
+                Squash::None => "no_root_squash",
+                Squash::Root => "root_squash",
+                Squash::All => "all_squash",
+            };
+            format!("{}({access},{sync},{squash})", r.host)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn banner(exports: &[(PathBuf, String)], bound: &[SocketAddr], mount_port: u16) -> String {
+    let addr = bound[0];
+    let host = if addr.ip().is_unspecified() { hostname() } else { addr.ip().to_string() };
+    let mut out = format!("keel {} serving NFSv3 on {}", env!("CARGO_PKG_VERSION"), list(bound));
+    for (path, options) in exports {
+        out += &format!("\n  export {} {}", path.display(), options);
+    }
+    out += "\nMount from a Linux client with:";
+    for (path, _) in exports {
+        out += &format!(
+            "\n  mount -t nfs -o vers=3,proto=tcp,port={},mountport={mount_port},mountproto=tcp,nolock {host}:{} /mnt",
+            addr.port(),
+            path.display()
+        );
+    }
+    out
+}
+
+fn list(addrs: &[SocketAddr]) -> String {
+    addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "SERVER".into())
+}
+
+fn init_logging(level: LogLevel) {
+    let level = match level {
+        LogLevel::Error => tracing::Level::ERROR,
+        LogLevel::Warn => tracing::Level::WARN,
+        LogLevel::Info => tracing::Level::INFO,
+        LogLevel::Debug => tracing::Level::DEBUG,
+        LogLevel::Trace => tracing::Level::TRACE,
+    };
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .init();
+}
+
+fn check_config(file: &Path) -> anyhow::Result<()> {
+    let config = config::load(file)?;
+    for w in &config.warnings {
+        println!("warning: {w}");
+    }
+    let s = &config.server;
+    println!("{}: valid", file.display());
+    println!("listen {} (MOUNT also on {}), portmap {}", list(&s.listen), list(&s.mount_listen), s.portmap);
+    println!("{} workers, state in {}", s.workers, s.state_dir.display());
+    for e in &config.exports {
+        let fsid = e.fsid.map_or("from the file system UUID".to_string(), |f| f.to_string());
+        println!("export {} id {} fsid {}: {}", e.path.display(), e.id, fsid, describe_options(&e.clients));
+    }
+    Ok(())
+}

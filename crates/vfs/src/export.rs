@@ -26,6 +26,9 @@ pub enum FsidSource {
     FsUuid,
     /// statfs's f_fsid: may change if the device is renumbered.
     Statfs,
+    /// The device number: the file system has no usable identity of its
+    /// own; changes if the device is renumbered.
+    Device,
 }
 
 #[derive(Debug)]
@@ -92,29 +95,19 @@ impl Export {
 }
 
 /// fsid from the file system UUID (stable across reboots and device
-/// renumbering, the same on an HA peer), else from statfs.
+/// renumbering, the same on an HA peer), else from statfs, else the device
+/// number. An all-zero UUID (images made without one) is no UUID.
 fn derive_fsid(fd: BorrowedFd, dev: u64) -> VfsResult<(u64, FsidSource)> {
-    let uuid = sys::fs_uuid(fd).ok().or_else(|| uuid_from_udev(dev));
+    let uuid = sys::fs_uuid(fd).ok().or_else(|| uuid_from_udev(dev)).filter(|u| *u != [0; 16]);
     if let Some(uuid) = uuid {
         let hi = u64::from_be_bytes(uuid[..8].try_into().expect("8 bytes"));
         let lo = u64::from_be_bytes(uuid[8..].try_into().expect("8 bytes"));
         return Ok((hi ^ lo, FsidSource::FsUuid));
     }
-    let st = sys::fstatfs(fd)?;
-    // SAFETY-free view of fsid_t: two i32s.
-    let raw: [i32; 2] = fsid_words(&st);
-    Ok((((raw[0] as u32 as u64) << 32) | raw[1] as u32 as u64, FsidSource::Statfs))
-}
-
-fn fsid_words(st: &libc::statfs) -> [i32; 2] {
-    // fsid_t's fields are private in libc; it is two i32s in C.
-    let fsid = st.f_fsid;
-    let bytes: [u8; 8] = {
-        let p = &fsid as *const libc::fsid_t as *const [u8; 8];
-        // SAFETY: fsid_t is 8 bytes of plain data.
-        unsafe { *p }
-    };
-    [i32::from_ne_bytes(bytes[..4].try_into().expect("4")), i32::from_ne_bytes(bytes[4..].try_into().expect("4"))]
+    match sys::statfs_fsid(fd)? {
+        0 => Ok((dev, FsidSource::Device)),
+        fsid => Ok((fsid, FsidSource::Statfs)),
+    }
 }
 
 /// Finds the UUID whose /dev/disk/by-uuid link points at device `dev`.

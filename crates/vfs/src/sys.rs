@@ -348,12 +348,16 @@ pub fn fs_uuid(fd: BorrowedFd) -> io::Result<[u8; 16]> {
     Ok(out.uuid)
 }
 
-pub fn fstatfs(fd: BorrowedFd) -> io::Result<libc::statfs> {
+/// statfs's f_fsid as one number (0 when the file system reports none).
+pub fn statfs_fsid(fd: BorrowedFd) -> io::Result<u64> {
     // SAFETY: zeroed statfs is a valid out-parameter.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: fd valid.
     cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) })?;
-    Ok(st)
+    // fsid_t's fields are private in libc; in C it is two ints.
+    // SAFETY: fsid_t is 8 bytes of plain data.
+    let words: [u32; 2] = unsafe { std::mem::transmute(st.f_fsid) };
+    Ok((u64::from(words[0]) << 32) | u64::from(words[1]))
 }
 
 /// Fills `buf` from the kernel's random source.

@@ -33,6 +33,7 @@ pub struct Problem {
 
 impl ConfigError {
     /// The problems found in the file (empty if it could not be read).
+    #[cfg(test)]
     pub fn problems(&self) -> &[Problem] {
         match self {
             ConfigError::Read { .. } => &[],

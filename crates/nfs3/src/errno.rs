@@ -1,0 +1,98 @@
+//! The one place where storage errors become protocol status codes.
+
+use keel_nfs3_proto::mount::Mountstat3;
+use keel_nfs3_proto::nfs3::Nfsstat3;
+use keel_vfs::VfsError;
+
+pub(crate) fn status(e: &VfsError) -> Nfsstat3 {
+    match e {
+        VfsError::Os(io) => match io.raw_os_error() {
+            Some(errno) => errno_status(errno),
+            None => {
+                tracing::warn!(error = %io, "unexpected error without errno; answering NFS3ERR_IO");
+                Nfsstat3::Io
+            }
+        },
+        VfsError::Stale => Nfsstat3::Stale,
+        VfsError::BadHandle => Nfsstat3::Badhandle,
+        VfsError::NotSync => Nfsstat3::NotSync,
+        VfsError::BadCookie => Nfsstat3::BadCookie,
+        VfsError::NameTooLong => Nfsstat3::Nametoolong,
+        VfsError::InvalidName => Nfsstat3::Inval,
+        // The mounted-on directory is not part of the export (no crossmnt).
+        VfsError::CrossesMount => Nfsstat3::Acces,
+        VfsError::NotSupported => Nfsstat3::Notsupp,
+    }
+}
+
+fn errno_status(errno: i32) -> Nfsstat3 {
+    match errno {
+        libc::EPERM => Nfsstat3::Perm,
+        libc::ENOENT => Nfsstat3::Noent,
+        libc::EIO => Nfsstat3::Io,
+        libc::ENXIO => Nfsstat3::Nxio,
+        libc::EACCES | libc::ETXTBSY => Nfsstat3::Acces,
+        libc::EEXIST => Nfsstat3::Exist,
+        libc::EXDEV => Nfsstat3::Xdev,
+        libc::ENODEV => Nfsstat3::Nodev,
+        libc::ENOTDIR => Nfsstat3::Notdir,
+        libc::EISDIR => Nfsstat3::Isdir,
+        libc::EINVAL => Nfsstat3::Inval,
+        libc::EFBIG | libc::EOVERFLOW => Nfsstat3::Fbig,
+        libc::ENOSPC => Nfsstat3::Nospc,
+        libc::EROFS => Nfsstat3::Rofs,
+        libc::EMLINK => Nfsstat3::Mlink,
+        libc::ENAMETOOLONG => Nfsstat3::Nametoolong,
+        libc::ENOTEMPTY => Nfsstat3::Notempty,
+        libc::EDQUOT => Nfsstat3::Dquot,
+        libc::ESTALE => Nfsstat3::Stale,
+        // A symlink where a directory or file was needed: we never follow.
+        libc::ELOOP => Nfsstat3::Inval,
+        libc::EOPNOTSUPP | libc::ENOSYS => Nfsstat3::Notsupp,
+        // Transient: the client waits and retries.
+        libc::EAGAIN | libc::ENOMEM | libc::EMFILE | libc::ENFILE => Nfsstat3::Jukebox,
+        other => {
+            tracing::warn!(errno = other, error = %std::io::Error::from_raw_os_error(other), "unexpected errno; answering NFS3ERR_IO");
+            Nfsstat3::Io
+        }
+    }
+}
+
+pub(crate) fn mount_status(e: &VfsError) -> Mountstat3 {
+    match status(e) {
+        Nfsstat3::Perm => Mountstat3::Perm,
+        Nfsstat3::Noent | Nfsstat3::Stale => Mountstat3::Noent,
+        Nfsstat3::Acces => Mountstat3::Acces,
+        Nfsstat3::Notdir | Nfsstat3::Inval => Mountstat3::Notdir,
+        Nfsstat3::Nametoolong => Mountstat3::Nametoolong,
+        Nfsstat3::Notsupp => Mountstat3::Notsupp,
+        Nfsstat3::Serverfault => Mountstat3::Serverfault,
+        _ => Mountstat3::Io,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn common_errors_map_as_knfsd_does() {
+        let cases = [
+            (libc::ENOENT, Nfsstat3::Noent),
+            (libc::EACCES, Nfsstat3::Acces),
+            (libc::EEXIST, Nfsstat3::Exist),
+            (libc::ENOTEMPTY, Nfsstat3::Notempty),
+            (libc::EDQUOT, Nfsstat3::Dquot),
+            (libc::ENOSPC, Nfsstat3::Nospc),
+            (libc::EROFS, Nfsstat3::Rofs),
+            (libc::EXDEV, Nfsstat3::Xdev),
+            (libc::ESTALE, Nfsstat3::Stale),
+            (libc::EHOSTDOWN, Nfsstat3::Io),
+        ];
+        for (errno, expected) in cases {
+            assert_eq!(status(&VfsError::errno(errno)), expected, "errno {errno}");
+        }
+        assert_eq!(status(&VfsError::BadHandle), Nfsstat3::Badhandle);
+        assert_eq!(mount_status(&VfsError::errno(libc::ENOENT)), Mountstat3::Noent);
+    }
+}

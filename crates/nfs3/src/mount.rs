@@ -1,0 +1,126 @@
+//! The MOUNT version 3 program (RFC 1813 appendix I): what mountd does for
+//! knfsd. MNT checks the client list and hands out the handle of the export
+//! root (or of a directory under it); the mount list is kept in memory.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use keel_nfs3_proto::mount::*;
+use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3};
+use keel_rpc::msg::AUTH_SYS;
+use keel_rpc::{AcceptError, CallContext, RpcProgram};
+use keel_xdr::{Decode, Decoder, Encoder};
+
+use crate::errno::mount_status;
+use crate::service::{NfsService, ServedExport};
+
+/// Entries kept for DUMP; the oldest go first.
+const MOUNT_LIST_ENTRIES_MAX: usize = 4096;
+
+pub struct MountProgram {
+    svc: Arc<NfsService>,
+    mounts: Mutex<VecDeque<Mountbody>>,
+}
+
+impl MountProgram {
+    pub fn new(svc: Arc<NfsService>) -> Self {
+        MountProgram { svc, mounts: Mutex::new(VecDeque::new()) }
+    }
+
+    fn mnt(&self, peer: SocketAddr, path: &Dirpath) -> Mountres3 {
+        let path = path.as_bytes();
+        let Some((served, rest)) = find_export(self.svc.exports(), path) else {
+            tracing::info!(%peer, path = %String::from_utf8_lossy(path), "mount refused: not exported");
+            return Mountres3::Fail(Mountstat3::Noent);
+        };
+        if let Err(s) = self.svc.client_options(served, peer) {
+            tracing::warn!(%peer, path = %String::from_utf8_lossy(path), status = s.name(), "mount refused");
+            return Mountres3::Fail(Mountstat3::Acces);
+        }
+        match self.svc.vfs.lookup_path(&served.export, rest) {
+            Ok(inode) => {
+                tracing::info!(%peer, path = %String::from_utf8_lossy(path), "mounted");
+                let mut mounts = self.mounts.lock().expect("mount list lock");
+                let entry = Mountbody {
+                    ml_hostname: Name(Bytes::from(peer.ip().to_string())),
+                    ml_directory: Dirpath(Bytes::copy_from_slice(path)),
+                };
+                if !mounts.contains(&entry) {
+                    if mounts.len() == MOUNT_LIST_ENTRIES_MAX {
+                        mounts.pop_front();
+                    }
+                    mounts.push_back(entry);
+                }
+                Mountres3::Ok(Mountres3Ok {
+                    fhandle: Fhandle3(inode.handle.as_bytes().clone()),
+                    auth_flavors: vec![AUTH_SYS],
+                })
+            }
+            Err(e) => {
+                tracing::info!(%peer, path = %String::from_utf8_lossy(path), error = %e, "mount failed");
+                Mountres3::Fail(mount_status(&e))
+            }
+        }
+    }
+
+    fn umnt(&self, peer: SocketAddr, path: Option<&Dirpath>) {
+        let host = peer.ip().to_string();
+        let mut mounts = self.mounts.lock().expect("mount list lock");
+        mounts.retain(|m| m.ml_hostname.as_bytes() != host.as_bytes() || path.is_some_and(|p| p != &m.ml_directory));
+    }
+
+    fn exports(&self) -> Exports {
+        Exports(
+            self.svc
+                .exports()
+                .iter()
+                .map(|s| Exportnode {
+                    ex_dir: Dirpath(Bytes::copy_from_slice(s.export.path.as_os_str().as_bytes())),
+                    ex_groups: s.rules.iter().map(|r| Name(Bytes::from(r.host.to_string()))).collect(),
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The export whose path is the longest whole-component prefix of `path`,
+/// and the rest of `path` below it.
+fn find_export<'a, 'p>(exports: &'a [ServedExport], path: &'p [u8]) -> Option<(&'a ServedExport, &'p [u8])> {
+    let path_trimmed = if path.len() > 1 { path.strip_suffix(b"/").unwrap_or(path) } else { path };
+    exports
+        .iter()
+        .filter_map(|s| {
+            let root = s.export.path.as_os_str().as_bytes();
+            let rest = path_trimmed.strip_prefix(root)?;
+            (root == b"/" || rest.is_empty() || rest.starts_with(b"/")).then_some((s, rest, root.len()))
+        })
+        .max_by_key(|(_, _, len)| *len)
+        .map(|(s, rest, _)| (s, rest))
+}
+
+impl RpcProgram for MountProgram {
+    fn program(&self) -> u32 {
+        MOUNT_PROGRAM
+    }
+
+    fn versions(&self) -> (u32, u32) {
+        (MOUNT_V3, MOUNT_V3)
+    }
+
+    fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
+        match MountProc::from_u32(ctx.proc_).ok_or(AcceptError::ProcUnavail)? {
+            MountProc::Null => {}
+            MountProc::Mnt => reply.put(&self.mnt(ctx.peer, &Dirpath::decode(args)?)),
+            MountProc::Dump => {
+                reply.put(&Mountlist(self.mounts.lock().expect("mount list lock").iter().cloned().collect()))
+            }
+            MountProc::Umnt => self.umnt(ctx.peer, Some(&Dirpath::decode(args)?)),
+            MountProc::Umntall => self.umnt(ctx.peer, None),
+            MountProc::Export => reply.put(&self.exports()),
+        }
+        Ok(())
+    }
+}

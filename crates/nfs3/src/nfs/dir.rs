@@ -1,0 +1,121 @@
+//! LOOKUP, READDIR, READDIRPLUS.
+
+use bytes::Bytes;
+use keel_nfs3_proto::nfs3::*;
+use keel_xdr::Encoder;
+
+use super::{Request, fh};
+use crate::DIR_REPLY_BYTES_MAX;
+use crate::convert::fattr;
+use crate::errno::status;
+
+pub(super) fn lookup(r: &Request, a: Lookup3Args) -> Lookup3Res {
+    let (dir, caller) = match r.authorize(&a.what.dir) {
+        Ok(x) => x,
+        Err(s) => return NfsResult::Fail(s, Default::default()),
+    };
+    let found = r.svc.vfs.lookup(&caller.cred, &dir, a.what.name.as_bytes());
+    let dir_attributes = r.post(&dir);
+    match found {
+        Ok((inode, attrs)) => {
+            NfsResult::Ok(Lookup3ResOk { object: fh(&inode), obj_attributes: Some(fattr(&attrs)), dir_attributes })
+        }
+        Err(e) => NfsResult::Fail(status(&e), Lookup3ResFail { dir_attributes }),
+    }
+}
+
+/// The cookie verifier of an export's directories. Cookies are the file
+/// system's own directory offsets (XFS and ext4 keep them valid across
+/// changes and restarts), so the verifier only has to tell this export's
+/// cookies from anyone else's: it is derived from the export's fsid.
+fn cookie_verifier(fsid: u64) -> Cookieverf3 {
+    (fsid ^ 0x6b65_656c_636f_6f6b).to_be_bytes()
+}
+
+/// Status, dir attributes, verifier, the list terminator and eof: the
+/// parts of a READDIR(PLUS) reply around its entries.
+const DIR_REPLY_FIXED_BYTES: usize = 4 + 4 + FATTR3_XDR_LEN + 8 + DIRLIST_END_XDR_LEN;
+
+/// What READDIR and READDIRPLUS share: checks, the walk, the framing.
+/// `entry` encodes one entry into `entries` if it fits in `budget` bytes
+/// and says whether it did.
+fn list(
+    r: &Request,
+    dir_fh: &NfsFh3,
+    cookie: u64,
+    verifier: Cookieverf3,
+    count: u32,
+    reply: &mut Encoder,
+    mut entry: impl FnMut(&keel_vfs::Inode, &keel_vfs::Cred, keel_vfs::DirEntry, &mut Encoder, usize) -> bool,
+) {
+    let fail = |reply: &mut Encoder, s: Nfsstat3, attrs: PostOpAttr| {
+        reply.put(&Readdir3Res::Fail(s, Readdir3ResFail { dir_attributes: attrs }));
+    };
+    let (dir, caller) = match r.authorize(dir_fh) {
+        Ok(x) => x,
+        Err(s) => return fail(reply, s, None),
+    };
+    let ours = cookie_verifier(dir.export.fsid);
+    if cookie != 0 && verifier != [0; 8] && verifier != ours {
+        return fail(reply, Nfsstat3::BadCookie, r.post(&dir));
+    }
+    let budget = count.min(DIR_REPLY_BYTES_MAX) as usize;
+    let mut entries = Encoder::with_capacity(budget.min(64 * 1024));
+    let mut n = 0;
+    let walked = r.svc.vfs.readdir(&caller.cred, &dir, cookie, |e| {
+        let room = budget.saturating_sub(DIR_REPLY_FIXED_BYTES + entries.len());
+        let fits = entry(&dir, &caller.cred, e, &mut entries, room);
+        n += fits as usize;
+        fits
+    });
+    let dir_attributes = r.post(&dir);
+    match walked {
+        Err(e) => fail(reply, status(&e), dir_attributes),
+        Ok(eof) if n == 0 && !eof => fail(reply, Nfsstat3::Toosmall, dir_attributes),
+        Ok(eof) => {
+            reply.put(&Nfsstat3::Ok);
+            reply.put(&dir_attributes);
+            reply.put(&ours);
+            reply.raw_segments(entries.finish());
+            encode_dirlist_end(reply, eof);
+        }
+    }
+}
+
+pub(super) fn readdir(r: &Request, a: Readdir3Args, reply: &mut Encoder) {
+    list(r, &a.dir, a.cookie, a.cookieverf, a.count, reply, |_, _, e, out, room| {
+        let entry = Entry3 { fileid: e.fileid, name: Filename3(Bytes::copy_from_slice(e.name)), cookie: e.cookie };
+        if entry.xdr_len() > room {
+            return false;
+        }
+        encode_entry3(out, &entry);
+        true
+    });
+}
+
+/// `dircount` is not enforced, as knfsd does not: `maxcount` bounds the reply.
+pub(super) fn readdirplus(r: &Request, a: Readdirplus3Args, reply: &mut Encoder) {
+    let vfs = &r.svc.vfs;
+    list(r, &a.dir, a.cookie, a.cookieverf, a.maxcount, reply, |dir, cred, e, out, room| {
+        let mut entry = Entryplus3 {
+            fileid: e.fileid,
+            name: Filename3(Bytes::copy_from_slice(e.name)),
+            cookie: e.cookie,
+            name_attributes: None,
+            name_handle: None,
+        };
+        // Stop before the lookup if even the bare entry cannot fit.
+        if entry.xdr_len() > room {
+            return false;
+        }
+        if let Some((handle, attrs)) = vfs.entry_plus(cred, dir, e.name) {
+            entry.name_attributes = Some(fattr(&attrs));
+            entry.name_handle = Some(NfsFh3 { data: handle.as_bytes().clone() });
+        }
+        if entry.xdr_len() > room {
+            return false;
+        }
+        encode_entryplus3(out, &entry);
+        true
+    });
+}

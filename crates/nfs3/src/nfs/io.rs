@@ -1,0 +1,73 @@
+//! READ, WRITE, COMMIT.
+
+use keel_nfs3_proto::nfs3::*;
+use keel_vfs::Stability;
+
+use super::Request;
+use crate::IO_BYTES_MAX;
+use crate::convert::fattr;
+use crate::errno::status;
+
+pub(super) fn read(r: &Request, a: Read3Args) -> Read3Res {
+    let (inode, caller) = match r.authorize(&a.file) {
+        Ok(x) => x,
+        Err(s) => return NfsResult::Fail(s, Default::default()),
+    };
+    let count = a.count.min(IO_BYTES_MAX) as usize;
+    match r.svc.vfs.read(&caller.cred, &inode, a.offset, count) {
+        Ok(out) => NfsResult::Ok(Read3ResOk {
+            file_attributes: Some(fattr(&out.attrs)),
+            count: out.data.len() as u32,
+            eof: out.eof,
+            data: out.data,
+        }),
+        Err(e) => NfsResult::Fail(status(&e), Read3ResFail { file_attributes: r.post(&inode) }),
+    }
+}
+
+/// On an `async` export nothing waits for the disk, and the reply claims
+/// the stability the client asked for, exactly as knfsd does. A crash then
+/// loses writes the client believes are safe: see README, "sync and async".
+pub(super) fn write(r: &Request, a: Write3Args) -> Write3Res {
+    let (inode, caller) = match r.authorize(&a.file) {
+        Ok(x) => x,
+        Err(s) => return NfsResult::Fail(s, Default::default()),
+    };
+    if let Err(s) = caller.writable() {
+        return NfsResult::Fail(s, Write3ResFail { file_wcc: r.wcc(None, &inode) });
+    }
+    let count = a.count as usize;
+    if count > a.data.len() {
+        return NfsResult::Fail(Nfsstat3::Inval, Write3ResFail { file_wcc: r.wcc(None, &inode) });
+    }
+    let stability = match (caller.opts.sync, a.stable) {
+        (false, _) | (true, StableHow::Unstable) => Stability::Unstable,
+        (true, StableHow::DataSync) => Stability::DataSync,
+        (true, StableHow::FileSync) => Stability::FileSync,
+    };
+    match r.svc.vfs.write(&caller.cred, &inode, a.offset, &a.data[..count], stability) {
+        Ok(out) => NfsResult::Ok(Write3ResOk {
+            file_wcc: WccData { before: Some(crate::convert::wcc_attr(&out.before)), after: Some(fattr(&out.after)) },
+            count: count as u32,
+            committed: a.stable,
+            verf: r.svc.write_verifier,
+        }),
+        Err(e) => NfsResult::Fail(status(&e), Write3ResFail { file_wcc: r.wcc(None, &inode) }),
+    }
+}
+
+/// COMMIT flushes the whole file (like fsync; a range buys nothing once the
+/// journal has to be forced anyway). On an `async` export it does nothing.
+pub(super) fn commit(r: &Request, a: Commit3Args) -> Commit3Res {
+    let (inode, caller) = match r.authorize(&a.file) {
+        Ok(x) => x,
+        Err(s) => return NfsResult::Fail(s, Default::default()),
+    };
+    let before = r.pre(&inode);
+    let done = if caller.opts.sync { r.svc.vfs.commit(&inode).map(drop) } else { Ok(()) };
+    let file_wcc = r.wcc(before, &inode);
+    match done {
+        Ok(()) => NfsResult::Ok(Commit3ResOk { file_wcc, verf: r.svc.write_verifier }),
+        Err(e) => NfsResult::Fail(status(&e), Commit3ResFail { file_wcc }),
+    }
+}

@@ -1,0 +1,58 @@
+//! REMOVE, RMDIR, RENAME.
+
+use keel_nfs3_proto::nfs3::*;
+
+use super::Request;
+use crate::errno::status;
+
+fn unlink(r: &Request, what: &Diropargs3, dir_too: bool) -> (Result<(), Nfsstat3>, WccData) {
+    let (dir, caller) = match r.authorize(&what.dir) {
+        Ok(x) => x,
+        Err(s) => return (Err(s), WccData::default()),
+    };
+    let before = r.pre(&dir);
+    let done = caller.writable().and_then(|()| {
+        let (cred, name, sync) = (&caller.cred, what.name.as_bytes(), caller.opts.sync);
+        let vfs = &r.svc.vfs;
+        if dir_too { vfs.rmdir(cred, &dir, name, sync) } else { vfs.remove(cred, &dir, name, sync) }
+            .map_err(|e| status(&e))
+    });
+    (done, r.wcc(before, &dir))
+}
+
+pub(super) fn remove(r: &Request, a: Remove3Args) -> Remove3Res {
+    match unlink(r, &a.object, false) {
+        (Ok(()), dir_wcc) => NfsResult::Ok(Remove3ResOk { dir_wcc }),
+        (Err(s), dir_wcc) => NfsResult::Fail(s, Remove3ResFail { dir_wcc }),
+    }
+}
+
+pub(super) fn rmdir(r: &Request, a: Rmdir3Args) -> Rmdir3Res {
+    match unlink(r, &a.object, true) {
+        (Ok(()), dir_wcc) => NfsResult::Ok(Rmdir3ResOk { dir_wcc }),
+        (Err(s), dir_wcc) => NfsResult::Fail(s, Rmdir3ResFail { dir_wcc }),
+    }
+}
+
+pub(super) fn rename(r: &Request, a: Rename3Args) -> Rename3Res {
+    let (from, caller) = match r.authorize(&a.from.dir) {
+        Ok(x) => x,
+        Err(s) => return NfsResult::Fail(s, Default::default()),
+    };
+    let (to, _) = match r.authorize(&a.to.dir) {
+        Ok(x) => x,
+        Err(s) => return NfsResult::Fail(s, Rename3ResFail { fromdir_wcc: r.wcc(None, &from), ..Default::default() }),
+    };
+    let (from_before, to_before) = (r.pre(&from), r.pre(&to));
+    let done = caller.writable().and_then(|()| {
+        r.svc
+            .vfs
+            .rename(&caller.cred, &from, a.from.name.as_bytes(), &to, a.to.name.as_bytes(), caller.opts.sync)
+            .map_err(|e| status(&e))
+    });
+    let (fromdir_wcc, todir_wcc) = (r.wcc(from_before, &from), r.wcc(to_before, &to));
+    match done {
+        Ok(()) => NfsResult::Ok(Rename3ResOk { fromdir_wcc, todir_wcc }),
+        Err(s) => NfsResult::Fail(s, Rename3ResFail { fromdir_wcc, todir_wcc }),
+    }
+}

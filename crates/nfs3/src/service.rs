@@ -1,0 +1,151 @@
+//! State shared by the NFS and MOUNT programs, and the checks every call
+//! goes through: which export a handle belongs to, whether this client may
+//! use it, and as whom.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use keel_nfs3_proto::nfs3::{NfsFh3, Nfsstat3};
+use keel_rpc::Auth;
+use keel_vfs::{Cred, Export, Inode, Vfs};
+
+use crate::errno::status;
+use crate::export::{Access, ClientOptions, ClientRule, Squash, options_for};
+
+/// An export with its client list.
+pub struct ServedExport {
+    pub export: Arc<Export>,
+    pub rules: Vec<ClientRule>,
+}
+
+pub struct NfsService {
+    pub vfs: Arc<Vfs>,
+    exports: Vec<ServedExport>,
+    /// Changes at every start, so clients resend unstable writes the
+    /// previous instance may have lost.
+    pub write_verifier: [u8; 8],
+}
+
+/// Who is calling, after the export's rules applied.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caller {
+    pub cred: Cred,
+    pub opts: ClientOptions,
+}
+
+impl Caller {
+    /// ROFS unless the export is read-write for this client.
+    pub fn writable(&self) -> Result<(), Nfsstat3> {
+        match self.opts.access {
+            Access::ReadWrite => Ok(()),
+            Access::ReadOnly => Err(Nfsstat3::Rofs),
+        }
+    }
+}
+
+impl NfsService {
+    /// `rules` gives each export (by id) its client list; every export of
+    /// `vfs` must have one.
+    pub fn new(vfs: Arc<Vfs>, mut rules: Vec<(u32, Vec<ClientRule>)>, write_verifier: [u8; 8]) -> Self {
+        let exports = vfs
+            .exports()
+            .iter()
+            .map(|export| {
+                let i = rules.iter().position(|(id, _)| *id == export.id).expect("client rules for every export");
+                ServedExport { export: export.clone(), rules: rules.swap_remove(i).1 }
+            })
+            .collect();
+        NfsService { vfs, exports, write_verifier }
+    }
+
+    pub fn exports(&self) -> &[ServedExport] {
+        &self.exports
+    }
+
+    fn served(&self, export_id: u32) -> Option<&ServedExport> {
+        self.exports.iter().find(|s| s.export.id == export_id)
+    }
+
+    /// The options for `peer` on an export, checking the client list and
+    /// `secure`.
+    pub(crate) fn client_options(&self, served: &ServedExport, peer: SocketAddr) -> Result<ClientOptions, Nfsstat3> {
+        let Some(opts) = options_for(&served.rules, peer.ip()) else {
+            tracing::debug!(%peer, export = served.export.id, "client not in the export's client list");
+            return Err(Nfsstat3::Acces);
+        };
+        if opts.secure && peer.port() >= 1024 {
+            tracing::debug!(%peer, export = served.export.id, "request from an unprivileged port to a secure export");
+            return Err(Nfsstat3::Perm);
+        }
+        Ok(*opts)
+    }
+
+    /// Resolves a handle and works out who the caller is on its export.
+    pub(crate) fn authorize(
+        &self,
+        auth: &Auth,
+        peer: SocketAddr,
+        fh: &NfsFh3,
+    ) -> Result<(Arc<Inode>, Caller), Nfsstat3> {
+        let inode = self.vfs.resolve(&fh.data).map_err(|e| status(&e))?;
+        let served = self.served(inode.export.id).ok_or(Nfsstat3::Stale)?;
+        let opts = self.client_options(served, peer)?;
+        Ok((inode, Caller { cred: squash(auth, &opts), opts }))
+    }
+}
+
+/// Applies root_squash / all_squash (knfsd's nfsd_setuser): the squashed
+/// root loses gid 0 in its groups too, and AUTH_NONE is anonymous.
+pub(crate) fn squash(auth: &Auth, opts: &ClientOptions) -> Cred {
+    let anon = Cred::new(opts.anonuid, opts.anongid, &[]);
+    let Auth::Sys(sys) = auth else { return anon };
+    match opts.squash {
+        Squash::All => anon,
+        Squash::None => Cred::new(sys.uid, sys.gid, &sys.gids),
+        Squash::Root => {
+            let uid = if sys.uid == 0 { opts.anonuid } else { sys.uid };
+            let gid = if sys.gid == 0 { opts.anongid } else { sys.gid };
+            let mut groups = [0u32; keel_vfs::ident::GROUPS_MAX];
+            let n = sys.gids.len().min(groups.len());
+            for (g, s) in groups.iter_mut().zip(&sys.gids[..n]) {
+                *g = if *s == 0 { opts.anongid } else { *s };
+            }
+            Cred::new(uid, gid, &groups[..n])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_rpc::AuthSys;
+
+    use super::*;
+
+    fn sys(uid: u32, gid: u32, gids: &[u32]) -> Auth {
+        Auth::Sys(AuthSys { uid, gid, gids: gids.to_vec(), ..Default::default() })
+    }
+
+    #[test]
+    fn root_squash_maps_root_and_group_zero() {
+        let opts = ClientOptions { anonuid: 99, anongid: 98, ..Default::default() };
+        let c = squash(&sys(0, 0, &[0, 5]), &opts);
+        assert_eq!((c.uid, c.gid, c.groups()), (99, 98, &[98, 5][..]));
+        let c = squash(&sys(1000, 100, &[10]), &opts);
+        assert_eq!((c.uid, c.gid, c.groups()), (1000, 100, &[10][..]));
+    }
+
+    #[test]
+    fn all_squash_and_auth_none_are_anonymous() {
+        let opts = ClientOptions { squash: Squash::All, anonuid: 7, anongid: 8, ..Default::default() };
+        let c = squash(&sys(1000, 100, &[10]), &opts);
+        assert_eq!((c.uid, c.gid, c.groups().len()), (7, 8, 0));
+        let c = squash(&Auth::None, &ClientOptions { squash: Squash::None, ..opts });
+        assert_eq!((c.uid, c.gid), (7, 8));
+    }
+
+    #[test]
+    fn no_root_squash_keeps_root() {
+        let opts = ClientOptions { squash: Squash::None, ..Default::default() };
+        assert!(squash(&sys(0, 0, &[]), &opts).is_root());
+    }
+}

@@ -1,0 +1,177 @@
+//! Portmapper version 2 (RFC 1833): so a client that asks port 111 finds
+//! NFS and MOUNT. Keel serves it itself when port 111 is free, or registers
+//! its ports with the rpcbind that holds it.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use keel_nfs3_proto::portmap::{Mapping, PmapProc, Pmaplist};
+use keel_nfs3_proto::{IPPROTO_TCP, IPPROTO_UDP, PMAP_PORT, PMAP_PROGRAM, PMAP_V2};
+use keel_rpc::msg::{AcceptStat, CallHeader, OpaqueAuth, ReplyStat, decode_reply_header};
+use keel_rpc::{AcceptError, CallContext, Dispatcher, RpcProgram};
+use keel_xdr::{Decode, Decoder, Encoder};
+
+pub struct PortmapProgram {
+    mappings: Mutex<Vec<Mapping>>,
+}
+
+impl PortmapProgram {
+    pub fn new(mappings: Vec<Mapping>) -> Self {
+        PortmapProgram { mappings: Mutex::new(mappings) }
+    }
+
+    fn set(&self, peer: SocketAddr, m: Mapping) -> bool {
+        // Only local services may register, as rpcbind insists.
+        if !peer.ip().is_loopback() {
+            return false;
+        }
+        let mut all = self.mappings.lock().expect("portmap lock");
+        if all.iter().any(|x| (x.prog, x.vers, x.prot) == (m.prog, m.vers, m.prot)) {
+            return false;
+        }
+        all.push(m);
+        true
+    }
+
+    fn unset(&self, peer: SocketAddr, m: Mapping) -> bool {
+        if !peer.ip().is_loopback() {
+            return false;
+        }
+        let mut all = self.mappings.lock().expect("portmap lock");
+        let before = all.len();
+        all.retain(|x| (x.prog, x.vers) != (m.prog, m.vers));
+        all.len() != before
+    }
+
+    fn getport(&self, m: Mapping) -> u32 {
+        let all = self.mappings.lock().expect("portmap lock");
+        all.iter().find(|x| (x.prog, x.vers, x.prot) == (m.prog, m.vers, m.prot)).map_or(0, |x| x.port)
+    }
+}
+
+impl RpcProgram for PortmapProgram {
+    fn program(&self) -> u32 {
+        PMAP_PROGRAM
+    }
+
+    fn versions(&self) -> (u32, u32) {
+        (PMAP_V2, PMAP_V2)
+    }
+
+    fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
+        match PmapProc::from_u32(ctx.proc_).ok_or(AcceptError::ProcUnavail)? {
+            PmapProc::Null => {}
+            PmapProc::Set => reply.bool(self.set(ctx.peer, Mapping::decode(args)?)),
+            PmapProc::Unset => reply.bool(self.unset(ctx.peer, Mapping::decode(args)?)),
+            PmapProc::Getport => reply.u32(self.getport(Mapping::decode(args)?)),
+            PmapProc::Dump => reply.put(&Pmaplist(self.mappings.lock().expect("portmap lock").clone())),
+            // Forwarding calls for anyone is an amplification tool; not served.
+            PmapProc::Callit => return Err(AcceptError::ProcUnavail),
+        }
+        Ok(())
+    }
+}
+
+/// The mappings Keel advertises.
+pub fn keel_mappings(nfs_port: u16, mount_port: u16) -> Vec<Mapping> {
+    let m = |prog, vers, prot, port: u16| Mapping { prog, vers, prot, port: u32::from(port) };
+    vec![
+        m(keel_nfs3_proto::NFS_PROGRAM, keel_nfs3_proto::NFS_V3, IPPROTO_TCP, nfs_port),
+        m(keel_nfs3_proto::MOUNT_PROGRAM, keel_nfs3_proto::MOUNT_V3, IPPROTO_TCP, mount_port),
+    ]
+}
+
+/// The portmapper's own entries, when Keel is the portmapper.
+pub fn self_mappings() -> Vec<Mapping> {
+    [IPPROTO_TCP, IPPROTO_UDP]
+        .into_iter()
+        .map(|prot| Mapping { prog: PMAP_PROGRAM, vers: PMAP_V2, prot, port: u32::from(PMAP_PORT) })
+        .collect()
+}
+
+/// Portmap over UDP: each datagram is one call, without record marking.
+pub async fn serve_udp(
+    sock: tokio::net::UdpSocket,
+    dispatcher: Arc<Dispatcher>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let local = sock.local_addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], PMAP_PORT)));
+    let mut buf = vec![0u8; 9000];
+    loop {
+        let (n, peer) = tokio::select! {
+            r = sock.recv_from(&mut buf) => match r {
+                Ok(x) => x,
+                Err(e) => { tracing::debug!(error = %e, "portmap UDP receive failed"); continue; }
+            },
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        let Some(segments) = dispatcher.handle(Bytes::copy_from_slice(&buf[..n]), peer, local) else { continue };
+        let mut datagram: Vec<u8> = segments.concat();
+        datagram.drain(..4); // record mark: not used on UDP
+        let _ = sock.send_to(&datagram, peer).await;
+    }
+}
+
+/// Registers (or with `set == false` unregisters) mappings with the
+/// rpcbind on this host, over UDP from a reserved port.
+pub fn register_with_rpcbind(mappings: &[Mapping], set: bool) -> std::io::Result<()> {
+    let sock = bind_reserved_udp()?;
+    sock.set_read_timeout(Some(Duration::from_secs(2)))?;
+    sock.connect((Ipv4Addr::LOCALHOST, PMAP_PORT))?;
+    let proc_ = if set { PmapProc::Set } else { PmapProc::Unset };
+    for (i, m) in mappings.iter().enumerate() {
+        // Clear a stale registration (say, from a killed instance) first.
+        if set {
+            call_rpcbind(&sock, 0x4b45_0000 + 2 * i as u32, PmapProc::Unset, m)?;
+        }
+        if !call_rpcbind(&sock, 0x4b45_0001 + 2 * i as u32, proc_, m)? && set {
+            return Err(std::io::Error::other(format!(
+                "rpcbind refused to register program {} version {} on port {}",
+                m.prog, m.vers, m.port
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn call_rpcbind(sock: &UdpSocket, xid: u32, proc_: PmapProc, m: &Mapping) -> std::io::Result<bool> {
+    let mut enc = Encoder::new();
+    CallHeader {
+        xid,
+        rpc_version: 2,
+        prog: PMAP_PROGRAM,
+        vers: PMAP_V2,
+        proc_: proc_ as u32,
+        cred: OpaqueAuth::default(),
+        verf: OpaqueAuth::default(),
+    }
+    .encode(&mut enc);
+    enc.put(m);
+    sock.send(&enc.into_bytes())?;
+    let mut buf = [0u8; 512];
+    loop {
+        let n = sock.recv(&mut buf)?;
+        let mut dec = Decoder::new(Bytes::copy_from_slice(&buf[..n]));
+        let (reply_xid, stat) = decode_reply_header(&mut dec).map_err(std::io::Error::other)?;
+        if reply_xid != xid {
+            continue;
+        }
+        if stat != ReplyStat::Accepted(AcceptStat::Success) {
+            return Err(std::io::Error::other(format!("rpcbind answered {stat:?}")));
+        }
+        return dec.bool().map_err(std::io::Error::other);
+    }
+}
+
+fn bind_reserved_udp() -> std::io::Result<UdpSocket> {
+    let mut last = None;
+    for port in (600..1024).rev() {
+        match UdpSocket::bind((IpAddr::V4(Ipv4Addr::LOCALHOST), port)) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no reserved port free")))
+}

@@ -1,0 +1,257 @@
+//! `keel serve`: from a configuration to a running server, and back down
+//! again on SIGTERM.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
+use keel_rpc::{Dispatcher, ReplyCache, RpcProgram};
+use keel_vfs::{Export, ExportSpec, FsidSource, HandleKey, Vfs};
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+
+use crate::config::{Config, PortmapMode};
+use crate::net::{BUDGET_UNIT_BYTES, Net, accept_loop};
+use crate::portmap::{self, PortmapProgram};
+use crate::workers::WorkerPool;
+
+/// Open objects kept cached (each holds one or two descriptors).
+const CACHED_INODES_MAX: usize = 65536;
+/// Replies kept for retransmitted non-idempotent calls.
+const REPLY_CACHE_ENTRIES_MAX: usize = 32768;
+/// Bytes of calls received but not yet answered, across all connections.
+const INFLIGHT_BYTES_MAX: usize = 1 << 30;
+/// How long a stop waits for calls in flight before giving up on them.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) -> anyhow::Result<()> {
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+    }
+    keel_vfs::ident::check_privileges().map_err(anyhow::Error::msg)?;
+    // Modes from clients are applied exactly; they already carry the
+    // client's umask.
+    // SAFETY: umask only changes the process's file-creation mask.
+    unsafe { libc::umask(0) };
+    raise_open_file_limit();
+
+    let state_dir = &config.server.state_dir;
+    create_state_dir(state_dir)?;
+    let key = HandleKey::load_or_create(&state_dir.join("handle.key"))?;
+    let mut exports = Vec::new();
+    for e in &config.exports {
+        let spec = ExportSpec { id: e.id, path: e.path.clone(), fsid: e.fsid };
+        let export =
+            Export::open(&spec, &key).with_context(|| format!("cannot export {} (id {})", e.path.display(), e.id))?;
+        let fsid_from = match export.fsid_source {
+            FsidSource::Configured => "configured",
+            FsidSource::FsUuid => "file system UUID",
+            FsidSource::Statfs => "statfs (set fsid to keep handles valid if the device is renumbered)",
+            FsidSource::Device => "device number (set fsid to keep handles valid if the device is renumbered)",
+        };
+        tracing::info!(
+            export = e.id,
+            path = %e.path.display(),
+            fsid = format_args!("{:#x}", export.fsid),
+            fsid_from,
+            subtree = export.is_subtree(),
+            "exporting"
+        );
+        exports.push(export);
+    }
+    let rules = config.exports.iter().map(|e| (e.id, e.clients.clone())).collect();
+    let vfs = Arc::new(Vfs::new(exports, key, CACHED_INODES_MAX));
+    let mut verifier = [0u8; 8];
+    keel_vfs::random_bytes(&mut verifier)?;
+    let svc = Arc::new(NfsService::new(vfs.clone(), rules, verifier));
+    // Logged so an operator can match a start with what clients saw.
+    tracing::info!(verifier = format_args!("{:016x}", u64::from_be_bytes(verifier)), "write verifier for this start");
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 4))
+        .thread_name("keel-net")
+        .enable_all()
+        .build()?;
+    let stopped = runtime.block_on(serve(&config, svc, banner))?;
+
+    // Calls still queued run to completion before the file systems are synced.
+    stopped.workers.stop();
+    for export in vfs.exports() {
+        if let Err(e) = export.sync() {
+            tracing::error!(export = export.id, error = %e, "sync at stop failed");
+        }
+    }
+    if let Some(mappings) = stopped.registered
+        && let Err(e) = portmap::register_with_rpcbind(&mappings, false)
+    {
+        tracing::warn!(error = %e, "could not unregister from rpcbind");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+struct Stopped {
+    workers: WorkerPool,
+    registered: Option<Vec<keel_nfs3_proto::portmap::Mapping>>,
+}
+
+async fn serve(
+    config: &Config,
+    svc: Arc<NfsService>,
+    banner: impl FnOnce(&[SocketAddr], u16) -> String,
+) -> anyhow::Result<Stopped> {
+    let server = &config.server;
+    let mut nfs_listeners = Vec::new();
+    for addr in &server.listen {
+        nfs_listeners.push(TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?);
+    }
+    let mut mount_listeners = Vec::new();
+    for addr in &server.mount_listen {
+        mount_listeners.push(TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?);
+    }
+    let bound: Vec<SocketAddr> = nfs_listeners.iter().map(|l| l.local_addr()).collect::<Result<_, _>>()?;
+    let nfs_port = bound[0].port();
+    let mount_port = match mount_listeners.first() {
+        Some(l) => l.local_addr()?.port(),
+        None => nfs_port,
+    };
+
+    let (shutdown_tx, shutdown) = watch::channel(false);
+    let mappings = portmap::keel_mappings(nfs_port, mount_port);
+    let mut programs: Vec<Arc<dyn RpcProgram>> =
+        vec![Arc::new(Nfs3Program::new(svc.clone())), Arc::new(MountProgram::new(svc))];
+    let mut registered = None;
+    let mut portmap_listeners = Vec::new();
+    match start_portmap(server.portmap, &bound, &mappings, &shutdown).await? {
+        PortmapRole::Serving(program, tcp) => {
+            programs.push(program);
+            portmap_listeners = tcp;
+        }
+        PortmapRole::Registered => registered = Some(mappings.clone()),
+        PortmapRole::None => {}
+    }
+
+    let dispatcher = Arc::new(Dispatcher::new(programs, ReplyCache::new(REPLY_CACHE_ENTRIES_MAX)));
+    let workers = WorkerPool::start(server.workers, dispatcher)?;
+    let net = Arc::new(Net {
+        jobs: workers.sender(),
+        connections: Arc::new(Semaphore::new(server.max_connections)),
+        inflight_budget: Arc::new(Semaphore::new(INFLIGHT_BYTES_MAX / BUDGET_UNIT_BYTES)),
+        requests_per_connection: server.max_requests_per_connection,
+        shutdown: shutdown.clone(),
+    });
+    for listener in nfs_listeners.into_iter().chain(mount_listeners).chain(portmap_listeners) {
+        tokio::spawn(accept_loop(listener, net.clone()));
+    }
+    tracing::info!(listen = ?bound, mount_port, workers = server.workers, "serving NFSv3 and MOUNT v3");
+    println!("{}", banner(&bound, mount_port));
+
+    wait_for_stop_signal().await?;
+    tracing::info!("stopping: no new connections or calls; finishing calls in flight");
+    let _ = shutdown_tx.send(true);
+    let all = u32::try_from(server.max_connections).unwrap_or(u32::MAX);
+    if tokio::time::timeout(DRAIN_TIMEOUT, net.connections.acquire_many(all)).await.is_err() {
+        tracing::warn!("some connections did not finish within {DRAIN_TIMEOUT:?}");
+    }
+    Ok(Stopped { workers, registered })
+}
+
+enum PortmapRole {
+    /// Keel is the portmapper: its program, and the TCP listeners on port
+    /// 111 (served by the ordinary accept loops; UDP is already running).
+    Serving(Arc<dyn RpcProgram>, Vec<TcpListener>),
+    Registered,
+    None,
+}
+
+async fn start_portmap(
+    mode: PortmapMode,
+    bound: &[SocketAddr],
+    mappings: &[keel_nfs3_proto::portmap::Mapping],
+    shutdown: &watch::Receiver<bool>,
+) -> anyhow::Result<PortmapRole> {
+    if mode == PortmapMode::Off {
+        return Ok(PortmapRole::None);
+    }
+    if mode != PortmapMode::Register {
+        let mut ips: Vec<IpAddr> = bound.iter().map(|a| a.ip()).collect();
+        ips.dedup();
+        match bind_portmap(&ips).await {
+            Ok(sockets) => {
+                let mut all = mappings.to_vec();
+                all.extend(portmap::self_mappings());
+                let program: Arc<PortmapProgram> = Arc::new(PortmapProgram::new(all));
+                let udp_dispatcher =
+                    Arc::new(Dispatcher::new(vec![program.clone() as Arc<dyn RpcProgram>], ReplyCache::new(16)));
+                let mut tcp_listeners = Vec::new();
+                for (tcp, udp) in sockets {
+                    tcp_listeners.push(tcp);
+                    tokio::spawn(portmap::serve_udp(udp, udp_dispatcher.clone(), shutdown.clone()));
+                }
+                tracing::info!(addresses = ?ips, "serving portmap on port 111");
+                return Ok(PortmapRole::Serving(program, tcp_listeners));
+            }
+            Err(e) if mode == PortmapMode::Serve => return Err(e.context("cannot serve portmap on port 111")),
+            Err(e) => tracing::debug!(error = %e, "port 111 not available; trying the running rpcbind"),
+        }
+    }
+    match tokio::task::block_in_place(|| portmap::register_with_rpcbind(mappings, true)) {
+        Ok(()) => {
+            tracing::info!("registered NFS and MOUNT with the running rpcbind");
+            Ok(PortmapRole::Registered)
+        }
+        Err(e) if mode == PortmapMode::Register => Err(anyhow::Error::new(e).context("cannot register with rpcbind")),
+        Err(e) => {
+            tracing::warn!(error = %e, "no portmap: port 111 is taken and rpcbind did not take our registration; clients need port= and mountport= options");
+            Ok(PortmapRole::None)
+        }
+    }
+}
+
+async fn bind_portmap(ips: &[IpAddr]) -> anyhow::Result<Vec<(TcpListener, tokio::net::UdpSocket)>> {
+    let mut out = Vec::new();
+    for ip in ips {
+        let addr = SocketAddr::new(*ip, keel_nfs3_proto::PMAP_PORT);
+        out.push((TcpListener::bind(addr).await?, tokio::net::UdpSocket::bind(addr).await?));
+    }
+    Ok(out)
+}
+
+async fn wait_for_stop_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+    Ok(())
+}
+
+fn create_state_dir(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
+    if !dir.is_dir() {
+        bail!("state directory {} is not a directory", dir.display());
+    }
+    Ok(())
+}
+
+/// Each cached object holds descriptors: use what the hard limit allows.
+fn raise_open_file_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain get/setrlimit on a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}

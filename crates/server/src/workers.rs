@@ -1,0 +1,81 @@
+//! The file-system workers (knfsd's nfsd threads): a fixed pool of OS
+//! threads that decode, execute and encode calls. Each assumes the caller's
+//! identity for the call, so identity never crosses threads, and no async
+//! task is ever blocked on the disk.
+
+use std::net::SocketAddr;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use keel_rpc::msg::{AcceptStat, ReplyStat};
+use keel_rpc::{Dispatcher, ReplySegments, status_reply};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// One call on its way to a worker.
+pub struct Job {
+    pub record: Bytes,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    /// The connection's reply queue.
+    pub reply: UnboundedSender<ReplySegments>,
+    /// Held until the reply is queued: the connection's in-flight slot and
+    /// the call's share of the server's in-flight byte budget.
+    pub permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+}
+
+pub struct WorkerPool {
+    jobs: Option<crossbeam_channel::Sender<Job>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl WorkerPool {
+    pub fn start(workers: usize, dispatcher: Arc<Dispatcher>) -> std::io::Result<Self> {
+        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+        let threads = (0..workers)
+            .map(|i| {
+                let (rx, dispatcher) = (rx.clone(), dispatcher.clone());
+                std::thread::Builder::new().name(format!("keel-worker-{i}")).spawn(move || {
+                    for job in rx.iter() {
+                        run(&dispatcher, job);
+                    }
+                })
+            })
+            .collect::<std::io::Result<_>>()?;
+        Ok(WorkerPool { jobs: Some(tx), threads })
+    }
+
+    pub fn sender(&self) -> crossbeam_channel::Sender<Job> {
+        self.jobs.clone().expect("pool running")
+    }
+
+    /// Lets the queued calls finish, then joins the threads.
+    pub fn stop(mut self) {
+        self.jobs.take();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(dispatcher: &Dispatcher, job: Job) {
+    let Job { record, peer, local, reply, permits: _permits } = job;
+    let xid = record.get(..4).map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")));
+    match catch_unwind(AssertUnwindSafe(|| dispatcher.handle(record, peer, local))) {
+        Ok(Some(segments)) => {
+            // A closed connection has dropped its queue; nothing to do then.
+            let _ = reply.send(segments);
+        }
+        Ok(None) => {}
+        Err(_) => {
+            // The identity the handler left behind is unknown now.
+            keel_vfs::ident::forget();
+            tracing::error!(%peer, xid, "a request handler panicked; answered SYSTEM_ERR");
+            if let Some(xid) = xid {
+                let _ = reply.send(status_reply(xid, ReplyStat::Accepted(AcceptStat::SystemErr)));
+            }
+        }
+    }
+}
