@@ -1,0 +1,225 @@
+//! Starting and stopping a real `keel` process for integration tests.
+//!
+//! Each server gets its own directory under the system temp dir holding the
+//! exports, the state directory (handle key), the configuration file and
+//! the server's log, and listens on an ephemeral port on 127.0.0.1 with the
+//! portmapper off (port 111 is shared by the whole machine).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// One `[[export]]` of the test configuration.
+#[derive(Clone, Debug)]
+pub struct ExportOpts {
+    pub id: u32,
+    /// Directory name under the server's base directory.
+    pub name: String,
+    /// Extra TOML lines for the export table (access, squash, sync, ...).
+    pub options: String,
+    /// TOML for the client list; default: every client.
+    pub clients: String,
+}
+
+impl ExportOpts {
+    pub fn new(id: u32, name: &str, options: &str) -> Self {
+        ExportOpts { id, name: name.into(), options: options.into(), clients: "[[export.clients]]\nhost = \"*\"\n".into() }
+    }
+
+    pub fn rw(id: u32, name: &str) -> Self {
+        Self::new(id, name, "access = \"rw\"\nsquash = \"no_root_squash\"")
+    }
+}
+
+pub struct TestServer {
+    pub base: PathBuf,
+    pub config: PathBuf,
+    pub log: PathBuf,
+    pub addr: SocketAddr,
+    pub exports: Vec<ExportOpts>,
+    child: Option<Child>,
+    /// Port to reuse on restart (0: a fresh ephemeral port each time).
+    fixed_port: u16,
+}
+
+static SERVERS: AtomicU32 = AtomicU32::new(0);
+
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "these tests run keel, which needs root (run the suite as root)");
+}
+
+impl TestServer {
+    /// A server exporting one read-write directory with no_root_squash.
+    pub fn start_default(tag: &str) -> Self {
+        Self::start(tag, vec![ExportOpts::rw(1, "export")], "")
+    }
+
+    /// `server_extra` is extra TOML for the `[server]` table.
+    pub fn start(tag: &str, exports: Vec<ExportOpts>, server_extra: &str) -> Self {
+        Self::start_on(tag, exports, server_extra, 0)
+    }
+
+    /// Like `start`, keeping `port` across restarts (0 picks one now).
+    pub fn start_on(tag: &str, exports: Vec<ExportOpts>, server_extra: &str, port: u16) -> Self {
+        require_root();
+        let n = SERVERS.fetch_add(1, Ordering::SeqCst);
+        let base = std::env::temp_dir().join(format!("keel-test-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        let mut toml = format!(
+            "[server]\nlisten = [\"127.0.0.1:{port}\"]\nportmap = \"off\"\nworkers = 8\nlog_level = \"debug\"\nstate_dir = \"{}\"\n{server_extra}\n",
+            base.join("state").display()
+        );
+        for e in &exports {
+            let dir = base.join(&e.name);
+            std::fs::create_dir_all(&dir).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+            toml += &format!("\n[[export]]\npath = \"{}\"\nid = {}\n{}\n{}\n", dir.display(), e.id, e.options, e.clients);
+        }
+        let config = base.join("keel.toml");
+        std::fs::write(&config, toml).unwrap();
+        let log = base.join("keel.log");
+        let mut s = TestServer {
+            base,
+            config,
+            log,
+            addr: "127.0.0.1:0".parse().unwrap(),
+            exports,
+            child: None,
+            fixed_port: port,
+        };
+        s.spawn();
+        if port == 0 {
+            // Keep the same port across restarts, so clients can carry on.
+            s.fixed_port = s.addr.port();
+            let text = std::fs::read_to_string(&s.config).unwrap();
+            std::fs::write(&s.config, text.replacen("127.0.0.1:0", &format!("127.0.0.1:{}", s.fixed_port), 1)).unwrap();
+        }
+        s
+    }
+
+    /// The exported directory of export `id` on the server's side.
+    pub fn export_dir(&self, id: u32) -> PathBuf {
+        let e = self.exports.iter().find(|e| e.id == id).expect("export id");
+        self.base.join(&e.name)
+    }
+
+    /// The path clients mount.
+    pub fn export_path(&self, id: u32) -> String {
+        self.export_dir(id).display().to_string()
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
+            .arg("serve")
+            .arg("--config")
+            .arg(&self.config)
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("start keel");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(rest) = line.split(" serving NFSv3 on ").nth(1) {
+                    let addr: SocketAddr = rest.split(',').next().unwrap().trim().parse().unwrap();
+                    let _ = tx.send(addr);
+                }
+            }
+        });
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(addr) => self.addr = addr,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("keel did not start; log:\n{}", self.log_text());
+            }
+        }
+        self.child = Some(child);
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// kill -9: no chance to flush or answer anything.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM, then wait (bounded) for the exit status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut c = self.child.take().expect("running");
+        // SAFETY: sending a signal to our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(40);
+        loop {
+            if let Some(status) = c.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                panic!("keel did not exit after SIGTERM; log:\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// kill -9 and start again with the same configuration, state and port.
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    /// Starts the server again after `kill9` or `terminate`.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none());
+        self.spawn();
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        match &mut self.child {
+            Some(c) => c.try_wait().unwrap().is_none(),
+            None => false,
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.kill9();
+        if std::thread::panicking() {
+            eprintln!("---- keel log ({}) ----\n{}", self.log.display(), self.log_text());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.base);
+        }
+    }
+}
+
+/// Runs a command, failing the test with its output if it fails.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{cmd:?} failed ({}):\n{text}", out.status);
+    text
+}
+
+pub fn digest(path: &Path) -> String {
+    run(Command::new("md5sum").arg(path)).split_whitespace().next().unwrap().to_string()
+}
