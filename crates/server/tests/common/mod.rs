@@ -28,7 +28,12 @@ pub struct ExportOpts {
 
 impl ExportOpts {
     pub fn new(id: u32, name: &str, options: &str) -> Self {
-        ExportOpts { id, name: name.into(), options: options.into(), clients: "[[export.clients]]\nhost = \"*\"\n".into() }
+        ExportOpts {
+            id,
+            name: name.into(),
+            options: options.into(),
+            clients: "[[export.clients]]\nhost = \"*\"\n".into(),
+        }
     }
 
     pub fn rw(id: u32, name: &str) -> Self {
@@ -81,7 +86,8 @@ impl TestServer {
             std::fs::create_dir_all(&dir).unwrap();
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-            toml += &format!("\n[[export]]\npath = \"{}\"\nid = {}\n{}\n{}\n", dir.display(), e.id, e.options, e.clients);
+            toml +=
+                &format!("\n[[export]]\npath = \"{}\"\nid = {}\n{}\n{}\n", dir.display(), e.id, e.options, e.clients);
         }
         let config = base.join("keel.toml");
         std::fs::write(&config, toml).unwrap();
