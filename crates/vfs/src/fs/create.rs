@@ -115,11 +115,9 @@ impl Vfs {
             CreateMode::Guarded => Err(VfsError::errno(libc::EEXIST)),
             CreateMode::Exclusive(v) => {
                 let (atime, mtime) = verifier_times(v);
-                if attrs.atime.seconds == atime.seconds && attrs.mtime.seconds == mtime.seconds {
-                    Ok(Created { inode, attrs })
-                } else {
-                    Err(VfsError::errno(libc::EEXIST))
-                }
+                // knfsd also insists the file is still empty.
+                let ours = attrs.atime.seconds == atime.seconds && attrs.mtime.seconds == mtime.seconds;
+                if ours && attrs.size == 0 { Ok(Created { inode, attrs }) } else { Err(VfsError::errno(libc::EEXIST)) }
             }
             CreateMode::Unchecked => {
                 if let Some(size) = set.size {

@@ -65,6 +65,12 @@ impl Vfs {
     /// are authenticated, checked against their export, and opened.
     pub fn resolve(&self, fh: &Bytes) -> VfsResult<Arc<Inode>> {
         if let Some(inode) = self.cache.get(fh) {
+            // Removed since it was cached (on the host, or through another
+            // export): stale, as knfsd's file cache makes it.
+            if sys::fstat(inode.fd())?.st_nlink == 0 {
+                self.cache.remove(&inode.handle);
+                return Err(VfsError::Stale);
+            }
             return Ok(inode);
         }
         let parsed = handle::decode(&self.key, fh)?;
@@ -96,7 +102,8 @@ impl Vfs {
         }
         .map_err(stale_if_gone)?;
         let st = sys::fstat(fd.as_fd())?;
-        if FileType::from_mode(st.st_mode) != Some(ftype) {
+        // An unlinked inode that someone still holds open opens by handle too.
+        if FileType::from_mode(st.st_mode) != Some(ftype) || st.st_nlink == 0 {
             return Err(VfsError::Stale);
         }
         if export.subtree && ftype == FileType::Directory && !inside && !export.is_root(&st) {
