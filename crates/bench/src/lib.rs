@@ -1,0 +1,8 @@
+//! `keel bench`, `keel verify` and `keel report`: the evaluation method of
+//! the seed papers (IOzone's N-to-N sequential and random I/O, mdtest's
+//! metadata rates, IOR, checkstream's data verification) as one tool that
+//! speaks NFSv3 itself.
+
+pub mod host;
+pub mod result;
+pub mod time;
