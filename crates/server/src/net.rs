@@ -26,6 +26,9 @@ const READ_CHUNK_BYTES: usize = 64 << 10;
 const WRITEV_SEGMENTS_MAX: usize = 512;
 /// Unit of the in-flight byte budget.
 pub const BUDGET_UNIT_BYTES: usize = 1024;
+/// How long a closing connection keeps reading (and discarding) what the
+/// client still sends, so that its last replies are not reset away.
+const LINGER: Duration = Duration::from_secs(2);
 
 /// What every connection shares.
 pub struct Net {
@@ -114,6 +117,20 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, net: Arc<Net>, _s
     // The writer ends once the calls still with the workers are answered.
     drop(reply_tx);
     let _ = writer.await;
+    // Closing a socket with unread input makes the kernel reset the
+    // connection and drop replies the client has not received yet: read
+    // (and ignore) what the client still sends until it closes its side,
+    // for a bounded time.
+    let _ = tokio::time::timeout(LINGER, async {
+        loop {
+            buf.clear();
+            match rd.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
     tracing::info!(%peer, reason = %reason, "connection closed");
 }
 

@@ -76,6 +76,10 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
         .enable_all()
         .build()?;
     let stopped = runtime.block_on(serve(&config, svc, banner))?;
+    // Connections still open after the drain timeout (a client that stopped
+    // reading its replies) end here; their tasks hold senders of the job
+    // queue, which the workers wait on.
+    runtime.shutdown_timeout(Duration::from_secs(1));
 
     // Calls still queued run to completion before the file systems are synced.
     stopped.workers.stop();

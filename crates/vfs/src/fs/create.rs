@@ -79,7 +79,7 @@ impl Vfs {
         let fd = match sys::openat(dir.fd(), name, flags, perm) {
             Ok(fd) => fd,
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-                return self.create_existing(cred, dir, name, mode, set);
+                return self.create_existing(cred, dir, name, mode, set, commit);
             }
             Err(e) => return Err(e.into()),
         };
@@ -97,8 +97,8 @@ impl Vfs {
     }
 
     /// CREATE of a name that exists: fine for UNCHECKED (an existing
-    /// regular file, truncated if asked) and for the retransmission of an
-    /// EXCLUSIVE create; otherwise EEXIST.
+    /// regular file, truncated if asked, committed like a SETATTR) and for
+    /// the retransmission of an EXCLUSIVE create; otherwise EEXIST.
     fn create_existing(
         &self,
         cred: &Cred,
@@ -106,6 +106,7 @@ impl Vfs {
         name: &[u8],
         mode: CreateMode,
         set: &SetAttrs,
+        commit: bool,
     ) -> VfsResult<Created> {
         let (inode, attrs) = self.lookup(cred, dir, name)?;
         if inode.ftype != FileType::Regular {
@@ -122,6 +123,9 @@ impl Vfs {
             CreateMode::Unchecked => {
                 if let Some(size) = set.size {
                     apply_attrs(cred, &inode, &SetAttrs { size: Some(size), ..SetAttrs::default() })?;
+                    if commit {
+                        super::commit_object(&inode)?;
+                    }
                 }
                 let attrs = attrs_of(&inode)?;
                 Ok(Created { inode, attrs })

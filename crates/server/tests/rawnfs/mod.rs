@@ -1,0 +1,365 @@
+//! A small blocking NFSv3 / MOUNT v3 client over TCP for tests that need
+//! exact control over what goes on the wire: the stability of each WRITE,
+//! calls pipelined on one connection whose replies are read later (or never),
+//! and the raw outcome of each call. Procedure arguments and results are the
+//! independent `nfs3_types` definitions; the RPC header (AUTH_SYS as root) and
+//! the record marking are done here.
+
+#![allow(dead_code)]
+
+use std::io::{self, Cursor, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use nfs3_types::mount::{dirpath, mountres3};
+use nfs3_types::nfs3::*;
+use nfs3_types::xdr_codec::{Opaque, Pack, Unpack};
+
+pub use nfs3_types::nfs3::{fattr3, nfsstat3, stable_how};
+
+pub const MOUNT_PROGRAM: u32 = 100_005;
+pub const MOUNT_V3: u32 = 3;
+pub const NFS_PROGRAM: u32 = 100_003;
+pub const NFS_V3: u32 = 3;
+
+/// Largest reply record accepted (a 1 MiB READ plus headers, with room).
+const REPLY_BYTES_MAX: usize = 4 << 20;
+
+/// A file handle as the server gave it.
+pub type Fh = Vec<u8>;
+
+pub fn nfs_fh(fh: &[u8]) -> nfs_fh3 {
+    nfs_fh3 { data: Opaque::owned(fh.to_vec()) }
+}
+
+/// One TCP connection speaking ONC RPC (record marking, AUTH_SYS root).
+pub struct RpcConn {
+    stream: TcpStream,
+    next_xid: u32,
+}
+
+impl RpcConn {
+    pub fn connect(addr: SocketAddr) -> io::Result<Self> {
+        Self::from_stream(TcpStream::connect_timeout(&addr, Duration::from_secs(10))?)
+    }
+
+    /// Over a connection made elsewhere (say, with socket options that
+    /// must be set before connecting).
+    pub fn from_stream(stream: TcpStream) -> io::Result<Self> {
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+        stream.set_write_timeout(Some(Duration::from_secs(60)))?;
+        Ok(RpcConn { stream, next_xid: 0x5eed_0000 ^ std::process::id() })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.stream.local_addr().expect("local address")
+    }
+
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// Sends one call without waiting for its reply; returns its xid.
+    pub fn send<A: Pack>(&mut self, prog: u32, vers: u32, proc_: u32, args: &A) -> io::Result<u32> {
+        let xid = self.next_xid;
+        self.next_xid = self.next_xid.wrapping_add(1);
+        let mut body = Vec::with_capacity(128 + args.packed_size());
+        for word in [xid, 0, 2, prog, vers, proc_] {
+            body.extend_from_slice(&word.to_be_bytes());
+        }
+        // AUTH_SYS: stamp, machine name "keel-test", uid 0, gid 0, no groups.
+        let machine = b"keel-test\0\0\0";
+        let cred_len = 4 + 4 + 12 + 4 + 4 + 4;
+        for word in [1u32, cred_len, 0, 9] {
+            body.extend_from_slice(&word.to_be_bytes());
+        }
+        body.extend_from_slice(machine);
+        for word in [0u32, 0, 0, 0, 0] {
+            // uid, gid, no groups, then the AUTH_NONE verifier (flavor, length)
+            body.extend_from_slice(&word.to_be_bytes());
+        }
+        args.pack(&mut body).map_err(io::Error::other)?;
+        let mark = 0x8000_0000u32 | u32::try_from(body.len()).expect("record fits");
+        let mut record = mark.to_be_bytes().to_vec();
+        record.extend_from_slice(&body);
+        self.stream.write_all(&record)?;
+        Ok(xid)
+    }
+
+    /// Reads the next reply: its xid and the procedure's result bytes. A
+    /// reply that is not "accepted, success" is an error.
+    pub fn recv(&mut self) -> io::Result<(u32, Vec<u8>)> {
+        let mut record = Vec::new();
+        loop {
+            let mut mark = [0u8; 4];
+            self.stream.read_exact(&mut mark)?;
+            let mark = u32::from_be_bytes(mark);
+            let len = (mark & 0x7fff_ffff) as usize;
+            if record.len() + len > REPLY_BYTES_MAX {
+                return Err(io::Error::other(format!("reply record of {} bytes", record.len() + len)));
+            }
+            let start = record.len();
+            record.resize(start + len, 0);
+            self.stream.read_exact(&mut record[start..])?;
+            if mark & 0x8000_0000 != 0 {
+                break;
+            }
+        }
+        let word = |i: usize| -> io::Result<u32> {
+            record
+                .get(i * 4..i * 4 + 4)
+                .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")))
+                .ok_or_else(|| io::Error::other("short reply"))
+        };
+        let xid = word(0)?;
+        if word(1)? != 1 || word(2)? != 0 {
+            return Err(io::Error::other(format!("xid {xid:#x}: not an accepted reply")));
+        }
+        // verifier: flavor, length, body (padded)
+        let verf_len = word(4)? as usize;
+        let stat_at = 5 * 4 + verf_len.div_ceil(4) * 4;
+        let stat = record
+            .get(stat_at..stat_at + 4)
+            .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")))
+            .ok_or_else(|| io::Error::other("short reply"))?;
+        if stat != 0 {
+            return Err(io::Error::other(format!("xid {xid:#x}: accept_stat {stat}")));
+        }
+        Ok((xid, record[stat_at + 4..].to_vec()))
+    }
+
+    pub fn call<A: Pack, R: Unpack>(&mut self, prog: u32, vers: u32, proc_: u32, args: &A) -> io::Result<R> {
+        let xid = self.send(prog, vers, proc_, args)?;
+        let (got, body) = self.recv()?;
+        if got != xid {
+            return Err(io::Error::other(format!("reply to xid {got:#x}, expected {xid:#x}")));
+        }
+        decode(&body)
+    }
+}
+
+pub fn decode<R: Unpack>(body: &[u8]) -> io::Result<R> {
+    let (r, _) = R::unpack(&mut Cursor::new(body)).map_err(io::Error::other)?;
+    Ok(r)
+}
+
+/// NFS procedure numbers (RFC 1813).
+pub mod proc3 {
+    pub const NULL: u32 = 0;
+    pub const GETATTR: u32 = 1;
+    pub const SETATTR: u32 = 2;
+    pub const LOOKUP: u32 = 3;
+    pub const READLINK: u32 = 5;
+    pub const READ: u32 = 6;
+    pub const WRITE: u32 = 7;
+    pub const CREATE: u32 = 8;
+    pub const MKDIR: u32 = 9;
+    pub const SYMLINK: u32 = 10;
+    pub const REMOVE: u32 = 12;
+    pub const RMDIR: u32 = 13;
+    pub const RENAME: u32 = 14;
+    pub const LINK: u32 = 15;
+    pub const COMMIT: u32 = 21;
+}
+
+/// What a WRITE reply said.
+#[derive(Debug, Clone, Copy)]
+pub struct Written {
+    pub count: u32,
+    pub committed: stable_how,
+    pub verf: [u8; 8],
+}
+
+/// NFSv3 calls on one connection, one at a time (plus explicit pipelining
+/// through `send_write` / `recv_write`).
+pub struct Nfs {
+    pub conn: RpcConn,
+}
+
+pub type NfsResult<T> = Result<T, nfsstat3>;
+
+fn ok_or_stat<T, E>(r: Nfs3Result<T, E>) -> NfsResult<T> {
+    match r {
+        Nfs3Result::Ok(v) => Ok(v),
+        Nfs3Result::Err((stat, _)) => Err(stat),
+    }
+}
+
+fn dirop<'a>(dir: &[u8], name: &'a str) -> diropargs3<'a> {
+    diropargs3 { dir: nfs_fh(dir), name: filename3(Opaque::borrowed(name.as_bytes())) }
+}
+
+impl Nfs {
+    pub fn connect(addr: SocketAddr) -> io::Result<Self> {
+        Ok(Nfs { conn: RpcConn::connect(addr)? })
+    }
+
+    /// MOUNT MNT of `path` on this connection (Keel serves MOUNT on the NFS
+    /// port): the root handle.
+    pub fn mount(&mut self, path: &str) -> io::Result<Fh> {
+        let args = dirpath(Opaque::borrowed(path.as_bytes()));
+        match self.conn.call::<_, mountres3>(MOUNT_PROGRAM, MOUNT_V3, 1, &args)? {
+            mountres3::Ok(ok) => Ok(ok.fhandle.0.to_vec()),
+            mountres3::Err(e) => Err(io::Error::other(format!("MNT {path}: {e:?}"))),
+        }
+    }
+
+    fn call<A: Pack, R: Unpack>(&mut self, proc_: u32, args: &A) -> R {
+        self.conn.call(NFS_PROGRAM, NFS_V3, proc_, args).unwrap_or_else(|e| panic!("NFS call {proc_}: {e}"))
+    }
+
+    pub fn null(&mut self) -> io::Result<()> {
+        let void = nfs3_types::xdr_codec::Void;
+        self.conn.call::<_, nfs3_types::xdr_codec::Void>(NFS_PROGRAM, NFS_V3, proc3::NULL, &void)?;
+        Ok(())
+    }
+
+    pub fn getattr(&mut self, fh: &[u8]) -> NfsResult<fattr3> {
+        let r: GETATTR3res = self.call(proc3::GETATTR, &GETATTR3args { object: nfs_fh(fh) });
+        ok_or_stat(r).map(|ok| ok.obj_attributes)
+    }
+
+    pub fn lookup(&mut self, dir: &[u8], name: &str) -> NfsResult<Fh> {
+        let r: LOOKUP3res = self.call(proc3::LOOKUP, &LOOKUP3args { what: dirop(dir, name) });
+        ok_or_stat(r).map(|ok| ok.object.data.to_vec())
+    }
+
+    pub fn create(&mut self, dir: &[u8], name: &str, how: createhow3) -> NfsResult<Fh> {
+        let r: CREATE3res = self.call(proc3::CREATE, &CREATE3args { where_: dirop(dir, name), how });
+        match ok_or_stat(r)?.obj {
+            Nfs3Option::Some(fh) => Ok(fh.data.to_vec()),
+            Nfs3Option::None => self.lookup(dir, name),
+        }
+    }
+
+    /// CREATE GUARDED with mode 0644.
+    pub fn create_new(&mut self, dir: &[u8], name: &str) -> NfsResult<Fh> {
+        let attrs = sattr3 { mode: Nfs3Option::Some(0o644), ..Default::default() };
+        self.create(dir, name, createhow3::GUARDED(attrs))
+    }
+
+    pub fn mkdir(&mut self, dir: &[u8], name: &str) -> NfsResult<Fh> {
+        let attributes = sattr3 { mode: Nfs3Option::Some(0o755), ..Default::default() };
+        let r: MKDIR3res = self.call(proc3::MKDIR, &MKDIR3args { where_: dirop(dir, name), attributes });
+        match ok_or_stat(r)?.obj {
+            Nfs3Option::Some(fh) => Ok(fh.data.to_vec()),
+            Nfs3Option::None => self.lookup(dir, name),
+        }
+    }
+
+    pub fn symlink(&mut self, dir: &[u8], name: &str, target: &str) -> NfsResult<()> {
+        let symlink = symlinkdata3 {
+            symlink_attributes: sattr3::default(),
+            symlink_data: nfspath3(Opaque::borrowed(target.as_bytes())),
+        };
+        let r: SYMLINK3res = self.call(proc3::SYMLINK, &SYMLINK3args { where_: dirop(dir, name), symlink });
+        ok_or_stat(r).map(drop)
+    }
+
+    pub fn link(&mut self, file: &[u8], dir: &[u8], name: &str) -> NfsResult<()> {
+        let r: LINK3res = self.call(proc3::LINK, &LINK3args { file: nfs_fh(file), link: dirop(dir, name) });
+        ok_or_stat(r).map(drop)
+    }
+
+    pub fn remove(&mut self, dir: &[u8], name: &str) -> NfsResult<()> {
+        let r: REMOVE3res = self.call(proc3::REMOVE, &REMOVE3args { object: dirop(dir, name) });
+        ok_or_stat(r).map(drop)
+    }
+
+    pub fn rmdir(&mut self, dir: &[u8], name: &str) -> NfsResult<()> {
+        let r: RMDIR3res = self.call(proc3::RMDIR, &RMDIR3args { object: dirop(dir, name) });
+        ok_or_stat(r).map(drop)
+    }
+
+    pub fn rename(&mut self, from_dir: &[u8], from: &str, to_dir: &[u8], to: &str) -> NfsResult<()> {
+        let r: RENAME3res =
+            self.call(proc3::RENAME, &RENAME3args { from: dirop(from_dir, from), to: dirop(to_dir, to) });
+        ok_or_stat(r).map(drop)
+    }
+
+    pub fn setattr(&mut self, fh: &[u8], attrs: sattr3) -> NfsResult<()> {
+        let args = SETATTR3args { object: nfs_fh(fh), new_attributes: attrs, guard: Nfs3Option::None };
+        let r: SETATTR3res = self.call(proc3::SETATTR, &args);
+        ok_or_stat(r).map(drop)
+    }
+
+    pub fn write(&mut self, fh: &[u8], offset: u64, data: &[u8], stable: stable_how) -> NfsResult<Written> {
+        self.send_write(fh, offset, data, stable).unwrap_or_else(|e| panic!("WRITE: {e}"));
+        self.recv_write().unwrap_or_else(|e| panic!("WRITE reply: {e}")).1
+    }
+
+    /// Writes `data` from offset 0 in chunks of at most 1 MiB.
+    pub fn write_all(&mut self, fh: &[u8], data: &[u8], stable: stable_how) -> NfsResult<Vec<Written>> {
+        let mut out = Vec::new();
+        for (i, chunk) in data.chunks(1 << 20).enumerate() {
+            let w = self.write(fh, (i << 20) as u64, chunk, stable)?;
+            assert_eq!(w.count as usize, chunk.len(), "short WRITE");
+            out.push(w);
+        }
+        Ok(out)
+    }
+
+    pub fn send_write(&mut self, fh: &[u8], offset: u64, data: &[u8], stable: stable_how) -> io::Result<u32> {
+        let args = WRITE3args {
+            file: nfs_fh(fh),
+            offset,
+            count: u32::try_from(data.len()).expect("count"),
+            stable,
+            data: Opaque::borrowed(data),
+        };
+        self.conn.send(NFS_PROGRAM, NFS_V3, proc3::WRITE, &args)
+    }
+
+    pub fn recv_write(&mut self) -> io::Result<(u32, NfsResult<Written>)> {
+        let (xid, body) = self.conn.recv()?;
+        let r: WRITE3res = decode(&body)?;
+        Ok((xid, ok_or_stat(r).map(|ok| Written { count: ok.count, committed: ok.committed, verf: ok.verf.0 })))
+    }
+
+    pub fn commit(&mut self, fh: &[u8]) -> NfsResult<[u8; 8]> {
+        let r: COMMIT3res = self.call(proc3::COMMIT, &COMMIT3args { file: nfs_fh(fh), offset: 0, count: 0 });
+        ok_or_stat(r).map(|ok| ok.verf.0)
+    }
+
+    pub fn read(&mut self, fh: &[u8], offset: u64, count: u32) -> NfsResult<(Vec<u8>, bool)> {
+        let r: READ3res = self.call(proc3::READ, &READ3args { file: nfs_fh(fh), offset, count });
+        ok_or_stat(r).map(|ok| (ok.data.to_vec(), ok.eof))
+    }
+
+    pub fn send_read(&mut self, fh: &[u8], offset: u64, count: u32) -> io::Result<u32> {
+        self.conn.send(NFS_PROGRAM, NFS_V3, proc3::READ, &READ3args { file: nfs_fh(fh), offset, count })
+    }
+
+    /// The whole file, in 1 MiB READs.
+    pub fn read_all(&mut self, fh: &[u8]) -> NfsResult<Vec<u8>> {
+        let mut out = Vec::new();
+        loop {
+            let (data, eof) = self.read(fh, out.len() as u64, 1 << 20)?;
+            out.extend_from_slice(&data);
+            if eof || data.is_empty() {
+                return Ok(out);
+            }
+        }
+    }
+
+    pub fn readlink(&mut self, fh: &[u8]) -> NfsResult<Vec<u8>> {
+        let r: READLINK3res = self.call(proc3::READLINK, &READLINK3args { symlink: nfs_fh(fh) });
+        ok_or_stat(r).map(|ok| ok.data.0.to_vec())
+    }
+}
+
+/// Deterministic pseudo-random bytes (xorshift), so a test can regenerate
+/// what it wrote from a seed.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
