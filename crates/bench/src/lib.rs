@@ -3,6 +3,7 @@
 //! metadata rates, IOR, checkstream's data verification) as one tool that
 //! speaks NFSv3 itself.
 
+pub mod bench;
 pub mod host;
 pub mod result;
 pub mod time;

@@ -38,6 +38,7 @@ mod portmap;
 mod retry;
 mod udp;
 mod window;
+pub use window::Window;
 
 use std::future::Future;
 

@@ -8,27 +8,37 @@ use std::task::Poll;
 
 type BoxedFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-pub(crate) struct Window<'a, T> {
+pub struct Window<'a, T> {
     futures: Vec<BoxedFuture<'a, T>>,
 }
 
+impl<T> Default for Window<'_, T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<'a, T> Window<'a, T> {
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Window { futures: Vec::new() }
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.futures.len()
     }
 
-    pub(crate) fn push(&mut self, future: impl Future<Output = T> + Send + 'a) {
+    pub fn is_empty(&self) -> bool {
+        self.futures.is_empty()
+    }
+
+    pub fn push(&mut self, future: impl Future<Output = T> + Send + 'a) {
         self.futures.push(Box::pin(future));
     }
 
     /// The output of whichever future finishes next; `None` when empty.
     /// Polls every future on each wake-up, which is fine for the few dozen
     /// calls a window holds.
-    pub(crate) async fn next(&mut self) -> Option<T> {
+    pub async fn next(&mut self) -> Option<T> {
         if self.futures.is_empty() {
             return None;
         }

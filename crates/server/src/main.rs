@@ -28,6 +28,10 @@ enum Command {
     /// DIR (default ./keel-export, created if missing) read-write to this
     /// host only, on 127.0.0.1:2049.
     Serve(ServeArgs),
+    /// Measure an NFS server the way the seed papers did (IOzone, mdtest,
+    /// IOR): sweeps over clients, repetitions, JSON and CSV results.
+    #[command(subcommand)]
+    Bench(Box<keel_bench::bench::BenchCommand>),
     /// Check a configuration file and print what it would serve.
     CheckConfig {
         /// The configuration file (see keel.example.toml).
@@ -87,6 +91,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve_command(args),
         Command::CheckConfig { file } => check_config(&file),
+        Command::Bench(cmd) => keel_bench::bench::run(*cmd, std::env::args().collect()).map(drop),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
