@@ -172,7 +172,7 @@ fn random_meta_and_ior_produce_their_phases() {
         ["write-fpp", "read-fpp", "write-ssf-segmented", "read-ssf-segmented", "write-ssf-strided", "read-ssf-strided"]
     );
     for p in r["points"].as_array().unwrap() {
-        assert_eq!(p["runs"][0]["bytes"], 2 * 2 << 20, "{}", p["phase"]);
+        assert_eq!(p["runs"][0]["bytes"], (2 * 2) << 20, "{}", p["phase"]);
     }
 }
 
