@@ -9,14 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use keel_rpc::ReplySegments;
 use keel_rpc::record::RecordAssembler;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
-use crate::workers::Job;
+use crate::workers::{Job, QueuedReply};
 
 /// Largest RPC record accepted: a 1 MiB WRITE plus headers, with room.
 pub const RECORD_BYTES_MAX: usize = (1 << 20) + (64 << 10);
@@ -144,13 +143,19 @@ async fn acquire_both(
     (slot, bytes)
 }
 
-async fn write_replies(mut wr: OwnedWriteHalf, mut replies: mpsc::UnboundedReceiver<ReplySegments>) {
+async fn write_replies(mut wr: OwnedWriteHalf, mut replies: mpsc::UnboundedReceiver<QueuedReply>) {
     let mut batch: Vec<Bytes> = Vec::new();
-    while let Some(first) = replies.recv().await {
+    // The permits of the calls in `batch`, released once it is written.
+    let mut permits = Vec::new();
+    while let Some((first, p)) = replies.recv().await {
         batch.extend(first);
+        permits.push(p);
         while batch.len() < WRITEV_SEGMENTS_MAX - 8 {
             match replies.try_recv() {
-                Ok(more) => batch.extend(more),
+                Ok((more, p)) => {
+                    batch.extend(more);
+                    permits.push(p);
+                }
                 Err(_) => break,
             }
         }
@@ -161,6 +166,7 @@ async fn write_replies(mut wr: OwnedWriteHalf, mut replies: mpsc::UnboundedRecei
             return;
         }
         batch.clear();
+        permits.clear();
     }
     let _ = wr.shutdown().await;
 }

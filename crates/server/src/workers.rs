@@ -20,11 +20,19 @@ pub struct Job {
     pub peer: SocketAddr,
     pub local: SocketAddr,
     /// The connection's reply queue.
-    pub reply: UnboundedSender<ReplySegments>,
-    /// Held until the reply is queued: the connection's in-flight slot and
-    /// the call's share of the server's in-flight byte budget.
-    pub permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+    pub reply: UnboundedSender<QueuedReply>,
+    /// Held until the reply is written to the socket (they travel with it
+    /// through the reply queue): the connection's in-flight slot and the
+    /// call's share of the server's in-flight byte budget. Releasing them
+    /// when the reply is merely queued would let a client that never reads
+    /// make the server queue replies without bound.
+    pub permits: Permits,
 }
+
+pub type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+
+/// A reply on its way to the socket, with the permits of its call.
+pub type QueuedReply = (ReplySegments, Permits);
 
 pub struct WorkerPool {
     jobs: Option<crossbeam_channel::Sender<Job>>,
@@ -61,12 +69,12 @@ impl WorkerPool {
 }
 
 fn run(dispatcher: &Dispatcher, job: Job) {
-    let Job { record, peer, local, reply, permits: _permits } = job;
+    let Job { record, peer, local, reply, permits } = job;
     let xid = record.get(..4).map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")));
     match catch_unwind(AssertUnwindSafe(|| dispatcher.handle(record, peer, local))) {
         Ok(Some(segments)) => {
             // A closed connection has dropped its queue; nothing to do then.
-            let _ = reply.send(segments);
+            let _ = reply.send((segments, permits));
         }
         Ok(None) => {}
         Err(_) => {
@@ -74,7 +82,7 @@ fn run(dispatcher: &Dispatcher, job: Job) {
             keel_vfs::ident::forget();
             tracing::error!(%peer, xid, "a request handler panicked; answered SYSTEM_ERR");
             if let Some(xid) = xid {
-                let _ = reply.send(status_reply(xid, ReplyStat::Accepted(AcceptStat::SystemErr)));
+                let _ = reply.send((status_reply(xid, ReplyStat::Accepted(AcceptStat::SystemErr)), permits));
             }
         }
     }
