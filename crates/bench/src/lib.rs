@@ -5,5 +5,6 @@
 
 pub mod bench;
 pub mod host;
+pub mod report;
 pub mod result;
 pub mod time;

@@ -81,7 +81,7 @@ pub struct Point {
 impl Point {
     /// Load generators in total: what the papers' x axes count.
     pub fn processes(&self) -> u32 {
-        self.clients * self.threads_per_client
+        self.clients.saturating_mul(self.threads_per_client)
     }
 
     /// A point from its runs, with min/mean/max computed.

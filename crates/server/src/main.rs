@@ -32,6 +32,9 @@ enum Command {
     /// IOR): sweeps over clients, repetitions, JSON and CSV results.
     #[command(subcommand)]
     Bench(Box<keel_bench::bench::BenchCommand>),
+    /// Draw result files of keel bench as an HTML page with figures (PNG,
+    /// SVG) and tables, side by side and against the seed papers' numbers.
+    Report(keel_bench::report::ReportArgs),
     /// Check a configuration file and print what it would serve.
     CheckConfig {
         /// The configuration file (see keel.example.toml).
@@ -91,6 +94,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve_command(args),
         Command::CheckConfig { file } => check_config(&file),
+        Command::Report(args) => keel_bench::report::run(args),
         Command::Bench(cmd) => keel_bench::bench::run(*cmd, std::env::args().collect()).map(drop),
     };
     match result {

@@ -107,6 +107,26 @@ fn seq_sweeps_clients_with_repetitions_and_records_every_sample() {
     assert_eq!(csv.lines().count(), 1 + 8 * 2, "a header and a row per run");
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(table.contains("Operation") && table.contains("MiB/s"), "{table}");
+    // The figure of that run, with the seeds' published points beside it.
+    let report = s.base.join("report");
+    let o = keel()
+        .args(["report", "--reference", "seeds", "--baseline", "keel test", "-o"])
+        .arg(&report)
+        .arg(&out)
+        .output()
+        .unwrap();
+    ok(&o);
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(
+        html.contains("keel test") && html.contains("<svg") && html.contains("BeeGFS"),
+        "the page draws the run and the references"
+    );
+    let svg = std::fs::read_to_string(report.join("seq-write.svg")).unwrap();
+    assert!(svg.contains("keel test"));
+    let png = std::fs::read(report.join("seq-read.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    // A lone series has nothing to be compared with.
+    assert!(!report.join("ratios.md").exists());
     // The benchmark cleans up after itself.
     let left: Vec<_> = std::fs::read_dir(s.export_dir(1).join("keel-bench")).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");

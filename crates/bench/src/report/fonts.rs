@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use ab_glyph::FontRef;
 use plotters::style::FontStyle;
 
 use super::plot::FAMILY;
@@ -42,16 +43,28 @@ fn read(path: &Path) -> Result<&'static [u8], String> {
     Ok(bytes)
 }
 
-fn register(path: &Path, style: FontStyle) -> Result<(), String> {
-    let bytes = read(path)?;
-    plotters::style::register_font(FAMILY, style, bytes)
-        .map_err(|_| format!("{}: not a TrueType/OpenType font", path.display()))
+/// The faces PNG text is rasterized with.
+#[derive(Clone, Debug)]
+pub struct RasterFonts {
+    pub path: PathBuf,
+    pub regular: FontRef<'static>,
+    /// For titles; the regular face when the bold one is not found.
+    pub bold: FontRef<'static>,
 }
 
-/// Registers `explicit`, or the first candidate that exists, for PNG text
-/// (and its bold sibling for titles when there is one). Returns the path
-/// used, or why there is none.
-pub fn install(explicit: Option<&Path>) -> Result<PathBuf, String> {
+fn load(path: &Path, style: FontStyle) -> Result<FontRef<'static>, String> {
+    let bytes = read(path)?;
+    let font =
+        FontRef::try_from_slice(bytes).map_err(|_| format!("{}: not a TrueType/OpenType font", path.display()))?;
+    // Also known to plotters, so its own text elements work on bitmaps too.
+    let _ = plotters::style::register_font(FAMILY, style, bytes);
+    Ok(font)
+}
+
+/// Loads `explicit`, or the first candidate that exists, for PNG text (and
+/// its bold sibling for titles when there is one). Errs with why there is
+/// no font, for the report to say.
+pub fn install(explicit: Option<&Path>) -> Result<RasterFonts, String> {
     let path = match explicit {
         Some(p) => p.to_path_buf(),
         None => CANDIDATES.iter().map(PathBuf::from).find(|p| p.is_file()).ok_or_else(|| {
@@ -61,14 +74,11 @@ pub fn install(explicit: Option<&Path>) -> Result<PathBuf, String> {
             )
         })?,
     };
-    register(&path, FontStyle::Normal)?;
+    let regular = load(&path, FontStyle::Normal)?;
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let bold = path.with_file_name(format!("{}-Bold.ttf", name.trim_end_matches("-Regular")));
-    if bold.is_file() {
-        // Titles fall back to the regular face when this fails.
-        let _ = register(&bold, FontStyle::Bold);
-    }
-    Ok(path)
+    let bold_path = path.with_file_name(format!("{}-Bold.ttf", name.trim_end_matches("-Regular")));
+    let bold = if bold_path.is_file() { load(&bold_path, FontStyle::Bold).ok() } else { None };
+    Ok(RasterFonts { bold: bold.unwrap_or_else(|| regular.clone()), regular, path })
 }
 
 #[cfg(test)]

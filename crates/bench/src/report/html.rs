@@ -36,6 +36,15 @@ pub fn fmt_value(v: f64) -> String {
     }
 }
 
+/// [`fmt_value`] without a trailing ".0" for whole numbers ("2,000").
+pub fn fmt_compact(v: f64) -> String {
+    if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 {
+        fmt_value(v).split('.').next().unwrap_or_default().to_string()
+    } else {
+        fmt_value(v)
+    }
+}
+
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -65,6 +74,8 @@ pub struct Page<'a> {
     pub files: &'a [Vec<(&'static str, String)>],
     /// Things the reader must know (PNGs skipped, points left out).
     pub notes: &'a [String],
+    /// Ratios to the baseline series (empty without --baseline).
+    pub ratios: &'a [super::ratio::Ratios],
 }
 
 const CSS: &str = "
@@ -110,6 +121,9 @@ pub fn page(p: &Page) -> String {
     h += "<nav><strong>Contents:</strong> ";
     let mut links: Vec<String> =
         p.figures.iter().map(|f| format!("<a href=\"#fig-{}\">{}</a>", f.id, escape(&f.title))).collect();
+    if !p.ratios.is_empty() {
+        links.push("<a href=\"#ratios\">Ratios</a>".into());
+    }
     if !p.inputs.is_empty() {
         links.push("<a href=\"#runs\">Runs</a>".into());
     }
@@ -124,6 +138,7 @@ pub fn page(p: &Page) -> String {
     for (i, f) in p.figures.iter().enumerate() {
         figure_section(&mut h, p, f, &p.svgs[i], &p.files[i]);
     }
+    super::ratio::html_section(&mut h, p.ratios);
     if !p.inputs.is_empty() {
         runs_section(&mut h, p.inputs);
     }
@@ -140,14 +155,13 @@ fn figure_section(h: &mut String, p: &Page, f: &Figure, svg: &str, files: &[(&'s
     let svg = svg.replacen("<svg ", &format!("<svg role=\"img\" aria-label=\"{}\" ", escape(&f.title)), 1);
     let _ = write!(h, "<figure>\n{svg}<figcaption>{} vs processes", escape(&f.y_label));
     if !files.is_empty() {
-        let l: Vec<String> =
-            files.iter().map(|(k, name)| format!("<a href=\"{}\">{k}</a>", escape(name))).collect();
+        let l: Vec<String> = files.iter().map(|(k, name)| format!("<a href=\"{}\">{k}</a>", escape(name))).collect();
         let _ = write!(h, " &middot; files: {}", l.join(", "));
     }
-    h += "</figcaption>\n</figure>\n";
+    *h += "</figcaption>\n</figure>\n";
     figure_table(h, f);
     if !f.levels.is_empty() {
-        h += "<p>Published values without a client count (dotted lines):</p>\n<ul class=\"ref\">\n";
+        *h += "<p>Published values without a client count (dotted lines):</p>\n<ul class=\"ref\">\n";
         for l in &f.levels {
             let s = &p.seeds.series[l.seed];
             let range = match (l.from, l.to) {
@@ -155,20 +169,20 @@ fn figure_section(h: &mut String, p: &Page, f: &Figure, svg: &str, files: &[(&'s
                 _ => ", client counts not stated".into(),
             };
             let kind = s.level.as_ref().map_or("value", |l| l.kind.as_str());
+            let doc = p.seeds.document(&s.document).map_or("", |d| d.short.as_str());
             let _ = writeln!(
                 h,
-                "<li>{}: {} {} {}{} &mdash; {}</li>",
+                "<li>{}: {kind} {} {}{range} &mdash; {}, {}</li>",
                 escape(&l.name),
-                kind,
-                fmt_value(l.value),
+                fmt_compact(l.value),
                 escape(&f.key.unit),
-                range,
-                escape(&super::model::reference_legend(p.seeds, s).replace(&format!("{} \u{b7} ", s.name), "")),
+                escape(doc),
+                escape(&s.location),
             );
         }
-        h += "</ul>\n";
+        *h += "</ul>\n";
     }
-    h += "</section>\n";
+    *h += "</section>\n";
 }
 
 /// BeeGFS-style: one row per process count, Min/Mean/Max per series.
@@ -183,7 +197,7 @@ fn figure_table(h: &mut String, f: &Figure) {
         let span = if s.spread { 3 } else { 1 };
         let _ = write!(h, "<th colspan=\"{span}\"{class}>{}</th>", escape(&s.name));
     }
-    h += "</tr>\n<tr>";
+    *h += "</tr>\n<tr>";
     for s in &f.series {
         let class = if matches!(s.origin, Origin::Reference(_)) { " class=\"ref\"" } else { "" };
         if s.spread {
@@ -199,7 +213,7 @@ fn figure_table(h: &mut String, f: &Figure) {
             let here: Vec<&SeriesPoint> = s.points.iter().filter(|p| p.processes == x).collect();
             cells(h, s, &here);
         }
-        h += "</tr>\n";
+        *h += "</tr>\n";
     }
     let _ = writeln!(h, "</tbody></table></div>\n<p class=\"meta\">Unit: {}.</p>", escape(&f.key.unit));
 }
@@ -247,7 +261,7 @@ fn cells(h: &mut String, s: &Series, here: &[&SeriesPoint]) {
 }
 
 fn runs_section(h: &mut String, inputs: &[Input]) {
-    h += "<section id=\"runs\">\n<h2>Runs</h2>\n";
+    *h += "<section id=\"runs\">\n<h2>Runs</h2>\n";
     for (idx, i) in inputs.iter().enumerate() {
         let r = &i.result;
         let _ = writeln!(h, "<h3 id=\"run-{idx}\">{}</h3>\n<table class=\"kv\">", escape(&i.label));
@@ -267,9 +281,9 @@ fn runs_section(h: &mut String, inputs: &[Input]) {
         row("Ranks", r.client.ranks.to_string());
         row("Started / finished", format!("{} / {}", escape(&r.started), escape(&r.finished)));
         row("Command", format!("<code>{}</code>", escape(&shell_words(&r.command))));
-        h += "</table>\n";
+        *h += "</table>\n";
         if !r.client.hosts.is_empty() {
-            h += "<table><thead><tr><th>Client host</th><th>OS</th><th>Kernel</th><th>CPUs</th><th>Memory</th></tr></thead><tbody>\n";
+            *h += "<table><thead><tr><th>Client host</th><th>OS</th><th>Kernel</th><th>CPUs</th><th>Memory</th></tr></thead><tbody>\n";
             for x in &r.client.hosts {
                 let _ = writeln!(
                     h,
@@ -281,15 +295,15 @@ fn runs_section(h: &mut String, inputs: &[Input]) {
                     fmt_value(x.memory_bytes as f64 / f64::from(1u32 << 30))
                 );
             }
-            h += "</tbody></table>\n";
+            *h += "</tbody></table>\n";
         }
         let config = serde_json::to_string_pretty(&r.config).unwrap_or_default();
         let _ = writeln!(h, "<details><summary>Configuration</summary><pre>{}</pre></details>", escape(&config));
         if r.points.is_empty() {
-            h += "<p>This file has no points.</p>\n";
+            *h += "<p>This file has no points.</p>\n";
             continue;
         }
-        h += "<details><summary>Every point and run</summary><div class=\"scroll\"><table><thead><tr>\
+        *h += "<details><summary>Every point and run</summary><div class=\"scroll\"><table><thead><tr>\
               <th>Phase</th><th>Clients</th><th>Threads per client</th><th>Processes</th><th>Unit</th>\
               <th>Runs</th><th>Min</th><th>Mean</th><th>Max</th><th>Errors</th><th>Run values</th>\
               </tr></thead><tbody>\n";
@@ -304,7 +318,7 @@ fn runs_section(h: &mut String, inputs: &[Input]) {
                 escape(&p.phase),
                 p.clients,
                 p.threads_per_client,
-                p.processes(),
+                super::model::processes(p).map_or_else(|| "overflow".into(), |n| n.to_string()),
                 escape(&p.unit),
                 p.runs.len(),
                 fmt_value(p.min),
@@ -314,9 +328,9 @@ fn runs_section(h: &mut String, inputs: &[Input]) {
                 if values.is_empty() { "no runs (not drawn)".into() } else { values.join(", ") }
             );
         }
-        h += "</tbody></table></div></details>\n";
+        *h += "</tbody></table></div></details>\n";
     }
-    h += "</section>\n";
+    *h += "</section>\n";
 }
 
 /// The command line as one string, quoting words a shell would split.
@@ -335,14 +349,15 @@ fn shell_words(words: &[String]) -> String {
 }
 
 fn references_section(h: &mut String, seeds: &Seeds, selected: &[usize]) {
-    h += "<section id=\"references\">\n<h2>Published references</h2>\n";
-    let _ = writeln!(
-        h,
-        "<p>{} Their hardware and client counts differ from yours: read them as where a tuned 2012&ndash;2016 \
-         cluster file server stood, not as a like-for-like comparison.</p>",
-        escape(&seeds.about)
-    );
-    h += "<div class=\"scroll\"><table><thead><tr><th>Series</th><th>Figure</th><th>Values</th><th>Source</th>\
+    *h += "<section id=\"references\">\n<h2>Published references</h2>\n";
+    *h += "<p>The grey series are results the seed papers published, transcribed by hand with the sentence or \
+           table each comes from. Basis <em>table</em>: a table in the source; <em>text</em>: a number the prose \
+           states about a figure whose curve is not available; <em>derived</em>: computed from a ratio the source \
+           states, not a published value. Values published without a client count are drawn as dotted lines over \
+           the client range the source tested. MB/s and GB/s are converted to MiB/s as 10<sup>6</sup> and \
+           10<sup>9</sup> bytes. Their hardware and client counts differ from yours: read them as where a tuned \
+           2012&ndash;2016 cluster file server stood, not as a like-for-like comparison.</p>\n";
+    *h += "<div class=\"scroll\"><table><thead><tr><th>Series</th><th>Figure</th><th>Values</th><th>Source</th>\
           <th>Basis</th><th>From the source</th></tr></thead><tbody>\n";
     let mut docs = BTreeSet::new();
     for &i in selected {
@@ -354,7 +369,7 @@ fn references_section(h: &mut String, seeds: &Seeds, selected: &[usize]) {
                 (Some(a), Some(b)) => format!(" (over {a}&ndash;{b} clients)"),
                 _ => " (client count not stated)".into(),
             };
-            format!("{} {} {}{range}", l.kind, fmt_value(l.value * f), escape(&s.unit))
+            format!("{} {} {}{range}", l.kind, fmt_compact(l.value * f), escape(&s.unit))
         } else {
             s.points
                 .iter()
@@ -394,7 +409,7 @@ fn references_section(h: &mut String, seeds: &Seeds, selected: &[usize]) {
             s.basis.as_str(),
         );
     }
-    h += "</tbody></table></div>\n<h3>Sources</h3>\n<ul>\n";
+    *h += "</tbody></table></div>\n<h3>Sources</h3>\n<ul>\n";
     for d in seeds.documents.iter().filter(|d| docs.contains(d.id.as_str())) {
         let _ = writeln!(
             h,
@@ -408,11 +423,11 @@ fn references_section(h: &mut String, seeds: &Seeds, selected: &[usize]) {
             escape(&d.method)
         );
     }
-    h += "</ul>\n<h3>Not transcribed</h3>\n<ul>\n";
+    *h += "</ul>\n<h3>Not transcribed</h3>\n<ul>\n";
     for g in seeds.gaps.iter().filter(|g| docs.contains(g.document.as_str())) {
         let _ = writeln!(h, "<li>{} ({}): {}</li>", escape(&g.what), escape(&g.document), escape(&g.why));
     }
-    h += "</ul>\n</section>\n";
+    *h += "</ul>\n</section>\n";
 }
 
 fn csv_field(s: &str) -> String {
@@ -492,6 +507,8 @@ mod tests {
         assert_eq!(fmt_value(-1500.0), "-1,500.0");
         assert_eq!(fmt_value(1_234_567.0), "1,234,567");
         assert_eq!(fmt_value(f64::NAN), "\u{2014}");
+        assert_eq!(fmt_compact(2000.0), "2,000");
+        assert_eq!(fmt_compact(1754.8), "1,754.8");
     }
 
     #[test]

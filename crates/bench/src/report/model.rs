@@ -16,6 +16,8 @@ pub struct Input {
     pub path: PathBuf,
     /// The file's label, made unique among the inputs.
     pub label: String,
+    /// Colour/marker slot, shared by inputs with the same label.
+    pub style: usize,
     pub result: BenchResult,
 }
 
@@ -53,9 +55,9 @@ pub struct Series {
     /// Legend text: for references it adds the source.
     pub legend: String,
     pub origin: Origin,
-    /// Colour/marker slot: the input index for measured series (the same
-    /// colour in every figure), the position among the figure's
-    /// references otherwise.
+    /// Colour/marker slot: the input's (one per label, so a setup has the
+    /// same colour in every figure), or the position among the figure's
+    /// references.
     pub style: usize,
     pub points: Vec<SeriesPoint>,
     /// Whether min and max are known (measured runs, or a table giving them).
@@ -86,33 +88,53 @@ pub struct LevelLine {
     pub to: Option<u32>,
 }
 
-/// Gives every input a distinct label: duplicates get the file name, and
-/// a number if that is not enough either.
-pub fn disambiguate(labels: &[String], paths: &[PathBuf]) -> Vec<String> {
-    let count = |v: &[String], s: &str| v.iter().filter(|l| l.as_str() == s).count();
-    let mut out: Vec<String> = labels
-        .iter()
-        .zip(paths)
-        .map(|(l, p)| {
-            let l = if l.trim().is_empty() { "(no label)".to_string() } else { l.clone() };
-            if count(labels, &l) > 1 {
+/// Gives inputs that would share a figure distinct labels: the same label
+/// in files of one workload gets the file name, and a number if that is not
+/// enough either. The same label across workloads (seq, random, meta runs
+/// of one setup) is the normal case and stays as it is.
+pub fn disambiguate(labels: &[String], workloads: &[String], paths: &[PathBuf]) -> Vec<String> {
+    let clashes =
+        |v: &[String], i: usize| (0..v.len()).filter(|&j| v[j] == v[i] && workloads[j] == workloads[i]).count();
+    let labels: Vec<String> =
+        labels.iter().map(|l| if l.trim().is_empty() { "(no label)".to_string() } else { l.clone() }).collect();
+    let named: Vec<String> = (0..labels.len())
+        .map(|i| {
+            if clashes(&labels, i) > 1 {
+                let p = &paths[i];
                 let name = p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into());
-                format!("{l} ({name})")
+                format!("{} ({name})", labels[i])
             } else {
-                l
+                labels[i].clone()
             }
         })
         .collect();
-    let snapshot = out.clone();
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    for l in out.iter_mut() {
-        if count(&snapshot, l) > 1 {
-            let n = seen.entry(l.clone()).or_insert(0);
-            *n += 1;
-            *l = format!("{l} #{n}");
-        }
-    }
-    out
+    let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
+    (0..named.len())
+        .map(|i| {
+            if clashes(&named, i) > 1 {
+                let n = seen.entry((named[i].clone(), workloads[i].clone())).or_insert(0);
+                *n += 1;
+                format!("{} #{n}", named[i])
+            } else {
+                named[i].clone()
+            }
+        })
+        .collect()
+}
+
+/// Colour slot of each input: one per distinct label, so a setup keeps its
+/// colour in every figure.
+pub fn style_slots(labels: &[String]) -> Vec<usize> {
+    let mut distinct: Vec<&String> = vec![];
+    labels
+        .iter()
+        .map(|l| {
+            distinct.iter().position(|d| *d == l).unwrap_or_else(|| {
+                distinct.push(l);
+                distinct.len() - 1
+            })
+        })
+        .collect()
 }
 
 /// Papers' order: sequential, random, metadata, IOR; write before read.
@@ -156,10 +178,16 @@ fn slug(s: &str) -> String {
     out.trim_matches('-').to_string()
 }
 
+/// clients x threads, or None when a (hand-edited) file overflows u32,
+/// where `Point::processes` would panic in a debug build.
+pub fn processes(p: &crate::result::Point) -> Option<u32> {
+    p.clients.checked_mul(p.threads_per_client)
+}
+
 /// The drawable points of a result: those with runs, finite values and at
 /// least one process (the x axis is logarithmic).
-fn usable(p: &crate::result::Point) -> bool {
-    !p.runs.is_empty() && p.processes() > 0 && [p.min, p.mean, p.max].iter().all(|v| v.is_finite())
+pub fn usable(p: &crate::result::Point) -> bool {
+    !p.runs.is_empty() && processes(p).is_some_and(|n| n > 0) && [p.min, p.mean, p.max].iter().all(|v| v.is_finite())
 }
 
 /// Builds the figures. With inputs, there is a figure per (workload, phase,
@@ -185,15 +213,27 @@ pub fn figures(inputs: &[Input], seeds: &Seeds, selected: &[usize]) -> Vec<Figur
     let mut keys: Vec<FigureKey> = keys.into_iter().collect();
     keys.sort_by_key(rank);
 
+    let mut ids = BTreeSet::new();
     keys.iter()
         .map(|key| {
             // A phase measured in two units gets two figures, each named with its unit.
             let split = keys.iter().filter(|k| k.workload == key.workload && k.phase == key.phase).count() > 1;
-            let (id, title) = if split {
-                (slug(&format!("{}-{}-{}", key.workload, key.phase, key.unit)), format!("{} ({})", title(key), key.unit))
+            let (mut id, title) = if split {
+                (
+                    slug(&format!("{}-{}-{}", key.workload, key.phase, key.unit)),
+                    format!("{} ({})", title(key), key.unit),
+                )
             } else {
                 (slug(&format!("{}-{}", key.workload, key.phase)), title(key))
             };
+            // Phases that differ only in punctuation must not share a file.
+            let base = id.clone();
+            for n in 2.. {
+                if ids.insert(id.clone()) {
+                    break;
+                }
+                id = format!("{base}-{n}");
+            }
             let mut fig =
                 Figure { key: key.clone(), id, title, y_label: y_label(&key.unit), series: vec![], levels: vec![] };
             add_measured(&mut fig, inputs);
@@ -214,7 +254,7 @@ fn add_measured(fig: &mut Figure, inputs: &[Input]) {
             .iter()
             .filter(|p| p.phase == fig.key.phase && p.unit == fig.key.unit && usable(p))
             .map(|p| SeriesPoint {
-                processes: p.processes(),
+                processes: processes(p).unwrap_or(0),
                 split: Some((p.clients, p.threads_per_client)),
                 min: p.min,
                 mean: p.mean,
@@ -231,7 +271,7 @@ fn add_measured(fig: &mut Figure, inputs: &[Input]) {
             name: input.label.clone(),
             legend: input.label.clone(),
             origin: Origin::Measured(idx),
-            style: idx,
+            style: input.style,
             points,
             spread: true,
         });
@@ -245,7 +285,7 @@ pub fn reference_legend(seeds: &Seeds, s: &SeedSeries) -> String {
     let kind = match (&s.level, s.basis) {
         (_, Basis::Derived) => ", derived".to_string(),
         (Some(l), _) => match (l.processes_from, l.processes_to) {
-            (Some(a), Some(b)) => format!(", {} over {a}-{b} clients", l.kind),
+            (Some(a), Some(b)) => format!(", {} over {a}\u{2013}{b} clients", l.kind),
             _ => format!(", {}, clients not stated", l.kind),
         },
         _ => String::new(),
@@ -334,15 +374,24 @@ mod tests {
     }
 
     fn input(label: &str, workload: &str, points: Vec<Point>) -> Input {
-        Input { path: PathBuf::from(format!("{label}.json")), label: label.into(), result: result(label, workload, points) }
+        Input {
+            path: PathBuf::from(format!("{label}.json")),
+            label: label.into(),
+            style: 0,
+            result: result(label, workload, points),
+        }
     }
 
     #[test]
     fn labels_are_made_unique() {
-        let labels = vec!["a".to_string(), "a".into(), "b".into(), "a".into()];
-        let paths = vec![PathBuf::from("x/r.json"), PathBuf::from("y/r.json"), PathBuf::from("b.json"), "z.json".into()];
-        let out = disambiguate(&labels, &paths);
-        assert_eq!(out, ["a (r.json) #1", "a (r.json) #2", "b", "a (z.json)"]);
+        let labels = vec!["a".to_string(), "a".into(), "b".into(), "a".into(), "a".into()];
+        let workloads = vec!["seq".to_string(), "seq".into(), "seq".into(), "seq".into(), "meta".into()];
+        let paths =
+            vec![PathBuf::from("x/r.json"), "y/r.json".into(), "b.json".into(), "z.json".into(), "m.json".into()];
+        let out = disambiguate(&labels, &workloads, &paths);
+        assert_eq!(out, ["a (r.json) #1", "a (r.json) #2", "b", "a (z.json)", "a"]);
+        assert_eq!(style_slots(&out), [0, 1, 2, 3, 4]);
+        assert_eq!(style_slots(&["k".into(), "g".into(), "k".into()]), [0, 1, 0]);
     }
 
     #[test]
@@ -351,7 +400,10 @@ mod tests {
             input(
                 "k",
                 "meta",
-                vec![Point::new("stat", 1, 1, "ops/s", vec![run(1.0)]), Point::new("create", 1, 1, "ops/s", vec![run(1.0)])],
+                vec![
+                    Point::new("stat", 1, 1, "ops/s", vec![run(1.0)]),
+                    Point::new("create", 1, 1, "ops/s", vec![run(1.0)]),
+                ],
             ),
             input(
                 "k2",
@@ -372,6 +424,17 @@ mod tests {
         let w = figs.iter().find(|f| f.id == "seq-write-mib-s").unwrap();
         assert_eq!(w.series[0].points.len(), 1);
         assert!(w.title.contains("MiB/s"));
+
+        let odd = vec![input(
+            "k",
+            "ior",
+            vec![
+                Point::new("write fpp", 1, 1, "MiB/s", vec![run(1.0)]),
+                Point::new("write-fpp", 1, 1, "MiB/s", vec![run(1.0)]),
+            ],
+        )];
+        let ids: Vec<String> = figures(&odd, &seeds, &[]).into_iter().map(|f| f.id).collect();
+        assert_eq!(ids, ["ior-write-fpp", "ior-write-fpp-2"]);
     }
 
     #[test]

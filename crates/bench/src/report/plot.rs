@@ -4,15 +4,18 @@
 //! and so cannot draw even an SVG when no font is installed, it has no
 //! base-2 axis like the papers', and error bars and dashed series need
 //! hand work anyway. Text widths come from a per-character estimate, so
-//! the SVG and PNG layouts agree and do not depend on the font found.
+//! the SVG and PNG layouts agree and do not depend on the font found;
+//! PNG text is rasterized here (see [`TextInk`]).
 
+use ab_glyph::{Font, FontRef, PxScale, ScaleFont, point};
 use plotters::coord::Shift;
 use plotters::element::{Circle, DashedPathElement, PathElement, Polygon, Rectangle, Text};
 use plotters::prelude::{DrawingArea, DrawingAreaErrorKind, DrawingBackend};
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{Color, FontStyle, FontTransform, IntoFont, RGBColor, ShapeStyle, TextStyle, WHITE};
 
-use super::html::fmt_value;
+use super::fonts::RasterFonts;
+use super::html::fmt_compact;
 use super::model::{Figure, Origin};
 
 /// The font family name figures ask for; PNG rendering registers a TTF
@@ -35,6 +38,7 @@ const PALETTE: [RGBColor; 9] = [
 const GREYS: [RGBColor; 3] = [RGBColor(85, 85, 85), RGBColor(125, 125, 125), RGBColor(160, 160, 160)];
 const INK: RGBColor = RGBColor(34, 34, 34);
 const GRID: RGBColor = RGBColor(230, 230, 230);
+const SUBTLE: RGBColor = RGBColor(90, 90, 90);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Marker {
@@ -100,8 +104,8 @@ fn char_em(c: char) -> f64 {
 }
 
 /// Estimated width in pixels of `text` at plotters font size `size`
-/// (plotters sizes are ~1.2 x the em: SVG gets `size / 1.24`, ab_glyph
-/// scales the font's height to `size`).
+/// (the em is `size / 1.24`: what plotters writes as the SVG font-size,
+/// and what [`raster`] uses for PNGs).
 pub fn text_width(text: &str, size: f64) -> i32 {
     (text.chars().map(char_em).sum::<f64>() * size * 0.84).ceil() as i32
 }
@@ -115,9 +119,15 @@ pub fn nice_step(span: f64, target: f64) -> f64 {
 
 fn tick_label(v: f64, step: f64) -> String {
     if step >= 1.0 {
-        fmt_value(v.round()).split('.').next().unwrap_or_default().to_string()
+        fmt_compact(v.round())
     } else {
-        let decimals = (-step.log10()).ceil() as usize + usize::from((step * 10f64.powi(8)).round() % 10.0 != 0.0);
+        // The fewest decimals that show the step exactly (0.25 -> 2, 0.2 -> 1).
+        let decimals = (0..=6usize)
+            .find(|d| {
+                let s = step * 10f64.powi(*d as i32);
+                (s - s.round()).abs() < 1e-6
+            })
+            .unwrap_or(6);
         format!("{v:.decimals$}")
     }
 }
@@ -142,8 +152,9 @@ impl XAxis {
             let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max).ceil() as i32;
             (lo, hi)
         };
+        // A single power of two gets neighbours; never below one process.
         if a == b {
-            a -= 1;
+            a = (a - 1).max(0);
             b += 1;
         }
         XAxis { lo: f64::from(a) - 0.35, hi: f64::from(b) + 0.35, ticks: (a..=b).collect() }
@@ -159,7 +170,9 @@ pub struct YAxis {
 
 impl YAxis {
     pub fn covering(max: f64) -> YAxis {
-        let max = if max.is_finite() && max > 0.0 { max } else { 1.0 };
+        if !(max.is_finite() && max > 0.0) {
+            return YAxis { hi: 1.0, step: 0.2 };
+        }
         let step = nice_step(max * 1.04, 6.0);
         YAxis { hi: (max * 1.04 / step).ceil() * step, step }
     }
@@ -203,25 +216,118 @@ struct LegendEntry {
     level: bool,
 }
 
-const TITLE_SIZE: f64 = 20.0;
-const TEXT_SIZE: f64 = 14.0;
-const SMALL_SIZE: f64 = 13.0;
-const LEGEND_ROW: i32 = 19;
+const TITLE_SIZE: f64 = 21.0;
+const TEXT_SIZE: f64 = 15.0;
+const SMALL_SIZE: f64 = 14.0;
+const LEGEND_ROW: i32 = 20;
 const LEGEND_SAMPLE: i32 = 34;
 const PAD: i32 = 14;
 
-fn style(size: f64, color: RGBColor, h: HPos, v: VPos) -> TextStyle<'static> {
-    TextStyle::from((FAMILY, size).into_font()).color(&color).pos(Pos::new(h, v))
+/// How text reaches the picture.
+#[derive(Clone, Copy)]
+pub enum TextInk<'f> {
+    /// `<text>` elements (SVG): the viewer lays out the glyphs.
+    Elements,
+    /// Glyphs rasterized here with ab_glyph (PNG). plotters 0.3.7's own
+    /// ab_glyph path drops each glyph's side bearing and rounds its
+    /// vertical offset toward zero, which makes uneven, jumpy text.
+    Raster(&'f RasterFonts),
+}
+
+/// One piece of text: anchored at `pos` by `h`/`v`, optionally rotated
+/// to read upwards (the y axis label).
+struct Label<'a> {
+    text: &'a str,
+    pos: (i32, i32),
+    size: f64,
+    color: &'static RGBColor,
+    h: HPos,
+    v: VPos,
+    bold: bool,
+    upwards: bool,
+}
+
+impl<'a> Label<'a> {
+    fn new(text: &'a str, pos: (i32, i32), size: f64, h: HPos, v: VPos) -> Self {
+        Label { text, pos, size, color: &INK, h, v, bold: false, upwards: false }
+    }
+}
+
+fn put<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, ink: TextInk, l: Label) -> DrawResult<DB::ErrorType> {
+    match ink {
+        TextInk::Elements => {
+            let style = if l.bold { FontStyle::Bold } else { FontStyle::Normal };
+            let mut s = TextStyle::from((FAMILY, l.size, style).into_font()).color(l.color).pos(Pos::new(l.h, l.v));
+            if l.upwards {
+                s = s.transform(FontTransform::Rotate270);
+            }
+            area.draw(&Text::new(l.text.to_string(), l.pos, s))
+        }
+        TextInk::Raster(fonts) => raster(area, if l.bold { &fonts.bold } else { &fonts.regular }, &l),
+    }
+}
+
+/// Lays out `l` with the font's advances and kerning and draws each glyph's
+/// coverage as blended pixels. The em is `size / 1.24`, as plotters gives
+/// SVG viewers, so PNG and SVG text are the same size.
+fn raster<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, font: &FontRef, l: &Label) -> DrawResult<DB::ErrorType> {
+    let em = (l.size / 1.24) as f32;
+    let scale = PxScale::from(em * font.height_unscaled() / font.units_per_em().unwrap_or(2048.0));
+    let scaled = font.as_scaled(scale);
+    let mut pen = 0f32;
+    let mut prev = None;
+    let mut glyphs = vec![];
+    for c in l.text.chars() {
+        let id = scaled.glyph_id(c);
+        if let Some(p) = prev {
+            pen += scaled.kern(p, id);
+        }
+        glyphs.push(id.with_scale_and_position(scale, point(pen, 0.0)));
+        pen += scaled.h_advance(id);
+        prev = Some(id);
+    }
+    let dx = match l.h {
+        HPos::Left => 0.0,
+        HPos::Center => -pen / 2.0,
+        HPos::Right => -pen,
+    };
+    // Baseline below the anchor: Top as SVG's dy=0.76em, Center halves the cap height.
+    let dy = match l.v {
+        VPos::Top => 0.76 * em,
+        VPos::Center => 0.36 * em,
+        VPos::Bottom => -0.24 * em,
+    };
+    let mut pixels = vec![];
+    for g in glyphs {
+        if let Some(o) = font.outline_glyph(g) {
+            let b = o.px_bounds();
+            o.draw(|gx, gy, coverage| {
+                if coverage > 0.0 {
+                    let (x, y) = (b.min.x + gx as f32 + dx, b.min.y + gy as f32 + dy);
+                    let (x, y) = if l.upwards { (y, -x) } else { (x, y) };
+                    pixels.push(((l.pos.0 as f32 + x).round() as i32, (l.pos.1 as f32 + y).round() as i32, coverage));
+                }
+            });
+        }
+    }
+    for (x, y, c) in pixels {
+        area.draw_pixel((x, y), &l.color.mix(f64::from(c.min(1.0))))?;
+    }
+    Ok(())
 }
 
 /// Draws `fig` filling `area`.
-pub fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, fig: &Figure) -> DrawResult<DB::ErrorType> {
+pub fn draw<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    fig: &Figure,
+    ink: TextInk,
+) -> DrawResult<DB::ErrorType> {
     let (w, h) = area.dim_in_pixel();
     let (w, h) = (w as i32, h as i32);
     area.fill(&WHITE)?;
 
     let legend = legend_entries(fig);
-    let widest = legend.iter().map(|e| LEGEND_SAMPLE + 6 + text_width(&e.text, SMALL_SIZE)).max().unwrap_or(0);
+    let widest = legend.iter().map(|e| LEGEND_SAMPLE + 10 + text_width(&e.text, SMALL_SIZE)).max().unwrap_or(0);
     let columns = if legend.len() > 1 && 2 * widest + 24 <= w - 2 * PAD { 2 } else { 1 };
     let rows = legend.len().div_ceil(columns) as i32;
     let legend_h = if legend.is_empty() { 0 } else { rows * LEGEND_ROW + 6 };
@@ -249,23 +355,19 @@ pub fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, fig: &Figure) -> 
     let frame = Frame { left, right, top, bottom, x, y };
 
     // Title and subtitle.
-    area.draw(&Text::new(
-        fig.title.clone(),
-        (left, PAD),
-        TextStyle::from((FAMILY, TITLE_SIZE, FontStyle::Bold).into_font()).color(&INK).pos(Pos::new(HPos::Left, VPos::Top)),
-    ))?;
+    put(area, ink, Label { bold: true, ..Label::new(&fig.title, (left, PAD), TITLE_SIZE, HPos::Left, VPos::Top) })?;
     let mut sub = String::from("Mean per process count; bars: min\u{2013}max over runs");
     if fig.series.iter().any(|s| matches!(s.origin, Origin::Reference(_))) || !fig.levels.is_empty() {
-        sub += ". Grey: published results (dotted: a peak without a client count)";
+        sub += ". Grey: published results (dotted: a value published without a client count)";
     }
-    area.draw(&Text::new(sub, (left, PAD + 28), style(SMALL_SIZE, RGBColor(90, 90, 90), HPos::Left, VPos::Top)))?;
+    put(area, ink, Label { color: &SUBTLE, ..Label::new(&sub, (left, PAD + 28), SMALL_SIZE, HPos::Left, VPos::Top) })?;
 
-    draw_axes(area, &frame, &ylabels, &fig.y_label)?;
+    draw_axes(area, ink, &frame, &ylabels, &fig.y_label)?;
 
     for l in &fig.levels {
         let look = reference_look(l.style, Line::Dotted);
         let a = l.from.map_or(frame.left, |p| frame.px(f64::from(p)));
-        let b = l.to.map_or(frame.right, |p| frame.px(f64::from(p)));
+        let b = l.to.map_or(frame.right - 10, |p| frame.px(f64::from(p)));
         let yv = frame.py(l.value);
         draw_line(area, &[(a, yv), (b, yv)], &look)?;
         draw_marker(area, (b, yv), &look)?;
@@ -278,7 +380,8 @@ pub fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, fig: &Figure) -> 
             Origin::Measured(_) => measured_look(s.style),
             Origin::Reference(_) => reference_look(s.style, Line::Dashed),
         };
-        let pts: Vec<(i32, i32)> = s.points.iter().map(|p| (frame.px(f64::from(p.processes)), frame.py(p.mean))).collect();
+        let pts: Vec<(i32, i32)> =
+            s.points.iter().map(|p| (frame.px(f64::from(p.processes)), frame.py(p.mean))).collect();
         if s.spread {
             for (p, &(px, _)) in s.points.iter().zip(&pts) {
                 draw_error_bar(area, px, frame.py(p.min), frame.py(p.max), look.color)?;
@@ -293,11 +396,12 @@ pub fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, fig: &Figure) -> 
     }
 
     area.draw(&Rectangle::new([(frame.left, frame.top), (frame.right, frame.bottom)], INK.stroke_width(1)))?;
-    draw_legend(area, &legend, columns, widest, h - PAD - legend_h + 6)
+    draw_legend(area, ink, &legend, columns, widest, h - PAD - legend_h + 6)
 }
 
 fn draw_axes<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
+    ink: TextInk,
     f: &Frame,
     ylabels: &[(f64, String)],
     y_label: &str,
@@ -306,7 +410,7 @@ fn draw_axes<DB: DrawingBackend>(
         let y = f.py(*v);
         area.draw(&PathElement::new(vec![(f.left, y), (f.right, y)], GRID.stroke_width(1)))?;
         area.draw(&PathElement::new(vec![(f.left - 5, y), (f.left, y)], INK.stroke_width(1)))?;
-        area.draw(&Text::new(label.clone(), (f.left - 8, y), style(SMALL_SIZE, INK, HPos::Right, VPos::Center)))?;
+        put(area, ink, Label::new(label, (f.left - 8, y), SMALL_SIZE, HPos::Right, VPos::Center))?;
     }
     // Thin the x labels when powers of two crowd each other (wide ranges).
     let per_exp = f64::from(f.right - f.left) / (f.x.hi - f.x.lo);
@@ -317,20 +421,29 @@ fn draw_axes<DB: DrawingBackend>(
         area.draw(&PathElement::new(vec![(x, f.top), (x, f.bottom)], GRID.stroke_width(1)))?;
         area.draw(&PathElement::new(vec![(x, f.bottom), (x, f.bottom + 5)], INK.stroke_width(1)))?;
         if e.rem_euclid(every) == 0 {
-            let label = if e >= 0 { (1u64 << e.min(62)).to_string() } else { format!("1/{}", 1u64 << (-e).min(62)) };
-            area.draw(&Text::new(label, (x, f.bottom + 8), style(SMALL_SIZE, INK, HPos::Center, VPos::Top)))?;
+            let label = (1u64 << e.clamp(0, 62)).to_string();
+            put(area, ink, Label::new(&label, (x, f.bottom + 8), SMALL_SIZE, HPos::Center, VPos::Top))?;
         }
     }
-    area.draw(&Text::new(
-        "Processes (clients \u{d7} threads per client), log\u{2082} scale",
-        ((f.left + f.right) / 2, f.bottom + 28),
-        style(TEXT_SIZE, INK, HPos::Center, VPos::Top),
-    ))?;
-    area.draw(&Text::new(
-        y_label.to_string(),
-        (PAD, (f.top + f.bottom) / 2),
-        style(TEXT_SIZE, INK, HPos::Center, VPos::Top).transform(FontTransform::Rotate270),
-    ))?;
+    put(
+        area,
+        ink,
+        Label::new(
+            "Processes (clients \u{d7} threads per client), log\u{2082} scale",
+            ((f.left + f.right) / 2, f.bottom + 28),
+            TEXT_SIZE,
+            HPos::Center,
+            VPos::Top,
+        ),
+    )?;
+    put(
+        area,
+        ink,
+        Label {
+            upwards: true,
+            ..Label::new(y_label, (PAD, (f.top + f.bottom) / 2), TEXT_SIZE, HPos::Center, VPos::Top)
+        },
+    )?;
     Ok(())
 }
 
@@ -348,7 +461,7 @@ fn legend_entries(fig: &Figure) -> Vec<LegendEntry> {
         })
         .collect();
     out.extend(fig.levels.iter().map(|l| LegendEntry {
-        text: format!("{} ({})", l.legend, fmt_value(l.value)),
+        text: format!("{} ({})", l.legend, fmt_compact(l.value)),
         look: reference_look(l.style, Line::Dotted),
         level: true,
     }));
@@ -357,6 +470,7 @@ fn legend_entries(fig: &Figure) -> Vec<LegendEntry> {
 
 fn draw_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
+    ink: TextInk,
     entries: &[LegendEntry],
     columns: usize,
     column_w: i32,
@@ -368,13 +482,9 @@ fn draw_legend<DB: DrawingBackend>(
         let x = PAD + col as i32 * (column_w + 24);
         let y = top + row as i32 * LEGEND_ROW + LEGEND_ROW / 2;
         draw_line(area, &[(x, y), (x + LEGEND_SAMPLE, y)], &e.look)?;
-        let mx = if e.level { x + LEGEND_SAMPLE } else { x + LEGEND_SAMPLE / 2 };
+        let mx = if e.level { x + LEGEND_SAMPLE - 4 } else { x + LEGEND_SAMPLE / 2 };
         draw_marker(area, (mx, y), &e.look)?;
-        area.draw(&Text::new(
-            e.text.clone(),
-            (x + LEGEND_SAMPLE + 8, y),
-            style(SMALL_SIZE, INK, HPos::Left, VPos::Center),
-        ))?;
+        put(area, ink, Label::new(&e.text, (x + LEGEND_SAMPLE + 10, y), SMALL_SIZE, HPos::Left, VPos::Center))?;
     }
     Ok(())
 }
@@ -427,7 +537,9 @@ fn draw_marker<DB: DrawingBackend>(
             area.draw(&PathElement::new(vec![(x - r, y - r), (x + r, y + r)], s))?;
             return area.draw(&PathElement::new(vec![(x - r, y + r), (x + r, y - r)], s));
         }
-        Marker::Square => vec![(x - r + 1, y - r + 1), (x + r - 1, y - r + 1), (x + r - 1, y + r - 1), (x - r + 1, y + r - 1)],
+        Marker::Square => {
+            vec![(x - r + 1, y - r + 1), (x + r - 1, y - r + 1), (x + r - 1, y + r - 1), (x - r + 1, y + r - 1)]
+        }
         Marker::Up => vec![(x, y - r - 1), (x + r + 1, y + r - 1), (x - r - 1, y + r - 1)],
         Marker::Down => vec![(x, y + r + 1), (x + r + 1, y - r + 1), (x - r - 1, y - r + 1)],
         Marker::Diamond => vec![(x, y - r - 1), (x + r + 1, y), (x, y + r + 1), (x - r - 1, y)],
@@ -454,6 +566,7 @@ mod tests {
         let one = XAxis::covering([8]);
         assert_eq!(one.ticks, [2, 3, 4]);
         assert_eq!(XAxis::covering([48]).ticks, [5, 6]);
+        assert_eq!(XAxis::covering([1]).ticks, [0, 1], "no half processes");
         assert_eq!(XAxis::covering([]).ticks, (0..=6).collect::<Vec<_>>());
     }
 
