@@ -8,3 +8,4 @@ pub mod host;
 pub mod report;
 pub mod result;
 pub mod time;
+pub mod verify;

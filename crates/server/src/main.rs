@@ -32,6 +32,14 @@ enum Command {
     /// IOR): sweeps over clients, repetitions, JSON and CSV results.
     #[command(subcommand)]
     Bench(Box<keel_bench::bench::BenchCommand>),
+    /// Write self-describing data streams, recording what the server
+    /// acknowledged as stable, and check them after failures (genstream and
+    /// checkstream). `check` exits 1 when acknowledged data is missing or
+    /// wrong, 2 on an error.
+    Verify {
+        #[command(subcommand)]
+        cmd: keel_bench::verify::VerifyCommand,
+    },
     /// Draw result files of keel bench as an HTML page with figures (PNG,
     /// SVG) and tables, side by side and against the seed papers' numbers.
     Report(keel_bench::report::ReportArgs),
@@ -92,6 +100,16 @@ fn parse_log_level(s: &str) -> Result<LogLevel, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Verify { cmd } => {
+            return match keel_bench::verify::run(cmd) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(e) => {
+                    eprintln!("keel: {e:#}");
+                    ExitCode::from(2)
+                }
+            };
+        }
         Command::Serve(args) => serve_command(args),
         Command::CheckConfig { file } => check_config(&file),
         Command::Report(args) => keel_bench::report::run(args),

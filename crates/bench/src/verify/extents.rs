@@ -69,8 +69,7 @@ impl ExtentSet {
 
     /// Whether `[offset, offset + len)` is covered entirely.
     pub fn contains(&self, offset: u64, len: u64) -> bool {
-        len == 0
-            || self.ranges.range(..=offset).next_back().is_some_and(|(_, &e)| e >= offset.saturating_add(len))
+        len == 0 || self.ranges.range(..=offset).next_back().is_some_and(|(_, &e)| e >= offset.saturating_add(len))
     }
 
     /// Removes everything and returns what was there.

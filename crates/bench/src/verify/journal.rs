@@ -103,22 +103,46 @@ pub fn hex(bytes: &[u8]) -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Record {
-    Run(RunInfo),
+    Run(Box<RunInfo>),
     /// Acknowledged-stable `[offset, length]` extents of a stream.
-    Ack { stream: u32, extents: Vec<[u64; 2]> },
+    Ack {
+        stream: u32,
+        extents: Vec<[u64; 2]>,
+    },
     /// A write verifier seen for the first time (or again after another).
-    Verifier { stream: u32, verf: String, from: String },
+    Verifier {
+        stream: u32,
+        verf: String,
+        from: String,
+    },
     /// UNSTABLE writes sent again because COMMIT returned another verifier.
-    Resend { stream: u32, offset: u64, len: u64, old: String, new: String },
-    Done { stream: u32, acknowledged: u64, seconds: f64 },
-    Failed { stream: u32, error: String },
-    End { finished: String, seconds: f64, ok: bool },
+    Resend {
+        stream: u32,
+        offset: u64,
+        len: u64,
+        old: String,
+        new: String,
+    },
+    Done {
+        stream: u32,
+        acknowledged: u64,
+        seconds: f64,
+    },
+    Failed {
+        stream: u32,
+        error: String,
+    },
+    End {
+        finished: String,
+        seconds: f64,
+        ok: bool,
+    },
 }
 
 /// Appends records from any thread; a thread of its own writes and syncs
 /// them in batches.
 pub struct JournalWriter {
-    tx: Option<mpsc::Sender<Record>>,
+    tx: Option<mpsc::Sender<Message>>,
     thread: Option<JoinHandle<anyhow::Result<()>>>,
     path: PathBuf,
 }
@@ -141,7 +165,7 @@ impl JournalWriter {
                 format!("creating journal {}", path.display())
             }
         })?;
-        append(&mut file, &[Record::Run(run)])?;
+        append(&mut file, &[Record::Run(Box::new(run))])?;
         // The journal's directory entry must outlive a crash too.
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         File::open(parent).and_then(|d| d.sync_all()).with_context(|| format!("syncing {}", parent.display()))?;
@@ -162,12 +186,14 @@ impl JournalWriter {
         &self.path
     }
 
-    /// Writes `last`, waits until everything is on disk and stops.
+    /// Writes `last`, waits until it and everything sent before it is on
+    /// disk, and stops (senders still around get errors from then on).
     pub fn finish(mut self, last: Record) -> anyhow::Result<()> {
-        let tx = self.tx.take().expect("journal open");
-        // A failed send means the thread already stopped; its error follows.
-        let _ = tx.send(last);
-        drop(tx);
+        if let Some(tx) = self.tx.take() {
+            // A failed send means the thread already stopped; its error follows.
+            let _ = tx.send(Message::Record(last));
+            let _ = tx.send(Message::Close);
+        }
         self.join()
     }
 
@@ -182,21 +208,29 @@ impl JournalWriter {
 
 impl Drop for JournalWriter {
     fn drop(&mut self) {
-        self.tx = None;
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(Message::Close);
+        }
         let _ = self.join();
     }
+}
+
+enum Message {
+    Record(Record),
+    /// Write what came before, then stop.
+    Close,
 }
 
 /// Sends records to the journal thread.
 #[derive(Clone)]
 pub struct JournalSender {
-    tx: mpsc::Sender<Record>,
+    tx: mpsc::Sender<Message>,
 }
 
 impl JournalSender {
     /// Fails only when the journal thread stopped (it could not write).
     pub fn send(&self, record: Record) -> anyhow::Result<()> {
-        self.tx.send(record).map_err(|_| anyhow!("the journal stopped (a write to it failed)"))
+        self.tx.send(Message::Record(record)).map_err(|_| anyhow!("the journal is closed (or a write to it failed)"))
     }
 
     pub fn ack(&self, stream: u32, offset: u64, len: u64) -> anyhow::Result<()> {
@@ -206,11 +240,19 @@ impl JournalSender {
 
 /// Group commit: take whatever arrived, coalesce the acknowledgements per
 /// stream, append, fdatasync, repeat.
-fn write_loop(mut file: File, rx: mpsc::Receiver<Record>) -> anyhow::Result<()> {
-    while let Ok(first) = rx.recv() {
+fn write_loop(mut file: File, rx: mpsc::Receiver<Message>) -> anyhow::Result<()> {
+    let mut open = true;
+    while open && let Ok(first) = rx.recv() {
         let mut batch = Vec::new();
         let mut acks: BTreeMap<u32, ExtentSet> = BTreeMap::new();
-        for record in std::iter::once(first).chain(rx.try_iter()) {
+        for message in std::iter::once(first).chain(rx.try_iter()) {
+            let record = match message {
+                Message::Record(r) => r,
+                Message::Close => {
+                    open = false;
+                    break;
+                }
+            };
             match record {
                 Record::Ack { stream, extents } => {
                     let set = acks.entry(stream).or_default();
@@ -301,7 +343,7 @@ impl Journal {
         }
         let mut records = records.into_iter();
         let run = match records.next() {
-            Some(Record::Run(run)) => run,
+            Some(Record::Run(run)) => *run,
             Some(_) => bail!("does not start with a run record"),
             None => bail!("empty: the writer did not get as far as the run record"),
         };
@@ -404,7 +446,7 @@ mod tests {
         let mut text = std::fs::read(&path).unwrap();
         text.extend_from_slice(b"{\"type\":\"ack\",\"stream\":1,\"ext");
         let j = Journal::parse(&text).unwrap();
-        assert_eq!((j.acked[1].bytes(), j.torn_tail), (40960, 30));
+        assert_eq!((j.acked[1].bytes(), j.torn_tail), (40960, 29));
         text.extend_from_slice(b"\n\0\0\0\0\n");
         assert!(Journal::parse(&text).is_ok(), "zeros after a crash");
         text.extend_from_slice(b"{\"type\":\"done\",\"stream\":0,\"acknowledged\":0,\"seconds\":0}\n");
@@ -414,7 +456,7 @@ mod tests {
 
     #[test]
     fn rejects_journals_that_claim_the_impossible() {
-        let head = serde_json::to_string(&Record::Run(run_info())).unwrap();
+        let head = serde_json::to_string(&Record::Run(Box::new(run_info()))).unwrap();
         let bad = format!("{head}\n{{\"type\":\"ack\",\"stream\":5,\"extents\":[[0,1]]}}\n");
         assert!(Journal::parse(bad.as_bytes()).is_err(), "unknown stream");
         let bad = format!("{head}\n{{\"type\":\"ack\",\"stream\":0,\"extents\":[[1048570,7]]}}\n");

@@ -261,8 +261,8 @@ impl<F: FnMut(Extent)> Classifier<F> {
 
     /// Ends the stream at the bytes fed so far (a partial last word is
     /// compared as a prefix), then reports the bytes up to `expected_len`
-    /// as missing, and returns the sink.
-    pub fn finish(mut self, expected_len: u64) -> F {
+    /// as missing.
+    pub fn finish(mut self, expected_len: u64) {
         if self.carry_len > 0 {
             let class = self.pattern.classify_partial(self.pos / 8, &self.carry[..self.carry_len]);
             let len = self.carry_len as u64;
@@ -275,7 +275,6 @@ impl<F: FnMut(Extent)> Classifier<F> {
         if let Some(done) = self.open.take() {
             (self.sink)(done);
         }
-        self.sink
     }
 }
 

@@ -16,7 +16,7 @@ pub const NFS_PORT: u16 = 2049;
 /// The target options shared by `write` and `check`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct TargetArgs {
-    /// NFS server as HOST[:PORT] (port 2049 if left out; IPv6 as [ADDR]:PORT).
+    /// NFS server: HOST or HOST:PORT (port 2049 if left out; an IPv6 address with a port goes in brackets).
     #[arg(long, value_name = "HOST[:PORT]", conflicts_with = "local")]
     pub server: Option<String>,
     /// Exported path to mount, as the MOUNT protocol names it (with --server).
@@ -178,9 +178,8 @@ impl NfsTarget {
                 .await
                 .with_context(what);
         }
-        let mount_conn = RetryingConnection::connect(self.mount_addr, &self.opts, self.policy.clone())
-            .await
-            .with_context(what)?;
+        let mount_conn =
+            RetryingConnection::connect(self.mount_addr, &self.opts, self.policy.clone()).await.with_context(what)?;
         let root = MountClient::new(mount_conn).mnt_root(self.export.as_str()).await.with_context(what)?;
         let conn = RetryingConnection::connect(self.addr, &self.opts, self.policy.clone())
             .await
@@ -188,13 +187,13 @@ impl NfsTarget {
         Ok((Nfs3Client::new(conn), root))
     }
 
-    /// The streams' directory, created (with its parents) if `create`.
-    pub async fn directory(&self, client: &Client, root: &NfsFh3, create: bool) -> anyhow::Result<NfsFh3> {
+    /// The streams' directory, created with its parents.
+    pub async fn make_directory(&self, client: &Client, root: &NfsFh3) -> anyhow::Result<NfsFh3> {
         let mut fh = root.clone();
-        for name in self.dir.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        for name in self.components() {
             fh = match lookup(client, &fh, name).await? {
                 Some(found) => found,
-                None if create => match client.create_dir(&fh, name, 0o755).await {
+                None => match client.create_dir(&fh, name, 0o755).await {
                     Ok(made) => made,
                     // Another writer made it first.
                     Err(ClientError::Nfs(Nfsstat3::Exist)) => {
@@ -202,10 +201,25 @@ impl NfsTarget {
                     }
                     Err(e) => return Err(e).with_context(|| format!("creating directory {name:?}")),
                 },
-                None => bail!("directory {:?} not found under the export", self.dir),
             };
         }
         Ok(fh)
+    }
+
+    /// The streams' directory, if it exists.
+    pub async fn find_directory(&self, client: &Client, root: &NfsFh3) -> anyhow::Result<Option<NfsFh3>> {
+        let mut fh = root.clone();
+        for name in self.components() {
+            match lookup(client, &fh, name).await? {
+                Some(found) => fh = found,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(fh))
+    }
+
+    fn components(&self) -> impl Iterator<Item = &str> {
+        self.dir.split('/').filter(|c| !c.is_empty() && *c != ".")
     }
 }
 

@@ -24,7 +24,7 @@ use super::target::{Client, NfsTarget, TargetArgs, TargetSpec, local_path, looku
 use super::{human_bytes, parse_duration, parse_size};
 
 /// Largest --block: the writer holds --in-flight blocks per stream.
-const BLOCK_MAX: u64 = 64 << 20;
+pub(crate) const BLOCK_MAX: u64 = 64 << 20;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct WriteArgs {
@@ -185,10 +185,8 @@ pub fn write(args: &WriteArgs, command: Vec<String>) -> anyhow::Result<WriteRepo
         }
         let result = match &spec {
             TargetSpec::Local { dir } => write_local(dir, args.clients, &shared),
-            TargetSpec::Nfs { .. } => {
-                NfsTarget::new(&spec, args.target.connect_options(), args.retry_for)
-                    .and_then(|target| write_nfs(target, args.clients, &shared))
-            }
+            TargetSpec::Nfs { .. } => NfsTarget::new(&spec, args.target.connect_options(), args.retry_for)
+                .and_then(|target| write_nfs(target, args.clients, &shared)),
         };
         // Stops the progress thread, which the scope waits for.
         done.store(true, Ordering::Relaxed);
@@ -221,18 +219,21 @@ pub fn write(args: &WriteArgs, command: Vec<String>) -> anyhow::Result<WriteRepo
         ok,
         streams,
     };
+    let nfs = matches!(report.target, TargetSpec::Nfs { .. });
     for s in &report.streams {
-        let mut line = format!(
-            "{}: {} bytes acknowledged in {:.2} s, {} verifier(s), {} bytes resent, {} commits, {} retransmissions, {} reconnects",
-            s.name,
-            s.acknowledged_bytes,
-            s.seconds,
-            s.verifiers.len(),
-            s.resent_bytes,
-            s.commits,
-            s.retransmissions,
-            s.reconnects
-        );
+        let mut line = format!("{}: {} bytes acknowledged in {:.2} s", s.name, s.acknowledged_bytes, s.seconds);
+        if nfs {
+            line += &format!(
+                ", {} verifier(s), {} bytes resent, {} commits, {} retransmissions, {} reconnects",
+                s.verifiers.len(),
+                s.resent_bytes,
+                s.commits,
+                s.retransmissions,
+                s.reconnects
+            );
+        } else if s.commits > 0 {
+            line += &format!(", {} syncs", s.commits);
+        }
         if let Some(e) = &s.error {
             line += &format!(", FAILED: {e}");
         }
@@ -354,7 +355,9 @@ fn acknowledge(shared: &Shared, report: &mut StreamWrite, offset: u64, len: u64)
 fn finish_stream(shared: &Shared, report: &mut StreamWrite, started: Instant, result: anyhow::Result<()>) {
     report.seconds = started.elapsed().as_secs_f64();
     let record = match result {
-        Ok(()) => Record::Done { stream: report.stream, acknowledged: report.acknowledged_bytes, seconds: report.seconds },
+        Ok(()) => {
+            Record::Done { stream: report.stream, acknowledged: report.acknowledged_bytes, seconds: report.seconds }
+        }
         Err(e) => {
             let error = format!("{e:#}");
             report.error = Some(error.clone());
@@ -376,7 +379,7 @@ fn write_nfs(target: NfsTarget, clients: u32, shared: &Arc<Shared>) -> anyhow::R
         let target = Arc::new(target);
         // One connection makes the directory, so the streams need not race for it.
         let (control, root) = target.connect().await?;
-        target.directory(&control, &root, true).await?;
+        target.make_directory(&control, &root).await?;
         let mut tasks = JoinSet::new();
         for i in 0..clients {
             tasks.spawn(nfs_stream(target.clone(), i, shared.clone()));
@@ -427,7 +430,10 @@ impl NfsStream<'_> {
         let name = self.report.name.clone();
         let (client, root) = target.connect().await?;
         *slot = Some(client.clone());
-        let dir = target.directory(&client, &root, false).await?;
+        let dir = target
+            .find_directory(&client, &root)
+            .await?
+            .ok_or_else(|| anyhow!("directory {:?} vanished from the export", target.dir))?;
         let fh = create_empty(&client, &dir, &name).await?;
         let wtmax = client.transfer_sizes(&fh).await.context("FSINFO")?.write_chunk;
         let chunk = shared.block.min(u64::from(wtmax.max(8)));
