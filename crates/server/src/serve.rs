@@ -36,7 +36,7 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
     // client's umask.
     // SAFETY: umask only changes the process's file-creation mask.
     unsafe { libc::umask(0) };
-    raise_open_file_limit();
+    let nofile = raise_open_file_limit();
 
     let state_dir = &config.server.state_dir;
     create_state_dir(state_dir)?;
@@ -63,7 +63,9 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
         exports.push(export);
     }
     let rules = config.exports.iter().map(|e| (e.id, e.clients.clone())).collect();
-    let vfs = Arc::new(Vfs::new(exports, key, CACHED_INODES_MAX));
+    let cached_max = cached_inodes_max(nofile, config.server.max_connections);
+    tracing::info!(open_files_limit = nofile, cached_inodes_max = cached_max, "descriptor budget");
+    let vfs = Arc::new(Vfs::new(exports, key, cached_max));
     let mut verifier = [0u8; 8];
     keel_vfs::random_bytes(&mut verifier)?;
     let svc = Arc::new(NfsService::new(vfs.clone(), rules, verifier));
@@ -249,13 +251,30 @@ fn create_state_dir(dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Each cached object holds descriptors: use what the hard limit allows.
-fn raise_open_file_limit() {
+/// Returns the limit now in effect.
+fn raise_open_file_limit() -> u64 {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: plain get/setrlimit on a valid struct.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim = raised;
+            }
         }
     }
+    lim.rlim_cur
+}
+
+/// Cached objects hold one descriptor, two once written: they may have
+/// half of what the limit leaves after connections and per-call opens, so
+/// the cache evicts before open() fails with EMFILE (which clients see as
+/// JUKEBOX, and retry forever).
+fn cached_inodes_max(nofile: u64, max_connections: usize) -> usize {
+    let reserve = (max_connections as u64 + 256).min(nofile / 2);
+    let room = usize::try_from(nofile.saturating_sub(reserve) / 2).unwrap_or(usize::MAX);
+    room.clamp(16, CACHED_INODES_MAX)
 }
