@@ -1,21 +1,27 @@
 //! TCP: accepting connections and moving records between sockets and the
 //! workers. Per connection there is one reader task and one writer task,
-//! never a task per request; replies queued meanwhile go out together in
-//! one writev.
+//! never a task per request.
+//!
+//! A worker writes its reply to the socket itself when nothing is queued
+//! ahead of it (a non-blocking writev), as knfsd's threads do: at low load
+//! a call then costs one hand-off between threads instead of two. What
+//! cannot be written at once waits in the connection's outbox for the
+//! writer task, which sends everything queued in one writev when the
+//! socket can take it.
 
-use std::io::IoSlice;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::net::{Shutdown, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use keel_rpc::ReplySegments;
 use keel_rpc::record::RecordAssembler;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
-use crate::workers::{Job, QueuedReply};
+use crate::workers::{Job, Permits};
 
 /// Largest RPC record accepted: a 1 MiB WRITE plus headers, with room.
 pub const RECORD_BYTES_MAX: usize = (1 << 20) + (64 << 10);
@@ -38,6 +44,91 @@ pub struct Net {
     pub inflight_budget: Arc<Semaphore>,
     pub requests_per_connection: usize,
     pub shutdown: watch::Receiver<bool>,
+}
+
+/// The sending side of a connection, shared by the workers and the
+/// connection's writer task.
+pub struct ReplyPath {
+    stream: Arc<TcpStream>,
+    outbox: Mutex<Outbox>,
+    /// Wakes the writer task: something was queued, or the end came.
+    wake: Notify,
+}
+
+#[derive(Default)]
+struct Outbox {
+    /// Replies not (completely) written yet, in order; the first may be
+    /// partly written.
+    queue: VecDeque<Pending>,
+    /// Bytes of the first reply already written.
+    front_written: usize,
+    /// The connection failed or is done: replies are dropped.
+    closed: bool,
+    /// The reader is done; the writer task ends once the queue is empty.
+    finishing: bool,
+}
+
+struct Pending {
+    segments: ReplySegments,
+    /// Released when the reply is written: the call's in-flight slot and
+    /// its share of the byte budget. A client that stops reading thus
+    /// stops the server from taking more of its calls.
+    _permits: Permits,
+}
+
+impl ReplyPath {
+    /// Sends a reply: written at once if nothing is queued ahead of it and
+    /// the socket takes it, queued for the writer task otherwise.
+    pub fn send(&self, segments: ReplySegments, permits: Permits) {
+        let mut out = self.outbox.lock().expect("outbox lock");
+        if out.closed {
+            return;
+        }
+        let mut written = 0;
+        if out.queue.is_empty() {
+            match write_some(&self.stream, &segments, 0) {
+                Ok(n) if n == total_len(&segments) => return,
+                Ok(n) => written = n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "reply write failed");
+                    out.closed = true;
+                    drop(out);
+                    self.wake.notify_one();
+                    return;
+                }
+            }
+            out.front_written = written;
+        }
+        out.queue.push_back(Pending { segments, _permits: permits });
+        drop(out);
+        self.wake.notify_one();
+    }
+}
+
+fn total_len(segments: &[Bytes]) -> usize {
+    segments.iter().map(Bytes::len).sum()
+}
+
+/// One non-blocking writev of `segments` (skipping `skip` bytes); how much
+/// was written.
+fn write_some(stream: &TcpStream, segments: &[Bytes], mut skip: usize) -> io::Result<usize> {
+    let mut slices = Vec::with_capacity(segments.len());
+    for s in segments {
+        if skip >= s.len() {
+            skip -= s.len();
+            continue;
+        }
+        slices.push(IoSlice::new(&s[skip..]));
+        skip = 0;
+    }
+    loop {
+        match stream.try_write_vectored(&slices) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Ok(0) if !slices.is_empty() => return Err(io::ErrorKind::WriteZero.into()),
+            r => return r,
+        }
+    }
 }
 
 pub async fn accept_loop(listener: TcpListener, net: Arc<Net>) {
@@ -70,9 +161,9 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, net: Arc<Net>, _s
     let _ = stream.set_nodelay(true);
     let _ = socket2::SockRef::from(&stream).set_keepalive(true);
     tracing::info!(%peer, %local, "connection opened");
-    let (mut rd, wr) = stream.into_split();
-    let (reply_tx, reply_rx) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(write_replies(wr, reply_rx));
+    let stream = Arc::new(stream);
+    let path = Arc::new(ReplyPath { stream: stream.clone(), outbox: Mutex::default(), wake: Notify::new() });
+    let writer = tokio::spawn(write_replies(path.clone()));
     let requests = Arc::new(Semaphore::new(net.requests_per_connection));
     let mut shutdown = net.shutdown.clone();
     let mut assembler = RecordAssembler::new(RECORD_BYTES_MAX);
@@ -86,7 +177,7 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, net: Arc<Net>, _s
                     p = acquire_both(&requests, &net.inflight_budget, units) => p,
                     _ = shutdown.wait_for(|stop| *stop) => break 'conn "server stopping".to_string(),
                 };
-                let job = Job { record, peer, local, reply: reply_tx.clone(), permits };
+                let job = Job { record, peer, local, reply: path.clone(), permits };
                 if net.jobs.send(job).is_err() {
                     break 'conn "workers stopped".to_string();
                 }
@@ -105,7 +196,7 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, net: Arc<Net>, _s
             buf.reserve(wanted - buf.len());
         }
         tokio::select! {
-            r = rd.read_buf(&mut buf) => match r {
+            r = read_some(&stream, &mut buf) => match r {
                 Ok(0) => break 'conn "closed by the client".to_string(),
                 Ok(_) => {}
                 Err(e) => break 'conn e.to_string(),
@@ -113,9 +204,14 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, net: Arc<Net>, _s
             _ = shutdown.wait_for(|stop| *stop) => break 'conn "server stopping".to_string(),
         }
     };
-    // The writer ends once the calls still with the workers are answered.
-    drop(reply_tx);
+    // Every call taken is answered (its permit comes back once its reply
+    // is written), then the writer task ends and the server's side closes.
+    let all = u32::try_from(net.requests_per_connection).unwrap_or(u32::MAX);
+    let _ = requests.acquire_many(all).await;
+    path.outbox.lock().expect("outbox lock").finishing = true;
+    path.wake.notify_one();
     let _ = writer.await;
+    let _ = socket2::SockRef::from(&*stream).shutdown(Shutdown::Write);
     // Closing a socket with unread input makes the kernel reset the
     // connection and drop replies the client has not received yet: read
     // (and ignore) what the client still sends until it closes its side,
@@ -123,7 +219,7 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, net: Arc<Net>, _s
     let _ = tokio::time::timeout(LINGER, async {
         loop {
             buf.clear();
-            match rd.read_buf(&mut buf).await {
+            match read_some(&stream, &mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             }
@@ -131,6 +227,16 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, net: Arc<Net>, _s
     })
     .await;
     tracing::info!(%peer, reason = %reason, "connection closed");
+}
+
+async fn read_some(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
+    loop {
+        stream.readable().await?;
+        match stream.try_read_buf(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            r => return r,
+        }
+    }
 }
 
 async fn acquire_both(
@@ -143,43 +249,62 @@ async fn acquire_both(
     (slot, bytes)
 }
 
-async fn write_replies(mut wr: OwnedWriteHalf, mut replies: mpsc::UnboundedReceiver<QueuedReply>) {
-    let mut batch: Vec<Bytes> = Vec::new();
-    // The permits of the calls in `batch`, released once it is written.
-    let mut permits = Vec::new();
-    while let Some((first, p)) = replies.recv().await {
-        batch.extend(first);
-        permits.push(p);
-        while batch.len() < WRITEV_SEGMENTS_MAX - 8 {
-            match replies.try_recv() {
-                Ok((more, p)) => {
-                    batch.extend(more);
-                    permits.push(p);
-                }
-                Err(_) => break,
+/// Sends what the workers could not: everything queued, in one writev
+/// (up to WRITEV_SEGMENTS_MAX segments), whenever the socket can take it.
+async fn write_replies(path: Arc<ReplyPath>) {
+    loop {
+        let written = {
+            let mut out = path.outbox.lock().expect("outbox lock");
+            if out.closed || (out.finishing && out.queue.is_empty()) {
+                out.queue.clear();
+                return;
             }
+            if out.queue.is_empty() {
+                None
+            } else {
+                let mut segments: Vec<Bytes> = Vec::new();
+                for p in &out.queue {
+                    if segments.len() + p.segments.len() > WRITEV_SEGMENTS_MAX && !segments.is_empty() {
+                        break;
+                    }
+                    segments.extend(p.segments.iter().cloned());
+                }
+                let skip = out.front_written;
+                match write_some(&path.stream, &segments, skip) {
+                    Ok(n) => {
+                        // Drop the replies written in full (releasing their permits).
+                        let mut done = out.front_written + n;
+                        while let Some(front) = out.queue.front() {
+                            let len = total_len(&front.segments);
+                            if done < len {
+                                break;
+                            }
+                            done -= len;
+                            out.queue.pop_front();
+                        }
+                        out.front_written = done;
+                        Some(true)
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Some(false),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "reply write failed");
+                        out.closed = true;
+                        out.queue.clear();
+                        return;
+                    }
+                }
+            }
+        };
+        match written {
+            // More may be queued behind what was just written.
+            Some(true) => {}
+            Some(false) => {
+                if path.stream.writable().await.is_err() {
+                    path.outbox.lock().expect("outbox lock").closed = true;
+                    return;
+                }
+            }
+            None => path.wake.notified().await,
         }
-        if let Err(e) = write_all_vectored(&mut wr, &batch).await {
-            tracing::debug!(error = %e, "reply write failed");
-            // Keep draining so workers never block on a dead connection.
-            while replies.recv().await.is_some() {}
-            return;
-        }
-        batch.clear();
-        permits.clear();
     }
-    let _ = wr.shutdown().await;
-}
-
-async fn write_all_vectored(wr: &mut OwnedWriteHalf, segments: &[Bytes]) -> std::io::Result<()> {
-    let mut slices: Vec<IoSlice> = segments.iter().filter(|s| !s.is_empty()).map(|s| IoSlice::new(s)).collect();
-    let mut rest = &mut slices[..];
-    while !rest.is_empty() {
-        let n = wr.write_vectored(rest).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        IoSlice::advance_slices(&mut rest, n);
-    }
-    Ok(())
 }

@@ -10,29 +10,27 @@ use std::thread::JoinHandle;
 
 use bytes::Bytes;
 use keel_rpc::msg::{AcceptStat, ReplyStat};
-use keel_rpc::{Dispatcher, ReplySegments, status_reply};
+use keel_rpc::{Dispatcher, status_reply};
 use tokio::sync::OwnedSemaphorePermit;
-use tokio::sync::mpsc::UnboundedSender;
+
+use crate::net::ReplyPath;
 
 /// One call on its way to a worker.
 pub struct Job {
     pub record: Bytes,
     pub peer: SocketAddr,
     pub local: SocketAddr,
-    /// The connection's reply queue.
-    pub reply: UnboundedSender<QueuedReply>,
-    /// Held until the reply is written to the socket (they travel with it
-    /// through the reply queue): the connection's in-flight slot and the
-    /// call's share of the server's in-flight byte budget. Releasing them
-    /// when the reply is merely queued would let a client that never reads
-    /// make the server queue replies without bound.
+    /// Where the reply goes.
+    pub reply: Arc<ReplyPath>,
+    /// Held until the reply is written to the socket (they travel with it):
+    /// the connection's in-flight slot and the call's share of the
+    /// server's in-flight byte budget. Releasing them when the reply is
+    /// merely queued would let a client that never reads make the server
+    /// queue replies without bound.
     pub permits: Permits,
 }
 
 pub type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
-
-/// A reply on its way to the socket, with the permits of its call.
-pub type QueuedReply = (ReplySegments, Permits);
 
 pub struct WorkerPool {
     jobs: Option<crossbeam_channel::Sender<Job>>,
@@ -72,17 +70,14 @@ fn run(dispatcher: &Dispatcher, job: Job) {
     let Job { record, peer, local, reply, permits } = job;
     let xid = record.get(..4).map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")));
     match catch_unwind(AssertUnwindSafe(|| dispatcher.handle(record, peer, local))) {
-        Ok(Some(segments)) => {
-            // A closed connection has dropped its queue; nothing to do then.
-            let _ = reply.send((segments, permits));
-        }
+        Ok(Some(segments)) => reply.send(segments, permits),
         Ok(None) => {}
         Err(_) => {
             // The identity the handler left behind is unknown now.
             keel_vfs::ident::forget();
             tracing::error!(%peer, xid, "a request handler panicked; answered SYSTEM_ERR");
             if let Some(xid) = xid {
-                let _ = reply.send((status_reply(xid, ReplyStat::Accepted(AcceptStat::SystemErr)), permits));
+                reply.send(status_reply(xid, ReplyStat::Accepted(AcceptStat::SystemErr)), permits);
             }
         }
     }
