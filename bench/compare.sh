@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Keel against NFS-Ganesha on this machine, in one run: both servers export
-# a directory of the same file system, the same client (keel bench) runs the
+# Keel against NFS-Ganesha on this machine, in one run: the servers export
+# directories of the same file system, the same client (keel bench) runs the
 # same workloads against each, and keel report draws them side by side with
 # the Keel/Ganesha ratios.
+#
+# Keel runs twice: with a sync export (knfsd's default: stable writes and
+# metadata changes are on disk before the reply) and an async one. NFS-
+# Ganesha's FSAL VFS honours the stability of WRITEs but does not commit
+# metadata changes (CREATE, REMOVE, ...) before replying, so for metadata it
+# compares with Keel async, for stable data with Keel sync.
 #
 #   sudo bench/compare.sh [--quick] [--out DIR] [--data DIR] [--clients 1,2,4,8] [--repeat N]
 #
@@ -44,10 +50,14 @@ keel=$repo/target/release/keel
 ns=keel-compare-$$
 mkdir -p "$out" "$data"
 run=$(mktemp -d "$data/run.XXXXXX")
-mkdir -p "$run/ganesha" "$run/keel" "$run/keel-state"
+mkdir -p "$run/ganesha" "$run/keel-sync" "$run/keel-async" "$run/keel-state"
 cleanup() {
-  [ -n "${pids:-}" ] && kill $pids 2>/dev/null || true
-  sleep 1
+  # Ganesha may take its time over SIGTERM: wait a little, then insist.
+  if [ -n "${pids:-}" ]; then
+    kill $pids 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 $pids 2>/dev/null || break; sleep 0.2; done
+    kill -9 $pids 2>/dev/null || true
+  fi
   ip netns del "$ns" 2>/dev/null || true
   rm -rf "$run"
 }
@@ -55,6 +65,8 @@ trap cleanup EXIT
 ip netns add "$ns"
 ip netns exec "$ns" ip link set lo up
 inns() { ip netns exec "$ns" "$@"; }
+# A server in the background; its pid (ip netns exec becomes the command) is kept for the cleanup.
+serve() { ip netns exec "$ns" "$@" & pids="${pids:-} $!"; }
 
 cat > "$run/ganesha.conf" <<CONF
 NFS_CORE_PARAM { NFS_Port = 2049; MNT_Port = 20048; Protocols = 3; Enable_NLM = false; Enable_RQUOTA = false; }
@@ -67,11 +79,29 @@ EXPORT {
 }
 LOG { Default_Log_Level = WARN; }
 CONF
-inns unshare --mount sh -c 'mount -t tmpfs tmp /run && exec rpcbind -f -w' & pids="$!"
+serve unshare --mount sh -c 'mount -t tmpfs tmp /run && exec rpcbind -f -w'
 sleep 1
-inns ganesha.nfsd -F -L "$out/ganesha.log" -f "$run/ganesha.conf" -p "$run/ganesha.pid" -N NIV_WARN & pids="$pids $!"
-inns "$keel" serve "$run/keel" --listen 127.0.0.1:2050 --portmap off --state-dir "$run/keel-state" \
-  > "$out/keel.out" 2> "$out/keel.log" & pids="$pids $!"
+serve ganesha.nfsd -F -L "$out/ganesha.log" -f "$run/ganesha.conf" -p "$run/ganesha.pid" -N NIV_WARN
+cat > "$run/keel.toml" <<CONF
+[server]
+listen = ["127.0.0.1:2050"]
+portmap = "off"
+state_dir = "$run/keel-state"
+[[export]]
+path = "$run/keel-sync"
+id = 1
+access = "rw"
+squash = "no_root_squash"
+clients = [{ host = "*" }]
+[[export]]
+path = "$run/keel-async"
+id = 2
+access = "rw"
+sync = false
+squash = "no_root_squash"
+clients = [{ host = "*" }]
+CONF
+serve "$keel" serve --config "$run/keel.toml" > "$out/keel.out" 2> "$out/keel.log"
 for port in 2049 2050; do
   for _ in $(seq 100); do inns bash -c "echo > /dev/tcp/127.0.0.1/$port" 2>/dev/null && break; sleep 0.2; done
 done
@@ -84,23 +114,34 @@ bench() { # server-label port export extra-args... -- workload args...
   local extra=(); while [ "$1" != "--" ]; do extra+=("$1"); shift; done; shift
   local workload=$1; shift
   inns "$keel" bench "$workload" --server 127.0.0.1:$port --export "$export" "${extra[@]}" \
-    --clients "$clients" --repeat "$repeat" --label "$label" --quiet \
-    --export-options "rw,sync,no_root_squash on $fs" -o "$out/$label-$workload.json" "$@"
+    --clients "$clients" --repeat "$repeat" --label "$label" --quiet --between "$drop_caches" \
+    -o "$out/${label// /-}-$workload.json" "$@"
 }
-for w in seq random meta; do
-  case $w in
-    seq) args=(--total "$seq_total");;
-    random) args=(--file-size "$rnd_size" --ops "$rnd_ops" --queue-depth 4);;
-    meta) args=(-n "$meta_files");;
-  esac
-  echo "== $w: NFS-Ganesha $ganesha_version"
-  bench ganesha 2049 "$run/ganesha" --mount-port 20048 --server-name "nfs-ganesha $ganesha_version (FSAL VFS)" -- $w "${args[@]}"
-  echo "== $w: Keel $keel_version"
-  bench keel 2050 "$run/keel" --server-name "keel $keel_version" -- $w "${args[@]}"
-done
+# Every repetition starts with the server's page cache dropped, as the
+# papers remounted between runs.
+drop_caches="sync; echo 3 > /proc/sys/vm/drop_caches"
+run_ganesha() {
+  echo "== $1: NFS-Ganesha $ganesha_version"
+  bench ganesha 2049 "$run/ganesha" --mount-port 20048 --server-name "nfs-ganesha $ganesha_version (FSAL VFS)" \
+    --export-options "rw,no_root_squash (FSAL VFS) on $fs" -- "$@"
+}
+run_keel() {
+  echo "== $1: Keel $keel_version, sync and async"
+  bench "keel sync" 2050 "$run/keel-sync" --server-name "keel $keel_version" \
+    --export-options "rw,sync,no_root_squash on $fs" -- "$@"
+  bench "keel async" 2050 "$run/keel-async" --server-name "keel $keel_version" \
+    --export-options "rw,async,no_root_squash on $fs" -- "$@"
+}
+# The order alternates so that neither server always meets the file system
+# in the state the other left it in.
+run_ganesha seq --total "$seq_total"; run_keel seq --total "$seq_total"
+run_keel random --file-size "$rnd_size" --ops "$rnd_ops" --queue-depth 4
+run_ganesha random --file-size "$rnd_size" --ops "$rnd_ops" --queue-depth 4
+run_ganesha meta -n "$meta_files"; run_keel meta -n "$meta_files"
 "$keel" report "$out"/*.json --output "$out/report" --baseline ganesha --title "Keel vs NFS-Ganesha, $(hostname), $(date -u +%F)"
 {
   echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r), data on $fs"
   echo "ganesha: $ganesha_version; keel: $keel_version; clients: $clients; repetitions: $repeat"
+  echo "seq: --total $seq_total; random: --file-size $rnd_size --ops $rnd_ops --queue-depth 4; meta: -n $meta_files"
 } > "$out/machine.txt"
 echo "results in $out (report: $out/report/index.html)"
