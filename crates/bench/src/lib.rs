@@ -8,4 +8,5 @@ pub mod host;
 pub mod report;
 pub mod result;
 pub mod time;
+pub mod units;
 pub mod verify;

@@ -118,18 +118,7 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
 }
 
 fn font_available() -> bool {
-    [
-        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
-        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/TTF/DejaVuSans.ttf",
-        "/usr/share/fonts/truetype/DejaVuSans.ttf",
-        "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-        "/usr/share/fonts/liberation-sans/LiberationSans-Regular.ttf",
-        "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
-    ]
-    .iter()
-    .any(|p| Path::new(p).is_file())
+    keel_bench::report::fonts::CANDIDATES.iter().any(|p| std::path::Path::new(p).exists())
 }
 
 const FIGURES: [&str; 7] =

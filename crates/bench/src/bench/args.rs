@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::units::parse_size;
+
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum BenchCommand {
     /// N-to-N sequential write then read, a file per process, COMMIT timed
@@ -194,55 +196,4 @@ pub struct IorArgs {
     /// Calls each process keeps in flight.
     #[arg(long, default_value_t = 16)]
     pub in_flight: usize,
-}
-
-/// "4G", "512k", "1M", "4096": binary multiples.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (digits, shift) = match s.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                _ => return Err(format!("{s:?}: unknown unit {c:?} (use K, M, G or T)")),
-            };
-            (&s[..i], shift)
-        }
-        _ => (s, 0),
-    };
-    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a size (like 4096, 64K, 1M, 4G)"))?;
-    n.checked_mul(1 << shift).filter(|v| *v > 0).ok_or_else(|| format!("{s:?} is out of range"))
-}
-
-/// Sizes for people: 1.5 GiB, 4 KiB.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if v.fract() == 0.0 { format!("{v:.0} {}", UNITS[u]) } else { format!("{v:.1} {}", UNITS[u]) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("4k"), Ok(4096));
-        assert_eq!(parse_size("1M"), Ok(1 << 20));
-        assert_eq!(parse_size("256G"), Ok(256 << 30));
-        assert!(parse_size("0").is_err());
-        assert!(parse_size("1X").is_err());
-        assert!(parse_size("M").is_err());
-        assert!(parse_size("99999999999T").is_err());
-        assert_eq!(human_bytes(1536 << 20), "1.5 GiB");
-        assert_eq!(human_bytes(4096), "4 KiB");
-    }
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-pub use args::{BenchCommand, CommonArgs, parse_size};
+pub use args::{BenchCommand, CommonArgs};
 pub use group::rank_from_env;
 
 use crate::result::BenchResult;

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::args::human_bytes;
 use super::workload::{Phase, Progress, Unit};
 use crate::result::{BenchResult, Run};
+use crate::units::human_bytes;
 
 /// Redraws a progress line on the terminal every half second until aborted.
 pub async fn progress_line(label: String, progress: Arc<Progress>, total: u64, unit: Unit) {

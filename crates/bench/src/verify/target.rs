@@ -44,7 +44,7 @@ pub struct TargetArgs {
     /// How long one attempt of a call waits for its reply before the
     /// connection is dropped and the call retransmitted (like mount's
     /// timeo; a dead server's connection is usually reset long before).
-    #[arg(long, default_value = "60s", value_parser = super::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = crate::units::parse_duration)]
     pub timeout: Duration,
 }
 

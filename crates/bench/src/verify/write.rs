@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 use super::journal::{JournalSender, JournalWriter, Record, RunInfo, Stable, format_seed, hex};
 use super::pattern::{Pattern, STREAM_BYTES_MAX};
 use super::target::{Client, NfsTarget, TargetArgs, TargetSpec, local_path, lookup, stream_name};
-use super::{human_bytes, parse_duration, parse_size};
+use crate::units::{human_bytes, parse_duration, parse_size};
 
 /// Largest --block: the writer holds --in-flight blocks per stream.
 pub(crate) const BLOCK_MAX: u64 = 64 << 20;
