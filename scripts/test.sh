@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Keel's whole test suite, on a fresh Debian machine: installs the Debian
 # packages the tests use (real NFS clients, qemu and a kernel for the Linux
-# client, XFS tools, rpcbind), then checks formatting and lints and runs
-# every test. Needs root: the server opens files by handle and switches
+# client, NFS-Ganesha as a peer server, XFS tools, rpcbind, a font for the
+# report's PNGs), then checks formatting and lints and runs every test. Needs root: the server opens files by handle and switches
 # identities, and the tests make loop devices, XFS file systems and network
 # namespaces.
 set -euo pipefail
@@ -13,20 +13,24 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
-# package:command-that-proves-it-is-there
+# package:a command or file that proves it is there
 wanted=(
   libnfs-utils:nfs-cp
   xfsprogs:mkfs.xfs
   rpcbind:rpcinfo
+  nfs-ganesha:ganesha.nfsd
+  nfs-ganesha-vfs:/usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so
   qemu-system-x86:qemu-system-x86_64
   busybox-static:/bin/busybox
   cpio:cpio
-  iproute2:ip
+  iproute2:ss
   util-linux:setpriv
+  mount:losetup
+  fonts-dejavu-core:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
 )
 missing=()
 for w in "${wanted[@]}"; do
-  command -v "${w#*:}" >/dev/null 2>&1 || [ -x "${w#*:}" ] || missing+=("${w%%:*}")
+  command -v "${w#*:}" >/dev/null 2>&1 || [ -e "${w#*:}" ] || missing+=("${w%%:*}")
 done
 ls /boot/vmlinuz-* >/dev/null 2>&1 || missing+=(linux-image-amd64)
 if [ ${#missing[@]} -gt 0 ]; then

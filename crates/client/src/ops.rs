@@ -46,17 +46,18 @@ impl Default for Transfer {
     }
 }
 
+/// Largest READ or WRITE this client issues, whatever the server offers:
+/// the Linux client's limit, and well inside the default record limit
+/// (NFS-Ganesha offers 8 MiB reads, whose replies a 4 MiB record limit refuses).
+pub const IO_CHUNK_MAX: u32 = 1 << 20;
+
 impl Transfer {
     /// Chunks of the server's maximum transfer sizes (`rtmax`, `wtmax`),
-    /// clamped to what this client will decode or the server will accept.
+    /// at most [`IO_CHUNK_MAX`].
     pub fn from_fsinfo(info: &Fsinfo3ResOk) -> Self {
         let d = Transfer::default();
-        let clamp = |v: u32, default: u32, max: usize| if v == 0 { default } else { v.min(max as u32) };
-        Transfer {
-            read_chunk: clamp(info.rtmax, d.read_chunk, READ_DATA_MAX),
-            write_chunk: clamp(info.wtmax, d.write_chunk, WRITE_DATA_MAX),
-            ..d
-        }
+        let clamp = |v: u32, default: u32| if v == 0 { default } else { v.min(IO_CHUNK_MAX) };
+        Transfer { read_chunk: clamp(info.rtmax, d.read_chunk), write_chunk: clamp(info.wtmax, d.write_chunk), ..d }
     }
 }
 
@@ -367,5 +368,19 @@ impl<T: RpcTransport> Nfs3Client<T> {
             }
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfers_are_at_most_one_mebibyte_whatever_the_server_offers() {
+        let offer = |rtmax, wtmax| Fsinfo3ResOk { rtmax, wtmax, ..Default::default() };
+        let t = Transfer::from_fsinfo(&offer(8 << 20, 64 << 20));
+        assert_eq!((t.read_chunk, t.write_chunk), (IO_CHUNK_MAX, IO_CHUNK_MAX));
+        let t = Transfer::from_fsinfo(&offer(32 << 10, 0));
+        assert_eq!((t.read_chunk, t.write_chunk), (32 << 10, Transfer::default().write_chunk));
     }
 }
