@@ -10,8 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use keel_client::ConnectOptions;
 use keel_client::proto::nfs3::StableHow;
-use keel_client::{ConnectOptions, mount};
 
 const NFS_PORT: u16 = 2049;
 const MOUNT_PORT: u16 = 20048;
