@@ -80,7 +80,8 @@ EXPORT {
 LOG { Default_Log_Level = WARN; }
 CONF
 serve unshare --mount sh -c 'mount -t tmpfs tmp /run && exec rpcbind -f -w'
-sleep 1
+# Ganesha registers with rpcbind as it starts and does not come up without it.
+for _ in $(seq 100); do inns ss -ltnH | grep -q ':111 ' && break; sleep 0.1; done
 serve ganesha.nfsd -F -L "$out/ganesha.log" -f "$run/ganesha.conf" -p "$run/ganesha.pid" -N NIV_WARN
 cat > "$run/keel.toml" <<CONF
 [server]

@@ -51,19 +51,29 @@ impl Ganesha {
         )
         .unwrap();
         g.spawn(&["unshare", "--mount", "sh", "-c", "mount -t tmpfs tmp /run && exec rpcbind -f -w"]);
+        // Ganesha registers with rpcbind as it starts, and does not come up
+        // if rpcbind is not listening yet.
+        g.wait_for(&[111], || "rpcbind did not start".into());
         let log = g.dir.join("ganesha.log");
         let pid = g.dir.join("ganesha.pid");
         g.spawn(&["ganesha.nfsd", "-F", "-L", &path(&log), "-f", &path(&conf), "-p", &path(&pid), "-N", "NIV_WARN"]);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !g.listening() {
-            assert!(
-                Instant::now() < deadline,
-                "ganesha did not start; log:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        g.wait_for(&[NFS_PORT, MOUNT_PORT], || {
+            format!("ganesha did not start; log:\n{}", std::fs::read_to_string(&log).unwrap_or_default())
+        });
         g
+    }
+
+    /// Waits (bounded) until the namespace listens on every port.
+    fn wait_for(&self, ports: &[u16], why: impl Fn() -> String) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let listening = self.inns(&["ss", "-ltnH"]);
+            if ports.iter().all(|p| listening.contains(&format!(":{p} "))) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{}", why());
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     fn export(&self) -> String {
@@ -83,11 +93,6 @@ impl Ganesha {
             .spawn()
             .unwrap();
         self.children.push(child);
-    }
-
-    fn listening(&self) -> bool {
-        let ports = self.inns(&["ss", "-ltnH"]);
-        [NFS_PORT, MOUNT_PORT].iter().all(|p| ports.contains(&format!(":{p} ")))
     }
 
     /// Runs `f` on a thread inside the namespace, with a tokio runtime.
