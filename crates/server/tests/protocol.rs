@@ -631,3 +631,37 @@ async fn fsstat_fsinfo_and_pathconf_describe_the_file_system() {
     assert!(ok.linkmax > 1);
     assert!(ok.no_trunc && ok.chown_restricted && !ok.case_insensitive && ok.case_preserving);
 }
+
+/// MOUNT's bookkeeping procedures: DUMP lists who mounted what, EXPORT the
+/// exports and their client lists, UMNT and UMNTALL take entries away.
+#[tokio::test]
+async fn mount_dump_export_umnt_and_umntall() {
+    use nfs3_types::mount::dirpath;
+    use nfs3_types::xdr_codec::Opaque;
+
+    let mut only_tens = ExportOpts::new(2, "b", "access = \"ro\"");
+    only_tens.clients = "[[export.clients]]\nhost = \"10.0.0.0/8\"\n".into();
+    let s = TestServer::start("mountproc", vec![ExportOpts::rw(1, "a"), only_tens], "");
+    let path = s.export_path(1);
+    let mut c = mount(&s, 1, root()).await;
+    let m = &mut c.mount_client;
+    let text = |o: &Opaque| String::from_utf8_lossy(o.as_ref()).into_owned();
+
+    let dump = rpc("DUMP", m.dump()).await;
+    let entries: Vec<(String, String)> =
+        dump.0.iter().map(|b| (text(&b.ml_hostname.0), text(&b.ml_directory.0))).collect();
+    assert_eq!(entries, vec![("127.0.0.1".to_string(), path.clone())]);
+
+    let exports = rpc("EXPORT", m.export()).await;
+    let listed: Vec<(String, Vec<String>)> =
+        exports.0.iter().map(|e| (text(&e.ex_dir.0), e.ex_groups.0.iter().map(|g| text(&g.0)).collect())).collect();
+    assert_eq!(listed, vec![(path.clone(), vec!["*".to_string()]), (s.export_path(2), vec!["10.0.0.0/8".to_string()])]);
+
+    rpc("UMNT", m.umnt(dirpath(Opaque::borrowed(path.as_bytes())))).await;
+    assert!(rpc("DUMP", m.dump()).await.0.is_empty(), "UMNT removed the entry");
+
+    bounded("MNT", m.mnt(dirpath(Opaque::borrowed(path.as_bytes())))).await.expect("MNT again");
+    assert_eq!(rpc("DUMP", m.dump()).await.0.len(), 1);
+    rpc("UMNTALL", m.umntall()).await;
+    assert!(rpc("DUMP", m.dump()).await.0.is_empty(), "UMNTALL removed everything of this client");
+}
