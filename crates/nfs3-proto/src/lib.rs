@@ -17,6 +17,41 @@
 //! **Architecture invariant:** this crate knows nothing about RPC framing,
 //! authentication or I/O; it only maps protocol structures to XDR.
 
+/// A procedure-number enum from its variants, numbers and RFC names, in
+/// number order: `ALL`, `from_u32`, `name` and `Display` come with it.
+macro_rules! procedures {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident = $number:literal $text:literal),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($variant = $number),*
+        }
+
+        impl $name {
+            /// Every procedure, in procedure-number order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            /// The procedure with number `n`, if there is one.
+            pub fn from_u32(n: u32) -> Option<Self> {
+                Self::ALL.get(usize::try_from(n).ok()?).copied()
+            }
+
+            /// The RFC's name without its prefix, e.g. `"WRITE"`.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
 pub mod mount;
 pub mod nfs3;
 pub mod portmap;

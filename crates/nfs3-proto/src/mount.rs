@@ -21,43 +21,15 @@ pub const FHSIZE3: usize = NFS3_FHSIZE;
 /// unbounded; real servers send one to a handful.
 pub const AUTH_FLAVORS_MAX: usize = 64;
 
-/// MOUNT3 procedure numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MountProc {
-    Null = 0,
-    Mnt = 1,
-    Dump = 2,
-    Umnt = 3,
-    Umntall = 4,
-    Export = 5,
-}
-
-impl MountProc {
-    /// Every procedure, in procedure-number order.
-    pub const ALL: [MountProc; 6] =
-        [MountProc::Null, MountProc::Mnt, MountProc::Dump, MountProc::Umnt, MountProc::Umntall, MountProc::Export];
-
-    /// The procedure with number `n`, if there is one.
-    pub fn from_u32(n: u32) -> Option<Self> {
-        Self::ALL.get(usize::try_from(n).ok()?).copied()
-    }
-
-    /// The RFC's name without the `MOUNTPROC3_` prefix, e.g. `"MNT"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            MountProc::Null => "NULL",
-            MountProc::Mnt => "MNT",
-            MountProc::Dump => "DUMP",
-            MountProc::Umnt => "UMNT",
-            MountProc::Umntall => "UMNTALL",
-            MountProc::Export => "EXPORT",
-        }
-    }
-}
-
-impl std::fmt::Display for MountProc {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+procedures! {
+    /// MOUNT3 procedure numbers.
+    MountProc {
+        Null = 0 "NULL",
+        Mnt = 1 "MNT",
+        Dump = 2 "DUMP",
+        Umnt = 3 "UMNT",
+        Umntall = 4 "UMNTALL",
+        Export = 5 "EXPORT",
     }
 }
 

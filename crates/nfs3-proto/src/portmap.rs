@@ -16,43 +16,15 @@ use crate::{LIST_DECODE_MAX, encode_list};
 /// mechanism, so nothing legitimate exceeds a datagram.
 pub const CALLIT_DATA_MAX: usize = 1 << 16;
 
-/// Portmapper v2 procedure numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PmapProc {
-    Null = 0,
-    Set = 1,
-    Unset = 2,
-    Getport = 3,
-    Dump = 4,
-    Callit = 5,
-}
-
-impl PmapProc {
-    /// Every procedure, in procedure-number order.
-    pub const ALL: [PmapProc; 6] =
-        [PmapProc::Null, PmapProc::Set, PmapProc::Unset, PmapProc::Getport, PmapProc::Dump, PmapProc::Callit];
-
-    /// The procedure with number `n`, if there is one.
-    pub fn from_u32(n: u32) -> Option<Self> {
-        Self::ALL.get(usize::try_from(n).ok()?).copied()
-    }
-
-    /// The RFC's name without the `PMAPPROC_` prefix, e.g. `"GETPORT"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            PmapProc::Null => "NULL",
-            PmapProc::Set => "SET",
-            PmapProc::Unset => "UNSET",
-            PmapProc::Getport => "GETPORT",
-            PmapProc::Dump => "DUMP",
-            PmapProc::Callit => "CALLIT",
-        }
-    }
-}
-
-impl std::fmt::Display for PmapProc {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+procedures! {
+    /// Portmapper v2 procedure numbers.
+    PmapProc {
+        Null = 0 "NULL",
+        Set = 1 "SET",
+        Unset = 2 "UNSET",
+        Getport = 3 "GETPORT",
+        Dump = 4 "DUMP",
+        Callit = 5 "CALLIT",
     }
 }
 
