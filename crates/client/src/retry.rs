@@ -40,8 +40,10 @@ use crate::RpcTransport;
 use crate::conn::{ConnectOptions, PreparedCall, RpcConnection, credential, encode_call, next_xid, reply_results};
 use crate::error::ClientError;
 
-/// Attempts to reconnect from the previous source port before using another.
-const SAME_PORT_TRIES: u32 = 10;
+/// Attempts to reconnect from the previous source port before using another:
+/// up to two seconds, as long as closing may take, because a retransmission
+/// from another port escapes the server's reply cache.
+const SAME_PORT_TRIES: u32 = 100;
 const SAME_PORT_PAUSE: Duration = Duration::from_millis(20);
 
 /// How long and how often to retry.
