@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use keel_nfs3_proto::nfs3::{NfsFh3, Nfsstat3};
 use keel_rpc::Auth;
-use keel_vfs::{Cred, Export, Inode, Vfs};
+use keel_vfs::{Acting, Cred, Export, Inode, Vfs};
 
 use crate::errno::status;
 use crate::export::{Access, ClientOptions, ClientRule, Squash, options_for};
@@ -21,19 +21,17 @@ pub struct ServedExport {
 pub struct NfsService {
     pub vfs: Arc<Vfs>,
     exports: Vec<ServedExport>,
-    /// Changes at every start, so clients resend unstable writes the
-    /// previous instance may have lost.
-    pub write_verifier: [u8; 8],
 }
 
-/// Who is calling, after the export's rules applied.
+/// Who is calling, after the export's rules applied: the identity the
+/// call acts as, and the client's options on the export.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Caller {
-    pub cred: Cred,
+pub(crate) struct Caller<'r> {
+    pub who: &'r Acting,
     pub opts: ClientOptions,
 }
 
-impl Caller {
+impl Caller<'_> {
     /// ROFS unless the export is read-write for this client.
     pub fn writable(&self) -> Result<(), Nfsstat3> {
         match self.opts.access {
@@ -46,7 +44,7 @@ impl Caller {
 impl NfsService {
     /// `rules` gives each export (by id) its client list; every export of
     /// `vfs` must have one.
-    pub fn new(vfs: Arc<Vfs>, mut rules: Vec<(u32, Vec<ClientRule>)>, write_verifier: [u8; 8]) -> Self {
+    pub fn new(vfs: Arc<Vfs>, mut rules: Vec<(u32, Vec<ClientRule>)>) -> Self {
         let exports = vfs
             .exports()
             .iter()
@@ -55,7 +53,7 @@ impl NfsService {
                 ServedExport { export: export.clone(), rules: rules.swap_remove(i).1 }
             })
             .collect();
-        NfsService { vfs, exports, write_verifier }
+        NfsService { vfs, exports }
     }
 
     pub fn exports(&self) -> &[ServedExport] {
@@ -80,17 +78,23 @@ impl NfsService {
         Ok(*opts)
     }
 
-    /// Resolves a handle and works out who the caller is on its export.
-    pub(crate) fn authorize(
-        &self,
-        auth: &Auth,
-        peer: SocketAddr,
-        fh: &NfsFh3,
-    ) -> Result<(Arc<Inode>, Caller), Nfsstat3> {
-        let inode = self.vfs.resolve(&fh.data).map_err(|e| status(&e))?;
-        let served = self.served(inode.export.id).ok_or(Nfsstat3::Stale)?;
-        let opts = self.client_options(served, peer)?;
-        Ok((inode, Caller { cred: squash(auth, &opts), opts }))
+    /// Resolves a handle for `peer`, with the client's options on its
+    /// export. The client list is checked before the object is opened.
+    pub(crate) fn authorize(&self, peer: SocketAddr, fh: &NfsFh3) -> Result<(Arc<Inode>, ClientOptions), Nfsstat3> {
+        let admit = |export: &Arc<Export>| {
+            let served = self.served(export.id).ok_or(Status(Nfsstat3::Stale))?;
+            self.client_options(served, peer).map_err(Status)
+        };
+        self.vfs.resolve(&fh.data, admit).map_err(|Status(s)| s)
+    }
+}
+
+/// An NFS status as the error of a storage call.
+struct Status(Nfsstat3);
+
+impl From<keel_vfs::VfsError> for Status {
+    fn from(e: keel_vfs::VfsError) -> Self {
+        Status(status(&e))
     }
 }
 

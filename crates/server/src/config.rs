@@ -54,6 +54,8 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// In-flight requests per connection.
     pub max_requests_per_connection: usize,
+    /// Whether the administration socket may arm storage faults (tests).
+    pub fault_injection: bool,
 }
 
 /// How Keel makes its ports known to clients (portmapper / rpcbind).
@@ -118,6 +120,7 @@ impl Default for ServerConfig {
             state_dir: PathBuf::from(DEFAULT_STATE_DIR),
             max_connections: 1024,
             max_requests_per_connection: 128,
+            fault_injection: false,
         }
     }
 }
@@ -380,6 +383,9 @@ impl Checker<'_> {
             s.max_requests_per_connection = self
                 .usize("max_requests_per_connection", v, MAX_REQUESTS_PER_CONNECTION_MAX)
                 .unwrap_or(s.max_requests_per_connection);
+        }
+        if let Some(v) = raw.fault_injection {
+            s.fault_injection = v;
         }
         s
     }

@@ -1,5 +1,6 @@
 //! `keel`: the command line.
 
+mod admin;
 mod config;
 mod net;
 mod portmap;
@@ -47,6 +48,89 @@ enum Command {
     CheckConfig {
         /// The configuration file (see keel.example.toml).
         file: PathBuf,
+    },
+    /// Ask the running server whether it is serving, since when and what.
+    /// Exits 1 if no server answers.
+    Status {
+        #[command(flatten)]
+        server: AdminArgs,
+        /// Print the answer as JSON (the administration protocol's).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Tools for testing a running server.
+    #[command(subcommand)]
+    Debug(DebugCommand),
+}
+
+/// Which running server to ask, through its administration socket.
+#[derive(clap::Args)]
+struct AdminArgs {
+    /// The server's configuration file (its state_dir holds the socket).
+    #[arg(short, long, value_name = "FILE", conflicts_with = "state_dir")]
+    config: Option<PathBuf>,
+    /// The server's state directory (default: ./keel-state if a server
+    /// without configuration runs there, else /var/lib/keel).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+}
+
+impl AdminArgs {
+    fn socket(&self) -> anyhow::Result<PathBuf> {
+        let dir = match (&self.config, &self.state_dir) {
+            (Some(file), _) => config::load(file)?.server.state_dir,
+            (None, Some(dir)) => dir.clone(),
+            (None, None) => {
+                let local = std::env::current_dir()?.join("keel-state");
+                // Even unreadable (0700): a non-root caller then learns the
+                // interface is root's.
+                if local.is_dir() { local } else { PathBuf::from(config::DEFAULT_STATE_DIR) }
+            }
+        };
+        Ok(admin::socket_path(&dir))
+    }
+}
+
+#[derive(Subcommand)]
+enum DebugCommand {
+    /// Make storage calls of the running server fail, to test what clients
+    /// see (needs fault_injection = true in the server's [server] table).
+    #[command(subcommand)]
+    Fault(FaultCommand),
+}
+
+#[derive(Subcommand)]
+enum FaultCommand {
+    /// Arm a fault: the next COUNT calls at POINT (on INODE, or on any
+    /// object) fail with ERRNO, or panic their worker with --panic.
+    Arm {
+        #[command(flatten)]
+        server: AdminArgs,
+        /// pwrite (WRITE's data) or fsync (COMMIT, stable metadata changes).
+        #[arg(long, value_enum)]
+        point: admin::FaultPointName,
+        /// Only calls on the object with this inode number.
+        #[arg(long)]
+        inode: Option<u64>,
+        /// The error number to fail with (5 is EIO).
+        #[arg(long, required_unless_present = "panic", conflicts_with = "panic")]
+        errno: Option<i32>,
+        /// Panic the worker thread instead of failing the call.
+        #[arg(long)]
+        panic: bool,
+        /// How many calls it strikes.
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+    },
+    /// Disarm every fault.
+    Clear {
+        #[command(flatten)]
+        server: AdminArgs,
+    },
+    /// List the armed faults (JSON).
+    List {
+        #[command(flatten)]
+        server: AdminArgs,
     },
 }
 
@@ -112,6 +196,8 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => serve_command(args),
         Command::CheckConfig { file } => check_config(&file),
+        Command::Status { server, json } => status(&server, json),
+        Command::Debug(DebugCommand::Fault(cmd)) => fault(cmd),
         Command::Report(args) => keel_bench::report::run(args),
         Command::Bench(cmd) => keel_bench::bench::run(*cmd, std::env::args().collect()).map(drop),
     };
@@ -262,6 +348,46 @@ fn check_config(file: &Path) -> anyhow::Result<()> {
     for e in &config.exports {
         let fsid = e.fsid.map_or("from the file system UUID".to_string(), |f| f.to_string());
         println!("export {} id {} fsid {}: {}", e.path.display(), e.id, fsid, describe_options(&e.clients));
+    }
+    Ok(())
+}
+
+fn status(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
+    let answer = admin::call(&server.socket()?, &admin::Request::Status {})?;
+    if json {
+        println!("{answer}");
+        return Ok(());
+    }
+    let s: admin::Status = serde_json::from_value(answer)?;
+    let started = std::time::UNIX_EPOCH + std::time::Duration::from_secs(s.started_unix);
+    println!(
+        "keel {} serving since {} (up {} s), pid {}",
+        s.version,
+        keel_bench::time::rfc3339(started),
+        s.uptime_seconds,
+        s.pid
+    );
+    println!("listen {}", s.listen.join(", "));
+    println!("write verifier {}", s.write_verifier);
+    println!("{} objects open in the inode cache", s.cached_inodes);
+    for e in &s.exports {
+        println!("export {} {} fsid {}", e.id, e.path, e.fsid);
+    }
+    Ok(())
+}
+
+fn fault(cmd: FaultCommand) -> anyhow::Result<()> {
+    let (server, request) = match cmd {
+        FaultCommand::Arm { server, point, inode, errno, panic, count } => {
+            let errno = if panic { None } else { errno };
+            (server, admin::Request::FaultArm { point, inode, errno, count })
+        }
+        FaultCommand::Clear { server } => (server, admin::Request::FaultClear {}),
+        FaultCommand::List { server } => (server, admin::Request::FaultList {}),
+    };
+    let answer = admin::call(&server.socket()?, &request)?;
+    if !answer.is_null() {
+        println!("{answer}");
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
 use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
@@ -13,6 +13,7 @@ use keel_vfs::{Export, ExportSpec, FsidSource, HandleKey, Vfs};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
+use crate::admin::{self, AdminState};
 use crate::config::{Config, PortmapMode};
 use crate::net::{BUDGET_UNIT_BYTES, Net, accept_loop};
 use crate::portmap::{self, PortmapProgram};
@@ -65,12 +66,11 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
     let rules = config.exports.iter().map(|e| (e.id, e.clients.clone())).collect();
     let cached_max = cached_inodes_max(nofile, config.server.max_connections);
     tracing::info!(open_files_limit = nofile, cached_inodes_max = cached_max, "descriptor budget");
-    let vfs = Arc::new(Vfs::new(exports, key, cached_max));
-    let mut verifier = [0u8; 8];
-    keel_vfs::random_bytes(&mut verifier)?;
-    let svc = Arc::new(NfsService::new(vfs.clone(), rules, verifier));
+    let vfs = Arc::new(Vfs::new(exports, key, cached_max)?);
+    let svc = Arc::new(NfsService::new(vfs.clone(), rules));
     // Logged so an operator can match a start with what clients saw.
-    tracing::info!(verifier = format_args!("{:016x}", u64::from_be_bytes(verifier)), "write verifier for this start");
+    let verifier = u64::from_be_bytes(vfs.write_verifier());
+    tracing::info!(verifier = format_args!("{verifier:016x}"), "write verifier for this start");
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 4))
@@ -95,6 +95,7 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
     {
         tracing::warn!(error = %e, "could not unregister from rpcbind");
     }
+    let _ = std::fs::remove_file(admin::socket_path(&config.server.state_dir));
     tracing::info!("stopped");
     Ok(())
 }
@@ -110,6 +111,8 @@ async fn serve(
     banner: impl FnOnce(&[SocketAddr], u16) -> String,
 ) -> anyhow::Result<Stopped> {
     let server = &config.server;
+    // First: a second server on the same state directory stops here.
+    let admin_listener = admin::bind(&server.state_dir)?;
     let mut nfs_listeners = Vec::new();
     for addr in &server.listen {
         nfs_listeners.push(TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?);
@@ -126,6 +129,16 @@ async fn serve(
     };
 
     let (shutdown_tx, shutdown) = watch::channel(false);
+    let admin_state = Arc::new(AdminState {
+        vfs: svc.vfs.clone(),
+        started: SystemTime::now(),
+        listen: bound.iter().map(|a| a.to_string()).collect(),
+        fault_injection: server.fault_injection,
+    });
+    if server.fault_injection {
+        tracing::warn!("fault injection is on: the administration socket can make storage calls fail (for tests)");
+    }
+    tokio::spawn(admin::serve(admin_listener, admin_state, shutdown.clone()));
     let mappings = portmap::keel_mappings(nfs_port, mount_port);
     let mut programs: Vec<Arc<dyn RpcProgram>> =
         vec![Arc::new(Nfs3Program::new(svc.clone())), Arc::new(MountProgram::new(svc))];
@@ -237,15 +250,30 @@ async fn wait_for_stop_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Creates the state directory (mode 0700) if needed, and refuses one that
+/// another user could change: it holds the handle key (whoever reads it
+/// can forge handles) and the administration socket.
 fn create_state_dir(dir: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
         .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
-    if !dir.is_dir() {
+    let meta = std::fs::symlink_metadata(dir)
+        .with_context(|| format!("cannot examine the state directory {}", dir.display()))?;
+    if !meta.is_dir() {
         bail!("state directory {} is not a directory", dir.display());
+    }
+    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
+    if meta.uid() != me || meta.mode() & 0o022 != 0 {
+        bail!(
+            "state directory {} is owned by uid {} with mode {:o}: it must belong to uid {me} and not be \
+             writable by others (it holds the handle key and the administration socket)",
+            dir.display(),
+            meta.uid(),
+            meta.mode() & 0o7777
+        );
     }
     Ok(())
 }

@@ -73,8 +73,11 @@ fn run(dispatcher: &Dispatcher, job: Job) {
         Ok(Some(segments)) => reply.send(segments, permits),
         Ok(None) => {}
         Err(_) => {
-            // The identity the handler left behind is unknown now.
-            keel_vfs::ident::forget();
+            // Whatever identity the handler left behind, the next call
+            // starts from root.
+            if let Err(e) = keel_vfs::ident::reset() {
+                tracing::error!(error = %e, "cannot reset the worker's identity after a panic");
+            }
             tracing::error!(%peer, xid, "a request handler panicked; answered SYSTEM_ERR");
             if let Some(xid) = xid {
                 reply.send(status_reply(xid, ReplyStat::Accepted(AcceptStat::SystemErr)), permits);

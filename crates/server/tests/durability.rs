@@ -48,17 +48,39 @@ struct XfsDisk {
     dev: Option<String>,
     mnt: PathBuf,
     mounted: bool,
+    /// A small tmpfs holding the image of a thin-provisioned disk.
+    backing: Option<PathBuf>,
     dir: TempDir,
 }
 
 impl XfsDisk {
     fn new(tag: &str) -> Self {
+        Self::make(tag, None)
+    }
+
+    /// A thin-provisioned disk: the image is a sparse file on a tmpfs of
+    /// `backing_bytes`, far smaller than the disk, so writes to new blocks
+    /// fail once the tmpfs is full ([`XfsDisk::fill_backing`]), as they do
+    /// on an overcommitted SAN LUN or sparse image.
+    fn thin(tag: &str, backing_bytes: u64) -> Self {
+        Self::make(tag, Some(backing_bytes))
+    }
+
+    fn make(tag: &str, backing_bytes: Option<u64>) -> Self {
         common::require_root();
         let dir = TempDir::new(&format!("xfs-{tag}"));
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
-        let mut disk = XfsDisk { dev: None, mnt, mounted: false, dir };
-        let image = disk.dir.path().join("xfs.img");
+        let mut disk = XfsDisk { dev: None, mnt, mounted: false, backing: None, dir };
+        let mut image_dir = disk.dir.path().to_path_buf();
+        if let Some(bytes) = backing_bytes {
+            image_dir = disk.dir.path().join("backing");
+            std::fs::create_dir(&image_dir).unwrap();
+            let size = format!("size={bytes}");
+            run_ok(Command::new("mount").args(["-t", "tmpfs", "-o", &size, "tmpfs"]).arg(&image_dir), CMD_TIMEOUT);
+            disk.backing = Some(image_dir.clone());
+        }
+        let image = image_dir.join("xfs.img");
         std::fs::File::create(&image).unwrap().set_len(IMAGE_BYTES).unwrap();
         let out = run_ok(Command::new("losetup").args(["-f", "--show"]).arg(&image), CMD_TIMEOUT);
         disk.dev = Some(out.stdout.trim().to_string());
@@ -83,6 +105,23 @@ impl XfsDisk {
         use std::os::fd::AsRawFd;
         // SAFETY: syncfs on a descriptor we own.
         assert_eq!(unsafe { libc::syncfs(dir.as_raw_fd()) }, 0, "syncfs {}", self.mnt.display());
+    }
+
+    /// Fills the thin disk's backing store: from now on every write of a
+    /// block the image has not stored before fails (ENOSPC from the loop
+    /// device), while blocks written before still take writes.
+    fn fill_backing(&self) {
+        let backing = self.backing.as_ref().expect("a thin disk");
+        let mut f = std::fs::File::create(backing.join("filler")).unwrap();
+        let chunk = vec![0x55u8; 1 << 20];
+        use std::io::Write;
+        // Bounded by the tmpfs size.
+        loop {
+            if let Err(e) = f.write_all(&chunk) {
+                assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "filling the backing store: {e}");
+                break;
+            }
+        }
     }
 
     /// Sectors the loop device has written since it was attached.
@@ -126,6 +165,9 @@ impl Drop for XfsDisk {
         }
         if let Some(dev) = &self.dev {
             let _ = Command::new("losetup").arg("-d").arg(dev).status();
+        }
+        if let Some(backing) = &self.backing {
+            let _ = Command::new("umount").arg(backing).status();
         }
         // The image is of no use once detached, even when the test failed.
         let _ = std::fs::remove_file(self.dir.path().join("xfs.img"));
@@ -729,4 +771,41 @@ fn reset_names(export: &Path, scenario: &str) {
         let _ = std::fs::remove_dir_all(&p);
         let _ = std::fs::remove_file(&p);
     }
+}
+
+/// A write-back error the device really reports: a thin-provisioned disk
+/// whose backing store is full fails the writes of new blocks, the first
+/// COMMIT of the file reports it, and Linux reports it only once per open
+/// file description. Keel flushes a file through one shared descriptor,
+/// so the other client's COMMIT of the same file succeeds: it must come
+/// with a new write verifier, or that client would take its unstable
+/// data, which never reached the disk, for committed.
+#[test]
+fn a_real_writeback_error_is_never_reported_as_committed() {
+    let disk = XfsDisk::thin("thin", 160 << 20);
+    let export = make_export(&disk);
+    let server = TestServer::start("durability-thin", vec![export_opts(&export, true)], "");
+    let path = export.display().to_string();
+    let (mut a, mut b) = (Nfs::connect(server.addr).unwrap(), Nfs::connect(server.addr).unwrap());
+    let root = a.mount(&path).unwrap();
+    b.mount(&path).unwrap();
+    let file = a.create_new(&root, "victim").expect("CREATE");
+    disk.syncfs();
+    disk.fill_backing();
+
+    let mut verfs = Vec::new();
+    for i in 0..8u64 {
+        let (client, byte) = if i < 4 { (&mut a, 0xaa) } else { (&mut b, 0xbb) };
+        let w = client.write(&file, i << 20, &vec![byte; 1 << 20], stable_how::UNSTABLE).expect("WRITE");
+        verfs.push(w.verf);
+    }
+    assert!(verfs.iter().all(|v| *v == verfs[0]));
+    let wb = verfs[7];
+    let first = a.commit(&file);
+    assert!(first.is_err(), "the backing store is full, yet COMMIT succeeded: {first:?}");
+    match b.commit(&file) {
+        Ok(verf) => assert_ne!(verf, wb, "b's data never reached the disk, but its COMMIT matched"),
+        Err(stat) => eprintln!("b's COMMIT failed too ({stat:?}): also safe"),
+    }
+    assert!(server.log_text().contains("new write verifier"), "the server says what happened");
 }

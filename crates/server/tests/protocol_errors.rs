@@ -476,6 +476,8 @@ async fn a_read_only_export_refuses_every_modifying_procedure() {
         ("RMDIR", status(&rmdir(&mut c, &root_fh, b"e").await)),
         ("RENAME", status(&rename(&mut c, &root_fh, b"f", &d, b"moved").await)),
         ("LINK", status(&link(&mut c, &f, &d, b"alias").await)),
+        // Flushing is writing: no client may make a ro export do it.
+        ("COMMIT", status(&commit(&mut c, &f).await)),
     ];
     for (what, s) in statuses {
         assert_eq!(s, nfsstat3::NFS3ERR_ROFS, "{what} on a read-only export");
@@ -547,6 +549,7 @@ async fn a_user_without_permission_gets_acces_or_perm() {
             NFS3ERR_ACCES,
         ),
         ("LINK into a 0755 root directory", status(&link(u, &mine, &locked, b"alias").await), NFS3ERR_ACCES),
+        ("COMMIT 0600 root file", status(&commit(u, &secret).await), NFS3ERR_ACCES),
     ];
     for (what, got, want) in checks {
         assert_eq!(got, want, "uid 1000: {what}");
@@ -696,4 +699,38 @@ async fn link_and_rename_across_exports_are_xdev() {
     let r = rename(&mut c, &root1, b"f", &root2, b"moved").await;
     assert_eq!(status(&r), nfsstat3::NFS3ERR_XDEV, "RENAME across exports");
     assert_eq!((snapshot(&server.export_dir(1)), snapshot(&server.export_dir(2))), (before1, before2));
+}
+
+/// A directory whose handle a client holds, moved out of a subtree export
+/// by a local process: LOOKUP ".." must not hand out what now lies above
+/// it (outside the export), nor must READDIRPLUS.
+#[tokio::test]
+async fn dotdot_of_a_directory_moved_out_of_the_export_does_not_climb_out() {
+    let server = server_with_a_secret_outside("proto-dotdot-moved");
+    let dir = server.export_dir(1);
+    let (mut c, root_fh) = mount_root(&server, 1).await;
+    let a = mkdir_fh(&mut c, &root_fh, b"a", 0o755).await;
+    let b = mkdir_fh(&mut c, &a, b"b", 0o755).await;
+    assert_eq!(lookup_fh(&mut c, &b, b"..").await, a, "inside the export, .. works");
+    // The host moves a (with b in it) next to the secret, outside the export.
+    std::fs::rename(dir.join("a"), server.base.join("outside/a")).unwrap();
+
+    let r = lookup(&mut c, &b, b"..").await;
+    if let Nfs3Result::Ok(ok) = &r {
+        let listing = list_names(&mut c, &ok.object).await;
+        panic!("LOOKUP .. climbed out of the export, to a directory holding {listing:?}");
+    }
+    assert_eq!(status(&r), nfsstat3::NFS3ERR_ACCES);
+    let plus = readdirplus(&mut c, &b, 0, cookieverf3::default(), 8192).await.expect("READDIRPLUS of b");
+    for e in plus.reply.entries.into_inner() {
+        if e.name.as_ref() == b".." {
+            assert!(matches!(e.name_handle, Nfs3Option::None), "READDIRPLUS handed out the handle of ..");
+        }
+    }
+    // From a, ".." is now the outside directory itself.
+    assert_eq!(status(&lookup(&mut c, &a, b"..").await), nfsstat3::NFS3ERR_ACCES);
+    // Inside the export nothing changed.
+    let sub = mkdir_fh(&mut c, &root_fh, b"sub", 0o755).await;
+    let deeper = mkdir_fh(&mut c, &sub, b"deeper", 0o755).await;
+    assert_eq!(lookup_fh(&mut c, &deeper, b"..").await, sub);
 }

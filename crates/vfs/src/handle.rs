@@ -67,6 +67,20 @@ impl HandleKey {
     pub fn load_or_create(path: &Path) -> io::Result<Self> {
         match std::fs::File::open(path) {
             Ok(mut f) => {
+                use std::os::unix::fs::MetadataExt;
+                let meta = f.metadata()?;
+                if meta.mode() & 0o077 != 0 || meta.uid() != crate::sys::geteuid() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        format!(
+                            "handle key {} is owned by uid {} with mode {:o}: whoever can read it can forge \
+                             file handles; it must belong to this user with mode 0600",
+                            path.display(),
+                            meta.uid(),
+                            meta.mode() & 0o7777
+                        ),
+                    ));
+                }
                 let mut k = [0; 16];
                 f.read_exact(&mut k)
                     .map_err(|e| io::Error::new(e.kind(), format!("handle key {} is damaged: {e}", path.display())))?;

@@ -9,22 +9,21 @@
 pub mod attr;
 mod error;
 pub mod export;
+pub mod faults;
 mod fs;
 pub mod handle;
 pub mod ident;
 mod inode;
 mod sys;
+mod verifier;
 
 pub use attr::{Attrs, FileType, FsStat, Limits, SetAttrs, SetTime, Time};
 pub use error::{VfsError, VfsResult};
 pub use export::{Export, ExportSpec, FsidSource};
+pub use faults::{Fault, FaultAction, FaultInjector, FaultPoint};
 pub use fs::create::{CreateMode, Created, NodeKind};
 pub use fs::{DirEntry, NAME_BYTES_MAX, ReadOut, SYMLINK_TARGET_BYTES_MAX, Stability, Vfs, WriteOut};
 pub use handle::{FileHandle, HandleKey};
-pub use ident::Cred;
+pub use ident::{Acting, Cred};
 pub use inode::Inode;
-
-/// Fills `buf` with random bytes from the kernel (write verifiers).
-pub fn random_bytes(buf: &mut [u8]) -> std::io::Result<()> {
-    sys::random_bytes(buf)
-}
+pub use verifier::WriteVerifier;

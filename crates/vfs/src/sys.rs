@@ -360,6 +360,12 @@ pub fn statfs_fsid(fd: BorrowedFd) -> io::Result<u64> {
     Ok((u64::from(words[0]) << 32) | u64::from(words[1]))
 }
 
+/// The effective uid of the process.
+pub fn geteuid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// Fills `buf` from the kernel's random source.
 pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
     let mut done = 0;
@@ -376,4 +382,73 @@ pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
         done += n as usize;
     }
     Ok(())
+}
+
+// Thread credentials. Linux keeps fsuid, fsgid, supplementary groups and
+// capabilities per thread at the system-call level; glibc's wrappers would
+// broadcast setgroups and the set*id calls to every thread, so the raw
+// system calls are used.
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// One half of the kernel's 64-bit capability sets (version 3 takes two).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct CapData {
+    pub effective: u32,
+    pub permitted: u32,
+    pub inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// This thread's capability sets.
+pub fn capget() -> io::Result<[CapData; 2]> {
+    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: version 3 writes exactly two CapData structs, which `data` holds.
+    let r = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
+    cvt(r as libc::c_int).map(|_| data)
+}
+
+/// Sets this thread's capability sets (capset acts on the calling thread
+/// only).
+pub fn capset(data: &[CapData; 2]) -> io::Result<()> {
+    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    // SAFETY: version 3 reads exactly two CapData structs, which `data` holds.
+    let r = unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) };
+    cvt(r as libc::c_int).map(drop)
+}
+
+/// setfsuid(2) for this thread; returns the previous fsuid. It reports no
+/// errors: an id it cannot set changes nothing (u32::MAX only queries).
+pub fn setfsuid(uid: u32) -> u32 {
+    // SAFETY: plain syscall with an integer argument.
+    unsafe { libc::syscall(libc::SYS_setfsuid, uid) as u32 }
+}
+
+/// setfsgid(2) for this thread; returns the previous fsgid (see setfsuid).
+pub fn setfsgid(gid: u32) -> u32 {
+    // SAFETY: plain syscall with an integer argument.
+    unsafe { libc::syscall(libc::SYS_setfsgid, gid) as u32 }
+}
+
+/// setgroups(2) for this thread only.
+pub fn setgroups(groups: &[u32]) -> io::Result<()> {
+    // SAFETY: the kernel reads `groups.len()` gid_t values (u32) from the slice.
+    let r = unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) };
+    cvt(r as libc::c_int).map(drop)
+}
+
+/// This thread's supplementary groups (at most `buf.len()`).
+#[cfg(test)]
+pub fn getgroups(buf: &mut [u32]) -> io::Result<usize> {
+    let len = libc::c_int::try_from(buf.len()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the kernel writes at most `len` gid_t values into `buf`.
+    let r = unsafe { libc::syscall(libc::SYS_getgroups, len, buf.as_mut_ptr()) };
+    cvt(r as libc::c_int).map(|n| n as usize)
 }

@@ -32,7 +32,7 @@ impl Fixture {
     fn vfs(&self) -> Vfs {
         let spec = ExportSpec { id: 1, path: self.export_dir.clone(), fsid: None };
         let export = Export::open(&spec, &self.key).unwrap();
-        Vfs::new(vec![export], self.key.clone(), 1024)
+        Vfs::new(vec![export], self.key.clone(), 1024).unwrap()
     }
 
     fn root(&self, vfs: &Vfs) -> Arc<Inode> {
@@ -46,6 +46,11 @@ impl Drop for Fixture {
     }
 }
 
+/// Resolves a handle with every export admitting the caller.
+fn resolve(vfs: &Vfs, fh: &Bytes) -> Result<Arc<Inode>, VfsError> {
+    vfs.resolve(fh, |_| Ok::<_, VfsError>(())).map(|(inode, ())| inode)
+}
+
 fn on_worker<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     // Identity is per thread: keep test threads' identities apart.
     std::thread::spawn(f).join().unwrap()
@@ -55,6 +60,12 @@ const ROOT: Cred = Cred::ROOT;
 
 fn user(uid: u32) -> Cred {
     Cred::new(uid, uid, &[])
+}
+
+/// Runs `f` as `cred`, the way a worker runs one call.
+fn act<T>(cred: Cred, f: impl FnOnce(&Acting) -> T) -> T {
+    let who = keel_vfs::ident::act_as(&cred).expect("act as the caller");
+    f(&who)
 }
 
 fn errno(e: &VfsError) -> Option<i32> {
@@ -69,16 +80,16 @@ fn handles_survive_a_new_server_instance() {
     let (fh, ino) = on_worker(move || {
         let vfs = f.vfs();
         let root = f.root(&vfs);
-        let c = vfs.create(&ROOT, &root, b"file", CreateMode::Guarded, &SetAttrs::default(), true).unwrap();
-        vfs.write(&ROOT, &c.inode, 0, b"hello", Stability::FileSync).unwrap();
+        let c = act(ROOT, |w| vfs.create(w, &root, b"file", CreateMode::Guarded, &SetAttrs::default(), true)).unwrap();
+        act(ROOT, |w| vfs.write(w, &c.inode, 0, b"hello", Stability::FileSync)).unwrap();
         (c.inode.handle.as_bytes().clone(), c.attrs.fileid)
     });
     let f = fx.clone();
     on_worker(move || {
         let vfs = f.vfs(); // a "restarted" server: empty cache, same key
-        let inode = vfs.resolve(&fh).unwrap();
+        let inode = resolve(&vfs, &fh).unwrap();
         assert_eq!(vfs.getattr(&inode).unwrap().fileid, ino);
-        assert_eq!(&vfs.read(&ROOT, &inode, 0, 100).unwrap().data[..], b"hello");
+        assert_eq!(&act(ROOT, |w| vfs.read(w, &inode, 0, 100)).unwrap().data[..], b"hello");
     });
 }
 
@@ -93,28 +104,28 @@ fn forged_and_foreign_handles_are_refused() {
         let vfs = fx.vfs();
         let root = fx.root(&vfs);
         // Garbage, truncation and a flipped bit.
-        assert!(matches!(vfs.resolve(&Bytes::from_static(b"garbage")), Err(VfsError::BadHandle)));
+        assert!(matches!(resolve(&vfs, &Bytes::from_static(b"garbage")), Err(VfsError::BadHandle)));
         let good = root.handle.as_bytes().clone();
-        assert!(matches!(vfs.resolve(&good.slice(..good.len() - 1)), Err(VfsError::BadHandle)));
+        assert!(matches!(resolve(&vfs, &good.slice(..good.len() - 1)), Err(VfsError::BadHandle)));
         let mut flipped = good.to_vec();
         flipped[20] ^= 1;
-        assert!(matches!(vfs.resolve(&Bytes::from(flipped)), Err(VfsError::BadHandle)));
+        assert!(matches!(resolve(&vfs, &Bytes::from(flipped)), Err(VfsError::BadHandle)));
         // A well-formed handle for a file outside the export, made with
         // another key (a client cannot know ours).
         let spec = ExportSpec { id: 1, path: outside.clone(), fsid: None };
         let attacker_key = HandleKey::from_bytes([9; 16]);
         let forged = Export::open(&spec, &attacker_key).unwrap().root_handle;
-        assert!(matches!(vfs.resolve(forged.as_bytes()), Err(VfsError::BadHandle)));
+        assert!(matches!(resolve(&vfs, forged.as_bytes()), Err(VfsError::BadHandle)));
         // Even with our key (a handle minted for another export path on the
         // same file system), a directory outside the tree is stale.
         let minted = Export::open(&spec, &fx.key).unwrap().root_handle;
-        assert!(matches!(vfs.resolve(minted.as_bytes()), Err(VfsError::Stale)));
+        assert!(matches!(resolve(&vfs, minted.as_bytes()), Err(VfsError::Stale)));
         // Export id that is not served.
         let spec2 = ExportSpec { id: 2, path: fx.export_dir.clone(), fsid: None };
         let other = Export::open(&spec2, &fx.key).unwrap().root_handle;
-        assert!(matches!(vfs.resolve(other.as_bytes()), Err(VfsError::Stale)));
+        assert!(matches!(resolve(&vfs, other.as_bytes()), Err(VfsError::Stale)));
         // ".." of the root is the root.
-        let (up, _) = vfs.lookup(&ROOT, &root, b"..").unwrap();
+        let (up, _) = act(ROOT, |w| vfs.lookup(w, &root, b"..")).unwrap();
         assert_eq!(up.handle, root.handle);
     });
 }
@@ -128,40 +139,43 @@ fn the_kernel_checks_permissions_as_the_caller() {
         let vfs = f.vfs();
         let root = f.root(&vfs);
         let attrs = SetAttrs { mode: Some(0o600), ..Default::default() };
-        let secret = vfs.create(&ROOT, &root, b"secret", CreateMode::Guarded, &attrs, false).unwrap().inode;
-        vfs.write(&ROOT, &secret, 0, b"root only", Stability::Unstable).unwrap();
-        let e = vfs.read(&user(1000), &secret, 0, 10).unwrap_err();
+        let secret = act(ROOT, |w| vfs.create(w, &root, b"secret", CreateMode::Guarded, &attrs, false)).unwrap().inode;
+        act(ROOT, |w| vfs.write(w, &secret, 0, b"root only", Stability::Unstable)).unwrap();
+        let e = act(user(1000), |w| vfs.read(w, &secret, 0, 10)).unwrap_err();
         assert_eq!(errno(&e), Some(libc::EACCES));
-        let e = vfs.write(&user(1000), &secret, 0, b"x", Stability::Unstable).unwrap_err();
+        let e = act(user(1000), |w| vfs.write(w, &secret, 0, b"x", Stability::Unstable)).unwrap_err();
         assert_eq!(errno(&e), Some(libc::EACCES));
-        assert_eq!(vfs.access(&user(1000), &secret, 0x3f).unwrap(), 0);
-        assert_eq!(vfs.access(&ROOT, &secret, 0x01 | 0x04).unwrap(), 0x05);
+        assert_eq!(act(user(1000), |w| vfs.access(w, &secret, 0x3f)).unwrap(), 0);
+        assert_eq!(act(ROOT, |w| vfs.access(w, &secret, 0x01 | 0x04)).unwrap(), 0x05);
 
         // A user's own read-only file still takes its writes (knfsd's owner override)...
         let ro = SetAttrs { mode: Some(0o444), ..Default::default() };
-        let mine = vfs.create(&user(1000), &root, b"mine", CreateMode::Guarded, &ro, false).unwrap();
+        let mine = act(user(1000), |w| vfs.create(w, &root, b"mine", CreateMode::Guarded, &ro, false)).unwrap();
         assert_eq!((mine.attrs.uid, mine.attrs.gid, mine.attrs.mode), (1000, 1000, 0o444));
-        vfs.write(&user(1000), &mine.inode, 0, b"ok", Stability::Unstable).unwrap();
+        act(user(1000), |w| vfs.write(w, &mine.inode, 0, b"ok", Stability::Unstable)).unwrap();
         // ...but not other people's, and ACCESS tells the truth.
-        let e = vfs.write(&user(1001), &mine.inode, 0, b"no", Stability::Unstable).unwrap_err();
+        let e = act(user(1001), |w| vfs.write(w, &mine.inode, 0, b"no", Stability::Unstable)).unwrap_err();
         assert_eq!(errno(&e), Some(libc::EACCES));
-        assert_eq!(vfs.access(&user(1001), &mine.inode, 0x3f).unwrap(), 0x01);
+        assert_eq!(act(user(1001), |w| vfs.access(w, &mine.inode, 0x3f)).unwrap(), 0x01);
 
         // chown to someone else needs root; chmod needs the owner.
         let give = SetAttrs { uid: Some(1001), ..Default::default() };
-        let e = vfs.setattr(&user(1000), &mine.inode, &give, None, false).unwrap_err();
+        let e = act(user(1000), |w| vfs.setattr(w, &mine.inode, &give, None, false)).unwrap_err();
         assert_eq!(errno(&e), Some(libc::EPERM));
         let chmod = SetAttrs { mode: Some(0o666), ..Default::default() };
-        assert_eq!(errno(&vfs.setattr(&user(1001), &mine.inode, &chmod, None, false).unwrap_err()), Some(libc::EPERM));
-        vfs.setattr(&ROOT, &mine.inode, &give, None, false).unwrap();
+        assert_eq!(
+            errno(&act(user(1001), |w| vfs.setattr(w, &mine.inode, &chmod, None, false)).unwrap_err()),
+            Some(libc::EPERM)
+        );
+        act(ROOT, |w| vfs.setattr(w, &mine.inode, &give, None, false)).unwrap();
         assert_eq!(vfs.getattr(&mine.inode).unwrap().uid, 1001);
 
         // Device nodes are root's only.
         let dev = NodeKind::Char { major: 1, minor: 3 };
-        let e = vfs.mknod(&user(1000), &root, b"null", dev, &SetAttrs::default(), false).err().unwrap();
+        let e = act(user(1000), |w| vfs.mknod(w, &root, b"null", dev, &SetAttrs::default(), false)).err().unwrap();
         assert_eq!(errno(&e), Some(libc::EPERM));
-        vfs.mknod(&user(1000), &root, b"fifo", NodeKind::Fifo, &SetAttrs::default(), false).unwrap();
-        vfs.mknod(&ROOT, &root, b"null", dev, &SetAttrs::default(), false).unwrap();
+        act(user(1000), |w| vfs.mknod(w, &root, b"fifo", NodeKind::Fifo, &SetAttrs::default(), false)).unwrap();
+        act(ROOT, |w| vfs.mknod(w, &root, b"null", dev, &SetAttrs::default(), false)).unwrap();
     });
     let meta = std::fs::symlink_metadata(fx.export_dir.join("null")).unwrap();
     assert_eq!(meta.rdev(), libc::makedev(1, 3));
@@ -174,33 +188,37 @@ fn create_modes_follow_rfc_1813() {
         let vfs = fx.vfs();
         let root = fx.root(&vfs);
         let none = SetAttrs::default();
-        let a = vfs.create(&ROOT, &root, b"a", CreateMode::Guarded, &none, false).unwrap();
-        vfs.write(&ROOT, &a.inode, 0, b"data", Stability::Unstable).unwrap();
-        let e = vfs.create(&ROOT, &root, b"a", CreateMode::Guarded, &none, false).err().unwrap();
+        let a = act(ROOT, |w| vfs.create(w, &root, b"a", CreateMode::Guarded, &none, false)).unwrap();
+        act(ROOT, |w| vfs.write(w, &a.inode, 0, b"data", Stability::Unstable)).unwrap();
+        let e = act(ROOT, |w| vfs.create(w, &root, b"a", CreateMode::Guarded, &none, false)).err().unwrap();
         assert_eq!(errno(&e), Some(libc::EEXIST));
         // UNCHECKED on an existing file keeps it, truncating only if asked.
-        let again = vfs.create(&ROOT, &root, b"a", CreateMode::Unchecked, &none, false).unwrap();
+        let again = act(ROOT, |w| vfs.create(w, &root, b"a", CreateMode::Unchecked, &none, false)).unwrap();
         assert_eq!((again.inode.handle.clone(), again.attrs.size), (a.inode.handle.clone(), 4));
         let zero = SetAttrs { size: Some(0), ..Default::default() };
-        assert_eq!(vfs.create(&ROOT, &root, b"a", CreateMode::Unchecked, &zero, false).unwrap().attrs.size, 0);
+        assert_eq!(
+            act(ROOT, |w| vfs.create(w, &root, b"a", CreateMode::Unchecked, &zero, false)).unwrap().attrs.size,
+            0
+        );
         // EXCLUSIVE: the same verifier is the same create, another is EEXIST.
         let v = CreateMode::Exclusive(*b"verifier");
-        let x1 = vfs.create(&ROOT, &root, b"x", v, &none, false).unwrap();
-        let x2 = vfs.create(&ROOT, &root, b"x", v, &none, false).unwrap();
+        let x1 = act(ROOT, |w| vfs.create(w, &root, b"x", v, &none, false)).unwrap();
+        let x2 = act(ROOT, |w| vfs.create(w, &root, b"x", v, &none, false)).unwrap();
         assert_eq!(x1.inode.handle, x2.inode.handle);
-        let e = vfs.create(&ROOT, &root, b"x", CreateMode::Exclusive(*b"other!!!"), &none, false).err().unwrap();
+        let e =
+            act(ROOT, |w| vfs.create(w, &root, b"x", CreateMode::Exclusive(*b"other!!!"), &none, false)).err().unwrap();
         assert_eq!(errno(&e), Some(libc::EEXIST));
         // Names.
         for (bad, what) in [(&b"a/b"[..], "slash"), (b"a\0b", "nul"), (b"", "empty")] {
-            let r = vfs.create(&ROOT, &root, bad, CreateMode::Guarded, &none, false);
+            let r = act(ROOT, |w| vfs.create(w, &root, bad, CreateMode::Guarded, &none, false));
             assert!(matches!(r, Err(VfsError::InvalidName)), "{what}");
         }
         let long = vec![b'n'; 256];
         assert!(matches!(
-            vfs.create(&ROOT, &root, &long, CreateMode::Guarded, &none, false),
+            act(ROOT, |w| vfs.create(w, &root, &long, CreateMode::Guarded, &none, false)),
             Err(VfsError::NameTooLong)
         ));
-        assert_eq!(errno(&vfs.mkdir(&ROOT, &root, b"..", &none, false).err().unwrap()), Some(libc::EEXIST));
+        assert_eq!(errno(&act(ROOT, |w| vfs.mkdir(w, &root, b"..", &none, false)).err().unwrap()), Some(libc::EEXIST));
     });
 }
 
@@ -211,15 +229,15 @@ fn symlinks_are_stored_and_never_followed() {
         let vfs = fx.vfs();
         let root = fx.root(&vfs);
         let none = SetAttrs::default();
-        let l = vfs.symlink(&ROOT, &root, b"escape", b"/etc", &none, false).unwrap();
+        let l = act(ROOT, |w| vfs.symlink(w, &root, b"escape", b"/etc", &none, false)).unwrap();
         assert_eq!(l.attrs.ftype, FileType::Symlink);
-        assert_eq!(vfs.readlink(&ROOT, &l.inode).unwrap(), b"/etc");
+        assert_eq!(act(ROOT, |w| vfs.readlink(w, &l.inode)).unwrap(), b"/etc");
         // LOOKUP through the link is not a thing: it is not a directory.
-        assert_eq!(errno(&vfs.lookup(&ROOT, &l.inode, b"passwd").err().unwrap()), Some(libc::ENOTDIR));
+        assert_eq!(errno(&act(ROOT, |w| vfs.lookup(w, &l.inode, b"passwd")).err().unwrap()), Some(libc::ENOTDIR));
         // CREATE over a symlink does not write through it.
-        let e = vfs.create(&ROOT, &root, b"escape", CreateMode::Unchecked, &none, false).err().unwrap();
+        let e = act(ROOT, |w| vfs.create(w, &root, b"escape", CreateMode::Unchecked, &none, false)).err().unwrap();
         assert_eq!(errno(&e), Some(libc::EEXIST));
-        assert!(vfs.read(&ROOT, &l.inode, 0, 10).is_err());
+        assert!(act(ROOT, |w| vfs.read(w, &l.inode, 0, 10)).is_err());
     });
 }
 
@@ -238,8 +256,8 @@ fn readdir_cookies_resume_exactly_once() {
         let mut calls = 0;
         loop {
             let mut batch = 0;
-            let eof = vfs
-                .readdir(&ROOT, &root, cookie, |e| {
+            let eof = act(ROOT, |w| {
+                vfs.readdir(w, &root, cookie, |e| {
                     if batch == 97 {
                         return false;
                     }
@@ -248,7 +266,8 @@ fn readdir_cookies_resume_exactly_once() {
                     cookie = e.cookie;
                     true
                 })
-                .unwrap();
+            })
+            .unwrap();
             calls += 1;
             if eof {
                 break;
@@ -258,15 +277,17 @@ fn readdir_cookies_resume_exactly_once() {
         assert!(calls > 30);
         // The root's ".." shows the root itself.
         let root_ino = vfs.getattr(&root).unwrap().fileid;
-        vfs.readdir(&ROOT, &root, 0, |e| {
-            if e.name == b".." {
-                assert_eq!(e.fileid, root_ino);
-            }
-            true
+        act(ROOT, |w| {
+            vfs.readdir(w, &root, 0, |e| {
+                if e.name == b".." {
+                    assert_eq!(e.fileid, root_ino);
+                }
+                true
+            })
         })
         .unwrap();
-        let (fh, attrs) = vfs.entry_plus(&ROOT, &root, b"f00042").unwrap();
-        assert_eq!(vfs.resolve(fh.as_bytes()).unwrap().ftype, FileType::Regular);
+        let (fh, attrs) = act(ROOT, |w| vfs.entry_plus(w, &root, b"f00042")).unwrap();
+        assert_eq!(resolve(&vfs, fh.as_bytes()).unwrap().ftype, FileType::Regular);
         assert_eq!(attrs.size, 0);
     });
 }
@@ -277,27 +298,86 @@ fn removing_a_name_drops_the_cached_descriptor() {
     on_worker(move || {
         let vfs = fx.vfs();
         let root = fx.root(&vfs);
-        let c = vfs.create(&ROOT, &root, b"big", CreateMode::Guarded, &SetAttrs::default(), false).unwrap();
+        let c = act(ROOT, |w| vfs.create(w, &root, b"big", CreateMode::Guarded, &SetAttrs::default(), false)).unwrap();
         let fh = c.inode.handle.as_bytes().clone();
         drop(c);
         let cached = vfs.cached_inodes();
-        vfs.remove(&ROOT, &root, b"big", true).unwrap();
+        act(ROOT, |w| vfs.remove(w, &root, b"big", true)).unwrap();
         assert_eq!(vfs.cached_inodes(), cached - 1);
-        assert!(matches!(vfs.resolve(&fh), Err(VfsError::Stale)));
+        assert!(matches!(resolve(&vfs, &fh), Err(VfsError::Stale)));
         // rename over an existing name evicts the victim, not the source.
-        let a = vfs.create(&ROOT, &root, b"a", CreateMode::Guarded, &SetAttrs::default(), false).unwrap().inode;
-        let b = vfs.create(&ROOT, &root, b"b", CreateMode::Guarded, &SetAttrs::default(), false).unwrap().inode;
+        let a =
+            act(ROOT, |w| vfs.create(w, &root, b"a", CreateMode::Guarded, &SetAttrs::default(), false)).unwrap().inode;
+        let b =
+            act(ROOT, |w| vfs.create(w, &root, b"b", CreateMode::Guarded, &SetAttrs::default(), false)).unwrap().inode;
         let b_fh = b.handle.as_bytes().clone();
         drop(b);
-        let sub = vfs.mkdir(&ROOT, &root, b"sub", &SetAttrs::default(), true).unwrap().inode;
-        vfs.rename(&ROOT, &root, b"a", &root, b"b", true).unwrap();
-        assert!(matches!(vfs.resolve(&b_fh), Err(VfsError::Stale)));
-        assert_eq!(vfs.lookup(&ROOT, &root, b"b").unwrap().0.handle, a.handle);
-        vfs.rename(&ROOT, &root, b"b", &sub, b"moved", true).unwrap();
-        assert_eq!(vfs.lookup(&ROOT, &sub, b"moved").unwrap().0.handle, a.handle);
-        assert_eq!(errno(&vfs.rmdir(&ROOT, &root, b"sub", true).unwrap_err()), Some(libc::ENOTEMPTY));
-        assert_eq!(errno(&vfs.remove(&ROOT, &root, b".", true).unwrap_err()), Some(libc::EINVAL));
-        vfs.link(&ROOT, &a, &root, b"hard", true).unwrap();
+        let sub = act(ROOT, |w| vfs.mkdir(w, &root, b"sub", &SetAttrs::default(), true)).unwrap().inode;
+        act(ROOT, |w| vfs.rename(w, &root, b"a", &root, b"b", true)).unwrap();
+        assert!(matches!(resolve(&vfs, &b_fh), Err(VfsError::Stale)));
+        assert_eq!(act(ROOT, |w| vfs.lookup(w, &root, b"b")).unwrap().0.handle, a.handle);
+        act(ROOT, |w| vfs.rename(w, &root, b"b", &sub, b"moved", true)).unwrap();
+        assert_eq!(act(ROOT, |w| vfs.lookup(w, &sub, b"moved")).unwrap().0.handle, a.handle);
+        assert_eq!(errno(&act(ROOT, |w| vfs.rmdir(w, &root, b"sub", true)).unwrap_err()), Some(libc::ENOTEMPTY));
+        assert_eq!(errno(&act(ROOT, |w| vfs.remove(w, &root, b".", true)).unwrap_err()), Some(libc::EINVAL));
+        act(ROOT, |w| vfs.link(w, &a, &root, b"hard", true)).unwrap();
         assert_eq!(vfs.getattr(&a).unwrap().nlink, 2);
+    });
+}
+
+#[test]
+fn a_failed_flush_or_write_starts_a_new_verifier_epoch() {
+    let Some(fx) = Fixture::new("verifier") else { return };
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        let f =
+            act(ROOT, |w| vfs.create(w, &root, b"f", CreateMode::Guarded, &SetAttrs::default(), false)).unwrap().inode;
+        let v1 = vfs.write_verifier();
+        let out = act(ROOT, |w| vfs.write(w, &f, 0, b"unstable", Stability::Unstable)).unwrap();
+        assert_eq!(out.verifier, v1);
+        let ino = vfs.getattr(&f).unwrap().fileid;
+        let fault = |point, errno| Fault { point, inode: Some(ino), action: FaultAction::Fail(errno), count: 1 };
+
+        // A flush of another file fails: this file's verifier is untouched.
+        vfs.faults().arm(Fault { inode: Some(ino + 1_000_000), ..fault(FaultPoint::Fsync, libc::EIO) }).unwrap();
+        assert_eq!(act(ROOT, |w| vfs.commit(w, &f, true)).unwrap().1, v1);
+        vfs.faults().clear();
+
+        vfs.faults().arm(fault(FaultPoint::Fsync, libc::EIO)).unwrap();
+        let e = act(ROOT, |w| vfs.commit(w, &f, true)).unwrap_err();
+        assert_eq!(errno(&e), Some(libc::EIO));
+        let v2 = vfs.write_verifier();
+        assert_ne!(v2, v1, "a failed flush must start a new epoch");
+        assert_eq!(act(ROOT, |w| vfs.commit(w, &f, true)).unwrap().1, v2, "the next COMMIT shows it");
+
+        vfs.faults().arm(fault(FaultPoint::Pwrite, libc::EAGAIN)).unwrap();
+        assert!(act(ROOT, |w| vfs.write(w, &f, 0, b"x", Stability::FileSync)).is_err());
+        assert_eq!(vfs.write_verifier(), v2, "EAGAIN says nothing about the storage");
+        vfs.faults().arm(fault(FaultPoint::Pwrite, libc::ENOSPC)).unwrap();
+        assert!(act(ROOT, |w| vfs.write(w, &f, 0, b"x", Stability::Unstable)).is_err());
+        assert_ne!(vfs.write_verifier(), v2, "a failed write may have lost earlier data");
+
+        // A metadata flush (a sync CREATE) goes through the same rule.
+        let v3 = vfs.write_verifier();
+        vfs.faults().arm(Fault { inode: None, ..fault(FaultPoint::Fsync, libc::EIO) }).unwrap();
+        assert!(act(ROOT, |w| vfs.create(w, &root, b"g", CreateMode::Guarded, &SetAttrs::default(), true)).is_err());
+        assert_ne!(vfs.write_verifier(), v3);
+    });
+}
+
+#[test]
+fn commit_needs_write_access() {
+    let Some(fx) = Fixture::new("commit-perm") else { return };
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        let attrs = SetAttrs { mode: Some(0o644), ..Default::default() };
+        let f = act(ROOT, |w| vfs.create(w, &root, b"f", CreateMode::Guarded, &attrs, false)).unwrap().inode;
+        let e = act(user(1000), |w| vfs.commit(w, &f, true)).unwrap_err();
+        assert_eq!(errno(&e), Some(libc::EACCES));
+        let e = act(user(1000), |w| vfs.commit(w, &f, false)).unwrap_err();
+        assert_eq!(errno(&e), Some(libc::EACCES), "also where nothing is flushed (async)");
+        act(ROOT, |w| vfs.commit(w, &f, true)).unwrap();
     });
 }

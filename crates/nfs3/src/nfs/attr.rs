@@ -8,7 +8,7 @@ use crate::errno::status;
 use crate::{DIR_REPLY_BYTES_MAX, IO_BYTES_MAX};
 
 pub(super) fn getattr(r: &Request, a: Getattr3Args) -> Getattr3Res {
-    let attrs = r.authorize(&a.object).and_then(|(inode, _)| r.svc.vfs.getattr(&inode).map_err(|e| status(&e)));
+    let attrs = r.resolve(&a.object).and_then(|inode| r.svc.vfs.getattr(&inode).map_err(|e| status(&e)));
     match attrs {
         Ok(attrs) => NfsResult::Ok(Getattr3ResOk { obj_attributes: fattr(&attrs) }),
         Err(s) => NfsResult::Fail(s, ()),
@@ -25,7 +25,7 @@ pub(super) fn setattr(r: &Request, a: Setattr3Args) -> Setattr3Res {
         let guard = a.guard.map(time);
         r.svc
             .vfs
-            .setattr(&caller.cred, &inode, &set_attrs(&a.new_attributes), guard, caller.opts.sync)
+            .setattr(caller.who, &inode, &set_attrs(&a.new_attributes), guard, caller.opts.sync)
             .map_err(|e| status(&e))
     });
     let obj_wcc = r.wcc(before, &inode);
@@ -40,7 +40,7 @@ pub(super) fn access(r: &Request, a: Access3Args) -> Access3Res {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
-    let granted = r.svc.vfs.access(&caller.cred, &inode, a.access).map(|mut granted| {
+    let granted = r.svc.vfs.access(caller.who, &inode, a.access).map(|mut granted| {
         if caller.writable().is_err() {
             granted &= !(ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE);
         }
@@ -58,7 +58,7 @@ pub(super) fn readlink(r: &Request, a: Readlink3Args) -> Readlink3Res {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
-    let target = r.svc.vfs.readlink(&caller.cred, &inode);
+    let target = r.svc.vfs.readlink(caller.who, &inode);
     let symlink_attributes = r.post(&inode);
     match target {
         Ok(t) => NfsResult::Ok(Readlink3ResOk { symlink_attributes, data: Nfspath3(t.into()) }),
@@ -67,8 +67,8 @@ pub(super) fn readlink(r: &Request, a: Readlink3Args) -> Readlink3Res {
 }
 
 pub(super) fn fsstat(r: &Request, a: Fsstat3Args) -> Fsstat3Res {
-    let inode = match r.authorize(&a.fsroot) {
-        Ok((inode, _)) => inode,
+    let inode = match r.resolve(&a.fsroot) {
+        Ok(inode) => inode,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
     let obj_attributes = r.post(&inode);
@@ -88,8 +88,8 @@ pub(super) fn fsstat(r: &Request, a: Fsstat3Args) -> Fsstat3Res {
 }
 
 pub(super) fn fsinfo(r: &Request, a: Fsinfo3Args) -> Fsinfo3Res {
-    let inode = match r.authorize(&a.fsroot) {
-        Ok((inode, _)) => inode,
+    let inode = match r.resolve(&a.fsroot) {
+        Ok(inode) => inode,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
     let limits = r.svc.vfs.limits(&inode);
@@ -109,8 +109,8 @@ pub(super) fn fsinfo(r: &Request, a: Fsinfo3Args) -> Fsinfo3Res {
 }
 
 pub(super) fn pathconf(r: &Request, a: Pathconf3Args) -> Pathconf3Res {
-    let inode = match r.authorize(&a.object) {
-        Ok((inode, _)) => inode,
+    let inode = match r.resolve(&a.object) {
+        Ok(inode) => inode,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
     let limits = r.svc.vfs.limits(&inode);

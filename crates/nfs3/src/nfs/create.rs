@@ -35,7 +35,7 @@ pub(super) fn create(r: &Request, a: Create3Args) -> Create3Res {
     };
     let name = a.where_.name.as_bytes();
     let (made, dir_wcc) = make(r, &a.where_.dir, |c, dir| {
-        r.svc.vfs.create(&c.cred, dir, name, mode, &attrs, c.opts.sync).map_err(|e| status(&e))
+        r.svc.vfs.create(c.who, dir, name, mode, &attrs, c.opts.sync).map_err(|e| status(&e))
     });
     match made {
         Ok((obj, obj_attributes)) => NfsResult::Ok(Create3ResOk { obj, obj_attributes, dir_wcc }),
@@ -46,9 +46,8 @@ pub(super) fn create(r: &Request, a: Create3Args) -> Create3Res {
 pub(super) fn mkdir(r: &Request, a: Mkdir3Args) -> Mkdir3Res {
     let attrs = set_attrs(&a.attributes);
     let name = a.where_.name.as_bytes();
-    let (made, dir_wcc) = make(r, &a.where_.dir, |c, dir| {
-        r.svc.vfs.mkdir(&c.cred, dir, name, &attrs, c.opts.sync).map_err(|e| status(&e))
-    });
+    let (made, dir_wcc) =
+        make(r, &a.where_.dir, |c, dir| r.svc.vfs.mkdir(c.who, dir, name, &attrs, c.opts.sync).map_err(|e| status(&e)));
     match made {
         Ok((obj, obj_attributes)) => NfsResult::Ok(Mkdir3ResOk { obj, obj_attributes, dir_wcc }),
         Err(s) => NfsResult::Fail(s, Mkdir3ResFail { dir_wcc }),
@@ -59,7 +58,7 @@ pub(super) fn symlink(r: &Request, a: Symlink3Args) -> Symlink3Res {
     let attrs = set_attrs(&a.symlink.symlink_attributes);
     let (name, target) = (a.where_.name.as_bytes(), a.symlink.symlink_data.as_bytes());
     let (made, dir_wcc) = make(r, &a.where_.dir, |c, dir| {
-        r.svc.vfs.symlink(&c.cred, dir, name, target, &attrs, c.opts.sync).map_err(|e| status(&e))
+        r.svc.vfs.symlink(c.who, dir, name, target, &attrs, c.opts.sync).map_err(|e| status(&e))
     });
     match made {
         Ok((obj, obj_attributes)) => NfsResult::Ok(Symlink3ResOk { obj, obj_attributes, dir_wcc }),
@@ -85,7 +84,7 @@ pub(super) fn mknod(r: &Request, a: Mknod3Args) -> Mknod3Res {
     let name = a.where_.name.as_bytes();
     let (made, dir_wcc) = make(r, &a.where_.dir, |c, dir| {
         let (kind, attrs) = node.ok_or(Nfsstat3::Badtype)?;
-        r.svc.vfs.mknod(&c.cred, dir, name, kind, &attrs, c.opts.sync).map_err(|e| status(&e))
+        r.svc.vfs.mknod(c.who, dir, name, kind, &attrs, c.opts.sync).map_err(|e| status(&e))
     });
     match made {
         Ok((obj, obj_attributes)) => NfsResult::Ok(Mknod3ResOk { obj, obj_attributes, dir_wcc }),
@@ -104,7 +103,7 @@ pub(super) fn link(r: &Request, a: Link3Args) -> Link3Res {
     };
     let before = r.pre(&dir);
     let done = caller.writable().and_then(|()| {
-        r.svc.vfs.link(&caller.cred, &file, &dir, a.link.name.as_bytes(), caller.opts.sync).map_err(|e| status(&e))
+        r.svc.vfs.link(caller.who, &file, &dir, a.link.name.as_bytes(), caller.opts.sync).map_err(|e| status(&e))
     });
     let (file_attributes, linkdir_wcc) = (r.post(&file), r.wcc(before, &dir));
     match done {

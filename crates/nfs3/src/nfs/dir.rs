@@ -14,7 +14,7 @@ pub(super) fn lookup(r: &Request, a: Lookup3Args) -> Lookup3Res {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
-    let found = r.svc.vfs.lookup(&caller.cred, &dir, a.what.name.as_bytes());
+    let found = r.svc.vfs.lookup(caller.who, &dir, a.what.name.as_bytes());
     let dir_attributes = r.post(&dir);
     match found {
         Ok((inode, attrs)) => {
@@ -46,7 +46,7 @@ fn list(
     verifier: Cookieverf3,
     count: u32,
     reply: &mut Encoder,
-    mut entry: impl FnMut(&keel_vfs::Inode, &keel_vfs::Cred, keel_vfs::DirEntry, &mut Encoder, usize) -> bool,
+    mut entry: impl FnMut(&keel_vfs::Inode, &keel_vfs::Acting, keel_vfs::DirEntry, &mut Encoder, usize) -> bool,
 ) {
     let fail = |reply: &mut Encoder, s: Nfsstat3, attrs: PostOpAttr| {
         reply.put(&Readdir3Res::Fail(s, Readdir3ResFail { dir_attributes: attrs }));
@@ -62,9 +62,9 @@ fn list(
     let budget = count.min(DIR_REPLY_BYTES_MAX) as usize;
     let mut entries = Encoder::with_capacity(budget.min(64 * 1024));
     let mut n = 0;
-    let walked = r.svc.vfs.readdir(&caller.cred, &dir, cookie, |e| {
+    let walked = r.svc.vfs.readdir(caller.who, &dir, cookie, |e| {
         let room = budget.saturating_sub(DIR_REPLY_FIXED_BYTES + entries.len());
-        let fits = entry(&dir, &caller.cred, e, &mut entries, room);
+        let fits = entry(&dir, caller.who, e, &mut entries, room);
         n += fits as usize;
         fits
     });
@@ -96,7 +96,7 @@ pub(super) fn readdir(r: &Request, a: Readdir3Args, reply: &mut Encoder) {
 /// `dircount` is not enforced, as knfsd does not: `maxcount` bounds the reply.
 pub(super) fn readdirplus(r: &Request, a: Readdirplus3Args, reply: &mut Encoder) {
     let vfs = &r.svc.vfs;
-    list(r, &a.dir, a.cookie, a.cookieverf, a.maxcount, reply, |dir, cred, e, out, room| {
+    list(r, &a.dir, a.cookie, a.cookieverf, a.maxcount, reply, |dir, who, e, out, room| {
         let mut entry = Entryplus3 {
             fileid: e.fileid,
             name: Filename3(Bytes::copy_from_slice(e.name)),
@@ -108,7 +108,7 @@ pub(super) fn readdirplus(r: &Request, a: Readdirplus3Args, reply: &mut Encoder)
         if entry.xdr_len() > room {
             return false;
         }
-        if let Some((handle, attrs)) = vfs.entry_plus(cred, dir, e.name) {
+        if let Some((handle, attrs)) = vfs.entry_plus(who, dir, e.name) {
             entry.name_attributes = Some(fattr(&attrs));
             entry.name_handle = Some(NfsFh3 { data: handle.as_bytes().clone() });
         }

@@ -14,7 +14,7 @@ pub(super) fn read(r: &Request, a: Read3Args) -> Read3Res {
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
     let count = a.count.min(IO_BYTES_MAX) as usize;
-    match r.svc.vfs.read(&caller.cred, &inode, a.offset, count) {
+    match r.svc.vfs.read(caller.who, &inode, a.offset, count) {
         Ok(out) => NfsResult::Ok(Read3ResOk {
             file_attributes: Some(fattr(&out.attrs)),
             count: out.data.len() as u32,
@@ -45,29 +45,34 @@ pub(super) fn write(r: &Request, a: Write3Args) -> Write3Res {
         (true, StableHow::DataSync) => Stability::DataSync,
         (true, StableHow::FileSync) => Stability::FileSync,
     };
-    match r.svc.vfs.write(&caller.cred, &inode, a.offset, &a.data[..count], stability) {
+    match r.svc.vfs.write(caller.who, &inode, a.offset, &a.data[..count], stability) {
         Ok(out) => NfsResult::Ok(Write3ResOk {
             file_wcc: WccData { before: Some(crate::convert::wcc_attr(&out.before)), after: Some(fattr(&out.after)) },
             count: count as u32,
             committed: a.stable,
-            verf: r.svc.write_verifier,
+            verf: out.verifier,
         }),
         Err(e) => NfsResult::Fail(status(&e), Write3ResFail { file_wcc: r.wcc(None, &inode) }),
     }
 }
 
 /// COMMIT flushes the whole file (like fsync; a range buys nothing once the
-/// journal has to be forced anyway). On an `async` export it does nothing.
+/// journal has to be forced anyway), for a caller who may write it. On an
+/// `async` export it flushes nothing. The verifier is read after the flush,
+/// so a flush that failed meanwhile (this one or anyone's) is seen.
 pub(super) fn commit(r: &Request, a: Commit3Args) -> Commit3Res {
     let (inode, caller) = match r.authorize(&a.file) {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
     let before = r.pre(&inode);
-    let done = if caller.opts.sync { r.svc.vfs.commit(&inode).map(drop) } else { Ok(()) };
+    let done = caller.writable().and_then(|()| {
+        let flushed = r.svc.vfs.commit(caller.who, &inode, caller.opts.sync);
+        flushed.map(|(_, verf)| verf).map_err(|e| status(&e))
+    });
     let file_wcc = r.wcc(before, &inode);
     match done {
-        Ok(()) => NfsResult::Ok(Commit3ResOk { file_wcc, verf: r.svc.write_verifier }),
-        Err(e) => NfsResult::Fail(status(&e), Commit3ResFail { file_wcc }),
+        Ok(verf) => NfsResult::Ok(Commit3ResOk { file_wcc, verf }),
+        Err(s) => NfsResult::Fail(s, Commit3ResFail { file_wcc }),
     }
 }

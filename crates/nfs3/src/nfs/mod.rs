@@ -7,16 +7,18 @@ mod dir;
 mod io;
 mod remove;
 
+use std::cell::OnceCell;
 use std::sync::Arc;
 
-use keel_nfs3_proto::nfs3::{Nfs3Proc, NfsFh3, PostOpAttr, PreOpAttr, WccData};
+use keel_nfs3_proto::nfs3::{Nfs3Proc, NfsFh3, Nfsstat3, PostOpAttr, PreOpAttr, WccData};
 use keel_nfs3_proto::{NFS_PROGRAM, NFS_V3};
 use keel_rpc::{AcceptError, CallContext, RpcProgram};
-use keel_vfs::Inode;
+use keel_vfs::{Acting, Inode};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
 use crate::convert::{fattr, wcc_attr};
-use crate::service::NfsService;
+use crate::errno::status;
+use crate::service::{Caller, NfsService, squash};
 
 pub struct Nfs3Program {
     svc: Arc<NfsService>,
@@ -62,7 +64,7 @@ impl RpcProgram for Nfs3Program {
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
         let Some(proc_) = Nfs3Proc::from_u32(ctx.proc_) else { return Err(AcceptError::ProcUnavail) };
         let s = &*self.svc;
-        let r = Request { svc: s, ctx };
+        let r = Request { svc: s, ctx, acting: OnceCell::new() };
         tracing::trace!(peer = %ctx.peer, xid = ctx.xid, "{}", proc_.name());
         match proc_ {
             Nfs3Proc::Null => Ok(()),
@@ -103,11 +105,35 @@ impl RpcProgram for Nfs3Program {
 struct Request<'a> {
     svc: &'a NfsService,
     ctx: &'a CallContext<'a>,
+    /// The caller's identity, assumed once for the whole call by
+    /// [`Request::authorize`] and given up when the request is dropped
+    /// (also when a handler panics).
+    acting: OnceCell<Acting>,
 }
 
 impl Request<'_> {
-    fn authorize(&self, fh: &NfsFh3) -> Result<(Arc<Inode>, crate::service::Caller), keel_nfs3_proto::nfs3::Nfsstat3> {
-        self.svc.authorize(self.ctx.auth, self.ctx.peer, fh)
+    /// Resolves `fh` for this client and assumes the caller's (squashed)
+    /// identity for the rest of the call.
+    fn authorize(&self, fh: &NfsFh3) -> Result<(Arc<Inode>, Caller<'_>), Nfsstat3> {
+        let (inode, opts) = self.svc.authorize(self.ctx.peer, fh)?;
+        let cred = squash(self.ctx.auth, &opts);
+        let who = match self.acting.get() {
+            Some(who) if *who.cred() == cred => who,
+            // Two handles whose exports squash the caller differently: no
+            // procedure works across exports.
+            Some(_) => return Err(Nfsstat3::Xdev),
+            None => {
+                let who = keel_vfs::ident::act_as(&cred).map_err(|e| status(&e.into()))?;
+                self.acting.get_or_init(|| who)
+            }
+        };
+        Ok((inode, Caller { who, opts }))
+    }
+
+    /// Resolves `fh` for this client, for procedures that only read
+    /// attributes the server holds open (no identity needed).
+    fn resolve(&self, fh: &NfsFh3) -> Result<Arc<Inode>, Nfsstat3> {
+        self.svc.authorize(self.ctx.peer, fh).map(|(inode, _)| inode)
     }
 
     fn post(&self, inode: &Inode) -> PostOpAttr {

@@ -12,9 +12,9 @@ fn unlink(r: &Request, what: &Diropargs3, dir_too: bool) -> (Result<(), Nfsstat3
     };
     let before = r.pre(&dir);
     let done = caller.writable().and_then(|()| {
-        let (cred, name, sync) = (&caller.cred, what.name.as_bytes(), caller.opts.sync);
+        let (who, name, sync) = (caller.who, what.name.as_bytes(), caller.opts.sync);
         let vfs = &r.svc.vfs;
-        if dir_too { vfs.rmdir(cred, &dir, name, sync) } else { vfs.remove(cred, &dir, name, sync) }
+        if dir_too { vfs.rmdir(who, &dir, name, sync) } else { vfs.remove(who, &dir, name, sync) }
             .map_err(|e| status(&e))
     });
     (done, r.wcc(before, &dir))
@@ -47,7 +47,7 @@ pub(super) fn rename(r: &Request, a: Rename3Args) -> Rename3Res {
     let done = caller.writable().and_then(|()| {
         r.svc
             .vfs
-            .rename(&caller.cred, &from, a.from.name.as_bytes(), &to, a.to.name.as_bytes(), caller.opts.sync)
+            .rename(caller.who, &from, a.from.name.as_bytes(), &to, a.to.name.as_bytes(), caller.opts.sync)
             .map_err(|e| status(&e))
     });
     let (fromdir_wcc, todir_wcc) = (r.wcc(from_before, &from), r.wcc(to_before, &to));

@@ -28,6 +28,7 @@ pub(super) struct RawServer {
     pub state_dir: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<Int>>,
     pub max_requests_per_connection: Option<Spanned<Int>>,
+    pub fault_injection: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

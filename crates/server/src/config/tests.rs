@@ -102,6 +102,7 @@ log_level = "debug"
 state_dir = "/var/lib/keel-test/"
 max_connections = 5000
 max_requests_per_connection = 64
+fault_injection = true
 
 [[export]]
 path = '{home}'
@@ -152,6 +153,7 @@ clients = [{{ host = "192.0.2.7" }}]
             state_dir: PathBuf::from("/var/lib/keel-test"),
             max_connections: 5000,
             max_requests_per_connection: 64,
+            fault_injection: true,
         }
     );
     let export_wide = ClientOptions {
@@ -187,14 +189,14 @@ clients = [{{ host = "192.0.2.7" }}]
                         options: ClientOptions { access: Access::ReadOnly, squash: Squash::All, ..export_wide },
                     },
                 ],
-                line: 12,
+                line: 13,
             },
             ExportConfig {
                 path: PathBuf::from(&scratch),
                 id: u32::MAX,
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
-                line: 43,
+                line: 44,
             },
         ]
     );

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{SYMLINK_TARGET_BYTES_MAX, Vfs, apply_attrs, attrs_of, check_name, is_dot};
 use crate::attr::{Attrs, FileType, SetAttrs, SetTime, Time};
 use crate::error::{VfsError, VfsResult};
-use crate::ident::{self, Cred};
+use crate::ident::{self, Acting};
 use crate::inode::Inode;
 use crate::sys;
 
@@ -64,7 +64,7 @@ fn verifier_times(v: [u8; 8]) -> (Time, Time) {
 impl Vfs {
     pub fn create(
         &self,
-        cred: &Cred,
+        who: &Acting,
         dir: &Arc<Inode>,
         name: &[u8],
         mode: CreateMode,
@@ -73,13 +73,12 @@ impl Vfs {
     ) -> VfsResult<Created> {
         require_dir(dir)?;
         check_new_name(name)?;
-        ident::assume(cred)?;
         let perm = set.mode.unwrap_or(0o644) & 0o7777;
         let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_NOFOLLOW;
         let fd = match sys::openat(dir.fd(), name, flags, perm) {
             Ok(fd) => fd,
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-                return self.create_existing(cred, dir, name, mode, set, commit);
+                return self.create_existing(who, dir, name, mode, set, commit);
             }
             Err(e) => return Err(e.into()),
         };
@@ -92,7 +91,7 @@ impl Vfs {
             let (atime, mtime) = verifier_times(v);
             rest = SetAttrs { atime: SetTime::To(atime), mtime: SetTime::To(mtime), ..SetAttrs::default() };
         }
-        apply_attrs(cred, &inode, &rest)?;
+        apply_attrs(who.cred(), &inode, &rest)?;
         self.finish_create(dir, inode, commit)
     }
 
@@ -101,14 +100,14 @@ impl Vfs {
     /// the retransmission of an EXCLUSIVE create; otherwise EEXIST.
     fn create_existing(
         &self,
-        cred: &Cred,
+        who: &Acting,
         dir: &Arc<Inode>,
         name: &[u8],
         mode: CreateMode,
         set: &SetAttrs,
         commit: bool,
     ) -> VfsResult<Created> {
-        let (inode, attrs) = self.lookup(cred, dir, name)?;
+        let (inode, attrs) = self.lookup(who, dir, name)?;
         if inode.ftype != FileType::Regular {
             return Err(VfsError::errno(libc::EEXIST));
         }
@@ -122,9 +121,9 @@ impl Vfs {
             }
             CreateMode::Unchecked => {
                 if let Some(size) = set.size {
-                    apply_attrs(cred, &inode, &SetAttrs { size: Some(size), ..SetAttrs::default() })?;
+                    apply_attrs(who.cred(), &inode, &SetAttrs { size: Some(size), ..SetAttrs::default() })?;
                     if commit {
-                        super::commit_object(&inode)?;
+                        self.commit_object(&inode)?;
                     }
                 }
                 let attrs = attrs_of(&inode)?;
@@ -135,8 +134,8 @@ impl Vfs {
 
     fn finish_create(&self, dir: &Inode, inode: Arc<Inode>, commit: bool) -> VfsResult<Created> {
         if commit {
-            super::commit_object(&inode)?;
-            sys::fsync(dir.fd())?;
+            self.commit_object(&inode)?;
+            self.sync_object(dir.fd(), dir)?;
         }
         let attrs = attrs_of(&inode)?;
         Ok(Created { inode, attrs })
@@ -144,7 +143,7 @@ impl Vfs {
 
     pub fn mkdir(
         &self,
-        cred: &Cred,
+        who: &Acting,
         dir: &Arc<Inode>,
         name: &[u8],
         set: &SetAttrs,
@@ -152,17 +151,16 @@ impl Vfs {
     ) -> VfsResult<Created> {
         require_dir(dir)?;
         check_new_name(name)?;
-        ident::assume(cred)?;
         sys::mkdirat(dir.fd(), name, set.mode.unwrap_or(0o755) & 0o7777)?;
         // Opened as root: the new directory may well have no read bit.
         let fd =
             ident::as_root(|| sys::openat(dir.fd(), name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0))?;
-        self.finish_special(cred, dir, fd, FileType::Directory, set, commit)
+        self.finish_special(who, dir, fd, FileType::Directory, set, commit)
     }
 
     pub fn symlink(
         &self,
-        cred: &Cred,
+        who: &Acting,
         dir: &Arc<Inode>,
         name: &[u8],
         target: &[u8],
@@ -177,15 +175,14 @@ impl Vfs {
         if target.len() > SYMLINK_TARGET_BYTES_MAX {
             return Err(VfsError::NameTooLong);
         }
-        ident::assume(cred)?;
         sys::symlinkat(target, dir.fd(), name)?;
         let fd = sys::openat(dir.fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
-        self.finish_special(cred, dir, fd, FileType::Symlink, set, commit)
+        self.finish_special(who, dir, fd, FileType::Symlink, set, commit)
     }
 
     pub fn mknod(
         &self,
-        cred: &Cred,
+        who: &Acting,
         dir: &Arc<Inode>,
         name: &[u8],
         kind: NodeKind,
@@ -201,20 +198,19 @@ impl Vfs {
             NodeKind::Fifo => (FileType::Fifo, libc::S_IFIFO, 0),
         };
         // Device nodes are root's business, whatever capabilities linger.
-        if matches!(kind, NodeKind::Char { .. } | NodeKind::Block { .. }) && !cred.is_root() {
+        if matches!(kind, NodeKind::Char { .. } | NodeKind::Block { .. }) && !who.cred().is_root() {
             return Err(VfsError::errno(libc::EPERM));
         }
-        ident::assume(cred)?;
         sys::mknodat(dir.fd(), name, type_bits | (set.mode.unwrap_or(0o644) & 0o7777), dev)?;
         let fd = sys::openat(dir.fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
-        self.finish_special(cred, dir, fd, ftype, set, commit)
+        self.finish_special(who, dir, fd, ftype, set, commit)
     }
 
     /// Adopts a new directory or special file and applies the initial
     /// attributes the creating call did not (owner, times).
     fn finish_special(
         &self,
-        cred: &Cred,
+        who: &Acting,
         dir: &Inode,
         fd: OwnedFd,
         ftype: FileType,
@@ -227,12 +223,12 @@ impl Vfs {
             return Err(VfsError::errno(libc::EAGAIN));
         }
         let inode = self.adopt_new(&dir.export, ftype, fd, false)?;
-        apply_attrs(cred, &inode, &SetAttrs { mode: None, size: None, ..*set })?;
+        apply_attrs(who.cred(), &inode, &SetAttrs { mode: None, size: None, ..*set })?;
         self.finish_create(dir, inode, commit)
     }
 
     /// LINK: a new name in `dir` for `file`. Returns the file's attributes.
-    pub fn link(&self, cred: &Cred, file: &Inode, dir: &Arc<Inode>, name: &[u8], commit: bool) -> VfsResult<Attrs> {
+    pub fn link(&self, _who: &Acting, file: &Inode, dir: &Arc<Inode>, name: &[u8], commit: bool) -> VfsResult<Attrs> {
         require_dir(dir)?;
         check_new_name(name)?;
         if file.export.id != dir.export.id {
@@ -241,11 +237,10 @@ impl Vfs {
         if file.ftype == FileType::Directory {
             return Err(VfsError::errno(libc::EISDIR));
         }
-        ident::assume(cred)?;
         sys::link_fd(file.fd(), dir.fd(), name)?;
         if commit {
-            super::commit_object(file)?;
-            sys::fsync(dir.fd())?;
+            self.commit_object(file)?;
+            self.sync_object(dir.fd(), dir)?;
         }
         attrs_of(file)
     }

@@ -7,7 +7,7 @@ use super::{Vfs, check_name, permit};
 use crate::attr::{Attrs, FileType};
 use crate::error::{VfsError, VfsResult};
 use crate::handle::{self, FileHandle};
-use crate::ident::{self, Cred};
+use crate::ident::{self, Acting};
 use crate::inode::Inode;
 use crate::sys;
 
@@ -25,16 +25,23 @@ pub struct DirEntry<'a> {
 impl Vfs {
     /// The object `name` in `dir`, with its attributes. "." and ".." are
     /// understood, and ".." of the export root is the root itself.
-    pub fn lookup(&self, cred: &Cred, dir: &Arc<Inode>, name: &[u8]) -> VfsResult<(Arc<Inode>, Attrs)> {
+    /// Permission is checked by the kernel as the acting caller.
+    pub fn lookup(&self, _who: &Acting, dir: &Arc<Inode>, name: &[u8]) -> VfsResult<(Arc<Inode>, Attrs)> {
         if dir.ftype != FileType::Directory {
             return Err(VfsError::errno(libc::ENOTDIR));
         }
         check_name(name)?;
-        ident::assume(cred)?;
         if name == b"." || (name == b".." && dir.is_export_root()) {
             // Still needs search permission, like any lookup.
             sys::stat_at(dir.fd(), b".")?;
             return Ok((dir.clone(), super::attrs_of(dir)?));
+        }
+        if name == b".." && dir.export.subtree {
+            // `dir` may have been moved out of the export since its handle
+            // was issued (by a local process, or through a parent export):
+            // its parent must be proven inside before it is handed out.
+            let parent = ident::as_root(|| sys::openat(dir.fd(), b"..", libc::O_PATH | libc::O_DIRECTORY, 0))?;
+            super::check_inside(&dir.export, parent.as_fd()).map_err(|_| VfsError::errno(libc::EACCES))?;
         }
         let st = sys::stat_at(dir.fd(), name)?;
         let (kernel, mount_id) = sys::name_to_handle(dir.fd(), name)?;
@@ -52,7 +59,7 @@ impl Vfs {
     /// resumed with one continues exactly after that entry.
     pub fn readdir(
         &self,
-        cred: &Cred,
+        who: &Acting,
         dir: &Inode,
         cookie: u64,
         mut sink: impl FnMut(DirEntry<'_>) -> bool,
@@ -60,9 +67,8 @@ impl Vfs {
         if dir.ftype != FileType::Directory {
             return Err(VfsError::errno(libc::ENOTDIR));
         }
-        ident::assume(cred)?;
         let st = sys::fstat(dir.fd())?;
-        permit(cred, dir, &st, libc::R_OK, false)?;
+        permit(who.cred(), dir, &st, libc::R_OK, false)?;
         // A descriptor of our own: the file position is per open file.
         let fd = ident::as_root(|| sys::openat(dir.fd(), b".", libc::O_RDONLY | libc::O_DIRECTORY, 0))?;
         if cookie != 0 {
@@ -91,10 +97,15 @@ impl Vfs {
 
     /// Handle and attributes of one entry for READDIRPLUS, looked up as the
     /// caller. `None` when the entry cannot be given (gone, another mount,
-    /// no permission): the protocol allows leaving them out.
-    pub fn entry_plus(&self, cred: &Cred, dir: &Inode, name: &[u8]) -> Option<(FileHandle, Attrs)> {
-        ident::assume(cred).ok()?;
+    /// no permission): the protocol allows leaving them out. ".." of the
+    /// export root is the root itself; the ".." of a directory that has
+    /// been moved out of a subtree export is left out, as LOOKUP refuses it.
+    pub fn entry_plus(&self, _who: &Acting, dir: &Inode, name: &[u8]) -> Option<(FileHandle, Attrs)> {
         let name: &[u8] = if name == b".." && dir.is_export_root() { b"." } else { name };
+        if name == b".." && dir.export.subtree {
+            let parent = ident::as_root(|| sys::openat(dir.fd(), b"..", libc::O_PATH | libc::O_DIRECTORY, 0)).ok()?;
+            super::check_inside(&dir.export, parent.as_fd()).ok()?;
+        }
         let st = sys::stat_at(dir.fd(), name).ok()?;
         let (kernel, mount_id) = sys::name_to_handle(dir.fd(), name).ok()?;
         if mount_id != dir.export.mount_id {

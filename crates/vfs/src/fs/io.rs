@@ -5,7 +5,8 @@ use bytes::Bytes;
 use super::{Vfs, permit};
 use crate::attr::{Attrs, FileType};
 use crate::error::{VfsError, VfsResult};
-use crate::ident::{self, Cred};
+use crate::faults::FaultPoint;
+use crate::ident::Acting;
 use crate::inode::Inode;
 use crate::sys;
 
@@ -31,6 +32,9 @@ pub struct ReadOut {
 pub struct WriteOut {
     pub before: Attrs,
     pub after: Attrs,
+    /// The write verifier as it was before the data went in: if a later
+    /// flush fails, the verifier moves on and the client resends.
+    pub verifier: [u8; 8],
 }
 
 fn require_regular(inode: &Inode) -> VfsResult<()> {
@@ -42,11 +46,10 @@ fn require_regular(inode: &Inode) -> VfsResult<()> {
 }
 
 impl Vfs {
-    pub fn read(&self, cred: &Cred, inode: &Inode, offset: u64, count: usize) -> VfsResult<ReadOut> {
+    pub fn read(&self, who: &Acting, inode: &Inode, offset: u64, count: usize) -> VfsResult<ReadOut> {
         require_regular(inode)?;
-        ident::assume(cred)?;
         let st = sys::fstat(inode.fd())?;
-        permit(cred, inode, &st, libc::R_OK, true)?;
+        permit(who.cred(), inode, &st, libc::R_OK, true)?;
         let attrs = Attrs::from_stat(&st, inode.export.fsid).ok_or(VfsError::NotSupported)?;
         if offset > i64::MAX as u64 {
             return Err(VfsError::errno(libc::EINVAL));
@@ -62,16 +65,15 @@ impl Vfs {
 
     pub fn write(
         &self,
-        cred: &Cred,
+        who: &Acting,
         inode: &Inode,
         offset: u64,
         data: &[u8],
         stability: Stability,
     ) -> VfsResult<WriteOut> {
         require_regular(inode)?;
-        ident::assume(cred)?;
         let st = sys::fstat(inode.fd())?;
-        permit(cred, inode, &st, libc::W_OK, true)?;
+        permit(who.cred(), inode, &st, libc::W_OK, true)?;
         let before = Attrs::from_stat(&st, inode.export.fsid).ok_or(VfsError::NotSupported)?;
         if offset.checked_add(data.len() as u64).is_none_or(|end| end > i64::MAX as u64) {
             return Err(VfsError::errno(libc::EFBIG));
@@ -81,8 +83,22 @@ impl Vfs {
             Stability::DataSync => libc::RWF_DSYNC,
             Stability::FileSync => libc::RWF_SYNC,
         };
-        sys::pwrite_all(inode.writer()?, data, offset, flags)?;
+        let verifier = self.verifier.get();
+        let written = match self.faults.strike(FaultPoint::Pwrite, || st.st_ino) {
+            Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
+            None => sys::pwrite_all(inode.writer()?, data, offset, flags),
+        };
+        if let Err(e) = written {
+            // As knfsd: whatever failed may have taken data acknowledged
+            // earlier with it (a synchronous write also reports the file's
+            // earlier write-back errors), except for errors that say
+            // nothing about the storage.
+            if !matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ESTALE)) {
+                self.verifier.data_lost(&format_args!("write to inode {} failed: {e}", st.st_ino));
+            }
+            return Err(e.into());
+        }
         let after = super::attrs_of(inode)?;
-        Ok(WriteOut { before, after })
+        Ok(WriteOut { before, after, verifier })
     }
 }

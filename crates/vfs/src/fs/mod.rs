@@ -1,6 +1,9 @@
 //! The file-system verbs, version-independent (knfsd's `vfs.c`). Every verb
-//! that touches the file system on a caller's behalf first assumes the
-//! caller's identity on this thread, so the kernel checks permissions.
+//! that touches the file system on a caller's behalf takes the call's
+//! [`Acting`] identity, so the kernel checks permissions as that caller.
+//!
+//! Every fsync goes through [`Vfs::sync_object`], which changes the write
+//! verifier when it fails: data acknowledged as unstable may be gone.
 //!
 //! **Architecture invariants:** names passed to `*at()` calls are single
 //! components (checked here, whatever the protocol layer did); symlinks are
@@ -22,10 +25,12 @@ pub use io::{ReadOut, Stability, WriteOut};
 use crate::attr::{Attrs, FileType, FsStat, Limits, SetAttrs, SetTime, access};
 use crate::error::{VfsError, VfsResult};
 use crate::export::Export;
+use crate::faults::{FaultInjector, FaultPoint};
 use crate::handle::{self, FileHandle, HandleKey};
-use crate::ident::{self, Cred};
+use crate::ident::{self, Acting, Cred};
 use crate::inode::{Inode, InodeCache};
 use crate::sys::{self, KernelHandle};
+use crate::verifier::WriteVerifier;
 
 /// Longest name component (NFS3_MAXNAMLEN, and every Linux file system's).
 pub const NAME_BYTES_MAX: usize = 255;
@@ -38,11 +43,31 @@ pub struct Vfs {
     exports: Vec<Arc<Export>>,
     key: HandleKey,
     cache: InodeCache,
+    verifier: WriteVerifier,
+    faults: FaultInjector,
 }
 
 impl Vfs {
-    pub fn new(exports: Vec<Export>, key: HandleKey, cached_inodes_max: usize) -> Self {
-        Vfs { exports: exports.into_iter().map(Arc::new).collect(), key, cache: InodeCache::new(cached_inodes_max) }
+    /// A storage layer over `exports`, with a fresh write verifier.
+    pub fn new(exports: Vec<Export>, key: HandleKey, cached_inodes_max: usize) -> VfsResult<Self> {
+        Ok(Vfs {
+            exports: exports.into_iter().map(Arc::new).collect(),
+            key,
+            cache: InodeCache::new(cached_inodes_max),
+            verifier: WriteVerifier::new()?,
+            faults: FaultInjector::default(),
+        })
+    }
+
+    /// The write verifier now. It changes whenever data acknowledged as
+    /// unstable may have been lost (see [`WriteVerifier`]).
+    pub fn write_verifier(&self) -> [u8; 8] {
+        self.verifier.get()
+    }
+
+    /// Faults to inject into this storage layer's calls (tests).
+    pub fn faults(&self) -> &FaultInjector {
+        &self.faults
     }
 
     pub fn exports(&self) -> &[Arc<Export>] {
@@ -58,27 +83,36 @@ impl Vfs {
     }
 
     pub fn root(&self, export: &Export) -> VfsResult<Arc<Inode>> {
-        self.resolve(export.root_handle.as_bytes())
+        self.resolve(export.root_handle.as_bytes(), |_| Ok::<_, VfsError>(())).map(|(inode, ())| inode)
     }
 
-    /// The object a handle names. Known handles come from the cache; others
-    /// are authenticated, checked against their export, and opened.
-    pub fn resolve(&self, fh: &Bytes) -> VfsResult<Arc<Inode>> {
+    /// The object a handle names, once `admit` has accepted its export (the
+    /// client list): a handle from a client the export does not admit is
+    /// never opened. Known handles come from the cache; others are
+    /// authenticated, checked against their export, and opened.
+    pub fn resolve<T, E: From<VfsError>>(
+        &self,
+        fh: &Bytes,
+        admit: impl FnOnce(&Arc<Export>) -> Result<T, E>,
+    ) -> Result<(Arc<Inode>, T), E> {
         if let Some(inode) = self.cache.get(fh) {
+            let admitted = admit(&inode.export)?;
             // Removed since it was cached (on the host, or through another
             // export): stale, as knfsd's file cache makes it.
-            if sys::fstat(inode.fd())?.st_nlink == 0 {
+            if sys::fstat(inode.fd()).map_err(VfsError::from)?.st_nlink == 0 {
                 self.cache.remove(&inode.handle);
-                return Err(VfsError::Stale);
+                return Err(VfsError::Stale.into());
             }
-            return Ok(inode);
+            return Ok((inode, admitted));
         }
         let parsed = handle::decode(&self.key, fh)?;
         let export = self.export(parsed.export_id).ok_or(VfsError::Stale)?;
         if parsed.fsid != export.fsid {
-            return Err(VfsError::Stale);
+            return Err(VfsError::Stale.into());
         }
-        self.open_inode(export, handle::from_wire(fh.clone()), parsed.ftype, parsed.kernel, false)
+        let admitted = admit(export)?;
+        let inode = self.open_inode(export, handle::from_wire(fh.clone()), parsed.ftype, parsed.kernel, false)?;
+        Ok((inode, admitted))
     }
 
     /// Opens the object behind a kernel handle and caches it. `inside` says
@@ -153,28 +187,26 @@ impl Vfs {
     /// SETATTR. `guard` is the ctime the client believes the object has.
     pub fn setattr(
         &self,
-        cred: &Cred,
+        who: &Acting,
         inode: &Inode,
         set: &SetAttrs,
         guard: Option<crate::attr::Time>,
         commit: bool,
     ) -> VfsResult<()> {
-        ident::assume(cred)?;
         if let Some(ctime) = guard
             && attrs_of(inode)?.ctime != ctime
         {
             return Err(VfsError::NotSync);
         }
-        apply_attrs(cred, inode, set)?;
+        apply_attrs(who.cred(), inode, set)?;
         if commit {
-            commit_object(inode)?;
+            self.commit_object(inode)?;
         }
         Ok(())
     }
 
     /// The ACCESS bits of `want` that the caller really has.
-    pub fn access(&self, cred: &Cred, inode: &Inode, want: u32) -> VfsResult<u32> {
-        ident::assume(cred)?;
+    pub fn access(&self, _who: &Acting, inode: &Inode, want: u32) -> VfsResult<u32> {
         let may = |mode| sys::access(inode.fd(), mode).is_ok();
         let (read, write, exec) = (may(libc::R_OK), may(libc::W_OK), may(libc::X_OK));
         let mut granted = 0;
@@ -197,11 +229,10 @@ impl Vfs {
         Ok(granted & want)
     }
 
-    pub fn readlink(&self, cred: &Cred, inode: &Inode) -> VfsResult<Vec<u8>> {
+    pub fn readlink(&self, _who: &Acting, inode: &Inode) -> VfsResult<Vec<u8>> {
         if inode.ftype != FileType::Symlink {
             return Err(VfsError::errno(libc::EINVAL));
         }
-        ident::assume(cred)?;
         Ok(sys::readlink(inode.fd())?)
     }
 
@@ -252,27 +283,60 @@ impl Vfs {
         self.adopt(export, &st, kernel)
     }
 
-    /// Flushes a file's data and metadata to disk (COMMIT).
-    pub fn commit(&self, inode: &Inode) -> VfsResult<Attrs> {
-        commit_object(inode)?;
-        attrs_of(inode)
+    /// COMMIT: flushes a file's data and metadata to disk when `flush`
+    /// (a sync export). Needs the access a WRITE needs either way. Returns
+    /// the attributes and the write verifier read after the flush: a
+    /// failure of anyone's flush until then has changed it.
+    pub fn commit(&self, who: &Acting, inode: &Inode, flush: bool) -> VfsResult<(Attrs, [u8; 8])> {
+        if !inode.ftype.is_special() {
+            let st = sys::fstat(inode.fd())?;
+            permit(who.cred(), inode, &st, libc::W_OK, true)?;
+        }
+        if flush {
+            self.commit_object(inode)?;
+        }
+        Ok((attrs_of(inode)?, self.verifier.get()))
     }
+
+    /// Makes an object's metadata (and a file's data) durable. O_PATH
+    /// objects (symlinks, devices, fifos, sockets) cannot be fsync'ed;
+    /// their file system is.
+    fn commit_object(&self, inode: &Inode) -> VfsResult<()> {
+        if inode.ftype.is_special() {
+            let r = sys::syncfs(inode.export.root_fd());
+            self.after_sync(r, inode)
+        } else {
+            self.sync_object(inode.sync_fd(), inode)
+        }
+    }
+
+    /// fsync(2) of `fd`, a descriptor of `inode`.
+    fn sync_object(&self, fd: std::os::fd::BorrowedFd, inode: &Inode) -> VfsResult<()> {
+        let r = match self.faults.strike(FaultPoint::Fsync, || inode_number(inode)) {
+            Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
+            None => sys::fsync(fd),
+        };
+        self.after_sync(r, inode)
+    }
+
+    /// A failed sync may have lost data clients were told was written:
+    /// they must learn it through a new write verifier.
+    fn after_sync(&self, r: std::io::Result<()>, inode: &Inode) -> VfsResult<()> {
+        r.map_err(|e| {
+            self.verifier.data_lost(&format_args!("sync of inode {} failed: {e}", inode_number(inode)));
+            VfsError::from(e)
+        })
+    }
+}
+
+/// The inode number, for logs and fault targets (0 if it cannot be read).
+fn inode_number(inode: &Inode) -> u64 {
+    sys::fstat(inode.fd()).map_or(0, |st| st.st_ino)
 }
 
 pub(crate) fn attrs_of(inode: &Inode) -> VfsResult<Attrs> {
     let st = sys::fstat(inode.fd())?;
     Attrs::from_stat(&st, inode.export.fsid).ok_or(VfsError::NotSupported)
-}
-
-/// Makes an object's metadata durable. O_PATH objects (symlinks, devices,
-/// fifos, sockets) cannot be fsync'ed; their file system is.
-fn commit_object(inode: &Inode) -> VfsResult<()> {
-    if inode.ftype.is_special() {
-        sys::syncfs(inode.export.root_fd())?;
-    } else {
-        sys::fsync(inode.sync_fd())?;
-    }
-    Ok(())
 }
 
 /// Applies attribute changes in knfsd's order: size, owner (which clears

@@ -6,20 +6,20 @@ use std::sync::Arc;
 use super::{Vfs, check_name, is_dot};
 use crate::attr::FileType;
 use crate::error::{VfsError, VfsResult};
-use crate::ident::{self, Cred};
+use crate::ident::Acting;
 use crate::inode::Inode;
 use crate::sys;
 
 impl Vfs {
-    pub fn remove(&self, cred: &Cred, dir: &Inode, name: &[u8], commit: bool) -> VfsResult<()> {
-        self.unlink(cred, dir, name, 0, commit)
+    pub fn remove(&self, who: &Acting, dir: &Inode, name: &[u8], commit: bool) -> VfsResult<()> {
+        self.unlink(who, dir, name, 0, commit)
     }
 
-    pub fn rmdir(&self, cred: &Cred, dir: &Inode, name: &[u8], commit: bool) -> VfsResult<()> {
-        self.unlink(cred, dir, name, libc::AT_REMOVEDIR, commit)
+    pub fn rmdir(&self, who: &Acting, dir: &Inode, name: &[u8], commit: bool) -> VfsResult<()> {
+        self.unlink(who, dir, name, libc::AT_REMOVEDIR, commit)
     }
 
-    fn unlink(&self, cred: &Cred, dir: &Inode, name: &[u8], flags: libc::c_int, commit: bool) -> VfsResult<()> {
+    fn unlink(&self, _who: &Acting, dir: &Inode, name: &[u8], flags: libc::c_int, commit: bool) -> VfsResult<()> {
         if dir.ftype != FileType::Directory {
             return Err(VfsError::errno(libc::ENOTDIR));
         }
@@ -28,21 +28,20 @@ impl Vfs {
             // As knfsd: "." and ".." are never removed by name.
             return Err(VfsError::errno(if name == b"." { libc::EINVAL } else { libc::ENOTEMPTY }));
         }
-        ident::assume(cred)?;
         let victim = self.handle_of_name(dir, name);
         sys::unlinkat(dir.fd(), name, flags)?;
         if let Some(fh) = victim {
             self.cache.remove(&fh);
         }
         if commit {
-            sys::fsync(dir.fd())?;
+            self.sync_object(dir.fd(), dir)?;
         }
         Ok(())
     }
 
     pub fn rename(
         &self,
-        cred: &Cred,
+        _who: &Acting,
         from_dir: &Arc<Inode>,
         from: &[u8],
         to_dir: &Arc<Inode>,
@@ -60,7 +59,6 @@ impl Vfs {
         if from_dir.export.id != to_dir.export.id {
             return Err(VfsError::errno(libc::EXDEV));
         }
-        ident::assume(cred)?;
         let source = self.handle_of_name(from_dir, from);
         let victim = self.handle_of_name(to_dir, to).filter(|v| Some(v) != source.as_ref());
         sys::renameat(from_dir.fd(), from, to_dir.fd(), to)?;
@@ -68,9 +66,9 @@ impl Vfs {
             self.cache.remove(&fh);
         }
         if commit {
-            sys::fsync(from_dir.fd())?;
+            self.sync_object(from_dir.fd(), from_dir)?;
             if from_dir.handle != to_dir.handle {
-                sys::fsync(to_dir.fd())?;
+                self.sync_object(to_dir.fd(), to_dir)?;
             }
         }
         Ok(())

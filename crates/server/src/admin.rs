@@ -1,0 +1,385 @@
+//! The local administration interface: a Unix socket in the state
+//! directory through which the `keel` command asks the running server
+//! (`keel status`, `keel debug fault`). Root only: the socket is mode 0600
+//! in a 0700 directory, and the peer's uid is checked on every connection.
+//!
+//! The protocol (docs/admin-protocol.md): one JSON object per line each
+//! way. A request carries `"version": 1` and a `"command"`; the answer is
+//! `{"version": 1, "ok": true, "result": ...}` or
+//! `{"version": 1, "ok": false, "error": "..."}`. A server refuses a
+//! request of a version it does not speak, saying which it speaks.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use keel_vfs::{Fault, FaultAction, FaultPoint, Vfs};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{Semaphore, watch};
+
+pub const SOCKET_NAME: &str = "keel.sock";
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Longest request line accepted.
+const REQUEST_BYTES_MAX: usize = 64 << 10;
+/// Administration connections served at once.
+const CONNECTIONS_MAX: usize = 16;
+/// How long a connection may wait between requests.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the `keel` command can ask.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Request {
+    /// Is it serving, since when, with what. (Variants are structs, even
+    /// empty ones: serde refuses unknown fields only in those.)
+    Status {},
+    /// Arms a storage fault (only with `fault_injection = true`).
+    FaultArm {
+        point: FaultPointName,
+        /// Only this inode number; none: any object.
+        #[serde(default)]
+        inode: Option<u64>,
+        /// Fail with this errno; none: panic the worker instead.
+        #[serde(default)]
+        errno: Option<i32>,
+        count: u32,
+    },
+    /// Disarms every fault.
+    FaultClear {},
+    /// Lists the armed faults.
+    FaultList {},
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultPointName {
+    Pwrite,
+    Fsync,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Envelope<T> {
+    version: u32,
+    #[serde(flatten)]
+    body: T,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Answer {
+    version: u32,
+    ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    result: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// `keel status`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub pid: u32,
+    pub version: String,
+    /// Seconds since the Unix epoch.
+    pub started_unix: u64,
+    pub uptime_seconds: u64,
+    /// The write verifier now, in hex: it changes at every start and after
+    /// a write-back error.
+    pub write_verifier: String,
+    pub listen: Vec<String>,
+    pub exports: Vec<ExportStatus>,
+    /// Objects held open in the inode cache.
+    pub cached_inodes: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportStatus {
+    pub id: u32,
+    pub path: String,
+    pub fsid: String,
+}
+
+/// An armed fault as `fault-list` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FaultStatus {
+    pub point: FaultPointName,
+    pub inode: Option<u64>,
+    pub errno: Option<i32>,
+    pub count: u32,
+}
+
+/// What the administration interface answers from.
+pub struct AdminState {
+    pub vfs: Arc<Vfs>,
+    pub started: SystemTime,
+    pub listen: Vec<String>,
+    pub fault_injection: bool,
+}
+
+impl AdminState {
+    fn answer(&self, request: Request) -> Result<serde_json::Value, String> {
+        match request {
+            Request::Status {} => Ok(to_json(self.status())),
+            Request::FaultArm { point, inode, errno, count } => {
+                self.faults_allowed()?;
+                let point = match point {
+                    FaultPointName::Pwrite => FaultPoint::Pwrite,
+                    FaultPointName::Fsync => FaultPoint::Fsync,
+                };
+                let action = match errno {
+                    Some(e) if (1..4096).contains(&e) => FaultAction::Fail(e),
+                    Some(e) => return Err(format!("errno {e} is not an error number (1 to 4095)")),
+                    None => FaultAction::Panic,
+                };
+                self.vfs.faults().arm(Fault { point, inode, action, count })?;
+                tracing::warn!(?point, inode, ?action, count, "fault armed through the administration socket");
+                Ok(serde_json::Value::Null)
+            }
+            Request::FaultClear {} => {
+                self.faults_allowed()?;
+                Ok(serde_json::json!({ "cleared": self.vfs.faults().clear() }))
+            }
+            Request::FaultList {} => {
+                self.faults_allowed()?;
+                let list: Vec<FaultStatus> = self.vfs.faults().armed().iter().map(fault_status).collect();
+                Ok(to_json(list))
+            }
+        }
+    }
+
+    fn faults_allowed(&self) -> Result<(), String> {
+        if self.fault_injection {
+            Ok(())
+        } else {
+            Err("fault injection is off: it is for tests, and needs fault_injection = true in [server]".into())
+        }
+    }
+
+    fn status(&self) -> Status {
+        let since = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        Status {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            started_unix: since(self.started),
+            uptime_seconds: SystemTime::now().duration_since(self.started).unwrap_or_default().as_secs(),
+            write_verifier: format!("{:016x}", u64::from_be_bytes(self.vfs.write_verifier())),
+            listen: self.listen.clone(),
+            exports: self
+                .vfs
+                .exports()
+                .iter()
+                .map(|e| ExportStatus { id: e.id, path: e.path.display().to_string(), fsid: format!("{:#x}", e.fsid) })
+                .collect(),
+            cached_inodes: self.vfs.cached_inodes(),
+        }
+    }
+}
+
+fn fault_status(f: &Fault) -> FaultStatus {
+    FaultStatus {
+        point: match f.point {
+            FaultPoint::Pwrite => FaultPointName::Pwrite,
+            FaultPoint::Fsync => FaultPointName::Fsync,
+        },
+        inode: f.inode,
+        errno: match f.action {
+            FaultAction::Fail(e) => Some(e),
+            FaultAction::Panic => None,
+        },
+        count: f.count,
+    }
+}
+
+fn to_json<T: Serialize>(v: T) -> serde_json::Value {
+    serde_json::to_value(v).expect("plain data serializes")
+}
+
+/// Binds the socket in `state_dir`. A socket left by a server that is gone
+/// is replaced; one that answers means another server uses this state
+/// directory, which is refused (two servers would hand out the same
+/// handles with different verifiers).
+pub fn bind(state_dir: &Path) -> anyhow::Result<UnixListener> {
+    let path = state_dir.join(SOCKET_NAME);
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+                bail!(
+                    "another keel is running with the state directory {} (its socket {} answers)",
+                    state_dir.display(),
+                    path.display()
+                );
+            }
+            std::fs::remove_file(&path)
+                .with_context(|| format!("cannot remove the stale socket {}", path.display()))?;
+        }
+        Ok(_) => bail!("{} exists and is not a socket; remove it", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("cannot examine {}", path.display()))),
+    }
+    let listener = UnixListener::bind(&path).with_context(|| format!("cannot listen on {}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Serves administration connections until shutdown.
+pub async fn serve(listener: UnixListener, state: Arc<AdminState>, mut shutdown: watch::Receiver<bool>) {
+    let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!(error = %e, "administration socket accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!("administration connection refused: {CONNECTIONS_MAX} are open");
+            continue;
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            if let Err(e) = serve_connection(stream, &state).await {
+                tracing::debug!(error = %e, "administration connection ended");
+            }
+        });
+    }
+}
+
+async fn serve_connection(stream: UnixStream, state: &AdminState) -> std::io::Result<()> {
+    let uid = stream.peer_cred()?.uid();
+    let (rd, mut wr) = stream.into_split();
+    if uid != 0 {
+        tracing::warn!(uid, "administration request from a non-root user refused");
+        return wr.write_all(&failure("the administration interface is for root only".into())).await;
+    }
+    let mut rd = tokio::io::BufReader::new(rd);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let limited = (&mut rd).take(REQUEST_BYTES_MAX as u64 + 1);
+        let n = match tokio::time::timeout(IDLE_TIMEOUT, read_line(limited, &mut line)).await {
+            Ok(r) => r?,
+            Err(_) => return Ok(()),
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        if line.last() != Some(&b'\n') {
+            let why = format!("request longer than {REQUEST_BYTES_MAX} bytes, or not ended by a newline");
+            return wr.write_all(&failure(why)).await;
+        }
+        wr.write_all(&handle(&line, state)).await?;
+    }
+}
+
+async fn read_line(mut rd: impl tokio::io::AsyncBufRead + Unpin, line: &mut Vec<u8>) -> std::io::Result<usize> {
+    rd.read_until(b'\n', line).await
+}
+
+/// One request line to one answer line.
+fn handle(line: &[u8], state: &AdminState) -> Vec<u8> {
+    let mut object = match serde_json::from_slice::<serde_json::Value>(line) {
+        Ok(serde_json::Value::Object(map)) => map,
+        Ok(_) => return failure("not a JSON object".into()),
+        Err(e) => return failure(format!("not a JSON object: {e}")),
+    };
+    match object.remove("version").map(|v| v.as_u64()) {
+        Some(Some(v)) if v == u64::from(PROTOCOL_VERSION) => {}
+        Some(Some(v)) => {
+            return failure(format!("protocol version {v} is not served: this server speaks {PROTOCOL_VERSION}"));
+        }
+        _ => return failure("the request has no \"version\" number".into()),
+    }
+    // Without the envelope, so that unknown fields are refused (serde
+    // does not refuse them through a flattened field).
+    let request: Request = match serde_json::from_value(serde_json::Value::Object(object)) {
+        Ok(r) => r,
+        Err(e) => return failure(format!("bad request: {e}")),
+    };
+    match state.answer(request) {
+        Ok(result) => encode(&Answer { version: PROTOCOL_VERSION, ok: true, result: Some(result), error: None }),
+        Err(e) => failure(e),
+    }
+}
+
+fn failure(error: String) -> Vec<u8> {
+    encode(&Answer { version: PROTOCOL_VERSION, ok: false, result: None, error: Some(error) })
+}
+
+fn encode(answer: &Answer) -> Vec<u8> {
+    let mut out = serde_json::to_vec(answer).expect("plain data serializes");
+    out.push(b'\n');
+    out
+}
+
+/// The socket of the server whose state directory is `state_dir`.
+pub fn socket_path(state_dir: &Path) -> PathBuf {
+    state_dir.join(SOCKET_NAME)
+}
+
+/// Asks the server listening on `socket` (the `keel` command's side).
+pub fn call(socket: &Path, request: &Request) -> anyhow::Result<serde_json::Value> {
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).map_err(|e| {
+        let hint = match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                " (is keel running with this state directory? give --state-dir or --config)"
+            }
+            std::io::ErrorKind::PermissionDenied => " (the administration interface is for root only)",
+            _ => "",
+        };
+        anyhow::anyhow!("cannot reach keel at {}: {e}{hint}", socket.display())
+    })?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut line = serde_json::to_vec(&Envelope { version: PROTOCOL_VERSION, body: request })?;
+    line.push(b'\n');
+    stream.write_all(&line)?;
+    let mut reply = Vec::new();
+    BufReader::new(&stream).take(16 << 20).read_until(b'\n', &mut reply)?;
+    let answer: Answer = serde_json::from_slice(&reply).with_context(|| {
+        format!("keel answered something that is not the protocol: {:?}", String::from_utf8_lossy(&reply))
+    })?;
+    if answer.ok {
+        Ok(answer.result.unwrap_or(serde_json::Value::Null))
+    } else {
+        bail!("keel refused: {}", answer.error.unwrap_or_else(|| "no reason given".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_unknown_ones_are_refused() {
+        let r = Request::FaultArm { point: FaultPointName::Fsync, inode: Some(7), errno: Some(5), count: 1 };
+        let text = serde_json::to_string(&Envelope { version: 1, body: &r }).unwrap();
+        assert_eq!(text, r#"{"version":1,"command":"fault-arm","point":"fsync","inode":7,"errno":5,"count":1}"#);
+        let back: Envelope<Request> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.body, r);
+        let answer = |line: &str| -> serde_json::Value {
+            let state = AdminState {
+                vfs: Arc::new(Vfs::new(Vec::new(), keel_vfs::HandleKey::from_bytes([1; 16]), 16).unwrap()),
+                started: SystemTime::now(),
+                listen: vec!["127.0.0.1:2049".into()],
+                fault_injection: false,
+            };
+            serde_json::from_slice(&handle(format!("{line}\n").as_bytes(), &state)).unwrap()
+        };
+        assert_eq!(answer(r#"{"version":1,"command":"status"}"#)["result"]["listen"][0], "127.0.0.1:2049");
+        let refused = |line: &str| answer(line)["error"].as_str().unwrap().to_string();
+        assert!(refused(r#"{"version":1,"command":"format-disk"}"#).contains("unknown variant"));
+        assert!(refused(r#"{"version":1,"command":"status","x":1}"#).contains("unknown field"));
+        assert!(refused(r#"{"version":"1","command":"status"}"#).contains("version"));
+        assert!(refused(r#"[1]"#).contains("not a JSON object"));
+    }
+}

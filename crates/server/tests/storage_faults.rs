@@ -1,0 +1,207 @@
+//! What clients see when the storage fails, with faults injected into the
+//! running server's storage layer through its administration socket
+//! (`keel debug fault`): a lost write is never reported as committed, and a
+//! worker thread that fails mid-call serves the next call correctly.
+//! Clients: the independent `nfs3_client` crate.
+
+mod common;
+mod protocol_support;
+
+use std::os::unix::fs::MetadataExt;
+use std::process::Command;
+
+use common::{ExportOpts, TestServer, run};
+use nfs3_client::RpcError;
+use nfs3_types::nfs3::*;
+use protocol_support::*;
+
+const FAULTS_ON: &str = "fault_injection = true";
+
+/// `keel debug fault arm` against `server`.
+fn arm(server: &TestServer, args: &[&str]) {
+    let config = server.config.display().to_string();
+    let mut all = vec!["debug", "fault", "arm", "--config", &config];
+    all.extend_from_slice(args);
+    run(Command::new(env!("CARGO_BIN_EXE_keel")).args(&all));
+}
+
+/// `keel status --json` of `server`.
+fn status_json(server: &TestServer) -> serde_json::Value {
+    let out = run(Command::new(env!("CARGO_BIN_EXE_keel")).args(["status", "--json", "--config"]).arg(&server.config));
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("keel status --json: {e}: {out}"))
+}
+
+/// Restarts `server` with a single worker thread, so that consecutive
+/// calls run on the same thread. The new process has nothing cached: the
+/// next call on any handle opens it by kernel handle, which needs the
+/// worker to become root for a moment.
+fn restart_with_one_worker(server: &mut TestServer) {
+    server.kill9();
+    let text = std::fs::read_to_string(&server.config).unwrap();
+    assert!(text.contains("workers = 8"), "the test configuration changed:\n{text}");
+    std::fs::write(&server.config, text.replacen("workers = 8", "workers = 1", 1)).unwrap();
+    server.start_again();
+}
+
+fn verifier_hex(v: &writeverf3) -> String {
+    v.0.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+async fn write_verf(c: &mut Client, fh: &nfs_fh3, offset: u64, data: &[u8]) -> writeverf3 {
+    write(c, fh, offset, data, stable_how::UNSTABLE).await.expect("WRITE").verf
+}
+
+/// Linux reports a write-back error once per open file description, and
+/// Keel flushes a file through one shared descriptor: after one client's
+/// COMMIT failed, another client's COMMIT of the same file would succeed
+/// with the old verifier, and that client would never resend data the
+/// server lost. The failed flush must change the verifier.
+#[tokio::test]
+async fn a_failed_commit_changes_the_verifier_for_every_client() {
+    let server = TestServer::start("verf-fsync", vec![ExportOpts::rw(1, "export")], FAULTS_ON);
+    let (mut a, root) = mount_root(&server, 1).await;
+    let (mut b, _) = mount_root(&server, 1).await;
+    let (file, _) = create_file(&mut a, &root, b"shared", 0o644).await;
+    let v1 = write_verf(&mut a, &file, 0, b"client a's data").await;
+    assert_eq!(write_verf(&mut b, &file, 4096, b"client b's data").await, v1);
+    let ino = meta(&server.export_dir(1).join("shared")).ino();
+
+    arm(&server, &["--point", "fsync", "--inode", &ino.to_string(), "--errno", "5"]);
+    assert_eq!(status(&commit(&mut a, &file).await), nfsstat3::NFS3ERR_IO, "the failed flush is reported");
+    let v2 = commit(&mut b, &file).await.expect("COMMIT after the failure").verf;
+    assert_ne!(v2, v1, "client b's unstable data may be lost: the verifier must have changed");
+    assert_eq!(status_json(&server)["write_verifier"], verifier_hex(&v2), "keel status shows the new verifier");
+
+    // Both clients resend under the new verifier, and it sticks.
+    assert_eq!(write_verf(&mut a, &file, 0, b"client a's data").await, v2);
+    assert_eq!(write_verf(&mut b, &file, 4096, b"client b's data").await, v2);
+    assert_eq!(commit(&mut a, &file).await.expect("COMMIT").verf, v2);
+    assert_eq!(commit(&mut b, &file).await.expect("COMMIT").verf, v2);
+}
+
+/// A failed write may have taken earlier acknowledged data with it (a
+/// synchronous write reports the file's earlier write-back errors), so it
+/// changes the verifier too; an error that says nothing about the storage
+/// (EAGAIN, answered as JUKEBOX) does not.
+#[tokio::test]
+async fn a_failed_write_changes_the_verifier_but_a_transient_error_does_not() {
+    let server = TestServer::start("verf-write", vec![ExportOpts::rw(1, "export")], FAULTS_ON);
+    let (mut c, root) = mount_root(&server, 1).await;
+    let (file, _) = create_file(&mut c, &root, b"f", 0o644).await;
+    let v1 = write_verf(&mut c, &file, 0, b"unstable").await;
+
+    arm(&server, &["--point", "pwrite", "--errno", "11"]);
+    assert_eq!(status(&write(&mut c, &file, 0, b"x", stable_how::FILE_SYNC).await), nfsstat3::NFS3ERR_JUKEBOX);
+    assert_eq!(write_verf(&mut c, &file, 0, b"unstable").await, v1, "EAGAIN loses nothing");
+
+    arm(&server, &["--point", "pwrite", "--errno", "5"]);
+    assert_eq!(status(&write(&mut c, &file, 0, b"x", stable_how::FILE_SYNC).await), nfsstat3::NFS3ERR_IO);
+    let v2 = write_verf(&mut c, &file, 0, b"unstable").await;
+    assert_ne!(v2, v1, "after a failed write the client must resend what it had not committed");
+    assert_eq!(commit(&mut c, &file).await.expect("COMMIT").verf, v2);
+}
+
+/// Faults can only be armed when the configuration allows it.
+#[test]
+fn fault_injection_is_off_unless_configured() {
+    let server = TestServer::start("faults-off", vec![ExportOpts::rw(1, "export")], "");
+    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .args(["debug", "fault", "arm", "--point", "fsync", "--errno", "5", "--config"])
+        .arg(&server.config)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && text.contains("fault_injection = true"), "{text}");
+}
+
+/// A handle from a client the export's client list does not admit is
+/// refused before the server opens it (as root).
+#[tokio::test]
+async fn a_handle_is_checked_against_the_client_list_before_it_is_opened() {
+    let exports = vec![ExportOpts::rw(1, "open"), ExportOpts::rw(2, "closed")];
+    let mut server = TestServer::start("admit-first", exports, "");
+    let (mut c, root) = mount_root(&server, 2).await;
+    let (file, _) = create_file(&mut c, &root, b"kept", 0o644).await;
+    drop(c);
+    // The same handle key and file system, but export 2 no longer admits
+    // this host: the handle is well-formed and still names the file.
+    server.kill9();
+    let text = std::fs::read_to_string(&server.config).unwrap();
+    let closed = format!("path = \"{}\"", server.export_path(2));
+    let (head, tail) = text.split_at(text.find(&closed).unwrap());
+    let tail = tail.replacen("host = \"*\"", "host = \"192.0.2.1\"", 1);
+    std::fs::write(&server.config, format!("{head}{tail}")).unwrap();
+    server.start_again();
+
+    let (mut c, _) = mount_root(&server, 1).await;
+    let open_before = status_json(&server)["cached_inodes"].clone();
+    assert_eq!(status(&getattr(&mut c, &file).await), nfsstat3::NFS3ERR_ACCES);
+    assert_eq!(status_json(&server)["cached_inodes"], open_before, "the refused handle was opened");
+}
+
+/// With one worker thread, a call whose identity cannot be assumed (uid
+/// 4294967295) fails, and the thread is back to a known state for the
+/// next call: opening a handle by kernel handle (as root) works, and the
+/// next caller acts as itself.
+#[tokio::test]
+async fn a_failed_identity_switch_leaves_the_worker_usable() {
+    let mut server = TestServer::start("ident-fail", vec![ExportOpts::rw(1, "export")], "");
+    let (mut c, root) = mount_root(&server, 1).await;
+    let (file, _) = create_file(&mut c, &root, b"f", 0o644).await;
+    let (other, _) = create_file(&mut c, &root, b"other", 0o644).await;
+    drop(c);
+    restart_with_one_worker(&mut server);
+
+    let mut user = nfs_client(&server, cred(1000, 1000), true).await;
+    assert_eq!(status(&access(&mut user, &file, ACCESS3_READ).await), nfsstat3::NFS3_OK);
+    let mut bad = nfs_client(&server, cred(u32::MAX, u32::MAX), true).await;
+    assert_eq!(status(&access(&mut bad, &file, ACCESS3_READ).await), nfsstat3::NFS3ERR_PERM);
+    let mut next = nfs_client(&server, cred(1001, 1001), true).await;
+    assert_eq!(status(&getattr(&mut next, &other).await), nfsstat3::NFS3_OK, "uncached handle after the failure");
+    let (made, attrs) = create_file(&mut next, &root, b"by-1001", 0o644).await;
+    assert_eq!((attrs.uid, attrs.gid), (1001, 1001), "the next caller acts as itself");
+    drop(made);
+}
+
+/// A worker that panics in the middle of a call (an injected panic in the
+/// storage layer) answers SYSTEM_ERR, and its next call runs as the next
+/// caller, not with what the panicking call left behind.
+#[tokio::test]
+async fn a_worker_that_panics_mid_call_serves_the_next_caller_as_itself() {
+    let mut server = TestServer::start("ident-panic", vec![ExportOpts::rw(1, "export")], FAULTS_ON);
+    let dir = server.export_dir(1);
+    let (mut c, root) = mount_root(&server, 1).await;
+    let (file, _) = create_file(&mut c, &root, b"writable", 0o666).await;
+    let (group_only, _) = create_file(&mut c, &root, b"group-5000", 0o060).await;
+    chown(&dir.join("group-5000"), 0, 5000);
+    let (other, _) = create_file(&mut c, &root, b"other", 0o644).await;
+    drop(c);
+    restart_with_one_worker(&mut server);
+
+    arm(&server, &["--point", "pwrite", "--panic"]);
+    let mut member = nfs_client(&server, cred_groups(1001, 1001, &[5000]), true).await;
+    match bounded(
+        "WRITE",
+        member.write(&WRITE3args {
+            file: file.clone(),
+            offset: 0,
+            count: 4,
+            stable: stable_how::FILE_SYNC,
+            data: nfs3_types::xdr_codec::Opaque::borrowed(b"boom"),
+        }),
+    )
+    .await
+    {
+        Err(RpcError::SystemErr) => {}
+        other => panic!("the panicking WRITE answered {other:?}"),
+    }
+    let mut outsider = nfs_client(&server, cred(1002, 1002), true).await;
+    assert_eq!(status(&getattr(&mut outsider, &other).await), nfsstat3::NFS3_OK, "uncached handle after the panic");
+    assert_eq!(
+        status(&read(&mut outsider, &group_only, 0, 10).await),
+        nfsstat3::NFS3ERR_ACCES,
+        "group 5000 of the panicking caller must not linger"
+    );
+    assert_eq!(status(&read(&mut member, &group_only, 0, 10).await), nfsstat3::NFS3_OK);
+    assert!(server.log_text().contains("injected panic"), "the panic is logged");
+}
