@@ -1,9 +1,16 @@
 //! `keel`: the command line.
 
+// Every `unsafe` of this crate is in `sys`.
+#![deny(unsafe_code)]
+
+mod budget;
 mod config;
+mod conns;
 mod net;
 mod portmap;
 mod serve;
+#[allow(unsafe_code)]
+mod sys;
 mod workers;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
