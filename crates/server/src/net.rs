@@ -225,87 +225,30 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, net: Arc<Net>, sl
         wake: Notify::new(),
     });
     let writer = tokio::spawn(write_replies(path.clone()));
-    let requests = Arc::new(Semaphore::new(net.requests_per_connection));
-    let account = net.budget.account();
-    let mut shutdown = net.shutdown.clone();
-    let mut assembler = RecordAssembler::new(RECORD_BYTES_MAX);
-    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
-    // The budget's bytes for a large record being received.
-    let mut receiving: Option<Charge> = None;
-
-    let ended = 'conn: loop {
-        match assembler.next_record(&mut buf) {
-            Ok(Some(record)) => {
-                let bytes = record.len() + net.dispatcher.reply_bytes_max(&record);
-                let (slot, charge) = tokio::select! {
-                    p = take_call(&requests, &account, bytes, receiving.take()) => p,
-                    _ = shutdown.wait_for(|stop| *stop) => break 'conn Ended::Stopping,
-                    r = conn.closed() => break 'conn Ended::Server(r),
-                };
-                let permits = Permits { _slot: slot, charge, _call: conn.call_started() };
-                let job = Job { record, peer, local, reply: path.clone(), permits };
-                tokio::select! {
-                    r = net.jobs.push(job) => if r.is_err() {
-                        break 'conn Ended::Client("workers stopped".into());
-                    },
-                    _ = shutdown.wait_for(|stop| *stop) => break 'conn Ended::Stopping,
-                    r = conn.closed() => break 'conn Ended::Server(r),
-                }
-                continue;
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(%peer, error = %e, "bad record; closing the connection");
-                break 'conn Ended::Client(e.to_string());
-            }
-        }
-        // Room for the rest of the record being received (one allocation
-        // for a large WRITE, charged to the budget first), or for another chunk.
-        let record_bytes = assembler.bytes_wanted(&buf);
-        if record_bytes > READ_CHUNK_BYTES && receiving.is_none() {
-            receiving = Some(tokio::select! {
-                c = account.charge(record_bytes) => c,
-                _ = shutdown.wait_for(|stop| *stop) => break 'conn Ended::Stopping,
-                r = conn.closed() => break 'conn Ended::Server(r),
-            });
-        }
-        let wanted = record_bytes.max(buf.len() + READ_CHUNK_BYTES / 4);
-        if buf.capacity() < wanted {
-            buf.reserve(wanted - buf.len());
-        }
-        tokio::select! {
-            r = read_some(&stream, &mut buf) => match r {
-                Ok(0) => break 'conn Ended::Client("closed by the client".into()),
-                Ok(_) => conn.received(),
-                Err(e) => break 'conn Ended::Client(e.to_string()),
-            },
-            _ = shutdown.wait_for(|stop| *stop) => break 'conn Ended::Stopping,
-            r = conn.closed() => break 'conn Ended::Server(r),
-        }
+    let reader = Reader {
+        net: &net,
+        conn: &conn,
+        path: &path,
+        stream: &stream,
+        requests: Arc::new(Semaphore::new(net.requests_per_connection)),
+        account: net.budget.account(),
+        peer,
+        local,
     };
-    drop(receiving);
+    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let ended = reader.read_calls(&mut buf).await;
     if let Ended::Server(reason) = ended {
         path.abort();
         if reason == CloseReason::Stalled {
             tracing::warn!(
                 %peer,
-                held_bytes = account.held_bytes(),
+                held_bytes = reader.account.held_bytes(),
                 budget_used_bytes = net.budget.used_bytes(),
                 "closing a connection whose client does not read its replies"
             );
         }
     }
-    // Every call taken is answered (its permit comes back once its reply
-    // is written, or dropped if the server closes the connection), then
-    // the writer task ends and the server's side closes.
-    let all = u32::try_from(net.requests_per_connection).unwrap_or(u32::MAX);
-    tokio::select! {
-        _ = requests.acquire_many(all) => {}
-        _ = conn.closed() => {
-            path.abort();
-            let _ = requests.acquire_many(all).await;
-        }
-    }
+    reader.answer_calls_taken().await;
     path.outbox.lock().expect("outbox lock").finishing = true;
     path.wake.notify_one();
     let _ = writer.await;
@@ -334,6 +277,95 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, net: Arc<Net>, sl
     };
     tracing::info!(%peer, reason = %reason, "connection closed");
     drop(slot);
+}
+
+/// What a connection's reader works with.
+struct Reader<'a> {
+    net: &'a Net,
+    conn: &'a Arc<Conn>,
+    path: &'a Arc<ReplyPath>,
+    stream: &'a TcpStream,
+    /// The connection's in-flight slots (`max_requests_per_connection`).
+    requests: Arc<Semaphore>,
+    account: Arc<Account>,
+    peer: SocketAddr,
+    local: SocketAddr,
+}
+
+impl Reader<'_> {
+    /// Reads calls and queues them for the workers until the client, the
+    /// server or the connection table ends the connection.
+    async fn read_calls(&self, buf: &mut BytesMut) -> Ended {
+        let (conn, net) = (self.conn, self.net);
+        let mut shutdown = net.shutdown.clone();
+        let mut assembler = RecordAssembler::new(RECORD_BYTES_MAX);
+        // The budget's bytes for a large record being received.
+        let mut receiving: Option<Charge> = None;
+        loop {
+            match assembler.next_record(buf) {
+                Ok(Some(record)) => {
+                    let bytes = record.len() + net.dispatcher.reply_bytes_max(&record);
+                    let (slot, charge) = tokio::select! {
+                        p = take_call(&self.requests, &self.account, bytes, receiving.take()) => p,
+                        _ = shutdown.wait_for(|stop| *stop) => return Ended::Stopping,
+                        r = conn.closed() => return Ended::Server(r),
+                    };
+                    let permits = Permits { _slot: slot, charge, _call: conn.call_started() };
+                    let job = Job { record, peer: self.peer, local: self.local, reply: self.path.clone(), permits };
+                    tokio::select! {
+                        r = net.jobs.push(job) => if r.is_err() {
+                            return Ended::Stopping;
+                        },
+                        _ = shutdown.wait_for(|stop| *stop) => return Ended::Stopping,
+                        r = conn.closed() => return Ended::Server(r),
+                    }
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(peer = %self.peer, error = %e, "bad record; closing the connection");
+                    return Ended::Client(e.to_string());
+                }
+            }
+            // Room for the rest of the record being received (one allocation
+            // for a large WRITE, charged to the budget first), or for another chunk.
+            let record_bytes = assembler.bytes_wanted(buf);
+            if record_bytes > READ_CHUNK_BYTES && receiving.is_none() {
+                receiving = Some(tokio::select! {
+                    c = self.account.charge(record_bytes) => c,
+                    _ = shutdown.wait_for(|stop| *stop) => return Ended::Stopping,
+                    r = conn.closed() => return Ended::Server(r),
+                });
+            }
+            let wanted = record_bytes.max(buf.len() + READ_CHUNK_BYTES / 4);
+            if buf.capacity() < wanted {
+                buf.reserve(wanted - buf.len());
+            }
+            tokio::select! {
+                r = read_some(self.stream, buf) => match r {
+                    Ok(0) => return Ended::Client("closed by the client".into()),
+                    Ok(_) => conn.received(),
+                    Err(e) => return Ended::Client(e.to_string()),
+                },
+                _ = shutdown.wait_for(|stop| *stop) => return Ended::Stopping,
+                r = conn.closed() => return Ended::Server(r),
+            }
+        }
+    }
+
+    /// Waits until every call taken is answered (its slot comes back once
+    /// its reply is written), or dropped if the server closes the
+    /// connection meanwhile (its client may never read again).
+    async fn answer_calls_taken(&self) {
+        let all = u32::try_from(self.net.requests_per_connection).unwrap_or(u32::MAX);
+        tokio::select! {
+            _ = self.requests.acquire_many(all) => {}
+            _ = self.conn.closed() => {
+                self.path.abort();
+                let _ = self.requests.acquire_many(all).await;
+            }
+        }
+    }
 }
 
 async fn read_some(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
