@@ -49,14 +49,28 @@ pub struct Permits {
 /// The bounded queue from the connections' readers (async) to the workers
 /// (OS threads). A reader facing a full queue waits asynchronously; each
 /// worker that takes a job makes room for one waiting reader.
-pub struct JobQueue {
-    jobs: crossbeam_channel::Sender<Job>,
+pub struct JobQueue<T = Job> {
+    jobs: crossbeam_channel::Sender<T>,
     room: Arc<Notify>,
 }
 
-impl JobQueue {
+/// The workers' end of a [`JobQueue`].
+pub struct JobReceiver<T = Job> {
+    jobs: crossbeam_channel::Receiver<T>,
+    room: Arc<Notify>,
+}
+
+/// A queue of at most `jobs_queued_max` jobs.
+pub fn job_queue<T>(jobs_queued_max: usize) -> (JobQueue<T>, JobReceiver<T>) {
+    assert!(jobs_queued_max > 0);
+    let (tx, rx) = crossbeam_channel::bounded(jobs_queued_max);
+    let room = Arc::new(Notify::new());
+    (JobQueue { jobs: tx, room: room.clone() }, JobReceiver { jobs: rx, room })
+}
+
+impl<T> JobQueue<T> {
     /// Queues `job`, waiting for room; gives it back if the workers stopped.
-    pub async fn push(&self, mut job: Job) -> Result<(), Job> {
+    pub async fn push(&self, mut job: T) -> Result<(), T> {
         loop {
             // Registered before trying, so room made in between is not missed.
             let room = self.room.notified();
@@ -72,6 +86,22 @@ impl JobQueue {
     }
 }
 
+impl<T> JobReceiver<T> {
+    /// The next job, blocking the thread; `None` once every queue end is
+    /// gone and the queue is empty.
+    pub fn recv(&self) -> Option<T> {
+        let job = self.jobs.recv().ok()?;
+        self.room.notify_one();
+        Some(job)
+    }
+}
+
+impl<T> Clone for JobReceiver<T> {
+    fn clone(&self) -> Self {
+        JobReceiver { jobs: self.jobs.clone(), room: self.room.clone() }
+    }
+}
+
 pub struct WorkerPool {
     queue: Option<Arc<JobQueue>>,
     threads: Vec<JoinHandle<()>>,
@@ -79,21 +109,18 @@ pub struct WorkerPool {
 
 impl WorkerPool {
     pub fn start(workers: usize, dispatcher: Arc<Dispatcher>) -> std::io::Result<Self> {
-        let jobs_queued_max = workers * JOBS_QUEUED_PER_WORKER;
-        let (tx, rx) = crossbeam_channel::bounded::<Job>(jobs_queued_max);
-        let room = Arc::new(Notify::new());
+        let (queue, rx) = job_queue(workers * JOBS_QUEUED_PER_WORKER);
         let threads = (0..workers)
             .map(|i| {
-                let (rx, dispatcher, room) = (rx.clone(), dispatcher.clone(), room.clone());
+                let (rx, dispatcher) = (rx.clone(), dispatcher.clone());
                 std::thread::Builder::new().name(format!("keel-worker-{i}")).spawn(move || {
-                    for job in rx.iter() {
-                        room.notify_one();
+                    while let Some(job) = rx.recv() {
                         run(&dispatcher, job);
                     }
                 })
             })
             .collect::<std::io::Result<_>>()?;
-        Ok(WorkerPool { queue: Some(Arc::new(JobQueue { jobs: tx, room })), threads })
+        Ok(WorkerPool { queue: Some(Arc::new(queue)), threads })
     }
 
     pub fn queue(&self) -> Arc<JobQueue> {
@@ -131,5 +158,37 @@ fn run(dispatcher: &Dispatcher, job: Job) {
                 reply.send(status_reply(xid, ReplyStat::Accepted(AcceptStat::SystemErr)), permits);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_full_queue_makes_the_reader_wait_until_a_worker_takes_a_job() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let (queue, rx) = job_queue::<u32>(2);
+        rt.block_on(async {
+            queue.push(1).await.unwrap();
+            queue.push(2).await.unwrap();
+            let third = tokio::time::timeout(Duration::from_millis(50), queue.push(3)).await;
+            assert!(third.is_err(), "a third job went into a queue of two");
+        });
+        let worker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let first = rx.recv();
+            (first, rx)
+        });
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), queue.push(3)).await.expect("room made").unwrap();
+        });
+        let (first, rx) = worker.join().unwrap();
+        assert_eq!(first, Some(1));
+        assert_eq!((rx.recv(), rx.recv()), (Some(2), Some(3)));
+        drop(rx);
+        rt.block_on(async { assert_eq!(queue.push(4).await, Err(4), "no workers left") });
     }
 }
