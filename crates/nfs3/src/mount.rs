@@ -11,7 +11,7 @@ use bytes::Bytes;
 use keel_nfs3_proto::mount::*;
 use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3};
 use keel_rpc::msg::AUTH_SYS;
-use keel_rpc::{AcceptError, CallContext, RpcProgram};
+use keel_rpc::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
 use keel_xdr::{Decode, Decoder, Encoder};
 
 use crate::errno::mount_status;
@@ -19,15 +19,25 @@ use crate::service::{NfsService, ServedExport};
 
 /// Entries kept for DUMP; the oldest go first.
 const MOUNT_LIST_ENTRIES_MAX: usize = 4096;
+/// Longest host name in the mount list: an IPv6 address as text.
+const MOUNT_HOST_BYTES_MAX: usize = 48;
+/// One DUMP entry at most: "more follows", host name, directory.
+const MOUNT_ENTRY_BYTES_MAX: usize = 4 + 4 + MOUNT_HOST_BYTES_MAX + 4 + DIRPATH_MAX;
 
 pub struct MountProgram {
     svc: Arc<NfsService>,
     mounts: Mutex<VecDeque<Mountbody>>,
+    /// The EXPORT reply's size: the export list is fixed from the start.
+    export_reply_bytes: usize,
 }
 
 impl MountProgram {
     pub fn new(svc: Arc<NfsService>) -> Self {
-        MountProgram { svc, mounts: Mutex::new(VecDeque::new()) }
+        let mut m = MountProgram { svc, mounts: Mutex::new(VecDeque::new()), export_reply_bytes: 0 };
+        let mut reply = Encoder::new();
+        reply.put(&m.exports());
+        m.export_reply_bytes = reply.len();
+        m
     }
 
     fn mnt(&self, peer: SocketAddr, path: &Dirpath) -> Mountres3 {
@@ -108,6 +118,14 @@ impl RpcProgram for MountProgram {
 
     fn versions(&self) -> (u32, u32) {
         (MOUNT_V3, MOUNT_V3)
+    }
+
+    fn reply_bytes_max(&self, _vers: u32, proc_: u32, _args: Bytes) -> usize {
+        match MountProc::from_u32(proc_) {
+            Some(MountProc::Dump) => 4 + MOUNT_LIST_ENTRIES_MAX * MOUNT_ENTRY_BYTES_MAX,
+            Some(MountProc::Export) => self.export_reply_bytes,
+            _ => REPLY_RESULTS_BYTES_DEFAULT,
+        }
     }
 
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {

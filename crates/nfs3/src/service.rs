@@ -2,7 +2,7 @@
 //! goes through: which export a handle belongs to, whether this client may
 //! use it, and as whom.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use keel_nfs3_proto::nfs3::{NfsFh3, Nfsstat3};
@@ -58,6 +58,13 @@ impl NfsService {
 
     pub fn exports(&self) -> &[ServedExport] {
         &self.exports
+    }
+
+    /// Whether some export's client list admits `client`: a connection
+    /// from any other host can do nothing but be refused, and is closed at
+    /// accept, before it holds a connection slot.
+    pub fn admits(&self, client: IpAddr) -> bool {
+        self.exports.iter().any(|s| options_for(&s.rules, client).is_some())
     }
 
     fn served(&self, export_id: u32) -> Option<&ServedExport> {

@@ -39,6 +39,15 @@ impl From<keel_xdr::XdrError> for AcceptError {
     }
 }
 
+/// Bytes of RPC framing around a reply's results, at most: record mark,
+/// xid, message type, reply status, an AUTH_NONE verifier, and the accept
+/// status with a mismatch's two versions.
+pub const REPLY_HEADER_BYTES_MAX: usize = 64;
+
+/// Results of a procedure that does not say otherwise, at most (knfsd's
+/// `pc_xdrressize` for the small ones: attributes, a handle, wcc data).
+pub const REPLY_RESULTS_BYTES_DEFAULT: usize = 1024;
+
 /// One RPC program (NFS, MOUNT, portmap) as the dispatcher sees it.
 pub trait RpcProgram: Send + Sync {
     fn program(&self) -> u32;
@@ -48,6 +57,15 @@ pub trait RpcProgram: Send + Sync {
     /// (the non-idempotent ones).
     fn is_cached(&self, _vers: u32, _proc: u32) -> bool {
         false
+    }
+    /// The most bytes of results a call can produce, before it runs, from
+    /// its procedure and (raw) arguments: knfsd's `pc_xdrressize`, with the
+    /// count a READ or READDIR asks for. The transport reserves this much
+    /// of its memory budget before the call runs, so it must never be less
+    /// than what `call` writes; arguments that do not decode may give any
+    /// value (the call answers GARBAGE_ARGS).
+    fn reply_bytes_max(&self, _vers: u32, _proc: u32, _args: Bytes) -> usize {
+        REPLY_RESULTS_BYTES_DEFAULT
     }
     /// Decodes the arguments and writes the results after the success
     /// header already in `reply`. On error, `reply` is discarded.
@@ -65,6 +83,26 @@ pub type ReplySegments = Vec<Bytes>;
 impl Dispatcher {
     pub fn new(programs: Vec<Arc<dyn RpcProgram>>, cache: ReplyCache) -> Self {
         Dispatcher { programs, cache }
+    }
+
+    /// The most bytes the reply to `record` can take, record mark included,
+    /// from its call header alone (nothing runs). A reply to a record that
+    /// is not a call, or is refused before its program runs, is a header.
+    pub fn reply_bytes_max(&self, record: &Bytes) -> usize {
+        let mut dec = Decoder::new(record.clone());
+        let results = match CallHeader::decode(&mut dec) {
+            Ok(h) if h.rpc_version == RPC_VERSION => self
+                .programs
+                .iter()
+                .find(|p| p.program() == h.prog)
+                .filter(|p| {
+                    let (low, high) = p.versions();
+                    (low..=high).contains(&h.vers)
+                })
+                .map_or(0, |p| p.reply_bytes_max(h.vers, h.proc_, dec.rest())),
+            _ => 0,
+        };
+        REPLY_HEADER_BYTES_MAX + results
     }
 
     /// Handles one call record. `None` means no reply is due: the record was

@@ -4,16 +4,25 @@
 //! executed a second time, and a retransmission of a call still being
 //! executed is dropped.
 
-use std::collections::hash_map::{DefaultHasher, Entry};
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::hash::Hasher;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 
 use bytes::Bytes;
+use siphasher::sip::SipHasher24;
 
 /// Bytes of arguments that go into the checksum, as knfsd's RC_CSUMLEN.
 const ARGS_CHECKSUM_BYTES: usize = 256;
+/// The checksum's SipHash-2-4 key: fixed, so that every build of Keel and
+/// an HA peer compute the same checksum for the same arguments. It guards
+/// against accidents (a reused xid), not an adversary: a client can only
+/// confuse its own calls.
+const ARGS_CHECKSUM_KEY: (u64, u64) = (0x6b65_656c_2d64_7263, 0x6172_6773_2d63_6b31);
+/// What an entry costs besides its reply: the key, the slot, the order
+/// queue's copy of the key and the reply's segment list.
+const ENTRY_OVERHEAD_BYTES: usize = 256;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DrcKey {
@@ -28,10 +37,13 @@ pub struct DrcKey {
 }
 
 impl DrcKey {
+    /// SipHash-2-4 under [`ARGS_CHECKSUM_KEY`] of the arguments' length (a
+    /// little-endian u64) followed by their first [`ARGS_CHECKSUM_BYTES`]
+    /// bytes. Fixed: a test pins its value.
     pub fn args_checksum(args: &[u8]) -> u64 {
-        let mut h = DefaultHasher::new();
-        args.len().hash(&mut h);
-        args[..args.len().min(ARGS_CHECKSUM_BYTES)].hash(&mut h);
+        let mut h = SipHasher24::new_with_keys(ARGS_CHECKSUM_KEY.0, ARGS_CHECKSUM_KEY.1);
+        h.write(&(args.len() as u64).to_le_bytes());
+        h.write(&args[..args.len().min(ARGS_CHECKSUM_BYTES)]);
         h.finish()
     }
 }
@@ -56,10 +68,17 @@ struct Slot {
     /// Tells this insertion of a key from earlier ones still queued in `order`.
     generation: u64,
     state: State,
+    /// What the entry counts against `bytes_max`.
+    bytes: usize,
 }
 
+/// Bounded by entries and by bytes. An entry whose call is still running
+/// is never evicted (its retransmissions must be dropped, not executed a
+/// second time), so the cache may hold up to one entry per call in
+/// execution beyond `entries_max`: at most one per worker thread.
 pub struct ReplyCache {
     entries_max: usize,
+    bytes_max: usize,
     inner: Mutex<Inner>,
 }
 
@@ -70,12 +89,31 @@ struct Inner {
     /// generation no longer matches its slot is stale and skipped.
     order: VecDeque<(DrcKey, u64)>,
     next_generation: u64,
+    /// Sum of the slots' `bytes`.
+    bytes: usize,
+}
+
+impl Inner {
+    fn is_live(&self, (key, generation): &(DrcKey, u64)) -> bool {
+        self.slots.get(key).is_some_and(|s| s.generation == *generation)
+    }
+
+    fn remove(&mut self, key: &DrcKey) {
+        if let Some(slot) = self.slots.remove(key) {
+            self.bytes -= slot.bytes;
+        }
+    }
+}
+
+fn reply_bytes(reply: &[Bytes]) -> usize {
+    reply.iter().map(Bytes::len).sum()
 }
 
 impl ReplyCache {
-    pub fn new(entries_max: usize) -> Self {
+    pub fn new(entries_max: usize, bytes_max: usize) -> Self {
         assert!(entries_max > 0);
-        ReplyCache { entries_max, inner: Mutex::new(Inner::default()) }
+        assert!(bytes_max >= ENTRY_OVERHEAD_BYTES);
+        ReplyCache { entries_max, bytes_max, inner: Mutex::new(Inner::default()) }
     }
 
     pub fn begin(&self, key: &DrcKey) -> CacheLookup {
@@ -87,23 +125,11 @@ impl ReplyCache {
                 State::Done(reply) => CacheLookup::Replay(reply.clone()),
             },
             Entry::Vacant(e) => {
-                e.insert(Slot { generation, state: State::InProgress });
+                e.insert(Slot { generation, state: State::InProgress, bytes: ENTRY_OVERHEAD_BYTES });
+                inner.bytes += ENTRY_OVERHEAD_BYTES;
                 inner.next_generation += 1;
                 inner.order.push_back((key.clone(), generation));
-                let Inner { slots, order, .. } = &mut *inner;
-                let live = |slots: &HashMap<DrcKey, Slot>, (k, g): &(DrcKey, u64)| {
-                    slots.get(k).is_some_and(|s| s.generation == *g)
-                };
-                while slots.len() > self.entries_max {
-                    let Some(oldest) = order.pop_front() else { break };
-                    if live(slots, &oldest) {
-                        slots.remove(&oldest.0);
-                    }
-                }
-                // Abandoned calls leave stale entries behind; keep `order` bounded too.
-                if order.len() > 2 * self.entries_max {
-                    order.retain(|e| live(slots, e));
-                }
+                self.evict(&mut inner);
                 CacheLookup::New
             }
         }
@@ -111,8 +137,43 @@ impl ReplyCache {
 
     pub fn complete(&self, key: &DrcKey, reply: Vec<Bytes>) {
         let mut inner = self.inner.lock().expect("reply cache lock");
-        if let Some(slot) = inner.slots.get_mut(key) {
-            slot.state = State::Done(reply);
+        let bytes = ENTRY_OVERHEAD_BYTES + reply_bytes(&reply);
+        let Some(slot) = inner.slots.get_mut(key) else { return };
+        let before = slot.bytes;
+        slot.state = State::Done(reply);
+        slot.bytes = bytes;
+        inner.bytes = inner.bytes - before + bytes;
+        self.evict(&mut inner);
+    }
+
+    /// Drops the oldest completed entries until both bounds hold. Entries
+    /// in progress are skipped (and keep their place); each queued entry is
+    /// looked at once at most, so a cache full of calls in progress costs
+    /// one pass, not a loop.
+    fn evict(&self, inner: &mut Inner) {
+        let mut kept = Vec::new();
+        let mut looked = 0;
+        let queued = inner.order.len();
+        while (inner.slots.len() > self.entries_max || inner.bytes > self.bytes_max) && looked < queued {
+            let Some(oldest) = inner.order.pop_front() else { break };
+            looked += 1;
+            if !inner.is_live(&oldest) {
+                continue;
+            }
+            if matches!(inner.slots[&oldest.0].state, State::InProgress) {
+                kept.push(oldest);
+            } else {
+                inner.remove(&oldest.0);
+            }
+        }
+        // Back at the front, oldest first, so they go first once done.
+        for entry in kept.into_iter().rev() {
+            inner.order.push_front(entry);
+        }
+        // Abandoned calls leave stale entries behind; keep `order` bounded too.
+        if inner.order.len() > 2 * self.entries_max {
+            let Inner { slots, order, .. } = inner;
+            order.retain(|(k, g)| slots.get(k).is_some_and(|s| s.generation == *g));
         }
     }
 
@@ -120,7 +181,7 @@ impl ReplyCache {
     pub fn abandon(&self, key: &DrcKey) {
         let mut inner = self.inner.lock().expect("reply cache lock");
         if let Some(Slot { state: State::InProgress, .. }) = inner.slots.get(key) {
-            inner.slots.remove(key);
+            inner.remove(key);
         }
     }
 
@@ -130,6 +191,11 @@ impl ReplyCache {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Bytes the entries count against the bound.
+    pub fn bytes(&self) -> usize {
+        self.inner.lock().expect("reply cache lock").bytes
     }
 }
 
@@ -150,7 +216,7 @@ mod tests {
 
     #[test]
     fn replays_completed_and_drops_in_progress() {
-        let c = ReplyCache::new(10);
+        let c = ReplyCache::new(10, 1 << 20);
         assert_eq!(c.begin(&key(1)), CacheLookup::New);
         assert_eq!(c.begin(&key(1)), CacheLookup::InProgress);
         c.complete(&key(1), vec![Bytes::from_static(b"reply")]);
@@ -159,7 +225,7 @@ mod tests {
 
     #[test]
     fn other_arguments_or_clients_are_not_duplicates() {
-        let c = ReplyCache::new(10);
+        let c = ReplyCache::new(10, 1 << 20);
         assert_eq!(c.begin(&key(1)), CacheLookup::New);
         let mut other = key(1);
         other.args_checksum = DrcKey::args_checksum(b"other args");
@@ -171,7 +237,7 @@ mod tests {
 
     #[test]
     fn oldest_entries_are_evicted_at_capacity() {
-        let c = ReplyCache::new(3);
+        let c = ReplyCache::new(3, 1 << 20);
         for xid in 0..5 {
             assert_eq!(c.begin(&key(xid)), CacheLookup::New);
             c.complete(&key(xid), vec![]);
@@ -183,7 +249,7 @@ mod tests {
 
     #[test]
     fn abandoned_calls_can_run_again() {
-        let c = ReplyCache::new(3);
+        let c = ReplyCache::new(3, 1 << 20);
         for _ in 0..20 {
             assert_eq!(c.begin(&key(9)), CacheLookup::New);
             c.abandon(&key(9));
@@ -194,7 +260,7 @@ mod tests {
 
     #[test]
     fn a_reinserted_key_is_not_evicted_by_its_stale_queue_entry() {
-        let c = ReplyCache::new(2);
+        let c = ReplyCache::new(2, 1 << 20);
         assert_eq!(c.begin(&key(1)), CacheLookup::New);
         c.abandon(&key(1));
         assert_eq!(c.begin(&key(1)), CacheLookup::New);
@@ -206,5 +272,63 @@ mod tests {
         assert_eq!(c.begin(&key(3)), CacheLookup::New);
         assert_eq!(c.len(), 2);
         assert_eq!(c.begin(&key(2)), CacheLookup::InProgress);
+    }
+
+    #[test]
+    fn the_checksum_is_a_fixed_function_of_the_arguments() {
+        // Pinned: a new build or an HA peer must compute the same keys. If
+        // this changes, retransmissions across an upgrade are executed again.
+        assert_eq!(DrcKey::args_checksum(b""), 0x56e5_4fdf_2220_357e, "{:#x}", DrcKey::args_checksum(b""));
+        let args: Vec<u8> = (0..300u16).map(|i| i as u8).collect();
+        assert_eq!(DrcKey::args_checksum(&args), 0x8a8d_bbd7_40eb_229d, "{:#x}", DrcKey::args_checksum(&args));
+        // Only the first 256 bytes and the length count.
+        let mut tail = args.clone();
+        tail[299] ^= 1;
+        assert_eq!(DrcKey::args_checksum(&tail), DrcKey::args_checksum(&args));
+        assert_ne!(DrcKey::args_checksum(&args[..299]), DrcKey::args_checksum(&args));
+    }
+
+    #[test]
+    fn entries_in_progress_are_never_evicted() {
+        let c = ReplyCache::new(3, 1 << 20);
+        assert_eq!(c.begin(&key(0)), CacheLookup::New); // still running
+        for xid in 1..10 {
+            assert_eq!(c.begin(&key(xid)), CacheLookup::New);
+            c.complete(&key(xid), vec![]);
+        }
+        assert_eq!(c.begin(&key(0)), CacheLookup::InProgress, "the running call was evicted");
+        assert_eq!(c.len(), 3);
+        c.complete(&key(0), vec![Bytes::from_static(b"late")]);
+        assert_eq!(c.begin(&key(0)), CacheLookup::Replay(vec![Bytes::from_static(b"late")]));
+        // Once done it is the oldest, and goes first.
+        assert_eq!(c.begin(&key(100)), CacheLookup::New);
+        assert_eq!(c.begin(&key(0)), CacheLookup::New, "completed and oldest: evicted");
+    }
+
+    #[test]
+    fn a_cache_full_of_calls_in_progress_grows_past_its_bound_instead_of_evicting_them() {
+        let c = ReplyCache::new(2, 1 << 20);
+        for xid in 0..5 {
+            assert_eq!(c.begin(&key(xid)), CacheLookup::New);
+        }
+        assert_eq!(c.len(), 5);
+        for xid in 0..5 {
+            assert_eq!(c.begin(&key(xid)), CacheLookup::InProgress);
+        }
+    }
+
+    #[test]
+    fn the_cache_is_bounded_by_bytes() {
+        let reply = vec![Bytes::from(vec![0u8; 1000])];
+        let per_entry = ENTRY_OVERHEAD_BYTES + 1000;
+        let c = ReplyCache::new(1000, 4 * per_entry);
+        for xid in 0..10 {
+            assert_eq!(c.begin(&key(xid)), CacheLookup::New);
+            c.complete(&key(xid), reply.clone());
+        }
+        assert_eq!(c.len(), 4);
+        assert_eq!(c.bytes(), 4 * per_entry);
+        assert_eq!(c.begin(&key(9)), CacheLookup::Replay(reply.clone()));
+        assert_eq!(c.begin(&key(5)), CacheLookup::New, "oldest evicted by bytes");
     }
 }

@@ -13,6 +13,9 @@ pub mod drc;
 pub mod msg;
 pub mod record;
 
-pub use dispatch::{AcceptError, CallContext, Dispatcher, ReplySegments, RpcProgram, status_reply};
+pub use dispatch::{
+    AcceptError, CallContext, Dispatcher, REPLY_HEADER_BYTES_MAX, REPLY_RESULTS_BYTES_DEFAULT, ReplySegments,
+    RpcProgram, status_reply,
+};
 pub use drc::ReplyCache;
 pub use msg::{Auth, AuthSys};

@@ -21,6 +21,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
 
 use keel_nfs3::export::{Access, ClientOptions, ClientRule, HostMatch, Squash};
 use toml::Spanned;
@@ -56,6 +57,16 @@ pub struct ServerConfig {
     pub max_requests_per_connection: usize,
     /// Whether the administration socket may arm storage faults (tests).
     pub fault_injection: bool,
+    /// Bytes that calls in flight and their unwritten replies may hold,
+    /// across all connections.
+    pub max_inflight_bytes: usize,
+    /// The same, per connection; at most `max_inflight_bytes`.
+    pub max_inflight_bytes_per_connection: usize,
+    /// A connection with no call for this long is closed (knfsd: 6 minutes).
+    pub idle_timeout: Duration,
+    /// A connection whose replies wait this long without the client
+    /// reading any of them is closed.
+    pub stall_timeout: Duration,
 }
 
 /// How Keel makes its ports known to clients (portmapper / rpcbind).
@@ -101,6 +112,14 @@ pub const DEFAULT_STATE_DIR: &str = "/var/lib/keel";
 pub const WORKERS_MAX: usize = 4096;
 pub const MAX_CONNECTIONS_MAX: usize = 1_000_000;
 pub const MAX_REQUESTS_PER_CONNECTION_MAX: usize = 65536;
+const MIB: usize = 1 << 20;
+/// A connection must be able to hold its largest call: a 1 MiB READ or
+/// WRITE, or a MOUNT DUMP reply (4.3 MiB), with room for a few more.
+pub const MAX_INFLIGHT_MIB_PER_CONNECTION_MIN: usize = 8;
+pub const MAX_INFLIGHT_MIB_PER_CONNECTION_MAX: usize = 4096;
+pub const MAX_INFLIGHT_MIB_MAX: usize = 1 << 20;
+pub const IDLE_TIMEOUT_SECONDS_MAX: usize = 7 * 24 * 3600;
+pub const STALL_TIMEOUT_SECONDS_MAX: usize = 24 * 3600;
 /// MNTPATHLEN: a longer path cannot be named in a MOUNT request.
 const MAX_EXPORT_PATH_LEN: usize = 1024;
 
@@ -121,6 +140,12 @@ impl Default for ServerConfig {
             max_connections: 1024,
             max_requests_per_connection: 128,
             fault_injection: false,
+            // 16 MiB: eight 1 MiB READs in flight per connection with room;
+            // 192 MiB overall: twelve connections at their cap.
+            max_inflight_bytes: 192 * MIB,
+            max_inflight_bytes_per_connection: 16 * MIB,
+            idle_timeout: Duration::from_secs(360),
+            stall_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -309,6 +334,12 @@ impl Checker<'_> {
         self.int(key, value, 1, hi).and_then(|n| usize::try_from(n).ok())
     }
 
+    fn usize_from(&mut self, key: &str, value: &Spanned<Int>, min: usize, max: usize) -> Option<usize> {
+        let lo = i64::try_from(min).unwrap_or(i64::MAX);
+        let hi = i64::try_from(max).unwrap_or(i64::MAX);
+        self.int(key, value, lo, hi).and_then(|n| usize::try_from(n).ok())
+    }
+
     fn u32(&mut self, key: &str, value: &Spanned<Int>, lo: u32) -> Option<u32> {
         self.int(key, value, i64::from(lo), i64::from(u32::MAX)).and_then(|n| u32::try_from(n).ok())
     }
@@ -386,6 +417,36 @@ impl Checker<'_> {
         }
         if let Some(v) = raw.fault_injection {
             s.fault_injection = v;
+        }
+        if let Some(v) = &raw.max_inflight_mib {
+            let mib = self.usize_from("max_inflight_mib", v, MAX_INFLIGHT_MIB_PER_CONNECTION_MIN, MAX_INFLIGHT_MIB_MAX);
+            s.max_inflight_bytes = mib.map_or(s.max_inflight_bytes, |n| n * MIB);
+        }
+        if let Some(v) = &raw.max_inflight_mib_per_connection {
+            let mib = self.usize_from(
+                "max_inflight_mib_per_connection",
+                v,
+                MAX_INFLIGHT_MIB_PER_CONNECTION_MIN,
+                MAX_INFLIGHT_MIB_PER_CONNECTION_MAX,
+            );
+            s.max_inflight_bytes_per_connection = mib.map_or(s.max_inflight_bytes_per_connection, |n| n * MIB);
+        }
+        if s.max_inflight_bytes_per_connection > s.max_inflight_bytes {
+            let span = raw.max_inflight_mib_per_connection.as_ref().or(raw.max_inflight_mib.as_ref()).map(|v| v.span());
+            let msg = format!(
+                "max_inflight_mib_per_connection ({}) is more than max_inflight_mib ({})",
+                s.max_inflight_bytes_per_connection / MIB,
+                s.max_inflight_bytes / MIB
+            );
+            self.error(&span.unwrap_or(0..0), msg);
+        }
+        if let Some(v) = &raw.idle_timeout_seconds {
+            let secs = self.usize("idle_timeout_seconds", v, IDLE_TIMEOUT_SECONDS_MAX);
+            s.idle_timeout = secs.map_or(s.idle_timeout, |n| Duration::from_secs(n as u64));
+        }
+        if let Some(v) = &raw.stall_timeout_seconds {
+            let secs = self.usize("stall_timeout_seconds", v, STALL_TIMEOUT_SECONDS_MAX);
+            s.stall_timeout = secs.map_or(s.stall_timeout, |n| Duration::from_secs(n as u64));
         }
         s
     }

@@ -1,10 +1,17 @@
 //! `keel`: the command line.
 
+// Every `unsafe` of this crate is in `sys`.
+#![deny(unsafe_code)]
+
 mod admin;
+mod budget;
 mod config;
+mod conns;
 mod net;
 mod portmap;
 mod serve;
+#[allow(unsafe_code)]
+mod sys;
 mod workers;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -345,6 +352,15 @@ fn check_config(file: &Path) -> anyhow::Result<()> {
     println!("{}: valid", file.display());
     println!("listen {} (MOUNT also on {}), portmap {}", list(&s.listen), list(&s.mount_listen), s.portmap);
     println!("{} workers, state in {}", s.workers, s.state_dir.display());
+    println!(
+        "at most {} connections, idle ones closed after {} s; {} MiB for calls in flight ({} MiB per connection), \
+         a connection whose replies are not read closed after {} s",
+        s.max_connections,
+        s.idle_timeout.as_secs(),
+        s.max_inflight_bytes >> 20,
+        s.max_inflight_bytes_per_connection >> 20,
+        s.stall_timeout.as_secs()
+    );
     for e in &config.exports {
         let fsid = e.fsid.map_or("from the file system UUID".to_string(), |f| f.to_string());
         println!("export {} id {} fsid {}: {}", e.path.display(), e.id, fsid, describe_options(&e.clients));

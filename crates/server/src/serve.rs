@@ -11,20 +11,25 @@ use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
 use keel_rpc::{Dispatcher, ReplyCache, RpcProgram};
 use keel_vfs::{Export, ExportSpec, FsidSource, HandleKey, Vfs};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
+use crate::budget::Budget;
 use crate::config::{Config, PortmapMode};
-use crate::net::{BUDGET_UNIT_BYTES, Net, accept_loop};
+use crate::conns::Connections;
+use crate::net::{Admit, Net, accept_loop, sweep_loop};
 use crate::portmap::{self, PortmapProgram};
+use crate::sys;
 use crate::workers::WorkerPool;
 
 /// Open objects kept cached (each holds one or two descriptors).
 const CACHED_INODES_MAX: usize = 65536;
-/// Replies kept for retransmitted non-idempotent calls.
-const REPLY_CACHE_ENTRIES_MAX: usize = 32768;
-/// Bytes of calls received but not yet answered, across all connections.
-const INFLIGHT_BYTES_MAX: usize = 1 << 30;
+/// Replies kept for retransmitted non-idempotent calls, WRITE included. A
+/// WRITE reply is about 200 bytes and an entry costs about 250 more: the
+/// byte bound is what holds at about 75,000 entries, several seconds of
+/// small writes at full speed, minutes at the rate one client host makes.
+const REPLY_CACHE_ENTRIES_MAX: usize = 131_072;
+const REPLY_CACHE_BYTES_MAX: usize = 32 << 20;
 /// How long a stop waits for calls in flight before giving up on them.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -33,11 +38,8 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
         tracing::warn!("{w}");
     }
     keel_vfs::ident::check_privileges().map_err(anyhow::Error::msg)?;
-    // Modes from clients are applied exactly; they already carry the
-    // client's umask.
-    // SAFETY: umask only changes the process's file-creation mask.
-    unsafe { libc::umask(0) };
-    let nofile = raise_open_file_limit();
+    sys::clear_umask();
+    let nofile = sys::raise_open_file_limit();
 
     let state_dir = &config.server.state_dir;
     create_state_dir(state_dir)?;
@@ -141,7 +143,7 @@ async fn serve(
     tokio::spawn(admin::serve(admin_listener, admin_state, shutdown.clone()));
     let mappings = portmap::keel_mappings(nfs_port, mount_port);
     let mut programs: Vec<Arc<dyn RpcProgram>> =
-        vec![Arc::new(Nfs3Program::new(svc.clone())), Arc::new(MountProgram::new(svc))];
+        vec![Arc::new(Nfs3Program::new(svc.clone())), Arc::new(MountProgram::new(svc.clone()))];
     let mut registered = None;
     let mut portmap_listeners = Vec::new();
     match start_portmap(server.portmap, &bound, &mappings, &shutdown).await? {
@@ -153,26 +155,32 @@ async fn serve(
         PortmapRole::None => {}
     }
 
-    let dispatcher = Arc::new(Dispatcher::new(programs, ReplyCache::new(REPLY_CACHE_ENTRIES_MAX)));
-    let workers = WorkerPool::start(server.workers, dispatcher)?;
+    let cache = ReplyCache::new(REPLY_CACHE_ENTRIES_MAX, REPLY_CACHE_BYTES_MAX);
+    let dispatcher = Arc::new(Dispatcher::new(programs, cache));
+    let workers = WorkerPool::start(server.workers, dispatcher.clone())?;
     let net = Arc::new(Net {
-        jobs: workers.sender(),
-        connections: Arc::new(Semaphore::new(server.max_connections)),
-        inflight_budget: Arc::new(Semaphore::new(INFLIGHT_BYTES_MAX / BUDGET_UNIT_BYTES)),
+        jobs: workers.queue(),
+        dispatcher,
+        conns: Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout),
+        budget: Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection),
         requests_per_connection: server.max_requests_per_connection,
+        admits: Box::new(move |ip| svc.admits(ip)),
         shutdown: shutdown.clone(),
     });
-    for listener in nfs_listeners.into_iter().chain(mount_listeners).chain(portmap_listeners) {
-        tokio::spawn(accept_loop(listener, net.clone()));
+    for listener in nfs_listeners.into_iter().chain(mount_listeners) {
+        tokio::spawn(accept_loop(listener, net.clone(), Admit::Clients));
     }
+    for listener in portmap_listeners {
+        tokio::spawn(accept_loop(listener, net.clone(), Admit::Anyone));
+    }
+    tokio::spawn(sweep_loop(net.clone()));
     tracing::info!(listen = ?bound, mount_port, workers = server.workers, "serving NFSv3 and MOUNT v3");
     println!("{}", banner(&bound, mount_port));
 
     wait_for_stop_signal().await?;
     tracing::info!("stopping: no new connections or calls; finishing calls in flight");
     let _ = shutdown_tx.send(true);
-    let all = u32::try_from(server.max_connections).unwrap_or(u32::MAX);
-    if tokio::time::timeout(DRAIN_TIMEOUT, net.connections.acquire_many(all)).await.is_err() {
+    if tokio::time::timeout(DRAIN_TIMEOUT, net.conns.wait_empty()).await.is_err() {
         tracing::warn!("some connections did not finish within {DRAIN_TIMEOUT:?}");
     }
     Ok(Stopped { workers, registered })
@@ -203,8 +211,10 @@ async fn start_portmap(
                 let mut all = mappings.to_vec();
                 all.extend(portmap::self_mappings());
                 let program: Arc<PortmapProgram> = Arc::new(PortmapProgram::new(all));
-                let udp_dispatcher =
-                    Arc::new(Dispatcher::new(vec![program.clone() as Arc<dyn RpcProgram>], ReplyCache::new(16)));
+                let udp_dispatcher = Arc::new(Dispatcher::new(
+                    vec![program.clone() as Arc<dyn RpcProgram>],
+                    ReplyCache::new(16, 64 << 10),
+                ));
                 let mut tcp_listeners = Vec::new();
                 for (tcp, udp) in sockets {
                     tcp_listeners.push(tcp);
@@ -276,25 +286,6 @@ fn create_state_dir(dir: &Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// Each cached object holds descriptors: use what the hard limit allows.
-/// Returns the limit now in effect.
-fn raise_open_file_limit() -> u64 {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: plain get/setrlimit on a valid struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 1024;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                lim = raised;
-            }
-        }
-    }
-    lim.rlim_cur
 }
 
 /// Cached objects hold one descriptor, two once written: they may have

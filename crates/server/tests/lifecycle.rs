@@ -234,7 +234,9 @@ fn sigterm_mid_transfer_answers_calls_taken_refuses_new_connections_and_exits_ze
     let progress = Arc::new(AtomicUsize::new(0));
     let writer =
         pipelined_writer(server.addr, server.export_path(1), "transfer.bin", 400, acked.clone(), progress.clone());
-    let stalled = StalledReader::start(&server, "source.bin", 48);
+    // 12 MiB of READs: within what one connection may hold in flight (16
+    // MiB), so Keel takes them all; more would wait in the socket, untaken.
+    let stalled = StalledReader::start(&server, "source.bin", 12);
     assert!(
         wait_for(Duration::from_secs(60), || (progress.load(Ordering::SeqCst) >= 24).then_some(())).is_some(),
         "the transfer did not get going"

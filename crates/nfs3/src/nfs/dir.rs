@@ -36,6 +36,13 @@ fn cookie_verifier(fsid: u64) -> Cookieverf3 {
 /// parts of a READDIR(PLUS) reply around its entries.
 const DIR_REPLY_FIXED_BYTES: usize = 4 + 4 + FATTR3_XDR_LEN + 8 + DIRLIST_END_XDR_LEN;
 
+/// The largest READDIR(PLUS) reply for `count` (clamped as `list` clamps
+/// it): the entries fill at most the count less the fixed part, which is
+/// there even when the count is smaller than it.
+pub(super) fn reply_bytes_max(count: u32) -> usize {
+    count.min(DIR_REPLY_BYTES_MAX) as usize + DIR_REPLY_FIXED_BYTES
+}
+
 /// What READDIR and READDIRPLUS share: checks, the walk, the framing.
 /// `entry` encodes one entry into `entries` if it fits in `budget` bytes
 /// and says whether it did.

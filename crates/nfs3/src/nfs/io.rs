@@ -8,6 +8,15 @@ use crate::IO_BYTES_MAX;
 use crate::convert::fattr;
 use crate::errno::status;
 
+/// Status, attributes, count, eof and the data's length and padding: a
+/// READ reply around its data.
+const READ_REPLY_FIXED_BYTES: usize = 4 + 4 + FATTR3_XDR_LEN + 4 + 4 + 4 + 3;
+
+/// The largest reply to a READ of `count` bytes (clamped as `read` clamps it).
+pub(super) fn read_reply_bytes_max(count: u32) -> usize {
+    count.min(IO_BYTES_MAX) as usize + READ_REPLY_FIXED_BYTES
+}
+
 pub(super) fn read(r: &Request, a: Read3Args) -> Read3Res {
     let (inode, caller) = match r.authorize(&a.file) {
         Ok(x) => x,

@@ -10,9 +10,12 @@ mod remove;
 use std::cell::OnceCell;
 use std::sync::Arc;
 
-use keel_nfs3_proto::nfs3::{Nfs3Proc, NfsFh3, Nfsstat3, PostOpAttr, PreOpAttr, WccData};
+use bytes::Bytes;
+use keel_nfs3_proto::nfs3::{
+    NFSPATH_MAX, Nfs3Proc, NfsFh3, Nfsstat3, PostOpAttr, PreOpAttr, Read3Args, Readdir3Args, Readdirplus3Args, WccData,
+};
 use keel_nfs3_proto::{NFS_PROGRAM, NFS_V3};
-use keel_rpc::{AcceptError, CallContext, RpcProgram};
+use keel_rpc::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
 use keel_vfs::{Acting, Inode};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
@@ -50,15 +53,26 @@ impl RpcProgram for Nfs3Program {
         (NFS_V3, NFS_V3)
     }
 
-    /// The non-idempotent procedures, as knfsd's RC_REPLBUFF list (WRITE is
-    /// left out: replaying its data is harmless, and caching every WRITE
-    /// reply would push out the entries that matter).
     fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
-        use Nfs3Proc::*;
-        matches!(
-            Nfs3Proc::from_u32(proc_),
-            Some(Setattr | Create | Mkdir | Symlink | Mknod | Remove | Rmdir | Rename | Link)
-        )
+        is_cached(proc_)
+    }
+
+    /// knfsd's `pc_xdrressize`: the procedures whose results grow with
+    /// what the call asks for are bounded by that, clamped as their
+    /// handlers clamp it; the others fit the default.
+    fn reply_bytes_max(&self, _vers: u32, proc_: u32, args: Bytes) -> usize {
+        let mut args = Decoder::new(args);
+        let asked = match Nfs3Proc::from_u32(proc_) {
+            Some(Nfs3Proc::Read) => Read3Args::decode(&mut args).map(|a| io::read_reply_bytes_max(a.count)),
+            Some(Nfs3Proc::Readdir) => Readdir3Args::decode(&mut args).map(|a| dir::reply_bytes_max(a.count)),
+            Some(Nfs3Proc::Readdirplus) => {
+                Readdirplus3Args::decode(&mut args).map(|a| dir::reply_bytes_max(a.maxcount))
+            }
+            Some(Nfs3Proc::Readlink) => Ok(REPLY_RESULTS_BYTES_DEFAULT + NFSPATH_MAX),
+            _ => Ok(REPLY_RESULTS_BYTES_DEFAULT),
+        };
+        // Arguments that do not decode are answered GARBAGE_ARGS.
+        asked.unwrap_or(REPLY_RESULTS_BYTES_DEFAULT)
     }
 
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
@@ -99,6 +113,18 @@ impl RpcProgram for Nfs3Program {
             Nfs3Proc::Commit => run(args, reply, |a| io::commit(&r, a)),
         }
     }
+}
+
+/// The procedures whose replies go into the duplicate reply cache: the
+/// non-idempotent ones, as knfsd's RC_REPLBUFF list, WRITE included (as
+/// knfsd caches it): a retransmitted WRITE executed again could overwrite
+/// what another client wrote in between.
+fn is_cached(proc_: u32) -> bool {
+    use Nfs3Proc::*;
+    matches!(
+        Nfs3Proc::from_u32(proc_),
+        Some(Setattr | Write | Create | Mkdir | Symlink | Mknod | Remove | Rmdir | Rename | Link)
+    )
 }
 
 /// One call as the handlers see it.
@@ -151,4 +177,30 @@ impl Request<'_> {
 
 fn fh(inode: &Inode) -> NfsFh3 {
     NfsFh3 { data: inode.handle.as_bytes().clone() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_and_the_other_non_idempotent_procedures_are_cached() {
+        use Nfs3Proc::*;
+        for p in [Setattr, Write, Create, Mkdir, Symlink, Mknod, Remove, Rmdir, Rename, Link] {
+            assert!(is_cached(p as u32), "{} not cached", p.name());
+        }
+        for p in [Null, Getattr, Lookup, Access, Readlink, Read, Readdir, Readdirplus, Fsstat, Fsinfo, Pathconf, Commit]
+        {
+            assert!(!is_cached(p as u32), "{} cached", p.name());
+        }
+    }
+
+    #[test]
+    fn read_and_readdir_bounds_follow_the_count_clamped_as_the_handlers_clamp_it() {
+        assert!(io::read_reply_bytes_max(4096) >= 4096);
+        assert!(io::read_reply_bytes_max(4096) < 4096 + 256);
+        assert_eq!(io::read_reply_bytes_max(u32::MAX), io::read_reply_bytes_max(crate::IO_BYTES_MAX));
+        assert!(dir::reply_bytes_max(0) > 0);
+        assert_eq!(dir::reply_bytes_max(u32::MAX), dir::reply_bytes_max(crate::DIR_REPLY_BYTES_MAX));
+    }
 }

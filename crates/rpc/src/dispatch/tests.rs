@@ -19,6 +19,9 @@ impl RpcProgram for Echo {
     fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
         proc_ == 1 || proc_ == 2
     }
+    fn reply_bytes_max(&self, _vers: u32, proc_: u32, _args: Bytes) -> usize {
+        if proc_ == 1 { 8 } else { 0 }
+    }
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
         match ctx.proc_ {
             1 => {
@@ -41,7 +44,7 @@ impl RpcProgram for Echo {
 
 fn dispatcher() -> (Dispatcher, Arc<Echo>) {
     let echo = Arc::new(Echo { executions: AtomicU32::new(0) });
-    (Dispatcher::new(vec![echo.clone()], ReplyCache::new(16)), echo)
+    (Dispatcher::new(vec![echo.clone()], ReplyCache::new(16, 1 << 20)), echo)
 }
 
 fn call(xid: u32, prog: u32, vers: u32, proc_: u32, cred: OpaqueAuth, args: &[u8]) -> Bytes {
@@ -138,4 +141,45 @@ fn a_panicking_handler_leaves_no_stuck_cache_entry() {
     }));
     assert!(r.is_err());
     assert!(d.reply_cache().is_empty(), "entry abandoned on unwind");
+}
+
+#[test]
+fn a_large_retransmitted_call_is_replayed_and_its_data_is_not_applied_twice() {
+    // A WRITE's shape: a cached procedure with a large argument. The
+    // retransmission (same xid, same bytes) is answered from the cache.
+    let (d, echo) = dispatcher();
+    let mut args = vec![0, 0, 0, 9];
+    args.extend(std::iter::repeat_n(0xab, 1 << 20));
+    let req = call(0x77, 7, 1, 1, sys(5), &args);
+    let first = d.handle(req.clone(), PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap();
+    let again = d.handle(req, PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap();
+    assert_eq!(first, again);
+    assert_eq!(echo.executions.load(Ordering::SeqCst), 1, "executed twice");
+    // From another source port it is another client's call.
+    let other: SocketAddr = "127.0.0.1:901".parse().unwrap();
+    d.handle(call(0x77, 7, 1, 1, sys(5), &args), other, LOCAL.parse().unwrap()).unwrap();
+    assert_eq!(echo.executions.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn the_reply_bound_is_known_from_the_call_header_and_holds() {
+    let (d, _) = dispatcher();
+    let echo = call(5, 7, 1, 1, sys(1000), &[0, 0, 0, 42]);
+    assert_eq!(d.reply_bytes_max(&echo), REPLY_HEADER_BYTES_MAX + 8);
+    let reply: usize =
+        d.handle(echo, PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap().iter().map(Bytes::len).sum();
+    assert!(reply <= REPLY_HEADER_BYTES_MAX + 8, "reply of {reply} bytes");
+    // Refused before the program runs, or not a call: a header at most.
+    for record in [
+        call(1, 8, 1, 0, sys(0), &[]),
+        call(1, 7, 3, 0, sys(0), &[]),
+        Bytes::from_static(&[1, 2, 3]),
+        Bytes::from_static(&[0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 2]),
+    ] {
+        assert_eq!(d.reply_bytes_max(&record), REPLY_HEADER_BYTES_MAX);
+        if let Some(segments) = d.handle(record, PEER.parse().unwrap(), LOCAL.parse().unwrap()) {
+            let len: usize = segments.iter().map(Bytes::len).sum();
+            assert!(len <= REPLY_HEADER_BYTES_MAX, "status reply of {len} bytes");
+        }
+    }
 }

@@ -29,6 +29,10 @@ pub(super) struct RawServer {
     pub max_connections: Option<Spanned<Int>>,
     pub max_requests_per_connection: Option<Spanned<Int>>,
     pub fault_injection: Option<bool>,
+    pub max_inflight_mib: Option<Spanned<Int>>,
+    pub max_inflight_mib_per_connection: Option<Spanned<Int>>,
+    pub idle_timeout_seconds: Option<Spanned<Int>>,
+    pub stall_timeout_seconds: Option<Spanned<Int>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -103,6 +103,10 @@ state_dir = "/var/lib/keel-test/"
 max_connections = 5000
 max_requests_per_connection = 64
 fault_injection = true
+max_inflight_mib = 512
+max_inflight_mib_per_connection = 32
+idle_timeout_seconds = 600
+stall_timeout_seconds = 20
 
 [[export]]
 path = '{home}'
@@ -154,6 +158,10 @@ clients = [{{ host = "192.0.2.7" }}]
             max_connections: 5000,
             max_requests_per_connection: 64,
             fault_injection: true,
+            max_inflight_bytes: 512 << 20,
+            max_inflight_bytes_per_connection: 32 << 20,
+            idle_timeout: std::time::Duration::from_secs(600),
+            stall_timeout: std::time::Duration::from_secs(20),
         }
     );
     let export_wide = ClientOptions {
@@ -189,14 +197,14 @@ clients = [{{ host = "192.0.2.7" }}]
                         options: ClientOptions { access: Access::ReadOnly, squash: Squash::All, ..export_wide },
                     },
                 ],
-                line: 13,
+                line: 17,
             },
             ExportConfig {
                 path: PathBuf::from(&scratch),
                 id: u32::MAX,
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
-                line: 44,
+                line: 48,
             },
         ]
     );
@@ -217,6 +225,8 @@ fn defaults_when_server_table_is_absent() {
     assert_eq!(s.state_dir, Path::new("/var/lib/keel"));
     assert_eq!(s.max_connections, 1024);
     assert_eq!(s.max_requests_per_connection, 128);
+    assert_eq!((s.max_inflight_bytes, s.max_inflight_bytes_per_connection), (192 << 20, 16 << 20));
+    assert_eq!((s.idle_timeout.as_secs(), s.stall_timeout.as_secs()), (360, 60));
 
     let e = &config.exports[0];
     assert_eq!(e.path, Path::new("/"));
@@ -466,6 +476,27 @@ fn out_of_range_numbers() {
         &format!("[server]\nmax_requests_per_connection = 65537\n{SIMPLE_EXPORT}"),
         2,
         &["max_requests_per_connection = 65537", "65536"],
+    );
+    assert_problem(
+        &format!("[server]\nmax_inflight_mib_per_connection = 7\n{SIMPLE_EXPORT}"),
+        2,
+        &["max_inflight_mib_per_connection = 7 is out of range", "from 8 to 4096"],
+    );
+    assert_problem(
+        &format!("[server]\nmax_inflight_mib = 64\nmax_inflight_mib_per_connection = 128\n{SIMPLE_EXPORT}"),
+        3,
+        &["max_inflight_mib_per_connection (128) is more than max_inflight_mib (64)"],
+    );
+    assert_problem(
+        &format!("[server]\nmax_inflight_mib = 9\n{SIMPLE_EXPORT}"),
+        2,
+        &["is more than max_inflight_mib (9)"],
+    );
+    assert_problem(&format!("[server]\nidle_timeout_seconds = 0\n{SIMPLE_EXPORT}"), 2, &["idle_timeout_seconds = 0"]);
+    assert_problem(
+        &format!("[server]\nstall_timeout_seconds = 86401\n{SIMPLE_EXPORT}"),
+        2,
+        &["stall_timeout_seconds = 86401 is out of range", "from 1 to 86400"],
     );
     let text = "[[export]]\npath = \"/\"\nid = 1\nanonuid = -1\nclients = [{ host = \"*\", anongid = 4294967296 }]\n";
     assert_problem(text, 4, &["anonuid = -1 is out of range"]);
@@ -803,6 +834,10 @@ fn example_file_parses() {
         "state_dir",
         "max_connections",
         "max_requests_per_connection",
+        "max_inflight_mib",
+        "max_inflight_mib_per_connection",
+        "idle_timeout_seconds",
+        "stall_timeout_seconds",
         "path",
         "id",
         "fsid",
