@@ -3,6 +3,8 @@
 //! metadata rates, IOR, checkstream's data verification) as one tool that
 //! speaks NFSv3 itself.
 
+#![forbid(unsafe_code)]
+
 pub mod bench;
 pub mod host;
 pub mod report;

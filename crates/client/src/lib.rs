@@ -29,6 +29,8 @@
 //! are generic over an [`RpcTransport`]: a plain [`RpcConnection`] or a
 //! [`RetryingConnection`], so the same calls and helpers work on both.
 
+#![forbid(unsafe_code)]
+
 mod conn;
 mod error;
 mod mount;
