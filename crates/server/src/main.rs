@@ -149,14 +149,18 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
         s.state_dir = std::path::absolute(d)?;
     }
     init_logging(config.server.log_level);
+    warn_if_reserved_ports_prove_nothing(&config);
     let exports: Vec<(PathBuf, String)> =
         config.exports.iter().map(|e| (e.path.clone(), describe_options(&e.clients))).collect();
     serve::run(config, move |bound, mount_port| banner(&exports, bound, mount_port))
 }
 
 /// The zero-configuration server: one directory, read-write, to this host
-/// only. `no_root_squash` is safe here because only local users can reach
-/// 127.0.0.1, and local root is root anyway.
+/// only, `secure` (the default) and `no_root_squash`. Only local users can
+/// reach 127.0.0.1, but they are not all trusted: `secure` refuses every
+/// call from a port above 1023, which an ordinary user cannot bind, so only
+/// root (the kernel client, or libnfs run by root) acts as root here, and a
+/// user cannot plant a setuid-root file through the server.
 fn default_config(dir: Option<PathBuf>) -> anyhow::Result<Config> {
     let cwd = std::env::current_dir()?;
     let dir = std::path::absolute(dir.unwrap_or_else(|| cwd.join("keel-export")))?;
@@ -187,6 +191,28 @@ fn default_config(dir: Option<PathBuf>) -> anyhow::Result<Config> {
     })
 }
 
+/// Where Linux keeps the lowest port an unprivileged process cannot bind
+/// (per network namespace).
+const UNPRIVILEGED_PORT_START: &str = "/proc/sys/net/ipv4/ip_unprivileged_port_start";
+
+/// `secure` trusts a source port below 1024 to mean "root on the client".
+/// On this host that holds only if ordinary users cannot bind such ports;
+/// containers often lower `ip_unprivileged_port_start` to 0. (It is the
+/// clients' setting that matters; this host's is the one Keel can see, and
+/// it decides for local clients.)
+fn warn_if_reserved_ports_prove_nothing(config: &Config) {
+    let any_secure = config.exports.iter().flat_map(|e| &e.clients).any(|r| r.options.secure);
+    let Ok(text) = std::fs::read_to_string(UNPRIVILEGED_PORT_START) else { return };
+    let Ok(start) = text.trim().parse::<u32>() else { return };
+    if any_secure && start < 1024 {
+        tracing::warn!(
+            "{UNPRIVILEGED_PORT_START} is {start}: any local user can bind ports {start} to 1023, so `secure` \
+             cannot tell root from an ordinary user on this host; set it to 1024 \
+             (sysctl net.ipv4.ip_unprivileged_port_start=1024) or do not export to local clients"
+        );
+    }
+}
+
 fn describe_options(rules: &[ClientRule]) -> String {
     rules
         .iter()
@@ -199,7 +225,8 @@ fn describe_options(rules: &[ClientRule]) -> String {
                 Squash::Root => "root_squash",
                 Squash::All => "all_squash",
             };
-            format!("{}({access},{sync},{squash})", r.host)
+            let secure = if o.secure { "secure" } else { "insecure" };
+            format!("{}({access},{sync},{squash},{secure})", r.host)
         })
         .collect::<Vec<_>>()
         .join(" ")
