@@ -9,6 +9,7 @@ pub mod bench;
 pub mod host;
 pub mod report;
 pub mod result;
+mod secure;
 pub mod time;
 pub mod units;
 pub mod verify;
