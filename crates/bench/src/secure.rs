@@ -5,7 +5,7 @@ use keel_client::proto::Nfsstat3;
 use keel_client::proto::mount::Mountstat3;
 use keel_client::{ClientError, ConnectOptions};
 
-/// `err` with an explanation in front when it is the refusal a `secure`
+/// `err` followed by an explanation when it is the refusal a `secure`
 /// export gives a client calling from a port above 1023 (MNT3ERR_ACCES or
 /// MNT3ERR_PERM from MOUNT, NFS3ERR_PERM from NFS) and this client did
 /// call from such a port; any other error comes back as it was.
@@ -26,11 +26,13 @@ pub fn explain_refusal(err: anyhow::Error, opts: &ConnectOptions) -> anyhow::Err
         // client list, for one): nothing to add.
         return err;
     };
-    err.context(format!(
-        "the server refused this client, whose calls came from an ordinary source port (above 1023). \
-         Exports are `secure` by default (as with knfsd): they accept only calls from reserved ports, \
-         which only root can bind on the client. To fix: {what_to_do} mark the export \
-         `insecure = true` for this client in the server's configuration (then any user of this \
-         client host can act as any uid the export does not squash)"
-    ))
+    // The cause first, then what to do about it on lines of their own.
+    anyhow::anyhow!(
+        "{err:#}\n\
+         The server refused this client because its calls came from an ordinary source port (above \
+         1023).\nExports are `secure` by default (as with knfsd): they take calls only from reserved \
+         ports, which only root can bind on the client.\nTo fix: {what_to_do} mark the export \
+         `insecure = true` for this client in the server's configuration (then every user of this \
+         client host can act as any uid the export does not squash)."
+    )
 }
