@@ -49,8 +49,6 @@ pub struct TestServer {
     pub addr: SocketAddr,
     pub exports: Vec<ExportOpts>,
     child: Option<Child>,
-    /// Port to reuse on restart (0: a fresh ephemeral port each time).
-    fixed_port: u16,
     /// The command line: `keel` and its arguments, after `ip netns exec
     /// NAME` for a server in a network namespace.
     argv: Vec<String>,
@@ -78,7 +76,8 @@ pub fn require_root() {
 }
 
 impl TestServer {
-    /// A server exporting one read-write directory with no_root_squash.
+    /// A server exporting one read-write directory with no_root_squash
+    /// (and `secure`, the default).
     pub fn start_default(tag: &str) -> Self {
         Self::start(tag, vec![ExportOpts::rw(1, "export")], "")
     }
@@ -136,12 +135,10 @@ impl TestServer {
             "--config".into(),
             config.display().to_string(),
         ]);
-        let mut s =
-            TestServer { base, config, log, addr: listen, exports, child: None, fixed_port: listen.port(), argv };
+        let mut s = TestServer { base, config, log, addr: listen, exports, child: None, argv };
         s.spawn();
         if listen.port() == 0 {
             // Keep the same port across restarts, so clients can carry on.
-            s.fixed_port = s.addr.port();
             let text = std::fs::read_to_string(&s.config).unwrap();
             std::fs::write(&s.config, text.replacen(&listen.to_string(), &s.addr.to_string(), 1)).unwrap();
         }
@@ -174,11 +171,10 @@ impl TestServer {
             addr: "127.0.0.1:0".parse().unwrap(),
             exports: vec![export],
             child: None,
-            fixed_port: 0,
             argv,
         };
         s.spawn();
-        s.fixed_port = s.addr.port();
+        // Keep the same port across restarts, so clients can carry on.
         let listen = s.argv.iter_mut().find(|a| *a == "127.0.0.1:0").expect("--listen");
         *listen = s.addr.to_string();
         s
