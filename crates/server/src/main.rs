@@ -6,7 +6,7 @@ mod portmap;
 mod serve;
 mod workers;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -156,7 +156,8 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// The zero-configuration server: one directory, read-write, to this host
-/// only, `secure` (the default) and `no_root_squash`. Only local users can
+/// only (its loopback addresses), `secure` (the default) and
+/// `no_root_squash`. Only local users can
 /// reach 127.0.0.1, but they are not all trusted: `secure` refuses every
 /// call from a port above 1023, which an ordinary user cannot bind, so only
 /// root (the kernel client, or libnfs run by root) acts as root here, and a
@@ -174,6 +175,12 @@ fn default_config(dir: Option<PathBuf>) -> anyhow::Result<Config> {
         anyhow::bail!("{} is not a directory", dir.display());
     }
     let options = ClientOptions { access: Access::ReadWrite, squash: Squash::None, ..ClientOptions::default() };
+    // This host only, whatever --listen says: with no_root_squash, root on
+    // any host that reached the export would be root in it.
+    let loopback = [
+        HostMatch::Net { addr: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)), prefix_len: 8 },
+        HostMatch::Net { addr: IpAddr::V6(Ipv6Addr::LOCALHOST), prefix_len: 128 },
+    ];
     Ok(Config {
         server: ServerConfig {
             listen: vec![SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 2049)],
@@ -184,7 +191,7 @@ fn default_config(dir: Option<PathBuf>) -> anyhow::Result<Config> {
             path: dir,
             id: 1,
             fsid: None,
-            clients: vec![ClientRule { host: HostMatch::Any, options }],
+            clients: loopback.into_iter().map(|host| ClientRule { host, options }).collect(),
             line: 0,
         }],
         warnings: Vec::new(),
@@ -291,4 +298,28 @@ fn check_config(file: &Path) -> anyhow::Result<()> {
         println!("export {} id {} fsid {}: {}", e.path.display(), e.id, fsid, describe_options(&e.clients));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The zero-configuration export: this host only, even when --listen
+    /// makes it reachable from others; secure; root not squashed.
+    #[test]
+    fn zero_config_export_is_for_this_host_only_and_secure() {
+        let dir = std::env::temp_dir().join(format!("keel-zero-config-test-{}", std::process::id()));
+        let config = default_config(Some(dir.clone())).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let rules = &config.exports[0].clients;
+        for (client, admitted) in
+            [("127.0.0.1", true), ("127.1.2.3", true), ("::1", true), ("192.0.2.1", false), ("2001:db8::1", false)]
+        {
+            let options = keel_nfs3::export::options_for(rules, client.parse().unwrap());
+            assert_eq!(options.is_some(), admitted, "{client}");
+            if let Some(o) = options {
+                assert_eq!((o.access, o.squash, o.secure), (Access::ReadWrite, Squash::None, true), "{client}");
+            }
+        }
+    }
 }
