@@ -3,10 +3,13 @@
 //! metadata rates, IOR, checkstream's data verification) as one tool that
 //! speaks NFSv3 itself.
 
+#![forbid(unsafe_code)]
+
 pub mod bench;
 pub mod host;
 pub mod report;
 pub mod result;
+mod secure;
 pub mod time;
 pub mod units;
 pub mod verify;

@@ -22,7 +22,7 @@ use std::fmt;
 use std::future::Future;
 use std::io::{self, IoSlice};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -75,10 +75,14 @@ pub struct ConnectOptions {
     pub call_timeout: Duration,
     /// How long establishing the TCP connection may take.
     pub connect_timeout: Duration,
-    /// Bind a reserved source port (665..=1023) so that exports marked
-    /// `secure` accept the calls. Needs root (or `CAP_NET_BIND_SERVICE`);
-    /// without it the client logs a warning and uses an ordinary port, and
-    /// [`RpcConnection::local_addr`] tells which one was used.
+    /// Bind a reserved source port (665..=1023), as the Linux kernel client
+    /// and libnfs do when they run as root, so that `secure` exports (the
+    /// default, on Keel as on knfsd) accept the calls. Default: true. It
+    /// needs root (or `CAP_NET_BIND_SERVICE`); without that the client
+    /// logs a warning (once per process) and uses an ordinary port: see
+    /// [`reserved_port_available`], and [`RpcConnection::local_addr`] for
+    /// the port a connection got. False: always an ordinary port (mount's
+    /// `noresvport`).
     pub reserved_port: bool,
     /// Bind exactly this source port (with `SO_REUSEADDR`), failing if it is
     /// taken. Overrides `reserved_port`. The retrying client uses it to come
@@ -96,7 +100,7 @@ impl Default for ConnectOptions {
             auth: process_auth(),
             call_timeout: DEFAULT_CALL_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            reserved_port: false,
+            reserved_port: true,
             source_port: None,
             record_bytes_max: DEFAULT_RECORD_BYTES_MAX,
             outstanding_max: DEFAULT_OUTSTANDING_MAX,
@@ -550,12 +554,29 @@ async fn open_stream(addr: SocketAddr, opts: &ConnectOptions) -> Result<TcpStrea
         match connect_reserved(addr).await {
             Ok(s) => return Ok(s),
             Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                tracing::warn!(%addr, "no privilege to bind a reserved port; connecting from an ordinary port");
+                static WARNED: AtomicBool = AtomicBool::new(false);
+                if !WARNED.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        %addr,
+                        "no privilege to bind a reserved port (not root); connecting from ordinary ports, \
+                         which exports marked `secure` refuse"
+                    );
+                }
             }
             Err(e) => return Err(e.into()),
         }
     }
     Ok(connect_from(addr, 0).await?)
+}
+
+/// Whether this process may bind the reserved ports that
+/// [`ConnectOptions::reserved_port`] asks for (root, `CAP_NET_BIND_SERVICE`,
+/// or a lowered `ip_unprivileged_port_start`). Probes with a UDP bind on
+/// the loopback address, which takes no TCP port from anyone: the kernel
+/// checks the privilege before it looks whether the port is free.
+pub fn reserved_port_available() -> bool {
+    let probe = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, *RESERVED_PORTS.start()));
+    !matches!(probe, Err(e) if e.kind() == io::ErrorKind::PermissionDenied)
 }
 
 /// Connects from `port` (0: any) on the wildcard address of `addr`'s

@@ -29,6 +29,8 @@
 //! are generic over an [`RpcTransport`]: a plain [`RpcConnection`] or a
 //! [`RetryingConnection`], so the same calls and helpers work on both.
 
+#![forbid(unsafe_code)]
+
 mod conn;
 mod error;
 mod mount;
@@ -47,7 +49,7 @@ use keel_xdr::{Decode, Decoder, Encode};
 
 pub use conn::{
     ConnectOptions, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_OUTSTANDING_MAX, DEFAULT_RECORD_BYTES_MAX,
-    PreparedCall, RpcConnection, auth_sys, next_xid, process_auth, reply_results,
+    PreparedCall, RpcConnection, auth_sys, next_xid, process_auth, reply_results, reserved_port_available,
 };
 pub use error::ClientError;
 pub use keel_rpc::msg::{AcceptStat, Auth, AuthStat, AuthSys, RejectStat, ReplyStat};

@@ -430,16 +430,21 @@ async fn connecting_to_nothing_is_an_io_error() {
     assert_eq!(err.io_kind(), Some(std::io::ErrorKind::ConnectionRefused));
 }
 
+/// As root (CI runs as root: the test fails otherwise, it does not skip),
+/// a connection comes from a reserved source port by default, as the kernel
+/// client's do; `reserved_port: false` gives an ordinary one.
 #[tokio::test]
-async fn reserved_source_port_when_privileged() {
+async fn reserved_source_port_by_default_when_privileged() {
+    assert!(matches!(process_auth(), Auth::Sys(AuthSys { uid: 0, .. })), "this test needs root (CI runs as root)");
+    assert!(keel_client::reserved_port_available());
     let (listener, addr) = listen().await;
-    let conn = RpcConnection::connect(addr, &ConnectOptions { reserved_port: true, ..opts() }).await.unwrap();
+    let conn = RpcConnection::connect(addr, &opts()).await.unwrap();
     let server = ServerConn::accept(&listener).await;
     assert_eq!(server.peer, conn.local_addr());
-    let root = matches!(process_auth(), Auth::Sys(AuthSys { uid: 0, .. }));
-    if root {
-        assert!((665..=1023).contains(&conn.local_addr().port()), "{:?}", conn.local_addr());
-    }
+    assert!((665..=1023).contains(&conn.local_addr().port()), "{:?}", conn.local_addr());
+    let ordinary = RpcConnection::connect(addr, &ConnectOptions { reserved_port: false, ..opts() }).await.unwrap();
+    assert!(ordinary.local_addr().port() >= 1024, "{:?}", ordinary.local_addr());
+    drop(ServerConn::accept(&listener).await);
     // And an explicit source port is used as asked.
     let port = conn.local_addr().port();
     drop(server);

@@ -17,6 +17,8 @@
 //! **Architecture invariant:** this crate knows nothing about RPC framing,
 //! authentication or I/O; it only maps protocol structures to XDR.
 
+#![forbid(unsafe_code)]
+
 /// A procedure-number enum from its variants, numbers and RFC names, in
 /// number order: `ALL`, `from_u32`, `name` and `Display` come with it.
 macro_rules! procedures {

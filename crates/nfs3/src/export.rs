@@ -32,14 +32,15 @@ pub struct ClientOptions {
     pub squash: Squash,
     pub anonuid: u32,
     pub anongid: u32,
-    /// `secure`: requests must come from a source port below 1024.
+    /// `secure`: requests (and MNT) must come from a source port below
+    /// 1024, which on a client host only root can bind: the call comes from
+    /// the client's kernel (or root), not from one of its ordinary users.
+    /// exports(5) `insecure` is `secure = false`.
     pub secure: bool,
 }
 
 impl Default for ClientOptions {
-    /// exports(5) defaults, except `secure` (see README: NAT and user-space
-    /// clients make the reserved-port check refuse legitimate clients while
-    /// proving nothing about them).
+    /// exports(5)'s defaults: `ro`, `sync`, `root_squash`, `secure`.
     fn default() -> Self {
         ClientOptions {
             access: Access::ReadOnly,
@@ -47,7 +48,7 @@ impl Default for ClientOptions {
             squash: Squash::Root,
             anonuid: 65534,
             anongid: 65534,
-            secure: false,
+            secure: true,
         }
     }
 }

@@ -7,6 +7,8 @@
 //! themselves; every access goes through `keel_vfs::Vfs` with the caller's
 //! squashed identity.
 
+#![forbid(unsafe_code)]
+
 mod convert;
 mod errno;
 pub mod export;

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use keel_nfs3_proto::mount::*;
+use keel_nfs3_proto::nfs3::Nfsstat3;
 use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3};
 use keel_rpc::msg::AUTH_SYS;
 use keel_rpc::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
@@ -46,8 +47,16 @@ impl MountProgram {
             tracing::info!(%peer, path = %String::from_utf8_lossy(path), "mount refused: not exported");
             return Mountres3::Fail(Mountstat3::Noent);
         };
+        // Refused as rpc.mountd refuses (MNT3ERR_ACCES, also for an
+        // "illegal port" on a `secure` export): mount.nfs then says "access
+        // denied by server", which points at the export's options, where
+        // MNT3ERR_PERM would read as a local "Operation not permitted".
         if let Err(s) = self.svc.client_options(served, peer) {
-            tracing::warn!(%peer, path = %String::from_utf8_lossy(path), status = s.name(), "mount refused");
+            let why = match s {
+                Nfsstat3::Perm => "illegal port: the export is secure and the call came from a port above 1023",
+                _ => "not in the export's client list",
+            };
+            tracing::warn!(%peer, path = %String::from_utf8_lossy(path), "mount refused: {why}");
             return Mountres3::Fail(Mountstat3::Acces);
         }
         match self.svc.vfs.lookup_path(&served.export, rest) {

@@ -8,6 +8,8 @@
 //! **Architecture invariant:** this crate knows nothing about NFS. Programs
 //! plug in through [`RpcProgram`].
 
+#![forbid(unsafe_code)]
+
 mod dispatch;
 pub mod drc;
 pub mod msg;

@@ -701,9 +701,28 @@ impl Checker<'_> {
         if let Some(v) = raw.anongid {
             o.anongid = self.u32("anongid", v, 0).unwrap_or(o.anongid);
         }
-        if let Some(v) = raw.secure {
-            o.secure = v;
-        }
+        o.secure = self.secure(raw.secure, raw.insecure).unwrap_or(o.secure);
         o
+    }
+
+    /// `secure`, given as `secure = BOOL` or as exports(5)'s `insecure =
+    /// BOOL`; both in one table must agree.
+    fn secure(&mut self, secure: Option<&Spanned<bool>>, insecure: Option<&Spanned<bool>>) -> Option<bool> {
+        match (secure, insecure) {
+            (Some(s), Some(i)) if s.get_ref() == i.get_ref() => {
+                let msg = format!(
+                    "insecure = {} contradicts secure = {} at line {} (insecure = true means secure = false): \
+                     give only one of them",
+                    i.get_ref(),
+                    s.get_ref(),
+                    self.line(&s.span())
+                );
+                self.error(&i.span(), msg);
+                None
+            }
+            (Some(s), _) => Some(*s.get_ref()),
+            (None, Some(i)) => Some(!*i.get_ref()),
+            (None, None) => None,
+        }
     }
 }

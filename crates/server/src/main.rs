@@ -14,7 +14,7 @@ mod serve;
 mod sys;
 mod workers;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -242,14 +242,19 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
         s.state_dir = std::path::absolute(d)?;
     }
     init_logging(config.server.log_level);
+    warn_if_reserved_ports_prove_nothing(&config);
     let exports: Vec<(PathBuf, String)> =
         config.exports.iter().map(|e| (e.path.clone(), describe_options(&e.clients))).collect();
     serve::run(config, move |bound, mount_port| banner(&exports, bound, mount_port))
 }
 
 /// The zero-configuration server: one directory, read-write, to this host
-/// only. `no_root_squash` is safe here because only local users can reach
-/// 127.0.0.1, and local root is root anyway.
+/// only (its loopback addresses), `secure` (the default) and
+/// `no_root_squash`. Only local users can
+/// reach 127.0.0.1, but they are not all trusted: `secure` refuses every
+/// call from a port above 1023, which an ordinary user cannot bind, so only
+/// root (the kernel client, or libnfs run by root) acts as root here, and a
+/// user cannot plant a setuid-root file through the server.
 fn default_config(dir: Option<PathBuf>) -> anyhow::Result<Config> {
     let cwd = std::env::current_dir()?;
     let dir = std::path::absolute(dir.unwrap_or_else(|| cwd.join("keel-export")))?;
@@ -263,6 +268,12 @@ fn default_config(dir: Option<PathBuf>) -> anyhow::Result<Config> {
         anyhow::bail!("{} is not a directory", dir.display());
     }
     let options = ClientOptions { access: Access::ReadWrite, squash: Squash::None, ..ClientOptions::default() };
+    // This host only, whatever --listen says: with no_root_squash, root on
+    // any host that reached the export would be root in it.
+    let loopback = [
+        HostMatch::Net { addr: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)), prefix_len: 8 },
+        HostMatch::Net { addr: IpAddr::V6(Ipv6Addr::LOCALHOST), prefix_len: 128 },
+    ];
     Ok(Config {
         server: ServerConfig {
             listen: vec![SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 2049)],
@@ -273,11 +284,33 @@ fn default_config(dir: Option<PathBuf>) -> anyhow::Result<Config> {
             path: dir,
             id: 1,
             fsid: None,
-            clients: vec![ClientRule { host: HostMatch::Any, options }],
+            clients: loopback.into_iter().map(|host| ClientRule { host, options }).collect(),
             line: 0,
         }],
         warnings: Vec::new(),
     })
+}
+
+/// Where Linux keeps the lowest port an unprivileged process cannot bind
+/// (per network namespace).
+const UNPRIVILEGED_PORT_START: &str = "/proc/sys/net/ipv4/ip_unprivileged_port_start";
+
+/// `secure` trusts a source port below 1024 to mean "root on the client".
+/// On this host that holds only if ordinary users cannot bind such ports;
+/// containers often lower `ip_unprivileged_port_start` to 0. (It is the
+/// clients' setting that matters; this host's is the one Keel can see, and
+/// it decides for local clients.)
+fn warn_if_reserved_ports_prove_nothing(config: &Config) {
+    let any_secure = config.exports.iter().flat_map(|e| &e.clients).any(|r| r.options.secure);
+    let Ok(text) = std::fs::read_to_string(UNPRIVILEGED_PORT_START) else { return };
+    let Ok(start) = text.trim().parse::<u32>() else { return };
+    if any_secure && start < 1024 {
+        tracing::warn!(
+            "{UNPRIVILEGED_PORT_START} is {start}: any local user can bind ports {start} to 1023, so `secure` \
+             cannot tell root from an ordinary user on this host; set it to 1024 \
+             (sysctl net.ipv4.ip_unprivileged_port_start=1024) or do not export to local clients"
+        );
+    }
 }
 
 fn describe_options(rules: &[ClientRule]) -> String {
@@ -292,7 +325,8 @@ fn describe_options(rules: &[ClientRule]) -> String {
                 Squash::Root => "root_squash",
                 Squash::All => "all_squash",
             };
-            format!("{}({access},{sync},{squash})", r.host)
+            let secure = if o.secure { "secure" } else { "insecure" };
+            format!("{}({access},{sync},{squash},{secure})", r.host)
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -406,4 +440,28 @@ fn fault(cmd: FaultCommand) -> anyhow::Result<()> {
         println!("{answer}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The zero-configuration export: this host only, even when --listen
+    /// makes it reachable from others; secure; root not squashed.
+    #[test]
+    fn zero_config_export_is_for_this_host_only_and_secure() {
+        let dir = std::env::temp_dir().join(format!("keel-zero-config-test-{}", std::process::id()));
+        let config = default_config(Some(dir.clone())).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let rules = &config.exports[0].clients;
+        for (client, admitted) in
+            [("127.0.0.1", true), ("127.1.2.3", true), ("::1", true), ("192.0.2.1", false), ("2001:db8::1", false)]
+        {
+            let options = keel_nfs3::export::options_for(rules, client.parse().unwrap());
+            assert_eq!(options.is_some(), admitted, "{client}");
+            if let Some(o) = options {
+                assert_eq!((o.access, o.squash, o.secure), (Access::ReadWrite, Squash::None, true), "{client}");
+            }
+        }
+    }
 }

@@ -23,8 +23,8 @@ impl PortmapProgram {
     }
 
     fn set(&self, peer: SocketAddr, m: Mapping) -> bool {
-        // Only local services may register, as rpcbind insists.
-        if !peer.ip().is_loopback() {
+        if !may_change_mappings(peer) {
+            tracing::warn!(%peer, prog = m.prog, vers = m.vers, port = m.port, "portmap SET refused: not from a privileged local port");
             return false;
         }
         let mut all = self.mappings.lock().expect("portmap lock");
@@ -36,7 +36,8 @@ impl PortmapProgram {
     }
 
     fn unset(&self, peer: SocketAddr, m: Mapping) -> bool {
-        if !peer.ip().is_loopback() {
+        if !may_change_mappings(peer) {
+            tracing::warn!(%peer, prog = m.prog, vers = m.vers, "portmap UNSET refused: not from a privileged local port");
             return false;
         }
         let mut all = self.mappings.lock().expect("portmap lock");
@@ -49,6 +50,18 @@ impl PortmapProgram {
         let all = self.mappings.lock().expect("portmap lock");
         all.iter().find(|x| (x.prog, x.vers, x.prot) == (m.prog, m.vers, m.prot)).map_or(0, |x| x.port)
     }
+}
+
+/// rpcbind's rule for SET and UNSET: only a local service running as root
+/// may change the mappings, which is a call from a loopback address and a
+/// source port below 1024. Anyone else could point NFS at a port of their
+/// own and have the next `mount` talk to them.
+fn may_change_mappings(peer: SocketAddr) -> bool {
+    let ip = match peer.ip() {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    ip.is_loopback() && peer.port() < 1024
 }
 
 impl RpcProgram for PortmapProgram {
@@ -174,4 +187,43 @@ fn bind_reserved_udp() -> std::io::Result<UdpSocket> {
         }
     }
     Err(last.unwrap_or_else(|| std::io::Error::other("no reserved port free")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_privileged_local_ports_may_change_mappings() {
+        for (peer, allowed) in [
+            ("127.0.0.1:1023", true),
+            ("127.0.0.1:600", true),
+            ("127.1.2.3:111", true),
+            ("[::1]:700", true),
+            ("[::ffff:127.0.0.1]:700", true),
+            ("127.0.0.1:1024", false),
+            ("127.0.0.1:40000", false),
+            ("[::1]:40000", false),
+            ("192.0.2.1:600", false),
+            ("[2001:db8::1]:600", false),
+            ("[::ffff:192.0.2.1]:600", false),
+        ] {
+            assert_eq!(may_change_mappings(peer.parse().unwrap()), allowed, "{peer}");
+        }
+    }
+
+    #[test]
+    fn set_and_unset_from_an_unprivileged_port_change_nothing() {
+        let nfs = keel_mappings(2049, 2049);
+        let pm = PortmapProgram::new(nfs.clone());
+        let evil = Mapping { port: 31337, ..nfs[0] };
+        let high: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        assert!(!pm.unset(high, nfs[0]));
+        assert!(!pm.set(high, evil));
+        assert_eq!(pm.getport(nfs[0]), 2049);
+        let low: SocketAddr = "127.0.0.1:700".parse().unwrap();
+        assert!(pm.unset(low, nfs[0]));
+        assert!(pm.set(low, evil));
+        assert_eq!(pm.getport(nfs[0]), 31337);
+    }
 }

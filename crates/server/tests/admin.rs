@@ -1,17 +1,15 @@
 //! The administration socket (`keel status`, the protocol in
 //! docs/admin-protocol.md) and the state directory it lives in.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::process::Command;
 
-use common::{ExportOpts, TestServer, require_root, run};
+use keel_testkit::server::{ExportOpts, TestServer, keel_bin, require_root, run};
 
 fn keel() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_keel"))
+    Command::new(keel_bin())
 }
 
 /// Sends raw request lines to the server's socket; the answer lines.
@@ -96,7 +94,9 @@ fn the_protocol_refuses_bad_requests_and_keeps_the_connection() {
 fn a_non_root_user_is_refused() {
     let server = TestServer::start("admin-user", vec![ExportOpts::rw(1, "export")], "");
     let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_keel"), "status", "--state-dir"])
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(keel_bin())
+        .args(["status", "--state-dir"])
         .arg(server.base.join("state"))
         .output()
         .unwrap();

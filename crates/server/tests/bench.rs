@@ -2,12 +2,11 @@
 //! enough for CI. Assertions are on what the results say and on what
 //! reached the server's disk, never on speed.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::TestServer;
+use keel_testkit::procs::as_nobody;
+use keel_testkit::server::{ExportOpts, TestServer};
 use serde_json::Value;
 
 fn keel() -> Command {
@@ -248,4 +247,33 @@ fn bad_targets_and_options_are_clear_errors() {
     let e = run(&["seq", "--server", &server, "--export", &s.export_path(1), "--clients", "0", "-q"]);
     assert!(e.contains("at least 1"), "{e}");
     assert!(!out.exists());
+}
+
+/// Against a `secure` export (the default): run as root, `keel bench` calls
+/// from reserved ports, as the kernel client does, and works; run as an
+/// ordinary user it cannot, is refused, and says what to do.
+#[test]
+fn a_secure_export_takes_root_and_tells_others_what_to_do() {
+    let rw_secure = "access = \"rw\"\nsquash = \"no_root_squash\"\nsecure = true";
+    let s = TestServer::start("bench-secure", vec![ExportOpts::new(1, "export", rw_secure)], "");
+    let args = ["meta", "-n", "20", "--clients", "2"];
+    let out = s.base.join("root.json");
+    ok(&bench(&s, &args, &out));
+    assert_eq!(results(&out)["points"].as_array().unwrap().len(), 3, "create, stat and remove");
+
+    let cwd = s.base.join("nobody");
+    std::fs::create_dir(&cwd).unwrap();
+    std::fs::set_permissions(&cwd, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let o = as_nobody(Path::new(env!("CARGO_BIN_EXE_keel")))
+        .arg("bench")
+        .args(args)
+        .args(["--server", &s.addr.to_string(), "--export", &s.export_path(1), "--quiet"])
+        .current_dir(&cwd)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(!o.status.success(), "keel bench as nobody succeeded against a secure export:\n{text}");
+    for hint in ["ordinary source port", "run this command as root", "insecure = true"] {
+        assert!(text.contains(hint), "no {hint:?} in what keel bench said:\n{text}");
+    }
 }

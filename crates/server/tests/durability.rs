@@ -21,19 +21,15 @@
 //! the "disk" than the change needs, the change cannot be there, so the
 //! check must report it missing. That proves every check can fail.
 
-mod common;
-mod procs;
-mod rawnfs;
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{ExportOpts, TestServer};
+use keel_testkit::nfs::{Fh, Nfs, nfsstat3, pattern};
+use keel_testkit::procs::{TempDir, md5_of, run_ok, run_timeout};
+use keel_testkit::server::{ExportOpts, TestServer, digest, require_root};
 use nfs3_types::nfs3::{Nfs3Option, createhow3, createverf3, sattr3, stable_how};
-use procs::{TempDir, md5_of, run_ok, run_timeout};
-use rawnfs::{Fh, Nfs};
 
 const IMAGE_BYTES: u64 = 512 << 20;
 const CMD_TIMEOUT: Duration = Duration::from_secs(60);
@@ -67,7 +63,7 @@ impl XfsDisk {
     }
 
     fn make(tag: &str, backing_bytes: Option<u64>) -> Self {
-        common::require_root();
+        require_root();
         let dir = TempDir::new(&format!("xfs-{tag}"));
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
@@ -213,7 +209,7 @@ fn check_on_disk(root: &Path, c: &Check) -> Result<(), String> {
             if !m.is_file() {
                 return Err(format!("{what} is not a regular file"));
             }
-            let (want, got) = (md5_of(content), common::digest(&path));
+            let (want, got) = (md5_of(content), digest(&path));
             if m.len() != content.len() as u64 || want != got {
                 return Err(format!(
                     "{what} has {} bytes, md5 {got}; acknowledged {} bytes, md5 {want}",
@@ -316,7 +312,7 @@ fn scenarios() -> Vec<Scenario> {
                 c.nfs.create_new(&c.root, "file-sync.bin").unwrap();
             },
             act: |c| {
-                let data = rawnfs::pattern(1, FILE_SYNC_BYTES);
+                let data = pattern(1, FILE_SYNC_BYTES);
                 let fh = c.lookup(&c.root.clone(), "file-sync.bin");
                 c.write_checked(&fh, &data, stable_how::FILE_SYNC);
                 c.expect("file-sync.bin", Want::File(data), Some(fh));
@@ -329,7 +325,7 @@ fn scenarios() -> Vec<Scenario> {
                 c.nfs.create_new(&c.root, "data-sync.bin").unwrap();
             },
             act: |c| {
-                let data = rawnfs::pattern(2, DATA_SYNC_BYTES);
+                let data = pattern(2, DATA_SYNC_BYTES);
                 let fh = c.lookup(&c.root.clone(), "data-sync.bin");
                 c.write_checked(&fh, &data, stable_how::DATA_SYNC);
                 c.expect("data-sync.bin", Want::File(data), Some(fh));
@@ -342,7 +338,7 @@ fn scenarios() -> Vec<Scenario> {
                 c.nfs.create_new(&c.root, "committed.bin").unwrap();
             },
             act: |c| {
-                let data = rawnfs::pattern(3, UNSTABLE_BYTES);
+                let data = pattern(3, UNSTABLE_BYTES);
                 let fh = c.lookup(&c.root.clone(), "committed.bin");
                 c.write_checked(&fh, &data, stable_how::UNSTABLE);
                 let verf = c.nfs.commit(&fh).unwrap_or_else(|s| panic!("COMMIT: {s:?}"));
@@ -384,14 +380,14 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "RENAME",
             setup: |c| {
-                c.file_with("rename-from", &rawnfs::pattern(4, SMALL_BYTES));
+                c.file_with("rename-from", &pattern(4, SMALL_BYTES));
             },
             act: |c| {
                 let fh = c.lookup(&c.root.clone(), "rename-from");
                 let root = c.root.clone();
                 c.nfs.rename(&root, "rename-from", &root, "renamed").unwrap();
                 c.expect("rename-from", Want::Absent, None);
-                c.expect("renamed", Want::File(rawnfs::pattern(4, SMALL_BYTES)), Some(fh));
+                c.expect("renamed", Want::File(pattern(4, SMALL_BYTES)), Some(fh));
             },
             durable_bytes_min: 1,
         },
@@ -402,7 +398,7 @@ fn scenarios() -> Vec<Scenario> {
                 let a = c.nfs.mkdir(&root, "move-a").unwrap();
                 c.nfs.mkdir(&root, "move-b").unwrap();
                 let fh = c.nfs.create_new(&a, "moved").unwrap();
-                c.nfs.write_all(&fh, &rawnfs::pattern(5, SMALL_BYTES), stable_how::FILE_SYNC).unwrap();
+                c.nfs.write_all(&fh, &pattern(5, SMALL_BYTES), stable_how::FILE_SYNC).unwrap();
             },
             act: |c| {
                 let root = c.root.clone();
@@ -410,15 +406,15 @@ fn scenarios() -> Vec<Scenario> {
                 let fh = c.lookup(&a, "moved");
                 c.nfs.rename(&a, "moved", &b, "moved").unwrap();
                 c.expect("move-a/moved", Want::Absent, None);
-                c.expect("move-b/moved", Want::File(rawnfs::pattern(5, SMALL_BYTES)), Some(fh));
+                c.expect("move-b/moved", Want::File(pattern(5, SMALL_BYTES)), Some(fh));
             },
             durable_bytes_min: 1,
         },
         Scenario {
             name: "RENAME over an existing file",
             setup: |c| {
-                c.file_with("replace-src", &rawnfs::pattern(6, SMALL_BYTES));
-                c.file_with("replace-dst", &rawnfs::pattern(7, SMALL_BYTES));
+                c.file_with("replace-src", &pattern(6, SMALL_BYTES));
+                c.file_with("replace-dst", &pattern(7, SMALL_BYTES));
             },
             act: |c| {
                 let root = c.root.clone();
@@ -426,7 +422,7 @@ fn scenarios() -> Vec<Scenario> {
                 let src = c.lookup(&root, "replace-src");
                 c.nfs.rename(&root, "replace-src", &root, "replace-dst").unwrap();
                 c.expect("replace-src", Want::Absent, None);
-                c.expect("replace-dst", Want::File(rawnfs::pattern(6, SMALL_BYTES)), Some(src));
+                c.expect("replace-dst", Want::File(pattern(6, SMALL_BYTES)), Some(src));
                 // The replaced file is gone: its handle must be stale.
                 c.expect("(replaced file)", Want::Absent, Some(old_dst));
             },
@@ -435,7 +431,7 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "REMOVE",
             setup: |c| {
-                c.file_with("removed", &rawnfs::pattern(8, SMALL_BYTES));
+                c.file_with("removed", &pattern(8, SMALL_BYTES));
             },
             act: |c| {
                 let root = c.root.clone();
@@ -460,13 +456,13 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "SETATTR size (truncate)",
             setup: |c| {
-                c.file_with("truncated", &rawnfs::pattern(9, TRUNCATE_FROM_BYTES));
+                c.file_with("truncated", &pattern(9, TRUNCATE_FROM_BYTES));
             },
             act: |c| {
                 let fh = c.lookup(&c.root.clone(), "truncated");
                 let attrs = sattr3 { size: Nfs3Option::Some(TRUNCATE_TO_BYTES), ..Default::default() };
                 c.nfs.setattr(&fh, attrs).unwrap();
-                let mut data = rawnfs::pattern(9, TRUNCATE_FROM_BYTES);
+                let mut data = pattern(9, TRUNCATE_FROM_BYTES);
                 data.truncate(TRUNCATE_TO_BYTES as usize);
                 c.expect("truncated", Want::File(data), Some(fh));
             },
@@ -475,7 +471,7 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "SETATTR mode",
             setup: |c| {
-                c.file_with("chmodded", &rawnfs::pattern(10, SMALL_BYTES));
+                c.file_with("chmodded", &pattern(10, SMALL_BYTES));
             },
             act: |c| {
                 let fh = c.lookup(&c.root.clone(), "chmodded");
@@ -487,7 +483,7 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "CREATE UNCHECKED of an existing file with size 0 (truncate)",
             setup: |c| {
-                c.file_with("recreated", &rawnfs::pattern(11, TRUNCATE_FROM_BYTES));
+                c.file_with("recreated", &pattern(11, TRUNCATE_FROM_BYTES));
             },
             act: |c| {
                 let attrs = sattr3 { size: Nfs3Option::Some(0), ..Default::default() };
@@ -499,13 +495,13 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "LINK",
             setup: |c| {
-                c.file_with("link-src", &rawnfs::pattern(12, SMALL_BYTES));
+                c.file_with("link-src", &pattern(12, SMALL_BYTES));
             },
             act: |c| {
                 let root = c.root.clone();
                 let fh = c.lookup(&root, "link-src");
                 c.nfs.link(&fh, &root, "link-dst").unwrap();
-                c.expect("link-dst", Want::File(rawnfs::pattern(12, SMALL_BYTES)), Some(fh));
+                c.expect("link-dst", Want::File(pattern(12, SMALL_BYTES)), Some(fh));
                 c.expect("link-dst", Want::SameInode("link-src".into()), None);
             },
             durable_bytes_min: 1,
@@ -623,7 +619,7 @@ fn sync_export_keeps_every_acknowledged_change_through_power_cuts() {
         let Some(fh) = &ch.handle else { continue };
         let what = format!("{}: {} by its old handle", ch.scenario, ch.path);
         match (&ch.want, nfs.getattr(fh)) {
-            (Want::Absent, Err(rawnfs::nfsstat3::NFS3ERR_STALE)) => {}
+            (Want::Absent, Err(nfsstat3::NFS3ERR_STALE)) => {}
             (Want::Absent, other) => problems.push(format!("{what}: expected STALE, got {other:?}")),
             (_, Err(s)) => problems.push(format!("{what}: GETATTR failed: {s:?}")),
             (Want::File(content), Ok(_)) => match nfs.read_all(fh) {
@@ -670,7 +666,7 @@ fn control_power_cut_loses_uncommitted_unstable_writes() {
             c.nfs.create_new(&c.root, "uncommitted.bin").unwrap();
         },
         act: |c| {
-            let data = rawnfs::pattern(20, 32 << 20);
+            let data = pattern(20, 32 << 20);
             let fh = c.lookup(&c.root.clone(), "uncommitted.bin");
             c.write_checked(&fh, &data, stable_how::UNSTABLE);
             c.expect("uncommitted.bin", Want::File(data), Some(fh));

@@ -1,14 +1,12 @@
 //! A full file system: writes get NFS3ERR_NOSPC, the server keeps serving,
 //! and freeing space lets writes succeed again.
 
-mod common;
-
 use std::process::Command;
 
 use bytes::Bytes;
-use common::TestServer;
 use keel_client::proto::nfs3::*;
 use keel_client::{ConnectOptions, mount};
+use keel_testkit::server::{TestServer, run};
 
 /// Unmounts the small file system before the server's directory goes.
 struct Unmount(std::path::PathBuf);
@@ -23,7 +21,7 @@ impl Drop for Unmount {
 async fn a_full_disk_is_nospc_and_recoverable() {
     let mut s = TestServer::start_default("full-disk");
     let dir = s.export_dir(1);
-    common::run(Command::new("mount").args(["-t", "tmpfs", "-o", "size=4m,mode=0777", "keel-full"]).arg(&dir));
+    run(Command::new("mount").args(["-t", "tmpfs", "-o", "size=4m,mode=0777", "keel-full"]).arg(&dir));
     let unmount = Unmount(dir.clone());
     // The server opened the directory under the mount; start it on the mount.
     s.restart();

@@ -2,8 +2,6 @@
 //! did not write: NFS-Ganesha (Debian's nfs-ganesha-vfs), run in a private
 //! network namespace with its own rpcbind, which Ganesha insists on.
 
-mod common;
-
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -12,6 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use keel_client::ConnectOptions;
 use keel_client::proto::nfs3::StableHow;
+use keel_testkit::server::{self, require_root, run};
 
 const NFS_PORT: u16 = 2049;
 const MOUNT_PORT: u16 = 20048;
@@ -25,7 +24,7 @@ struct Ganesha {
 
 impl Ganesha {
     fn start(tag: &str) -> Ganesha {
-        common::require_root();
+        require_root();
         assert!(
             Path::new("/usr/bin/ganesha.nfsd").exists(),
             "nfs-ganesha is not installed (scripts/test.sh installs nfs-ganesha and nfs-ganesha-vfs)"
@@ -34,7 +33,7 @@ impl Ganesha {
         let dir = std::env::temp_dir().join(&ns);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("export")).unwrap();
-        common::run(Command::new("ip").args(["netns", "add", &ns]));
+        run(Command::new("ip").args(["netns", "add", &ns]));
         let mut g = Ganesha { ns, dir, children: Vec::new() };
         g.inns(&["ip", "link", "set", "lo", "up"]);
         let conf = g.dir.join("ganesha.conf");
@@ -81,7 +80,7 @@ impl Ganesha {
     }
 
     fn inns(&self, cmd: &[&str]) -> String {
-        common::run(Command::new("ip").args(["netns", "exec", &self.ns]).args(cmd))
+        run(Command::new("ip").args(["netns", "exec", &self.ns]).args(cmd))
     }
 
     fn spawn(&mut self, cmd: &[&str]) {
@@ -180,7 +179,7 @@ fn the_client_library_works_against_ganesha() {
         );
         (md5(&data), names)
     });
-    assert_eq!(common::digest(&host_dir.join("d/data")), digest, "the data is on Ganesha's disk");
+    assert_eq!(server::digest(&host_dir.join("d/data")), digest, "the data is on Ganesha's disk");
     let mut files: Vec<&String> = names.iter().filter(|n| n.starts_with('f')).collect();
     files.sort();
     files.dedup();
@@ -207,7 +206,7 @@ fn the_client_library_works_against_ganesha() {
 fn md5(data: &[u8]) -> String {
     let f = std::env::temp_dir().join(format!("keel-ganesha-md5-{}", std::process::id()));
     std::fs::write(&f, data).unwrap();
-    let d = common::digest(&f);
+    let d = server::digest(&f);
     std::fs::remove_file(&f).unwrap();
     d
 }

@@ -6,8 +6,6 @@
 //!
 //! Each test boots a VM on a 2-core machine, so they run one at a time.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;
@@ -17,7 +15,8 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
-use common::{ExportOpts, TestServer, digest};
+use keel_testkit::netns::Netns;
+use keel_testkit::server::{ExportOpts, TestServer, digest, keel_bin};
 
 const RUN_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/kernel-nfs-client/run.sh");
 const GUEST_SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kernel");
@@ -27,6 +26,14 @@ const MIB: u64 = 1 << 20;
 const NOBODY: u32 = 65534;
 
 static VM: Mutex<()> = Mutex::new(());
+
+/// Export 1 with `options`, made `insecure`: qemu's user-mode network
+/// (slirp) NATs the guest's connections, so Keel sees them come from
+/// slirp's ordinary ports on 127.0.0.1, never from the reserved ports the
+/// guest kernel binds, and a `secure` export would refuse the mount.
+fn vm_export(options: &str) -> ExportOpts {
+    ExportOpts::new(1, "export", &format!("{options}\ninsecure = true"))
+}
 
 /// One VM at a time; a failed test must not poison the others.
 fn one_vm_at_a_time() -> MutexGuard<'static, ()> {
@@ -44,9 +51,21 @@ struct Guest {
 
 impl Guest {
     /// Boots the VM with export `id` of `server` mounted and runs `script`;
-    /// `opts` are extra mount options.
+    /// `opts` are extra mount options. The guest reaches the server through
+    /// qemu's user-mode network (NAT).
     fn run(server: &TestServer, id: u32, script: &str, opts: &str, timeout_s: u32) -> Guest {
-        let mut cmd = Command::new(RUN_SH);
+        Self::run_with(Command::new(RUN_SH), server, id, script, opts, timeout_s)
+    }
+
+    /// Like `run`, with the guest on the tap device `tap` of `ns`, where
+    /// `server` runs too: its packets reach the server unchanged.
+    fn run_on_tap(ns: &Netns, tap: &str, server: &TestServer, script: &str, timeout_s: u32) -> Guest {
+        let mut cmd = ns.cmd(&[RUN_SH, "--tap", tap]);
+        cmd.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        Self::run_with(cmd, server, 1, script, "", timeout_s)
+    }
+
+    fn run_with(mut cmd: Command, server: &TestServer, id: u32, script: &str, opts: &str, timeout_s: u32) -> Guest {
         cmd.arg("--port")
             .arg(server.addr.port().to_string())
             .arg("--export")
@@ -216,7 +235,7 @@ fn timed(name: &str, start: Instant) {
 fn workload_on_rw_export() {
     let _vm = one_vm_at_a_time();
     let start = Instant::now();
-    let server = TestServer::start("kclient-rw", vec![ExportOpts::rw(1, "export")], "");
+    let server = TestServer::start("kclient-rw", vec![vm_export("access = \"rw\"\nsquash = \"no_root_squash\"")], "");
     let g = Guest::run(&server, 1, "workload.sh", "", 900);
     g.assert_completed();
     let w = server.export_dir(1).join("w");
@@ -344,11 +363,7 @@ fn workload_on_rw_export() {
 fn readonly_export() {
     let _vm = one_vm_at_a_time();
     let start = Instant::now();
-    let server = TestServer::start(
-        "kclient-ro",
-        vec![ExportOpts::new(1, "export", "access = \"ro\"\nsquash = \"no_root_squash\"")],
-        "",
-    );
+    let server = TestServer::start("kclient-ro", vec![vm_export("access = \"ro\"\nsquash = \"no_root_squash\"")], "");
     let root = server.export_dir(1);
     fs::write(root.join("readme.txt"), "keel read-only data\n").unwrap();
     fs::create_dir(root.join("sub")).unwrap();
@@ -393,6 +408,55 @@ fn readonly_export() {
     timed("readonly_export", start);
 }
 
+/// The Linux client mounts a `secure` export (the default) when its packets
+/// reach Keel as it sent them: on a tap device in a network namespace of
+/// the test's own, where Keel listens, the guest kernel's connections come
+/// from its reserved ports, and root (no_root_squash) writes as root.
+/// Through qemu's user-mode network, which NATs the guest onto qemu's own
+/// ordinary ports, the same export refuses the mount ("illegal port"):
+/// why the other tests here mark their exports `insecure`.
+#[test]
+fn secure_export_through_a_tap_device() {
+    const TAP: &str = "kctap0";
+    let _vm = one_vm_at_a_time();
+    let start = Instant::now();
+    let rw = "access = \"rw\"\nsquash = \"no_root_squash\"";
+    let ns = Netns::new("kclient");
+    ns.run_ok(&["ip", "tuntap", "add", "dev", TAP, "mode", "tap"]);
+    ns.run_ok(&["ip", "addr", "add", "10.0.2.2/24", "dev", TAP]);
+    ns.run_ok(&["ip", "link", "set", TAP, "up"]);
+    let listen = "10.0.2.2:2049".parse().unwrap();
+    let server = TestServer::start_in_netns("kclient-tap", vec![ExportOpts::new(1, "export", rw)], &ns, listen);
+
+    let g = Guest::run_on_tap(&ns, TAP, &server, "secure.sh", 300);
+    g.assert_completed();
+    g.expect("whoami", "0:0");
+    g.expect("rc_write", "0");
+    g.expect("rc_mkdir", "0");
+    let root = server.export_dir(1);
+    assert_eq!(read(&root.join("by-root")), "written by the guest's root\n");
+    for made in ["by-root", "made-by-root"] {
+        let m = meta(&root.join(made));
+        assert_eq!((m.uid(), m.gid()), (0, 0), "{made} was not made as root");
+    }
+    // Every connection Keel took came from the guest itself, from a
+    // reserved port.
+    let log = server.log_text();
+    let ports: Vec<u16> = log
+        .lines()
+        .filter(|l| l.contains("connection opened"))
+        .filter_map(|l| l.split("peer=10.0.2.15:").nth(1)?.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert!(!ports.is_empty() && ports.iter().all(|&p| p < 1024), "guest source ports {ports:?}; log:\n{log}");
+    assert_log_clean(&server);
+
+    let nat = TestServer::start("kclient-nat", vec![ExportOpts::new(1, "export", rw)], "");
+    let g = Guest::run(&nat, 1, "secure.sh", "", 300);
+    assert_eq!(g.code, Some(125), "a secure export mounted through NAT:\n{g}");
+    assert!(nat.log_text().contains("illegal port"), "{}", nat.log_text());
+    timed("secure_export_through_a_tap_device", start);
+}
+
 /// A root_squash export: the guest's root creates files as nobody, cannot
 /// read root's private files, write root's files or give files away; a
 /// non-root user keeps their identity.
@@ -400,11 +464,7 @@ fn readonly_export() {
 fn root_squash_export() {
     let _vm = one_vm_at_a_time();
     let start = Instant::now();
-    let server = TestServer::start(
-        "kclient-squash",
-        vec![ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"root_squash\"")],
-        "",
-    );
+    let server = TestServer::start("kclient-squash", vec![vm_export("access = \"rw\"\nsquash = \"root_squash\"")], "");
     let root = server.export_dir(1);
     assert_eq!(mode(&root), 0o777, "the export root must let nobody create");
     let secret = root.join("secret");
@@ -454,7 +514,8 @@ fn root_squash_export() {
 fn fsync_df_rename_over_and_readdir() {
     let _vm = one_vm_at_a_time();
     let start = Instant::now();
-    let server = TestServer::start("kclient-extras", vec![ExportOpts::rw(1, "export")], "");
+    let server =
+        TestServer::start("kclient-extras", vec![vm_export("access = \"rw\"\nsquash = \"no_root_squash\"")], "");
     let root = server.export_dir(1);
     let hostdir = root.join("hostdir");
     fs::create_dir(&hostdir).unwrap();
@@ -540,7 +601,8 @@ fn statvfs(path: &Path) -> libc::statvfs {
 fn more_files_than_descriptors() {
     let _vm = one_vm_at_a_time();
     let start = Instant::now();
-    let mut server = TestServer::start("kclient-fds", vec![ExportOpts::rw(1, "export")], "");
+    let mut server =
+        TestServer::start("kclient-fds", vec![vm_export("access = \"rw\"\nsquash = \"no_root_squash\"")], "");
     let keel = LimitedKeel::start(&mut server, 1024);
     let limits = fs::read_to_string(format!("/proc/{}/limits", keel.0.id())).unwrap();
     assert!(
@@ -587,7 +649,7 @@ impl LimitedKeel {
         use std::os::unix::process::CommandExt;
         server.kill9();
         let log = fs::OpenOptions::new().append(true).open(&server.log).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_keel"));
+        let mut cmd = Command::new(keel_bin());
         cmd.arg("serve").arg("--config").arg(&server.config).stdout(std::process::Stdio::null()).stderr(log);
         let limit = libc::rlimit { rlim_cur: nofile, rlim_max: nofile };
         // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.

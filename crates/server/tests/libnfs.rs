@@ -5,16 +5,13 @@
 //! libnfs writes with UNSTABLE WRITEs and COMMITs when the file is closed
 //! (seen with strace on Keel: pwritev2 without RWF_SYNC, then one fsync).
 
-mod common;
-mod procs;
-mod rawnfs;
-
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{ExportOpts, TestServer};
-use procs::{TempDir, run_ok, run_timeout};
+use keel_testkit::nfs::pattern;
+use keel_testkit::procs::{TempDir, run_ok, run_timeout};
+use keel_testkit::server::{ExportOpts, TestServer, digest};
 
 const CMD_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -52,8 +49,8 @@ fn nfs_cp_copies_in_and_out_with_matching_digests() {
     let files: Vec<(&str, Vec<u8>)> = vec![
         ("empty", Vec::new()),
         ("one-byte", vec![0x5a]),
-        ("one-mib-plus-one", rawnfs::pattern(1, (1 << 20) + 1)),
-        ("fifty-mib", rawnfs::pattern(2, 50 << 20)),
+        ("one-mib-plus-one", pattern(1, (1 << 20) + 1)),
+        ("fifty-mib", pattern(2, 50 << 20)),
         ("with space é ü 名前.txt", b"a name with a space and UTF-8\n".to_vec()),
     ];
     for (name, data) in &files {
@@ -64,7 +61,7 @@ fn nfs_cp_copies_in_and_out_with_matching_digests() {
         let on_server = server.export_dir(1).join(name);
         let back = local.path().join(format!("back-{name}"));
         run_ok(Command::new("nfs-cp").arg(url(server.addr, &export, name)).arg(&back), CMD_TIMEOUT);
-        let digests = [common::digest(&original), common::digest(&on_server), common::digest(&back)];
+        let digests = [digest(&original), digest(&on_server), digest(&back)];
         assert!(
             digests[0] == digests[1] && digests[1] == digests[2],
             "{name}: md5 original {}, on the server {}, copied back {}",
@@ -101,7 +98,7 @@ fn nfs_cp_into_a_read_only_export_fails() {
     let export = server.export_path(2);
     std::fs::write(server.export_dir(2).join("present.txt"), b"served read-only\n").unwrap();
     let original = local.path().join("new.bin");
-    std::fs::write(&original, rawnfs::pattern(3, 100_000)).unwrap();
+    std::fs::write(&original, pattern(3, 100_000)).unwrap();
 
     let out = run_timeout(Command::new("nfs-cp").arg(&original).arg(url(server.addr, &export, "new.bin")), CMD_TIMEOUT);
     assert!(!out.status.success(), "nfs-cp into a read-only export succeeded:\n{}", out.text());
@@ -113,5 +110,5 @@ fn nfs_cp_into_a_read_only_export_fails() {
     // The read-write export of the same server does take the file.
     let rw_url = url(server.addr, &server.export_path(1), "new.bin");
     run_ok(Command::new("nfs-cp").arg(&original).arg(rw_url), CMD_TIMEOUT);
-    assert_eq!(common::digest(&server.export_dir(1).join("new.bin")), common::digest(&original));
+    assert_eq!(digest(&server.export_dir(1).join("new.bin")), digest(&original));
 }

@@ -2,10 +2,6 @@
 //! refusing bad configurations and missing privileges, logging, and
 //! stopping on SIGTERM without losing acknowledged calls.
 
-mod common;
-mod procs;
-mod rawnfs;
-
 use std::io::{BufRead, BufReader, ErrorKind};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -14,10 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::TestServer;
+use keel_testkit::nfs::{Nfs, RpcConn, decode, pattern, proc3, prog, reserved_stream_with};
+use keel_testkit::procs::{Output, TempDir, free_port, run_ok, run_timeout, wait_for, wait_timeout};
+use keel_testkit::server::{TestServer, digest, require_root};
 use nfs3_types::nfs3::stable_how;
-use procs::{TempDir, free_port, run_ok, run_timeout, wait_for, wait_timeout};
-use rawnfs::Nfs;
 
 const KEEL: &str = env!("CARGO_BIN_EXE_keel");
 /// serve.rs DRAIN_TIMEOUT: how long a stop waits for calls in flight.
@@ -158,7 +154,7 @@ impl StalledReader {
                 panic!("only {n} of the {} READs Keel had taken were answered, then: {e}", self.xids.len())
             });
             let i = self.xids.iter().position(|x| *x == xid).expect("reply to a READ sent");
-            match rawnfs::decode::<nfs3_types::nfs3::READ3res>(&body).unwrap() {
+            match decode::<nfs3_types::nfs3::READ3res>(&body).unwrap() {
                 nfs3_types::nfs3::Nfs3Result::Ok(ok) => out[i] = ok.data.to_vec(),
                 nfs3_types::nfs3::Nfs3Result::Err((s, _)) => panic!("READ {i} failed: {s:?}"),
             }
@@ -187,7 +183,7 @@ fn pipelined_writer(
         let mut send_error = None;
         loop {
             while in_flight.len() < 16 && next < chunks && send_error.is_none() {
-                let data = rawnfs::pattern(next, CHUNK_BYTES);
+                let data = pattern(next, CHUNK_BYTES);
                 match nfs.send_write(&fh, next * CHUNK_BYTES as u64, &data, stable_how::UNSTABLE) {
                     Ok(xid) => {
                         in_flight.insert(xid, next);
@@ -227,7 +223,7 @@ fn pipelined_writer(
 fn sigterm_mid_transfer_answers_calls_taken_refuses_new_connections_and_exits_zero() {
     let mut server = TestServer::start_default("life-sigterm");
     let export = server.export_dir(1);
-    let source = rawnfs::pattern(99, 48 * CHUNK_BYTES);
+    let source = pattern(99, 48 * CHUNK_BYTES);
     std::fs::write(export.join("source.bin"), &source).unwrap();
 
     let acked = Arc::new(Mutex::new(Vec::new()));
@@ -279,8 +275,7 @@ fn sigterm_mid_transfer_answers_calls_taken_refuses_new_connections_and_exits_ze
     for &chunk in &acked {
         let at = chunk as usize * CHUNK_BYTES;
         assert!(
-            on_disk.len() >= at + CHUNK_BYTES
-                && on_disk[at..at + CHUNK_BYTES] == rawnfs::pattern(chunk, CHUNK_BYTES)[..],
+            on_disk.len() >= at + CHUNK_BYTES && on_disk[at..at + CHUNK_BYTES] == pattern(chunk, CHUNK_BYTES)[..],
             "acknowledged chunk {chunk} is not on disk ({} bytes in the file)",
             on_disk.len()
         );
@@ -301,13 +296,11 @@ fn sigterm_still_answers_a_client_that_sent_more_calls_after_the_stop_began() {
     const CALLS: usize = 16;
     const READ_BYTES: usize = 64 << 10;
     let mut server = TestServer::start_default("life-busy");
-    let source = rawnfs::pattern(97, CALLS * READ_BYTES);
+    let source = pattern(97, CALLS * READ_BYTES);
     std::fs::write(server.export_dir(1).join("source.bin"), &source).unwrap();
 
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    socket.connect_timeout(&server.addr.into(), Duration::from_secs(10)).unwrap();
-    let mut nfs = Nfs { conn: rawnfs::RpcConn::from_stream(socket.into()).unwrap() };
+    let stream = reserved_stream_with(server.addr, |socket| socket.set_recv_buffer_size(4096));
+    let mut nfs = Nfs { conn: RpcConn::from_stream(stream).unwrap() };
     let client = nfs.conn.local_addr();
     let root = nfs.mount(&server.export_path(1)).unwrap();
     let fh = nfs.lookup(&root, "source.bin").unwrap();
@@ -331,7 +324,7 @@ fn sigterm_still_answers_a_client_that_sent_more_calls_after_the_stop_began() {
     );
     // One more call, which the stopping server will not read.
     let void = nfs3_types::xdr_codec::Void;
-    nfs.conn.send(rawnfs::NFS_PROGRAM, rawnfs::NFS_V3, rawnfs::proc3::NULL, &void).unwrap();
+    nfs.conn.send(prog::NFS, prog::NFS_V3, proc3::NULL, &void).unwrap();
     let status = server.terminate();
     assert!(status.success(), "exit status {status}");
 
@@ -340,7 +333,7 @@ fn sigterm_still_answers_a_client_that_sent_more_calls_after_the_stop_began() {
             panic!("only {n} of the {CALLS} READs Keel had answered before stopping reached the client, then: {e}")
         });
         let i = xids.iter().position(|x| *x == xid).expect("reply to a READ sent");
-        match rawnfs::decode::<nfs3_types::nfs3::READ3res>(&body).unwrap() {
+        match decode::<nfs3_types::nfs3::READ3res>(&body).unwrap() {
             nfs3_types::nfs3::Nfs3Result::Ok(ok) => {
                 assert!(ok.data[..] == source[i * READ_BYTES..(i + 1) * READ_BYTES], "READ {i} returned wrong data")
             }
@@ -363,7 +356,7 @@ fn server_send_queue(server: u16, client: u16) -> usize {
 #[test]
 fn sigterm_with_a_client_that_never_reads_exits_after_the_drain_timeout() {
     let mut server = TestServer::start_default("life-stuck");
-    let source = rawnfs::pattern(98, 48 * CHUNK_BYTES);
+    let source = pattern(98, 48 * CHUNK_BYTES);
     std::fs::write(server.export_dir(1).join("source.bin"), &source).unwrap();
     let _stalled = StalledReader::start(&server, "source.bin", 48);
     std::thread::sleep(Duration::from_millis(500));
@@ -432,7 +425,7 @@ fn log_has_start_stop_and_one_line_per_connection_open_and_close() {
 /// a file in.
 #[test]
 fn zero_config_serve_creates_its_directories_prints_the_mount_line_and_serves() {
-    common::require_root();
+    require_root();
     let cwd = TempDir::new("zeroconf");
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
@@ -449,11 +442,11 @@ fn zero_config_serve_creates_its_directories_prints_the_mount_line_and_serves() 
     assert!(banner.lines().any(|l| l.trim() == expected), "banner lacks\n  {expected}\nbanner:\n{banner}");
 
     let local = cwd.path().join("hello.bin");
-    std::fs::write(&local, rawnfs::pattern(7, 300_001)).unwrap();
+    std::fs::write(&local, pattern(7, 300_001)).unwrap();
     let addr: SocketAddr = listen.parse().unwrap();
     let url = nfs_url(addr, &format!("{}/hello.bin", export.display()));
     run_ok(Command::new("nfs-cp").arg(&local).arg(&url), CMD_TIMEOUT);
-    assert_eq!(common::digest(&export.join("hello.bin")), common::digest(&local));
+    assert_eq!(digest(&export.join("hello.bin")), digest(&local));
     let status = keel.sigterm();
     assert!(status.success(), "exit status {status}");
 }
@@ -461,7 +454,7 @@ fn zero_config_serve_creates_its_directories_prints_the_mount_line_and_serves() 
 /// `keel serve DIR` exports DIR (and creates no ./keel-export).
 #[test]
 fn serve_dir_exports_that_directory() {
-    common::require_root();
+    require_root();
     let cwd = TempDir::new("servedir");
     let dir = TempDir::new("servedir-export");
     std::fs::write(dir.path().join("already-here.txt"), b"hello from DIR\n").unwrap();
@@ -503,7 +496,7 @@ fn help_describes_every_command_and_exits_zero() {
 /// non-zero naming the file and line, and never listens.
 #[test]
 fn invalid_config_is_refused_with_file_and_line_before_listening() {
-    common::require_root();
+    require_root();
     let dir = TempDir::new("badconfig");
     let port = free_port();
     let config = dir.path().join("bad.toml");
@@ -566,13 +559,13 @@ fn check_config_of_the_example_prints_a_summary() {
 // Privileges
 // ---------------------------------------------------------------------------
 
-fn as_nobody(args: &[&str], cwd: &Path) -> procs::Output {
+fn as_nobody(args: &[&str], cwd: &Path) -> Output {
     let mut cmd = Command::new("setpriv");
     cmd.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", KEEL]).args(args).current_dir(cwd);
     run_timeout(&mut cmd, CMD_TIMEOUT)
 }
 
-fn assert_refused_for_privileges(out: &procs::Output) {
+fn assert_refused_for_privileges(out: &Output) {
     assert!(!out.status.success(), "keel ran as an unprivileged user:\n{}", out.text());
     let text = out.text();
     assert!(text.contains("root"), "the message does not say keel needs root:\n{text}");
@@ -583,7 +576,7 @@ fn assert_refused_for_privileges(out: &procs::Output) {
 /// capabilities it lacks.
 #[test]
 fn non_root_with_a_config_is_refused_with_a_clear_message() {
-    common::require_root();
+    require_root();
     let dir = TempDir::new("nonroot-config");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -607,7 +600,7 @@ fn non_root_with_a_config_is_refused_with_a_clear_message() {
 /// "Permission denied"), and come before anything is created.
 #[test]
 fn non_root_zero_config_is_refused_with_a_clear_message() {
-    common::require_root();
+    require_root();
     let dir = TempDir::new("nonroot-zeroconf");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();

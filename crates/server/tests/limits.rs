@@ -5,16 +5,13 @@
 //!
 //! Every wait is bounded; timings are printed, never asserted on.
 
-mod common;
-mod rawnfs;
-
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use common::{ExportOpts, TestServer};
+use keel_testkit::nfs::{Nfs, RpcConn, fh_of, pattern, proc3, prog, reserved_stream_with, stable_how};
+use keel_testkit::server::{ExportOpts, TestServer};
 use nfs3_types::nfs3::READ3args;
-use rawnfs::{NFS_PROGRAM, NFS_V3, Nfs, RpcConn, nfs_fh, proc3, stable_how};
 
 const MIB: usize = 1 << 20;
 
@@ -73,8 +70,8 @@ fn wait_for_log(server: &TestServer, needle: &str, count: usize, within: Duratio
 }
 
 fn read_call(conn: &mut RpcConn, fh: &[u8], offset: u64, count: u32) -> u32 {
-    let args = READ3args { file: nfs_fh(fh), offset, count };
-    conn.send(NFS_PROGRAM, NFS_V3, proc3::READ, &args).expect("send READ")
+    let args = READ3args { file: fh_of(fh), offset, count };
+    conn.send(prog::NFS, prog::NFS_V3, proc3::READ, &args).expect("send READ")
 }
 
 /// Sixteen connections pipeline 128 READs of 1 MiB each and never read a
@@ -93,7 +90,7 @@ fn replies_nobody_reads_hold_bounded_memory_and_others_are_still_served() {
         vec![ExportOpts::rw(1, "export")],
         "stall_timeout_seconds = 10\nmax_requests_per_connection = 128",
     );
-    std::fs::write(server.export_dir(1).join("data"), rawnfs::pattern(1, FILE_BYTES)).unwrap();
+    std::fs::write(server.export_dir(1).join("data"), pattern(1, FILE_BYTES)).unwrap();
     let mut good = Nfs::connect(server.addr).unwrap();
     let root = good.mount(&server.export_path(1)).unwrap();
     let fh = good.lookup(&root, "data").unwrap();
@@ -195,7 +192,7 @@ fn idle_connections_are_closed_after_the_idle_timeout_and_busy_ones_are_not() {
         vec![ExportOpts::rw(1, "export")],
         "idle_timeout_seconds = 1\nstall_timeout_seconds = 60",
     );
-    std::fs::write(server.export_dir(1).join("data"), rawnfs::pattern(2, MIB)).unwrap();
+    std::fs::write(server.export_dir(1).join("data"), pattern(2, MIB)).unwrap();
     let mut setup = Nfs::connect(server.addr).unwrap();
     let root = setup.mount(&server.export_path(1)).unwrap();
     let fh = setup.lookup(&root, "data").unwrap();
@@ -235,8 +232,8 @@ fn a_host_in_no_client_list_is_closed_at_accept() {
     assert!(!server.log_text().contains("connection opened"), "it took a slot");
 }
 
-/// A connection from `port` on 127.0.0.1 (0: any), with the address
-/// reusable at once and a reset (not TIME_WAIT) when closed.
+/// A connection from `port` on 127.0.0.1, with the address reusable at
+/// once and a reset (not TIME_WAIT) when closed.
 fn connect_from(addr: SocketAddr, port: u16) -> std::io::Result<TcpStream> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::IPV4, Type::STREAM, None)?;
@@ -261,7 +258,8 @@ fn a_retransmitted_write_does_not_overwrite_a_later_write() {
     let later = vec![b'B'; 4096];
 
     // Client A writes, and its connection is lost (reset) before it knows.
-    let stream = connect_from(server.addr, 0).unwrap();
+    // (A reserved port, as the kernel's: the export is secure.)
+    let stream = reserved_stream_with(server.addr, |s| s.set_linger(Some(Duration::ZERO)));
     let port = stream.local_addr().unwrap().port();
     let mut a = Nfs { conn: RpcConn::from_stream(stream).unwrap() };
     let w = a.write(&fh, 0, &first, stable_how::FILE_SYNC).expect("A's WRITE");

@@ -13,8 +13,6 @@
 //! and, where the calls could have touched files, that the export
 //! directory is exactly as it was.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -22,7 +20,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::TestServer;
+use keel_testkit::server::{ExportOpts, TestServer};
 
 const NFS: u32 = 100_003;
 const MOUNT: u32 = 100_005;
@@ -431,6 +429,19 @@ impl Client {
 // Server-side checks
 // ---------------------------------------------------------------------------
 
+/// A server exporting one read-write directory with no_root_squash, and
+/// `insecure`: these tests open hundreds of raw connections, in parallel
+/// with each other, more than there are reserved source ports to make them
+/// from; `secure` itself is tested in `protocol_errors.rs` and
+/// `security.rs`.
+fn start_server(tag: &str) -> TestServer {
+    TestServer::start(tag, vec![insecure_rw_export()], "")
+}
+
+fn insecure_rw_export() -> ExportOpts {
+    ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"no_root_squash\"\ninsecure = true")
+}
+
 /// The root handle of export 1, by MNT on the server's own port.
 fn root_handle(server: &TestServer) -> Vec<u8> {
     let mut c = Client::connect(server.addr);
@@ -567,7 +578,7 @@ fn is_read_only(proc_: u32) -> bool {
 /// replies RFC 5531 section 9 prescribes; the connection stays usable.
 #[test]
 fn unknown_programs_versions_and_procedures_get_rfc_replies() {
-    let mut server = TestServer::start_default("malformed-prog");
+    let mut server = start_server("malformed-prog");
     let mut c = Client::connect(server.addr);
 
     for prog in [0, 1, 99, 100_004, 200_000, 0x2000_0000, u32::MAX, PORTMAP] {
@@ -594,7 +605,7 @@ fn unknown_programs_versions_and_procedures_get_rfc_replies() {
 /// MSG_DENIED AUTH_ERROR AUTH_BADCRED.
 #[test]
 fn bad_rpc_versions_and_credentials_are_denied() {
-    let mut server = TestServer::start_default("malformed-auth");
+    let mut server = start_server("malformed-auth");
     let mut c = Client::connect(server.addr);
     let root = auth_sys_root();
 
@@ -654,7 +665,7 @@ fn bad_rpc_versions_and_credentials_are_denied() {
 /// the connection usable.
 #[test]
 fn truncated_call_headers_and_non_calls() {
-    let mut server = TestServer::start_default("malformed-header");
+    let mut server = start_server("malformed-header");
     let mut c = Client::connect(server.addr);
 
     let xid = c.next_xid();
@@ -688,7 +699,7 @@ fn truncated_call_headers_and_non_calls() {
 /// well-formed arguments missing their last one to four bytes.
 #[test]
 fn truncated_arguments_of_every_procedure_are_garbage_args() {
-    let mut server = TestServer::start_default("malformed-trunc");
+    let mut server = start_server("malformed-trunc");
     let root = root_handle(&server);
     let dir = server.export_dir(1);
     let before = snapshot(&dir);
@@ -731,7 +742,7 @@ fn truncated_arguments_of_every_procedure_are_garbage_args() {
 /// NFS status -- never SYSTEM_ERR (a caught panic), never silence.
 #[test]
 fn random_garbage_arguments_never_crash_the_server() {
-    let mut server = TestServer::start_default("malformed-random");
+    let mut server = start_server("malformed-random");
     let root = root_handle(&server);
     let dir = server.export_dir(1);
     std::fs::write(dir.join("file"), b"some data").unwrap();
@@ -788,7 +799,7 @@ fn random_garbage_arguments_never_crash_the_server() {
 /// (from the length alone -- nothing of that size is allocated).
 #[test]
 fn lengths_that_lie_are_garbage_args() {
-    let mut server = TestServer::start_default("malformed-lengths");
+    let mut server = start_server("malformed-lengths");
     let root = root_handle(&server);
     let dir = server.export_dir(1);
     let before = snapshot(&dir);
@@ -857,7 +868,7 @@ fn lengths_that_lie_are_garbage_args() {
 /// the claimed size while the client keeps sending.
 #[test]
 fn write_claiming_a_gigabyte_is_refused_without_allocating_it() {
-    let mut server = TestServer::start_default("malformed-gib");
+    let mut server = start_server("malformed-gib");
     let root = root_handle(&server);
     let dir = server.export_dir(1);
     std::fs::write(dir.join("target"), b"").unwrap();
@@ -898,7 +909,7 @@ fn write_claiming_a_gigabyte_is_refused_without_allocating_it() {
 /// header: the client has sent only a few bytes of the record.
 #[test]
 fn oversized_records_close_the_connection_promptly() {
-    let mut server = TestServer::start_default("malformed-oversized");
+    let mut server = start_server("malformed-oversized");
     let rss_before = rss_bytes(server.pid());
 
     let marks: [(&str, u32); 6] = [
@@ -949,7 +960,7 @@ fn oversized_records_close_the_connection_promptly() {
 /// the connection closed beyond it -- never a hang.
 #[test]
 fn records_of_many_fragments_are_answered_or_closed() {
-    let mut server = TestServer::start_default("malformed-fragments");
+    let mut server = start_server("malformed-fragments");
 
     // A NULL call in 4-byte fragments.
     let mut c = Client::connect(server.addr);
@@ -1000,7 +1011,7 @@ fn records_of_many_fragments_are_answered_or_closed() {
 /// 255 bytes works.
 #[test]
 fn bad_names_get_nfs_errors_and_change_nothing() {
-    let mut server = TestServer::start_default("malformed-names");
+    let mut server = start_server("malformed-names");
     let root = root_handle(&server);
     let dir = server.export_dir(1);
     std::fs::write(dir.join("file"), b"content").unwrap();
@@ -1096,7 +1107,7 @@ fn bad_names_get_nfs_errors_and_change_nothing() {
 /// nothing: an error status, never a handle.
 #[test]
 fn mount_paths_that_escape_or_lie_are_refused() {
-    let mut server = TestServer::start_default("malformed-mnt");
+    let mut server = start_server("malformed-mnt");
     let export = server.export_path(1);
     std::fs::write(server.export_dir(1).join("file"), b"").unwrap();
     let mut c = Client::connect(server.addr);
@@ -1137,7 +1148,7 @@ fn mount_paths_that_escape_or_lie_are_refused() {
 /// or INVAL (READ), and none of the refused calls changes the file.
 #[test]
 fn absurd_counts_and_offsets_are_clamped_or_refused() {
-    let mut server = TestServer::start_default("malformed-counts");
+    let mut server = start_server("malformed-counts");
     let root = root_handle(&server);
     let dir = server.export_dir(1);
     let big: Vec<u8> = (0..3 * IO_BYTES_MAX / 2).map(|i| (i % 251) as u8).collect();
@@ -1252,7 +1263,7 @@ fn absurd_counts_and_offsets_are_clamped_or_refused() {
 /// when it finally completes its record.
 #[test]
 fn half_a_record_does_not_block_other_connections() {
-    let mut server = TestServer::start_default("malformed-half");
+    let mut server = start_server("malformed-half");
     let root = root_handle(&server);
 
     let mut silent = Vec::new();
@@ -1292,7 +1303,7 @@ fn half_a_record_does_not_block_other_connections() {
 /// 200 connections opened at once are all served.
 #[test]
 fn two_hundred_connections_at_once_are_all_served() {
-    let mut server = TestServer::start_default("malformed-200");
+    let mut server = start_server("malformed-200");
     let mut clients: Vec<Client> = (0..200).map(|_| Client::connect(server.addr)).collect();
     let xids: Vec<u32> = clients
         .iter_mut()
@@ -1314,8 +1325,7 @@ fn two_hundred_connections_at_once_are_all_served() {
 /// new one. (With none idle the new one is refused: `conns.rs` tests that.)
 #[test]
 fn connections_above_max_connections_close_the_oldest_idle_one() {
-    let exports = vec![common::ExportOpts::rw(1, "export")];
-    let mut server = TestServer::start("malformed-maxconn", exports, "max_connections = 10");
+    let mut server = TestServer::start("malformed-maxconn", vec![insecure_rw_export()], "max_connections = 10");
     let mut ten: Vec<Client> = (0..10).map(|_| Client::connect(server.addr)).collect();
     for c in &mut ten {
         assert_eq!(c.nfs(0, &[]), Reply::Success(Vec::new()));
@@ -1338,7 +1348,7 @@ fn connections_above_max_connections_close_the_oldest_idle_one() {
 #[test]
 fn a_client_that_never_reads_replies_cannot_grow_the_server_without_bound() {
     const CALLS: usize = 600;
-    let mut server = TestServer::start_default("malformed-noread");
+    let mut server = start_server("malformed-noread");
     let root = root_handle(&server);
     let dir = server.export_dir(1);
     std::fs::write(dir.join("mib"), vec![0x5a; IO_BYTES_MAX]).unwrap();

@@ -8,17 +8,20 @@
 //! and deletes it afterwards. rpcbind also gets a private /run (its lock
 //! file and socket live there), so it never meets the host's own rpcbind.
 
-mod common;
-mod procs;
-
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use procs::{Output, TempDir, run_timeout, wait_for, wait_timeout};
+use keel_client::{Auth, PreparedCall};
+use keel_nfs3_proto::portmap::Mapping;
+use keel_nfs3_proto::{IPPROTO_TCP, NFS_PROGRAM, NFS_V3, PMAP_PROGRAM, PMAP_V2, PmapProc};
+use keel_testkit::netns::Netns;
+use keel_testkit::procs::{Output, TempDir, wait_for, wait_timeout};
+use keel_xdr::Encode;
+use socket2::{Domain, Socket, Type};
 
 const KEEL: &str = env!("CARGO_BIN_EXE_keel");
 const CMD_TIMEOUT: Duration = Duration::from_secs(30);
@@ -29,62 +32,22 @@ const NFS_PORT: u16 = 2049;
 // Namespaces and processes in them
 // ---------------------------------------------------------------------------
 
-/// A network namespace with loopback up; deleted on drop.
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    fn new() -> Self {
-        common::require_root();
-        static N: AtomicU32 = AtomicU32::new(0);
-        let name = format!("keel-pm-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
-        let _ = Command::new("ip").args(["netns", "del", &name]).stderr(Stdio::null()).status();
-        procs::run_ok(Command::new("ip").args(["netns", "add", &name]), CMD_TIMEOUT);
-        let ns = Netns { name };
-        procs::run_ok(&mut ns.cmd(&["ip", "link", "set", "lo", "up"]), CMD_TIMEOUT);
-        ns
+/// `rpcinfo -p 127.0.0.1` as (program, version, protocol, port) rows;
+/// None if the portmapper does not answer.
+fn rpcinfo(ns: &Netns) -> Option<Vec<(u32, u32, String, u16)>> {
+    let out = ns.run(&["rpcinfo", "-p", "127.0.0.1"]);
+    if !out.status.success() {
+        return None;
     }
-
-    /// `argv` to run inside the namespace.
-    fn cmd(&self, argv: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.name]).args(argv);
-        c
-    }
-
-    fn run(&self, argv: &[&str]) -> Output {
-        run_timeout(&mut self.cmd(argv), CMD_TIMEOUT)
-    }
-
-    /// `rpcinfo -p 127.0.0.1` as (program, version, protocol, port) rows;
-    /// None if the portmapper does not answer.
-    fn rpcinfo(&self) -> Option<Vec<(u32, u32, String, u16)>> {
-        let out = self.run(&["rpcinfo", "-p", "127.0.0.1"]);
-        if !out.status.success() {
-            return None;
-        }
-        let rows = out
-            .stdout
-            .lines()
-            .filter_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                Some((
-                    f.first()?.parse().ok()?,
-                    f.get(1)?.parse().ok()?,
-                    f.get(2)?.to_string(),
-                    f.get(3)?.parse().ok()?,
-                ))
-            })
-            .collect();
-        Some(rows)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
-    }
+    let rows = out
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some((f.first()?.parse().ok()?, f.get(1)?.parse().ok()?, f.get(2)?.to_string(), f.get(3)?.parse().ok()?))
+        })
+        .collect();
+    Some(rows)
 }
 
 fn has(rows: &[(u32, u32, String, u16)], prog: u32, vers: u32, proto: &str, port: u16) -> bool {
@@ -214,10 +177,68 @@ impl Site {
 fn start_rpcbind(ns: &Netns, dir: &Path) -> NsChild {
     let script = "mount -t tmpfs keel-test-run /run && exec rpcbind -f -w";
     let child = NsChild::spawn(ns.cmd(&["unshare", "--mount", "sh", "-c", script]), dir.join("rpcbind.log"));
-    let up = wait_for(Duration::from_secs(10), || ns.rpcinfo());
+    let up = wait_for(Duration::from_secs(10), || rpcinfo(ns));
     let rows = up.unwrap_or_else(|| panic!("rpcbind did not answer; its log:\n{}", child.log_text()));
     assert!(has(&rows, 100_000, 2, "tcp", 111), "rpcbind does not list itself: {rows:?}");
     child
+}
+
+/// Where a portmap call comes from: an ordinary port, or a reserved one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Ordinary,
+    Reserved,
+}
+
+/// Calls portmap procedure `proc_` with `mapping` on 127.0.0.1:111 inside
+/// `ns`, over UDP or TCP, from an ordinary or a reserved source port, and
+/// returns the result word (SET and UNSET: 1 true, 0 false; GETPORT: the
+/// port). The call runs on a thread of its own that joins the namespace
+/// first (a thread's sockets live in its network namespace).
+fn pmap_call(ns: &Netns, udp: bool, from: Source, proc_: PmapProc, mapping: Mapping) -> u32 {
+    let netns = ns.path();
+    std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(&netns).unwrap_or_else(|e| panic!("{}: {e}", netns.display()));
+        // SAFETY: setns on a descriptor of a network namespace; it only
+        // changes this thread's namespace.
+        assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns");
+        let xid = keel_client::next_xid();
+        let call = PreparedCall::new(xid, &Auth::None, PMAP_PROGRAM, PMAP_V2, proc_ as u32, |e| mapping.encode(e))
+            .expect("encode the call");
+        let record: Vec<u8> = call.segments().concat();
+        let socket = Socket::new(Domain::IPV4, if udp { Type::DGRAM } else { Type::STREAM }, None).unwrap();
+        socket.set_read_timeout(Some(CMD_TIMEOUT)).unwrap();
+        let ports: Vec<u16> = match from {
+            Source::Ordinary => vec![0],
+            Source::Reserved => (700..800).collect(),
+        };
+        let bound = ports.iter().any(|&p| socket.bind(&SocketAddr::from(([127, 0, 0, 1], p)).into()).is_ok());
+        assert!(bound, "no source port for {from:?}");
+        let local = socket.local_addr().unwrap().as_socket().unwrap();
+        assert_eq!(local.port() < 1024, from == Source::Reserved, "source port {local}");
+        socket.connect(&SocketAddr::from(([127, 0, 0, 1], 111)).into()).expect("connect to port 111");
+        let reply = if udp {
+            let udp: std::net::UdpSocket = socket.into();
+            udp.send(&record[4..]).unwrap(); // no record mark on UDP
+            let mut buf = vec![0u8; 9000];
+            let n = udp.recv(&mut buf).expect("portmap reply");
+            buf.truncate(n);
+            buf
+        } else {
+            let mut stream: std::net::TcpStream = socket.into();
+            stream.write_all(&record).unwrap();
+            let mut mark = [0u8; 4];
+            stream.read_exact(&mut mark).expect("portmap reply");
+            let mut buf = vec![0u8; (u32::from_be_bytes(mark) & 0x7fff_ffff) as usize];
+            stream.read_exact(&mut buf).expect("portmap reply");
+            buf
+        };
+        let results = keel_client::reply_results(reply.into(), xid).expect("portmap call accepted");
+        u32::from_be_bytes(results[..4].try_into().unwrap())
+    })
+    .join()
+    .expect("portmap call thread")
 }
 
 /// `nfs-ls` of the export through the portmapper: no nfsport/mountport.
@@ -235,13 +256,13 @@ fn nfs_ls_via_portmap(ns: &Netns, export: &str) -> Output {
 /// After SIGTERM nothing answers on 111 any more.
 #[test]
 fn keel_serves_portmap_v2_when_port_111_is_free() {
-    let ns = Netns::new();
+    let ns = Netns::new("pm");
     let site = Site::new("pm-serve");
     let mut keel = site.keel(&ns, "auto", NFS_PORT);
     keel.wait_serving();
     assert!(keel.log_text().contains("serving portmap on port 111"), "{}", keel.log_text());
 
-    let rows = ns.rpcinfo().unwrap_or_else(|| panic!("rpcinfo -p failed; keel log:\n{}", keel.log_text()));
+    let rows = rpcinfo(&ns).unwrap_or_else(|| panic!("rpcinfo -p failed; keel log:\n{}", keel.log_text()));
     for (prog, vers, proto, port) in [
         (100_003, 3, "tcp", NFS_PORT),
         (100_005, 3, "tcp", NFS_PORT),
@@ -261,14 +282,14 @@ fn keel_serves_portmap_v2_when_port_111_is_free() {
 
     let status = keel.sigterm();
     assert!(status.success(), "exit status {status}");
-    assert!(ns.rpcinfo().is_none(), "something still answers on port 111 after keel stopped");
+    assert!(rpcinfo(&ns).is_none(), "something still answers on port 111 after keel stopped");
 }
 
 /// portmap "register" with no rpcbind to register with: Keel refuses to
 /// start and says why.
 #[test]
 fn register_mode_without_rpcbind_refuses_to_start() {
-    let ns = Netns::new();
+    let ns = Netns::new("pm");
     let site = Site::new("pm-noreg");
     let mut keel = site.keel(&ns, "register", NFS_PORT);
     let status = keel.wait_exit(Duration::from_secs(20)).expect("keel kept running without rpcbind");
@@ -283,14 +304,14 @@ fn register_mode_without_rpcbind_refuses_to_start() {
 /// "serve" cannot have port 111 and refuses to start.
 #[test]
 fn keel_registers_with_the_running_rpcbind_and_unregisters_at_stop() {
-    let ns = Netns::new();
+    let ns = Netns::new("pm");
     let site = Site::new("pm-register");
     let _rpcbind = start_rpcbind(&ns, site.dir.path());
 
     let mut keel = site.keel(&ns, "auto", NFS_PORT);
     keel.wait_serving();
     assert!(keel.log_text().contains("registered NFS and MOUNT with the running rpcbind"), "{}", keel.log_text());
-    let rows = ns.rpcinfo().expect("rpcbind answers");
+    let rows = rpcinfo(&ns).expect("rpcbind answers");
     assert!(has(&rows, 100_003, 3, "tcp", NFS_PORT), "NFS not registered: {rows:?}");
     assert!(has(&rows, 100_005, 3, "tcp", NFS_PORT), "MOUNT not registered: {rows:?}");
     let ls = nfs_ls_via_portmap(&ns, &site.export());
@@ -298,7 +319,7 @@ fn keel_registers_with_the_running_rpcbind_and_unregisters_at_stop() {
 
     let status = keel.sigterm();
     assert!(status.success(), "exit status {status}");
-    let rows = ns.rpcinfo().expect("rpcbind still answers");
+    let rows = rpcinfo(&ns).expect("rpcbind still answers");
     assert!(!lists_program(&rows, 100_003), "NFS still registered after keel stopped: {rows:?}");
     assert!(!lists_program(&rows, 100_005), "MOUNT still registered after keel stopped: {rows:?}");
     assert!(has(&rows, 100_000, 2, "tcp", 111));
@@ -309,11 +330,11 @@ fn keel_registers_with_the_running_rpcbind_and_unregisters_at_stop() {
     killed.wait_serving();
     killed.signal(libc::SIGKILL);
     killed.wait_exit(Duration::from_secs(10)).expect("killed");
-    let rows = ns.rpcinfo().unwrap();
+    let rows = rpcinfo(&ns).unwrap();
     assert!(has(&rows, 100_003, 3, "tcp", NFS_PORT), "expected the stale entry: {rows:?}");
     let mut next = site.keel(&ns, "register", NFS_PORT + 1);
     next.wait_serving();
-    let rows = ns.rpcinfo().unwrap();
+    let rows = rpcinfo(&ns).unwrap();
     assert!(has(&rows, 100_003, 3, "tcp", NFS_PORT + 1), "not re-registered: {rows:?}");
     assert!(!has(&rows, 100_003, 3, "tcp", NFS_PORT), "stale entry kept: {rows:?}");
     let ls = nfs_ls_via_portmap(&ns, &site.export());
@@ -325,6 +346,66 @@ fn keel_registers_with_the_running_rpcbind_and_unregisters_at_stop() {
     let status = serve.wait_exit(Duration::from_secs(20)).expect("portmap serve started although 111 is taken");
     assert!(!status.success());
     assert!(serve.log_text().contains("cannot serve portmap on port 111"), "{}", serve.log_text());
-    let rows = ns.rpcinfo().unwrap();
+    let rows = rpcinfo(&ns).unwrap();
     assert!(!lists_program(&rows, 100_003), "a failed start left a registration: {rows:?}");
+}
+
+/// PMAPPROC_SET and UNSET change where clients are sent, so only a local
+/// service running as root may call them (rpcbind's rule): from a loopback
+/// address and a reserved port. From an ordinary port, over UDP and TCP,
+/// both are answered `false` and the mapping stays; from a reserved port
+/// they work.
+#[test]
+fn set_and_unset_are_refused_unless_from_a_privileged_local_port() {
+    let ns = Netns::new("pm");
+    let site = Site::new("pm-set");
+    let mut keel = site.keel(&ns, "auto", NFS_PORT);
+    keel.wait_serving();
+    let nfs = Mapping { prog: NFS_PROGRAM, vers: NFS_V3, prot: IPPROTO_TCP, port: u32::from(NFS_PORT) };
+    let evil = Mapping { port: 31337, ..nfs };
+    let getport = |udp| pmap_call(&ns, udp, Source::Ordinary, PmapProc::Getport, nfs);
+
+    for udp in [true, false] {
+        let how = if udp { "UDP" } else { "TCP" };
+        assert_eq!(pmap_call(&ns, udp, Source::Ordinary, PmapProc::Unset, nfs), 0, "UNSET over {how}, ordinary port");
+        assert_eq!(pmap_call(&ns, udp, Source::Ordinary, PmapProc::Set, evil), 0, "SET over {how}, ordinary port");
+        assert_eq!(getport(udp), u32::from(NFS_PORT), "the mapping changed over {how} from an ordinary port");
+    }
+    let rows = rpcinfo(&ns).expect("rpcinfo -p");
+    assert!(has(&rows, 100_003, 3, "tcp", NFS_PORT), "rpcinfo -p: {rows:?}");
+    assert!(keel.log_text().contains("portmap UNSET refused"), "{}", keel.log_text());
+
+    for udp in [true, false] {
+        let how = if udp { "UDP" } else { "TCP" };
+        assert_eq!(pmap_call(&ns, udp, Source::Reserved, PmapProc::Unset, nfs), 1, "UNSET over {how}, reserved port");
+        assert_eq!(getport(udp), 0, "UNSET over {how} from a reserved port");
+        assert_eq!(pmap_call(&ns, udp, Source::Reserved, PmapProc::Set, nfs), 1, "SET over {how}, reserved port");
+        assert_eq!(getport(udp), u32::from(NFS_PORT), "SET over {how} from a reserved port");
+    }
+    let ls = nfs_ls_via_portmap(&ns, &site.export());
+    assert!(ls.status.success() && ls.stdout.contains("marker.txt"), "nfs-ls via portmap:\n{}", ls.text());
+    assert!(keel.sigterm().success());
+}
+
+/// Where any user may bind ports below 1024 (containers often set
+/// net.ipv4.ip_unprivileged_port_start to 0), `secure` proves nothing, and
+/// Keel says so when it starts.
+#[test]
+fn keel_warns_when_ordinary_users_may_bind_reserved_ports() {
+    let ns = Netns::new("pm");
+    ns.run_ok(&["sysctl", "-q", "-w", "net.ipv4.ip_unprivileged_port_start=0"]);
+    let site = Site::new("pm-unpriv");
+    let mut keel = site.keel(&ns, "off", NFS_PORT);
+    keel.wait_serving();
+    let log = keel.log_text();
+    assert!(log.contains("ip_unprivileged_port_start is 0") && log.contains("`secure`"), "no warning:\n{log}");
+    assert!(keel.sigterm().success());
+
+    // With the usual 1024 there is nothing to warn about.
+    let ns = Netns::new("pm");
+    ns.run_ok(&["sysctl", "-q", "-w", "net.ipv4.ip_unprivileged_port_start=1024"]);
+    let mut keel = site.keel(&ns, "off", NFS_PORT + 1);
+    keel.wait_serving();
+    assert!(!keel.log_text().contains("ip_unprivileged_port_start"), "{}", keel.log_text());
+    assert!(keel.sigterm().success());
 }

@@ -4,17 +4,14 @@
 //! exported directory. Error paths are in `protocol_errors.rs`, restarts,
 //! the duplicate reply cache and async exports in `protocol_restart.rs`.
 
-mod common;
-mod protocol_support;
-
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
-use common::{ExportOpts, TestServer};
+use keel_testkit::nfs::*;
+use keel_testkit::server::{ExportOpts, TestServer};
 use nfs3_types::nfs3::*;
 use nfs3_types::xdr_codec::Pack;
-use protocol_support::*;
 
 const ALL_ACCESS: u32 =
     ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE | ACCESS3_EXECUTE;
@@ -84,7 +81,7 @@ async fn setattr_sets_each_attribute_and_honours_the_ctime_guard() {
     let path = server.export_dir(1).join("s");
     let (mut c, root_fh) = mount_root(&server, 1).await;
     let (fh, _) = create_file(&mut c, &root_fh, b"s", 0o644).await;
-    let content = pattern(100, 7);
+    let content = pattern(7, 100);
     std::fs::write(&path, &content).unwrap();
 
     let atime = nfstime3 { seconds: 1_000_000_000, nseconds: 123 };
@@ -241,7 +238,7 @@ async fn read_reports_eof_and_clamps_the_count() {
     let server = TestServer::start_default("proto-read");
     let dir = server.export_dir(1);
     let size = 3 * MIB as usize + 123;
-    let content = pattern(size, 3);
+    let content = pattern(3, size);
     host_file(&dir.join("big"), &content, 0o644, 0, 0);
     host_file(&dir.join("empty"), b"", 0o644, 0, 0);
     let (mut c, root_fh) = mount_root(&server, 1).await;
@@ -284,7 +281,7 @@ async fn write_stability_levels_commit_and_the_verifier() {
     let mut expected = Vec::new();
     let mut verifier = None;
     for (i, stable) in [stable_how::UNSTABLE, stable_how::DATA_SYNC, stable_how::FILE_SYNC].into_iter().enumerate() {
-        let data = pattern(1000 + i, i as u32);
+        let data = pattern(i as u64, 1000 + i);
         let offset = expected.len() as u64;
         let ok = write(&mut c, &fh, offset, &data, stable).await.expect("WRITE");
         assert_eq!(ok.count as usize, data.len(), "{stable} count");
@@ -299,7 +296,7 @@ async fn write_stability_levels_commit_and_the_verifier() {
     assert_ne!(verifier, writeverf3([0; 8]), "the verifier is random");
 
     // A full 1 MiB (wtmax) write at an unaligned offset.
-    let big = pattern(MIB as usize, 99);
+    let big = pattern(99, MIB as usize);
     let ok = write(&mut c, &fh, expected.len() as u64, &big, stable_how::FILE_SYNC).await.expect("WRITE 1 MiB");
     assert_eq!((ok.count, ok.committed), (MIB, stable_how::FILE_SYNC));
     expected.extend_from_slice(&big);

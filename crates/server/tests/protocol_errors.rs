@@ -2,18 +2,15 @@
 //! crate: stale, malformed and forged handles, names, permissions, squash,
 //! read-only exports, client lists and `secure`.
 
-mod common;
-mod protocol_support;
-
 use std::os::unix::fs::MetadataExt;
 
-use common::{ExportOpts, TestServer};
+use keel_testkit::nfs::*;
+use keel_testkit::server::{ExportOpts, TestServer};
 use nfs3_client::{ConnectError, MountError, RpcError};
 use nfs3_types::mount::mountstat3;
 use nfs3_types::nfs3::*;
 use nfs3_types::rpc::opaque_auth;
 use nfs3_types::xdr_codec::Opaque;
-use protocol_support::*;
 
 const ROOT_SQUASH: &str = "access = \"rw\"\nsquash = \"root_squash\"";
 
@@ -128,7 +125,7 @@ async fn garbage_truncated_and_bit_flipped_handles_are_badhandle() {
 
     let mut bad: Vec<(String, Vec<u8>)> = vec![
         ("empty".into(), vec![]),
-        ("64 bytes of noise".into(), pattern(64, 5)),
+        ("64 bytes of noise".into(), pattern(5, 64)),
         ("zeros".into(), vec![0; root.len()]),
         ("one byte more".into(), [&root[..], &[0]].concat()),
     ];
@@ -272,7 +269,8 @@ async fn a_client_not_in_the_export_client_list_is_refused() {
 async fn a_secure_export_refuses_unprivileged_source_ports() {
     let exports = vec![
         ExportOpts::new(1, "secure", "access = \"rw\"\nsquash = \"no_root_squash\"\nsecure = true"),
-        ExportOpts::rw(2, "insecure"),
+        // exports(5)'s spelling of secure = false.
+        ExportOpts::new(2, "insecure", "access = \"rw\"\nsquash = \"no_root_squash\"\ninsecure = true"),
     ];
     let server = TestServer::start("proto-secure", exports, "");
     let path = server.export_path(1);

@@ -3,15 +3,12 @@
 //! hand-built RPC records, since nfs3_client chooses its own xids), and the
 //! stability an `async` export claims.
 
-mod common;
-mod protocol_support;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::{ExportOpts, TestServer};
+use keel_testkit::nfs::*;
+use keel_testkit::server::{ExportOpts, TestServer};
 use nfs3_types::nfs3::*;
-use protocol_support::*;
 
 #[tokio::test]
 async fn handles_survive_a_restart_and_the_write_verifier_changes() {
@@ -19,7 +16,7 @@ async fn handles_survive_a_restart_and_the_write_verifier_changes() {
     let (mut c, root_fh) = mount_root(&server, 1).await;
     let d = mkdir_fh(&mut c, &root_fh, b"d", 0o755).await;
     let (f, fa) = create_file(&mut c, &d, b"f", 0o644).await;
-    let data = pattern(300_000, 11);
+    let data = pattern(11, 300_000);
     let w = write(&mut c, &f, 0, &data, stable_how::FILE_SYNC).await.expect("WRITE FILE_SYNC");
     assert_eq!(w.committed, stable_how::FILE_SYNC);
     let (u, _) = create_file(&mut c, &root_fh, b"unstable", 0o644).await;
@@ -242,7 +239,7 @@ async fn an_async_export_claims_the_stability_asked_for() {
     let mut verifier = None;
     let mut expected = Vec::new();
     for stable in [stable_how::FILE_SYNC, stable_how::DATA_SYNC, stable_how::UNSTABLE] {
-        let data = pattern(4096, stable as u32);
+        let data = pattern(stable as u64, 4096);
         let ok = write(&mut c, &fh, expected.len() as u64, &data, stable).await.expect("WRITE");
         assert_eq!(ok.committed, stable, "async export answers {stable} with {}", ok.committed);
         assert_eq!(ok.count, 4096);

@@ -4,16 +4,13 @@
 //! worker thread that fails mid-call serves the next call correctly.
 //! Clients: the independent `nfs3_client` crate.
 
-mod common;
-mod protocol_support;
-
 use std::os::unix::fs::MetadataExt;
 use std::process::Command;
 
-use common::{ExportOpts, TestServer, run};
+use keel_testkit::nfs::*;
+use keel_testkit::server::{ExportOpts, TestServer, keel_bin, run};
 use nfs3_client::RpcError;
 use nfs3_types::nfs3::*;
-use protocol_support::*;
 
 const FAULTS_ON: &str = "fault_injection = true";
 
@@ -22,12 +19,12 @@ fn arm(server: &TestServer, args: &[&str]) {
     let config = server.config.display().to_string();
     let mut all = vec!["debug", "fault", "arm", "--config", &config];
     all.extend_from_slice(args);
-    run(Command::new(env!("CARGO_BIN_EXE_keel")).args(&all));
+    run(Command::new(keel_bin()).args(&all));
 }
 
 /// `keel status --json` of `server`.
 fn status_json(server: &TestServer) -> serde_json::Value {
-    let out = run(Command::new(env!("CARGO_BIN_EXE_keel")).args(["status", "--json", "--config"]).arg(&server.config));
+    let out = run(Command::new(keel_bin()).args(["status", "--json", "--config"]).arg(&server.config));
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("keel status --json: {e}: {out}"))
 }
 
@@ -105,7 +102,7 @@ async fn a_failed_write_changes_the_verifier_but_a_transient_error_does_not() {
 #[test]
 fn fault_injection_is_off_unless_configured() {
     let server = TestServer::start("faults-off", vec![ExportOpts::rw(1, "export")], "");
-    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
+    let out = Command::new(keel_bin())
         .args(["debug", "fault", "arm", "--point", "fsync", "--errno", "5", "--config"])
         .arg(&server.config)
         .output()

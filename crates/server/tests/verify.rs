@@ -11,13 +11,12 @@
 //! nothing it then loses across a process restart; durability across a
 //! power cut is the business of the godown tests.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::TestServer;
+use keel_testkit::procs::as_nobody;
+use keel_testkit::server::{ExportOpts, TestServer};
 
 const MIB: u64 = 1 << 20;
 const STREAM_BYTES: u64 = 64 * MIB;
@@ -258,4 +257,31 @@ fn damage_on_the_server_disk_fails_the_check_and_names_it() {
 fn patch(path: &Path, offset: u64, bytes: &[u8]) {
     use std::os::unix::fs::FileExt;
     std::fs::OpenOptions::new().write(true).open(path).unwrap().write_all_at(bytes, offset).unwrap();
+}
+
+/// Against a `secure` export (the default): run as root, `keel verify`
+/// calls from reserved ports and works; run as an ordinary user it is
+/// refused, exits 2 and says what to do.
+#[test]
+fn a_secure_export_takes_root_and_tells_others_what_to_do() {
+    let rw_secure = "access = \"rw\"\nsquash = \"no_root_squash\"\nsecure = true";
+    let server = TestServer::start("verify-secure", vec![ExportOpts::new(1, "export", rw_secure)], "");
+    let run = Run::new(&server);
+    let out = run_to_end(&mut run.write_command(&[]), "keel verify write");
+    assert_eq!(out.status.code(), Some(0));
+    assert_passes(&run);
+
+    std::fs::set_permissions(&run.dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let out = as_nobody(Path::new(env!("CARGO_BIN_EXE_keel")))
+        .args(["verify", "write", "--server", &run.addr, "--export", &run.export, "--dir", "nobody"])
+        .args(["--clients", "1", "--size", "1M", "--retry-for", RETRY_FOR, "--quiet", "--journal"])
+        .arg(run.dir.join("nobody.journal"))
+        .output()
+        .unwrap();
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "keel verify write as nobody:\n{said}");
+    for hint in ["ordinary source port", "run this command as root", "insecure = true"] {
+        assert!(said.contains(hint), "no {hint:?} in what keel verify said:\n{said}");
+    }
+    assert!(!server.export_dir(1).join("nobody").exists(), "nobody's run reached the export");
 }

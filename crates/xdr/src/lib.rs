@@ -13,6 +13,8 @@
 //!
 //! **Architecture invariant:** this crate knows nothing about RPC, NFS or I/O.
 
+#![forbid(unsafe_code)]
+
 mod decode;
 mod encode;
 

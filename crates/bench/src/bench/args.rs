@@ -74,6 +74,11 @@ pub struct CommonArgs {
     /// AUTH_SYS gid of the load.
     #[arg(long, default_value_t = 0)]
     pub gid: u32,
+    /// Call from ordinary source ports even as root (mount's noresvport).
+    /// By default, as root, calls come from reserved ports (below 1024),
+    /// as the kernel client's do, which `secure` exports require.
+    #[arg(long = "noresvport")]
+    pub noresvport: bool,
     /// Rank 0's HOST:PORT when launched by mpirun or srun on several nodes
     /// (rank 0 listens there, the other ranks connect to it).
     #[arg(long, env = "KEEL_BENCH_COORDINATOR")]

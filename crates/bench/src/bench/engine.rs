@@ -47,6 +47,7 @@ pub async fn run(
     let addr = resolve(&common.server)?;
     let opts = ConnectOptions {
         auth: keel_client::auth_sys(common.uid, common.gid, &[]),
+        reserved_port: !common.noresvport,
         call_timeout: Duration::from_secs(300),
         ..ConnectOptions::default()
     };
@@ -298,6 +299,10 @@ async fn between_runs(common: &CommonArgs, leader: bool) -> anyhow::Result<()> {
 }
 
 async fn connect(addr: SocketAddr, common: &CommonArgs, opts: &ConnectOptions) -> anyhow::Result<Client> {
+    mount(addr, common, opts).await.map_err(|e| crate::secure::explain_refusal(e, opts))
+}
+
+async fn mount(addr: SocketAddr, common: &CommonArgs, opts: &ConnectOptions) -> anyhow::Result<Client> {
     let (nfs, root) = match common.mount_port {
         None => keel_client::mount(addr, &common.export, opts).await,
         Some(port) => {

@@ -38,9 +38,11 @@ pub struct TargetArgs {
     /// AUTH_SYS gid of the calls.
     #[arg(long, default_value_t = 0)]
     pub gid: u32,
-    /// Call from a reserved source port (exports marked `secure`); needs root.
-    #[arg(long)]
-    pub reserved_port: bool,
+    /// Call from ordinary source ports even as root (mount's noresvport).
+    /// By default, as root, calls come from reserved ports (below 1024),
+    /// as the kernel client's do, which `secure` exports require.
+    #[arg(long = "noresvport")]
+    pub noresvport: bool,
     /// How long one attempt of a call waits for its reply before the
     /// connection is dropped and the call retransmitted (like mount's
     /// timeo; a dead server's connection is usually reset long before).
@@ -119,7 +121,7 @@ impl TargetArgs {
     pub fn connect_options(&self) -> ConnectOptions {
         ConnectOptions {
             auth: keel_client::auth_sys(self.uid, self.gid, &[]),
-            reserved_port: self.reserved_port,
+            reserved_port: !self.noresvport,
             call_timeout: self.timeout,
             ..ConnectOptions::default()
         }
@@ -172,6 +174,10 @@ impl NfsTarget {
     /// A client on a connection of its own (reconnecting and retransmitting
     /// as a hard mount does) and the export's root handle.
     pub async fn connect(&self) -> anyhow::Result<(Client, NfsFh3)> {
+        self.connect_inner().await.map_err(|e| crate::secure::explain_refusal(e, &self.opts))
+    }
+
+    async fn connect_inner(&self) -> anyhow::Result<(Client, NfsFh3)> {
         let what = || format!("mounting {}:{}", self.mount_addr, self.export);
         if self.mount_addr == self.addr {
             return keel_client::mount_retrying(self.addr, &self.export, &self.opts, self.policy.clone())

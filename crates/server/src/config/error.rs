@@ -138,7 +138,6 @@ fn hint(message: &str, spanned_text: &str) -> Option<&'static str> {
             "root_squash" | "no_root_squash" | "all_squash" => {
                 Some("write `squash = \"root_squash\"`, `\"no_root_squash\"` or `\"all_squash\"`")
             }
-            "insecure" => Some("exports(5) `insecure` is written `secure = false` (the default)"),
             "subtree_check" | "no_subtree_check" => Some("Keel never does subtree checking; remove this key"),
             "client" => Some("the key is `clients`"),
             "host" | "hosts" => Some(

@@ -46,7 +46,8 @@ pub(super) struct RawExport {
     pub squash: Option<Spanned<String>>,
     pub anonuid: Option<Spanned<Int>>,
     pub anongid: Option<Spanned<Int>>,
-    pub secure: Option<bool>,
+    pub secure: Option<Spanned<bool>>,
+    pub insecure: Option<Spanned<bool>>,
     pub clients: Option<Spanned<Vec<Spanned<RawClient>>>>,
 }
 
@@ -59,7 +60,8 @@ pub(super) struct RawClient {
     pub squash: Option<Spanned<String>>,
     pub anonuid: Option<Spanned<Int>>,
     pub anongid: Option<Spanned<Int>>,
-    pub secure: Option<bool>,
+    pub secure: Option<Spanned<bool>>,
+    pub insecure: Option<Spanned<bool>>,
 }
 
 /// The per-client options, which may be given both export-wide (in
@@ -71,7 +73,9 @@ pub(super) struct RawOptions<'a> {
     pub squash: Option<&'a Spanned<String>>,
     pub anonuid: Option<&'a Spanned<Int>>,
     pub anongid: Option<&'a Spanned<Int>>,
-    pub secure: Option<bool>,
+    pub secure: Option<&'a Spanned<bool>>,
+    /// exports(5)'s spelling: `insecure = true` is `secure = false`.
+    pub insecure: Option<&'a Spanned<bool>>,
 }
 
 impl RawExport {
@@ -82,7 +86,8 @@ impl RawExport {
             squash: self.squash.as_ref(),
             anonuid: self.anonuid.as_ref(),
             anongid: self.anongid.as_ref(),
-            secure: self.secure,
+            secure: self.secure.as_ref(),
+            insecure: self.insecure.as_ref(),
         }
     }
 }
@@ -95,7 +100,8 @@ impl RawClient {
             squash: self.squash.as_ref(),
             anonuid: self.anonuid.as_ref(),
             anongid: self.anongid.as_ref(),
-            secure: self.secure,
+            secure: self.secure.as_ref(),
+            insecure: self.insecure.as_ref(),
         }
     }
 }

@@ -250,7 +250,59 @@ fn client_options_default_to_exports5() {
     assert!(o.sync);
     assert_eq!(o.squash, Squash::Root);
     assert_eq!((o.anonuid, o.anongid), (65534, 65534));
-    assert!(!o.secure);
+    assert!(o.secure, "secure is the default, as in exports(5)");
+}
+
+#[test]
+fn insecure_is_secure_false_in_either_table() {
+    let text = r#"
+[[export]]
+path = "/"
+id = 1
+insecure = true
+
+[[export.clients]]
+host = "10.0.0.1"
+
+[[export.clients]]
+host = "10.0.0.2"
+insecure = false
+
+[[export.clients]]
+host = "10.0.0.3"
+secure = true
+"#;
+    let clients = parse_ok(text).exports.remove(0).clients;
+    let secure: Vec<bool> = clients.iter().map(|c| c.options.secure).collect();
+    assert_eq!(secure, [false, true, true]);
+
+    let text = "[[export]]\npath = \"/\"\nid = 1\n[[export.clients]]\nhost = \"*\"\ninsecure = true\n";
+    assert!(!parse_ok(text).exports[0].clients[0].options.secure);
+}
+
+#[test]
+fn secure_and_insecure_may_agree_but_not_contradict() {
+    let agree = "[[export]]\npath = \"/\"\nid = 1\nsecure = false\ninsecure = true\nclients = [{ host = \"*\" }]\n";
+    assert!(!parse_ok(agree).exports[0].clients[0].options.secure);
+
+    let text = r#"[[export]]
+path = "/"
+id = 1
+secure = true
+insecure = true
+clients = [{ host = "*" }]
+"#;
+    assert_problem(text, 5, &["insecure = true contradicts secure = true at line 4"]);
+
+    let text = r#"[[export]]
+path = "/"
+id = 1
+[[export.clients]]
+host = "*"
+insecure = false
+secure = false
+"#;
+    assert_problem(text, 6, &["insecure = false contradicts secure = false at line 7"]);
 }
 
 #[test]
@@ -847,6 +899,7 @@ fn example_file_parses() {
         "anonuid",
         "anongid",
         "secure",
+        "insecure",
         "clients",
         "host",
     ] {

@@ -5,14 +5,14 @@
 //! the server's log, and listens on an ephemeral port on 127.0.0.1 with the
 //! portmapper off (port 111 is shared by the whole machine).
 
-#![allow(dead_code)]
-
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::netns::Netns;
 
 /// One `[[export]]` of the test configuration.
 #[derive(Clone, Debug)]
@@ -43,16 +43,32 @@ impl ExportOpts {
 
 pub struct TestServer {
     pub base: PathBuf,
+    /// The configuration file (empty for a server started without one).
     pub config: PathBuf,
     pub log: PathBuf,
     pub addr: SocketAddr,
     pub exports: Vec<ExportOpts>,
     child: Option<Child>,
-    /// Port to reuse on restart (0: a fresh ephemeral port each time).
-    fixed_port: u16,
+    /// The command line: `keel` and its arguments, after `ip netns exec
+    /// NAME` for a server in a network namespace.
+    argv: Vec<String>,
 }
 
 static SERVERS: AtomicU32 = AtomicU32::new(0);
+
+/// The `keel` binary of this build. Cargo builds it for the integration
+/// tests of its package, next to the directory (`deps/`) that holds the
+/// test executables; `KEEL_BIN` overrides that.
+pub fn keel_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("KEEL_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
+    let keel = dir.join("keel");
+    assert!(keel.is_file(), "{} not found: build the keel binary (cargo test -p keel builds it)", keel.display());
+    keel
+}
 
 pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
@@ -60,7 +76,8 @@ pub fn require_root() {
 }
 
 impl TestServer {
-    /// A server exporting one read-write directory with no_root_squash.
+    /// A server exporting one read-write directory with no_root_squash
+    /// (and `secure`, the default).
     pub fn start_default(tag: &str) -> Self {
         Self::start(tag, vec![ExportOpts::rw(1, "export")], "")
     }
@@ -72,13 +89,29 @@ impl TestServer {
 
     /// Like `start`, keeping `port` across restarts (0 picks one now).
     pub fn start_on(tag: &str, exports: Vec<ExportOpts>, server_extra: &str, port: u16) -> Self {
+        Self::build(tag, exports, server_extra, SocketAddr::from(([127, 0, 0, 1], port)), None)
+    }
+
+    /// Like `start`, with Keel inside the network namespace `netns`,
+    /// listening on `listen`.
+    pub fn start_in_netns(tag: &str, exports: Vec<ExportOpts>, netns: &Netns, listen: SocketAddr) -> Self {
+        Self::build(tag, exports, "", listen, Some(netns))
+    }
+
+    fn build(
+        tag: &str,
+        exports: Vec<ExportOpts>,
+        server_extra: &str,
+        listen: SocketAddr,
+        netns: Option<&Netns>,
+    ) -> Self {
         require_root();
         let n = SERVERS.fetch_add(1, Ordering::SeqCst);
         let base = std::env::temp_dir().join(format!("keel-test-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&base).unwrap();
         let mut toml = format!(
-            "[server]\nlisten = [\"127.0.0.1:{port}\"]\nportmap = \"off\"\nworkers = 8\nlog_level = \"debug\"\nstate_dir = \"{}\"\n{server_extra}\n",
+            "[server]\nlisten = [\"{listen}\"]\nportmap = \"off\"\nworkers = 8\nlog_level = \"debug\"\nstate_dir = \"{}\"\n{server_extra}\n",
             base.join("state").display()
         );
         for e in &exports {
@@ -92,22 +125,58 @@ impl TestServer {
         let config = base.join("keel.toml");
         std::fs::write(&config, toml).unwrap();
         let log = base.join("keel.log");
+        let mut argv = match netns {
+            Some(ns) => vec!["ip".into(), "netns".into(), "exec".into(), ns.name.clone()],
+            None => Vec::new(),
+        };
+        argv.extend([
+            keel_bin().display().to_string(),
+            "serve".into(),
+            "--config".into(),
+            config.display().to_string(),
+        ]);
+        let mut s = TestServer { base, config, log, addr: listen, exports, child: None, argv };
+        s.spawn();
+        if listen.port() == 0 {
+            // Keep the same port across restarts, so clients can carry on.
+            let text = std::fs::read_to_string(&s.config).unwrap();
+            std::fs::write(&s.config, text.replacen(&listen.to_string(), &s.addr.to_string(), 1)).unwrap();
+        }
+        s
+    }
+
+    /// `keel serve DIR` with no configuration, as the README's first command
+    /// runs it (export 1 is DIR, which keel creates), on an ephemeral port
+    /// of 127.0.0.1 instead of 2049 and with the portmapper off.
+    pub fn start_zero_config(tag: &str) -> Self {
+        require_root();
+        let n = SERVERS.fetch_add(1, Ordering::SeqCst);
+        let base = std::env::temp_dir().join(format!("keel-test-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        let export = ExportOpts::new(1, "keel-export", "");
+        let mut argv: Vec<String> =
+            vec![keel_bin().display().to_string(), "serve".into(), base.join(&export.name).display().to_string()];
+        let state = base.join("state").display().to_string();
+        for (option, value) in
+            [("--listen", "127.0.0.1:0"), ("--portmap", "off"), ("--state-dir", &state), ("--log-level", "debug")]
+        {
+            argv.push(option.into());
+            argv.push(value.into());
+        }
         let mut s = TestServer {
+            config: PathBuf::new(),
+            log: base.join("keel.log"),
             base,
-            config,
-            log,
             addr: "127.0.0.1:0".parse().unwrap(),
-            exports,
+            exports: vec![export],
             child: None,
-            fixed_port: port,
+            argv,
         };
         s.spawn();
-        if port == 0 {
-            // Keep the same port across restarts, so clients can carry on.
-            s.fixed_port = s.addr.port();
-            let text = std::fs::read_to_string(&s.config).unwrap();
-            std::fs::write(&s.config, text.replacen("127.0.0.1:0", &format!("127.0.0.1:{}", s.fixed_port), 1)).unwrap();
-        }
+        // Keep the same port across restarts, so clients can carry on.
+        let listen = s.argv.iter_mut().find(|a| *a == "127.0.0.1:0").expect("--listen");
+        *listen = s.addr.to_string();
         s
     }
 
@@ -124,10 +193,8 @@ impl TestServer {
 
     fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
-            .arg("serve")
-            .arg("--config")
-            .arg(&self.config)
+        let mut child = Command::new(&self.argv[0])
+            .args(&self.argv[1..])
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()

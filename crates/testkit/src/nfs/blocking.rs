@@ -1,46 +1,35 @@
 //! A small blocking NFSv3 / MOUNT v3 client over TCP for tests that need
 //! exact control over what goes on the wire: the stability of each WRITE,
 //! calls pipelined on one connection whose replies are read later (or never),
-//! and the raw outcome of each call. Procedure arguments and results are the
-//! independent `nfs3_types` definitions; the RPC header (AUTH_SYS as root) and
-//! the record marking are done here.
+//! and the raw outcome of each call. The calls are AUTH_SYS root.
 
-#![allow(dead_code)]
-
-use std::io::{self, Cursor, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use nfs3_types::mount::{dirpath, mountres3};
 use nfs3_types::nfs3::*;
+use nfs3_types::rpc::opaque_auth;
 use nfs3_types::xdr_codec::{Opaque, Pack, Unpack};
 
-pub use nfs3_types::nfs3::{fattr3, nfsstat3, stable_how};
-
-pub const MOUNT_PROGRAM: u32 = 100_005;
-pub const MOUNT_V3: u32 = 3;
-pub const NFS_PROGRAM: u32 = 100_003;
-pub const NFS_V3: u32 = 3;
-
-/// Largest reply record accepted (a 1 MiB READ plus headers, with room).
-const REPLY_BYTES_MAX: usize = 4 << 20;
+use super::client::{cred_groups, fh_of};
+use super::ports::reserved_stream;
+use super::records::{REPLY_BYTES_MAX, decode, parse_reply, prog, rpc_record};
 
 /// A file handle as the server gave it.
 pub type Fh = Vec<u8>;
-
-pub fn nfs_fh(fh: &[u8]) -> nfs_fh3 {
-    nfs_fh3 { data: Opaque::owned(fh.to_vec()) }
-}
 
 /// One TCP connection speaking ONC RPC (record marking, AUTH_SYS root).
 pub struct RpcConn {
     stream: TcpStream,
     next_xid: u32,
+    credential: opaque_auth<'static>,
 }
 
 impl RpcConn {
+    /// From a reserved source port, as a kernel client connects.
     pub fn connect(addr: SocketAddr) -> io::Result<Self> {
-        Self::from_stream(TcpStream::connect_timeout(&addr, Duration::from_secs(10))?)
+        Self::from_stream(reserved_stream(addr))
     }
 
     /// Over a connection made elsewhere (say, with socket options that
@@ -49,7 +38,7 @@ impl RpcConn {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(60)))?;
         stream.set_write_timeout(Some(Duration::from_secs(60)))?;
-        Ok(RpcConn { stream, next_xid: 0x5eed_0000 ^ std::process::id() })
+        Ok(RpcConn { stream, next_xid: 0x5eed_0000 ^ std::process::id(), credential: cred_groups(0, 0, &[]) })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -61,29 +50,10 @@ impl RpcConn {
     }
 
     /// Sends one call without waiting for its reply; returns its xid.
-    pub fn send<A: Pack>(&mut self, prog: u32, vers: u32, proc_: u32, args: &A) -> io::Result<u32> {
+    pub fn send<A: Pack>(&mut self, program: u32, version: u32, proc_: u32, args: &A) -> io::Result<u32> {
         let xid = self.next_xid;
         self.next_xid = self.next_xid.wrapping_add(1);
-        let mut body = Vec::with_capacity(128 + args.packed_size());
-        for word in [xid, 0, 2, prog, vers, proc_] {
-            body.extend_from_slice(&word.to_be_bytes());
-        }
-        // AUTH_SYS: stamp, machine name "keel-test", uid 0, gid 0, no groups.
-        let machine = b"keel-test\0\0\0";
-        let cred_len = 4 + 4 + 12 + 4 + 4 + 4;
-        for word in [1u32, cred_len, 0, 9] {
-            body.extend_from_slice(&word.to_be_bytes());
-        }
-        body.extend_from_slice(machine);
-        for word in [0u32, 0, 0, 0, 0] {
-            // uid, gid, no groups, then the AUTH_NONE verifier (flavor, length)
-            body.extend_from_slice(&word.to_be_bytes());
-        }
-        args.pack(&mut body).map_err(io::Error::other)?;
-        let mark = 0x8000_0000u32 | u32::try_from(body.len()).expect("record fits");
-        let mut record = mark.to_be_bytes().to_vec();
-        record.extend_from_slice(&body);
-        self.stream.write_all(&record)?;
+        self.stream.write_all(&rpc_record(xid, program, version, proc_, &self.credential, args))?;
         Ok(xid)
     }
 
@@ -106,27 +76,8 @@ impl RpcConn {
                 break;
             }
         }
-        let word = |i: usize| -> io::Result<u32> {
-            record
-                .get(i * 4..i * 4 + 4)
-                .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")))
-                .ok_or_else(|| io::Error::other("short reply"))
-        };
-        let xid = word(0)?;
-        if word(1)? != 1 || word(2)? != 0 {
-            return Err(io::Error::other(format!("xid {xid:#x}: not an accepted reply")));
-        }
-        // verifier: flavor, length, body (padded)
-        let verf_len = word(4)? as usize;
-        let stat_at = 5 * 4 + verf_len.div_ceil(4) * 4;
-        let stat = record
-            .get(stat_at..stat_at + 4)
-            .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")))
-            .ok_or_else(|| io::Error::other("short reply"))?;
-        if stat != 0 {
-            return Err(io::Error::other(format!("xid {xid:#x}: accept_stat {stat}")));
-        }
-        Ok((xid, record[stat_at + 4..].to_vec()))
+        let (xid, results) = parse_reply(&record)?;
+        Ok((xid, results.to_vec()))
     }
 
     pub fn call<A: Pack, R: Unpack>(&mut self, prog: u32, vers: u32, proc_: u32, args: &A) -> io::Result<R> {
@@ -137,11 +88,6 @@ impl RpcConn {
         }
         decode(&body)
     }
-}
-
-pub fn decode<R: Unpack>(body: &[u8]) -> io::Result<R> {
-    let (r, _) = R::unpack(&mut Cursor::new(body)).map_err(io::Error::other)?;
-    Ok(r)
 }
 
 /// NFS procedure numbers (RFC 1813).
@@ -187,7 +133,7 @@ fn ok_or_stat<T, E>(r: Nfs3Result<T, E>) -> NfsResult<T> {
 }
 
 fn dirop<'a>(dir: &[u8], name: &'a str) -> diropargs3<'a> {
-    diropargs3 { dir: nfs_fh(dir), name: filename3(Opaque::borrowed(name.as_bytes())) }
+    diropargs3 { dir: fh_of(dir), name: filename3(Opaque::borrowed(name.as_bytes())) }
 }
 
 impl Nfs {
@@ -199,24 +145,24 @@ impl Nfs {
     /// port): the root handle.
     pub fn mount(&mut self, path: &str) -> io::Result<Fh> {
         let args = dirpath(Opaque::borrowed(path.as_bytes()));
-        match self.conn.call::<_, mountres3>(MOUNT_PROGRAM, MOUNT_V3, 1, &args)? {
+        match self.conn.call::<_, mountres3>(prog::MOUNT, prog::MOUNT_V3, 1, &args)? {
             mountres3::Ok(ok) => Ok(ok.fhandle.0.to_vec()),
             mountres3::Err(e) => Err(io::Error::other(format!("MNT {path}: {e:?}"))),
         }
     }
 
     fn call<A: Pack, R: Unpack>(&mut self, proc_: u32, args: &A) -> R {
-        self.conn.call(NFS_PROGRAM, NFS_V3, proc_, args).unwrap_or_else(|e| panic!("NFS call {proc_}: {e}"))
+        self.conn.call(prog::NFS, prog::NFS_V3, proc_, args).unwrap_or_else(|e| panic!("NFS call {proc_}: {e}"))
     }
 
     pub fn null(&mut self) -> io::Result<()> {
         let void = nfs3_types::xdr_codec::Void;
-        self.conn.call::<_, nfs3_types::xdr_codec::Void>(NFS_PROGRAM, NFS_V3, proc3::NULL, &void)?;
+        self.conn.call::<_, nfs3_types::xdr_codec::Void>(prog::NFS, prog::NFS_V3, proc3::NULL, &void)?;
         Ok(())
     }
 
     pub fn getattr(&mut self, fh: &[u8]) -> NfsResult<fattr3> {
-        let r: GETATTR3res = self.call(proc3::GETATTR, &GETATTR3args { object: nfs_fh(fh) });
+        let r: GETATTR3res = self.call(proc3::GETATTR, &GETATTR3args { object: fh_of(fh) });
         ok_or_stat(r).map(|ok| ok.obj_attributes)
     }
 
@@ -258,7 +204,7 @@ impl Nfs {
     }
 
     pub fn link(&mut self, file: &[u8], dir: &[u8], name: &str) -> NfsResult<()> {
-        let r: LINK3res = self.call(proc3::LINK, &LINK3args { file: nfs_fh(file), link: dirop(dir, name) });
+        let r: LINK3res = self.call(proc3::LINK, &LINK3args { file: fh_of(file), link: dirop(dir, name) });
         ok_or_stat(r).map(drop)
     }
 
@@ -279,7 +225,7 @@ impl Nfs {
     }
 
     pub fn setattr(&mut self, fh: &[u8], attrs: sattr3) -> NfsResult<()> {
-        let args = SETATTR3args { object: nfs_fh(fh), new_attributes: attrs, guard: Nfs3Option::None };
+        let args = SETATTR3args { object: fh_of(fh), new_attributes: attrs, guard: Nfs3Option::None };
         let r: SETATTR3res = self.call(proc3::SETATTR, &args);
         ok_or_stat(r).map(drop)
     }
@@ -302,13 +248,13 @@ impl Nfs {
 
     pub fn send_write(&mut self, fh: &[u8], offset: u64, data: &[u8], stable: stable_how) -> io::Result<u32> {
         let args = WRITE3args {
-            file: nfs_fh(fh),
+            file: fh_of(fh),
             offset,
             count: u32::try_from(data.len()).expect("count"),
             stable,
             data: Opaque::borrowed(data),
         };
-        self.conn.send(NFS_PROGRAM, NFS_V3, proc3::WRITE, &args)
+        self.conn.send(prog::NFS, prog::NFS_V3, proc3::WRITE, &args)
     }
 
     pub fn recv_write(&mut self) -> io::Result<(u32, NfsResult<Written>)> {
@@ -318,17 +264,17 @@ impl Nfs {
     }
 
     pub fn commit(&mut self, fh: &[u8]) -> NfsResult<[u8; 8]> {
-        let r: COMMIT3res = self.call(proc3::COMMIT, &COMMIT3args { file: nfs_fh(fh), offset: 0, count: 0 });
+        let r: COMMIT3res = self.call(proc3::COMMIT, &COMMIT3args { file: fh_of(fh), offset: 0, count: 0 });
         ok_or_stat(r).map(|ok| ok.verf.0)
     }
 
     pub fn read(&mut self, fh: &[u8], offset: u64, count: u32) -> NfsResult<(Vec<u8>, bool)> {
-        let r: READ3res = self.call(proc3::READ, &READ3args { file: nfs_fh(fh), offset, count });
+        let r: READ3res = self.call(proc3::READ, &READ3args { file: fh_of(fh), offset, count });
         ok_or_stat(r).map(|ok| (ok.data.to_vec(), ok.eof))
     }
 
     pub fn send_read(&mut self, fh: &[u8], offset: u64, count: u32) -> io::Result<u32> {
-        self.conn.send(NFS_PROGRAM, NFS_V3, proc3::READ, &READ3args { file: nfs_fh(fh), offset, count })
+        self.conn.send(prog::NFS, prog::NFS_V3, proc3::READ, &READ3args { file: fh_of(fh), offset, count })
     }
 
     /// The whole file, in 1 MiB READs.
@@ -344,22 +290,7 @@ impl Nfs {
     }
 
     pub fn readlink(&mut self, fh: &[u8]) -> NfsResult<Vec<u8>> {
-        let r: READLINK3res = self.call(proc3::READLINK, &READLINK3args { symlink: nfs_fh(fh) });
+        let r: READLINK3res = self.call(proc3::READLINK, &READLINK3args { symlink: fh_of(fh) });
         ok_or_stat(r).map(|ok| ok.data.0.to_vec())
     }
-}
-
-/// Deterministic pseudo-random bytes (xorshift), so a test can regenerate
-/// what it wrote from a seed.
-pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }

@@ -1,8 +1,6 @@
 //! Running external programs from tests with a bound on time, so a hung
 //! client or server fails the test instead of hanging the suite.
 
-#![allow(dead_code)]
-
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -139,4 +137,16 @@ pub fn md5_of(bytes: &[u8]) -> String {
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap().unwrap();
     String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_string()
+}
+
+/// The uid and gid of nobody / nogroup, as which [`as_nobody`] runs.
+pub const NOBODY: u32 = 65534;
+
+/// A command that runs `program` as nobody:nogroup with no supplementary
+/// groups (through `setpriv`), as an ordinary user would run it. Add the
+/// arguments; the program must be reachable and executable by nobody.
+pub fn as_nobody(program: &Path) -> Command {
+    let mut cmd = Command::new("setpriv");
+    cmd.arg(format!("--reuid={NOBODY}")).arg(format!("--regid={NOBODY}")).arg("--clear-groups").arg(program);
+    cmd
 }
