@@ -7,12 +7,11 @@ mod admin;
 mod budget;
 mod config;
 mod conns;
-mod net;
 mod portmap;
 mod serve;
 #[allow(unsafe_code)]
 mod sys;
-mod workers;
+mod transport;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};

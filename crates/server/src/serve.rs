@@ -10,17 +10,16 @@ use anyhow::{Context, bail};
 use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
 use keel_rpc::{Dispatcher, ReplyCache, RpcProgram};
 use keel_vfs::{Export, ExportSpec, FsidSource, HandleKey, Vfs};
-use tokio::net::TcpListener;
+use std::net::{TcpListener, UdpSocket};
 use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
 use crate::budget::Budget;
 use crate::config::{Config, PortmapMode};
 use crate::conns::Connections;
-use crate::net::{Admit, Net, accept_loop, sweep_loop};
 use crate::portmap::{self, PortmapProgram};
 use crate::sys;
-use crate::workers::WorkerPool;
+use crate::transport::{Admit, Transport, TransportConfig};
 
 /// Open objects kept cached (each holds one or two descriptors).
 const CACHED_INODES_MAX: usize = 65536;
@@ -30,6 +29,9 @@ const CACHED_INODES_MAX: usize = 65536;
 /// small writes at full speed, minutes at the rate one client host makes.
 const REPLY_CACHE_ENTRIES_MAX: usize = 131_072;
 const REPLY_CACHE_BYTES_MAX: usize = 32 << 20;
+/// Connections waiting to be accepted, per listener (the kernel caps it at
+/// net.core.somaxconn).
+const LISTEN_BACKLOG: i32 = 4096;
 /// How long a stop waits for calls in flight before giving up on them.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -74,19 +76,18 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
     let verifier = u64::from_be_bytes(vfs.write_verifier());
     tracing::info!(verifier = format_args!("{verifier:016x}"), "write verifier for this start");
 
+    // NFS calls never touch this runtime (see transport/); it carries only
+    // the admin socket and signals, so one thread is enough.
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 4))
-        .thread_name("keel-net")
+        .worker_threads(1)
+        .thread_name("keel-admin")
         .enable_all()
         .build()?;
     let stopped = runtime.block_on(serve(&config, svc, banner))?;
-    // Connections still open after the drain timeout (a client that stopped
-    // reading its replies) end here; their tasks hold senders of the job
-    // queue, which the workers wait on.
+    // Calls in flight finish and their replies go out before the file
+    // systems are synced.
+    stopped.transport.stop(DRAIN_TIMEOUT);
     runtime.shutdown_timeout(Duration::from_secs(1));
-
-    // Calls still queued run to completion before the file systems are synced.
-    stopped.workers.stop();
     for export in vfs.exports() {
         if let Err(e) = export.sync() {
             tracing::error!(export = export.id, error = %e, "sync at stop failed");
@@ -103,7 +104,7 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
 }
 
 struct Stopped {
-    workers: WorkerPool,
+    transport: Transport,
     registered: Option<Vec<keel_nfs3_proto::portmap::Mapping>>,
 }
 
@@ -117,11 +118,11 @@ async fn serve(
     let admin_listener = admin::bind(&server.state_dir)?;
     let mut nfs_listeners = Vec::new();
     for addr in &server.listen {
-        nfs_listeners.push(TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?);
+        nfs_listeners.push(listen(*addr).with_context(|| format!("cannot listen on {addr}"))?);
     }
     let mut mount_listeners = Vec::new();
     for addr in &server.mount_listen {
-        mount_listeners.push(TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?);
+        mount_listeners.push(listen(*addr).with_context(|| format!("cannot listen on {addr}"))?);
     }
     let bound: Vec<SocketAddr> = nfs_listeners.iter().map(|l| l.local_addr()).collect::<Result<_, _>>()?;
     let nfs_port = bound[0].port();
@@ -146,10 +147,16 @@ async fn serve(
         vec![Arc::new(Nfs3Program::new(svc.clone())), Arc::new(MountProgram::new(svc.clone()))];
     let mut registered = None;
     let mut portmap_listeners = Vec::new();
-    match start_portmap(server.portmap, &bound, &mappings, &shutdown).await? {
-        PortmapRole::Serving(program, tcp) => {
+    let mut datagrams = Vec::new();
+    match start_portmap(server.portmap, &bound, &mappings).await? {
+        PortmapRole::Serving(program, sockets) => {
+            let udp_dispatcher =
+                Arc::new(Dispatcher::new(vec![program.clone() as Arc<dyn RpcProgram>], ReplyCache::new(16, 64 << 10)));
+            for (tcp, udp) in sockets {
+                portmap_listeners.push(tcp);
+                datagrams.push((udp, udp_dispatcher.clone()));
+            }
             programs.push(program);
-            portmap_listeners = tcp;
         }
         PortmapRole::Registered => registered = Some(mappings.clone()),
         PortmapRole::None => {}
@@ -157,39 +164,32 @@ async fn serve(
 
     let cache = ReplyCache::new(REPLY_CACHE_ENTRIES_MAX, REPLY_CACHE_BYTES_MAX);
     let dispatcher = Arc::new(Dispatcher::new(programs, cache));
-    let workers = WorkerPool::start(server.workers, dispatcher.clone())?;
-    let net = Arc::new(Net {
-        jobs: workers.queue(),
-        dispatcher,
-        conns: Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout),
-        budget: Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection),
+    let mut listeners: Vec<(TcpListener, Admit)> =
+        nfs_listeners.into_iter().chain(mount_listeners).map(|l| (l, Admit::Clients)).collect();
+    listeners.extend(portmap_listeners.into_iter().map(|l| (l, Admit::Anyone)));
+    let transport = Transport::start(TransportConfig {
+        workers: server.workers,
         requests_per_connection: server.max_requests_per_connection,
+        dispatcher,
+        budget: Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection),
+        conns: Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout),
         admits: Box::new(move |ip| svc.admits(ip)),
-        shutdown: shutdown.clone(),
-    });
-    for listener in nfs_listeners.into_iter().chain(mount_listeners) {
-        tokio::spawn(accept_loop(listener, net.clone(), Admit::Clients));
-    }
-    for listener in portmap_listeners {
-        tokio::spawn(accept_loop(listener, net.clone(), Admit::Anyone));
-    }
-    tokio::spawn(sweep_loop(net.clone()));
+        listeners,
+        datagrams,
+    })?;
     tracing::info!(listen = ?bound, mount_port, workers = server.workers, "serving NFSv3 and MOUNT v3");
     println!("{}", banner(&bound, mount_port));
 
     wait_for_stop_signal().await?;
     tracing::info!("stopping: no new connections or calls; finishing calls in flight");
     let _ = shutdown_tx.send(true);
-    if tokio::time::timeout(DRAIN_TIMEOUT, net.conns.wait_empty()).await.is_err() {
-        tracing::warn!("some connections did not finish within {DRAIN_TIMEOUT:?}");
-    }
-    Ok(Stopped { workers, registered })
+    Ok(Stopped { transport, registered })
 }
 
 enum PortmapRole {
-    /// Keel is the portmapper: its program, and the TCP listeners on port
-    /// 111 (served by the ordinary accept loops; UDP is already running).
-    Serving(Arc<dyn RpcProgram>, Vec<TcpListener>),
+    /// Keel is the portmapper: its program, and its TCP and UDP sockets on
+    /// port 111, served by the transport.
+    Serving(Arc<PortmapProgram>, Vec<(TcpListener, UdpSocket)>),
     Registered,
     None,
 }
@@ -198,7 +198,6 @@ async fn start_portmap(
     mode: PortmapMode,
     bound: &[SocketAddr],
     mappings: &[keel_nfs3_proto::portmap::Mapping],
-    shutdown: &watch::Receiver<bool>,
 ) -> anyhow::Result<PortmapRole> {
     if mode == PortmapMode::Off {
         return Ok(PortmapRole::None);
@@ -206,22 +205,12 @@ async fn start_portmap(
     if mode != PortmapMode::Register {
         let mut ips: Vec<IpAddr> = bound.iter().map(|a| a.ip()).collect();
         ips.dedup();
-        match bind_portmap(&ips).await {
+        match bind_portmap(&ips) {
             Ok(sockets) => {
                 let mut all = mappings.to_vec();
                 all.extend(portmap::self_mappings());
-                let program: Arc<PortmapProgram> = Arc::new(PortmapProgram::new(all));
-                let udp_dispatcher = Arc::new(Dispatcher::new(
-                    vec![program.clone() as Arc<dyn RpcProgram>],
-                    ReplyCache::new(16, 64 << 10),
-                ));
-                let mut tcp_listeners = Vec::new();
-                for (tcp, udp) in sockets {
-                    tcp_listeners.push(tcp);
-                    tokio::spawn(portmap::serve_udp(udp, udp_dispatcher.clone(), shutdown.clone()));
-                }
                 tracing::info!(addresses = ?ips, "serving portmap on port 111");
-                return Ok(PortmapRole::Serving(program, tcp_listeners));
+                return Ok(PortmapRole::Serving(Arc::new(PortmapProgram::new(all)), sockets));
             }
             Err(e) if mode == PortmapMode::Serve => return Err(e.context("cannot serve portmap on port 111")),
             Err(e) => tracing::debug!(error = %e, "port 111 not available; trying the running rpcbind"),
@@ -240,11 +229,22 @@ async fn start_portmap(
     }
 }
 
-async fn bind_portmap(ips: &[IpAddr]) -> anyhow::Result<Vec<(TcpListener, tokio::net::UdpSocket)>> {
+/// A TCP listener with room for a burst of connections (a cluster's
+/// clients mounting at once) in its backlog.
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket.into())
+}
+
+fn bind_portmap(ips: &[IpAddr]) -> anyhow::Result<Vec<(TcpListener, UdpSocket)>> {
     let mut out = Vec::new();
     for ip in ips {
         let addr = SocketAddr::new(*ip, keel_nfs3_proto::PMAP_PORT);
-        out.push((TcpListener::bind(addr).await?, tokio::net::UdpSocket::bind(addr).await?));
+        out.push((listen(addr)?, UdpSocket::bind(addr)?));
     }
     Ok(out)
 }
