@@ -2,7 +2,7 @@
 
 use keel_nfs3_proto::mount::Mountstat3;
 use keel_nfs3_proto::nfs3::Nfsstat3;
-use keel_vfs::VfsError;
+use keel_store_local::VfsError;
 
 pub(crate) fn status(e: &VfsError) -> Nfsstat3 {
     match e {

@@ -1,10 +1,10 @@
 //! NFSv3 and MOUNT v3 procedures (knfsd's `nfs3proc.c` and mountd): thin
 //! handlers between the wire types of `keel-nfs3-proto` and the storage
-//! verbs of `keel-vfs`. Policy lives here: which clients may use an export,
+//! verbs of `keel-store-local`. Policy lives here: which clients may use an export,
 //! read-only, squashing, sync or async.
 //!
 //! **Architecture invariant:** handlers never touch the file system
-//! themselves; every access goes through `keel_vfs::Vfs` with the caller's
+//! themselves; every access goes through `keel_store_local::Vfs` with the caller's
 //! squashed identity.
 
 #![forbid(unsafe_code)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use keel_nfs3_proto::nfs3::{NfsFh3, Nfsstat3};
 use keel_rpc::Auth;
-use keel_vfs::{Acting, Cred, Export, Inode, Vfs};
+use keel_store_local::{Acting, Cred, Export, Inode, Vfs};
 
 use crate::errno::status;
 use crate::export::{Access, ClientOptions, ClientRule, Squash, options_for};
@@ -99,8 +99,8 @@ impl NfsService {
 /// An NFS status as the error of a storage call.
 struct Status(Nfsstat3);
 
-impl From<keel_vfs::VfsError> for Status {
-    fn from(e: keel_vfs::VfsError) -> Self {
+impl From<keel_store_local::VfsError> for Status {
+    fn from(e: keel_store_local::VfsError) -> Self {
         Status(status(&e))
     }
 }
@@ -116,7 +116,7 @@ pub(crate) fn squash(auth: &Auth, opts: &ClientOptions) -> Cred {
         Squash::Root => {
             let uid = if sys.uid == 0 { opts.anonuid } else { sys.uid };
             let gid = if sys.gid == 0 { opts.anongid } else { sys.gid };
-            let mut groups = [0u32; keel_vfs::ident::GROUPS_MAX];
+            let mut groups = [0u32; keel_store_local::ident::GROUPS_MAX];
             let n = sys.gids.len().min(groups.len());
             for (g, s) in groups.iter_mut().zip(&sys.gids[..n]) {
                 *g = if *s == 0 { opts.anongid } else { *s };

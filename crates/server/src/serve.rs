@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, bail};
 use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
 use keel_rpc::{Dispatcher, ReplyCache, RpcProgram};
-use keel_vfs::{Export, ExportSpec, FsidSource, HandleKey, Vfs};
+use keel_store_local::{Export, ExportSpec, FsidSource, HandleKey, Vfs};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -37,7 +37,7 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
     for w in &config.warnings {
         tracing::warn!("{w}");
     }
-    keel_vfs::ident::check_privileges().map_err(anyhow::Error::msg)?;
+    keel_store_local::ident::check_privileges().map_err(anyhow::Error::msg)?;
     sys::clear_umask();
     let nofile = sys::raise_open_file_limit();
 

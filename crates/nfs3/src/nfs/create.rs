@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use keel_nfs3_proto::nfs3::*;
-use keel_vfs::{CreateMode, Created, Inode, NodeKind};
+use keel_store_local::{CreateMode, Created, Inode, NodeKind};
 
 use super::{Request, fh};
 use crate::convert::{fattr, set_attrs};

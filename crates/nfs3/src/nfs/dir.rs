@@ -53,7 +53,7 @@ fn list(
     verifier: Cookieverf3,
     count: u32,
     reply: &mut Encoder,
-    mut entry: impl FnMut(&keel_vfs::Inode, &keel_vfs::Acting, keel_vfs::DirEntry, &mut Encoder, usize) -> bool,
+    mut entry: impl FnMut(&keel_store_local::Inode, &keel_store_local::Acting, keel_store_local::DirEntry, &mut Encoder, usize) -> bool,
 ) {
     let fail = |reply: &mut Encoder, s: Nfsstat3, attrs: PostOpAttr| {
         reply.put(&Readdir3Res::Fail(s, Readdir3ResFail { dir_attributes: attrs }));

@@ -1,7 +1,7 @@
 //! READ, WRITE, COMMIT.
 
 use keel_nfs3_proto::nfs3::*;
-use keel_vfs::Stability;
+use keel_store_local::Stability;
 
 use super::Request;
 use crate::IO_BYTES_MAX;

@@ -16,7 +16,7 @@ use keel_nfs3_proto::nfs3::{
 };
 use keel_nfs3_proto::{NFS_PROGRAM, NFS_V3};
 use keel_rpc::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
-use keel_vfs::{Acting, Inode};
+use keel_store_local::{Acting, Inode};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
 use crate::convert::{fattr, wcc_attr};
@@ -149,7 +149,7 @@ impl Request<'_> {
             // procedure works across exports.
             Some(_) => return Err(Nfsstat3::Xdev),
             None => {
-                let who = keel_vfs::ident::act_as(&cred).map_err(|e| status(&e.into()))?;
+                let who = keel_store_local::ident::act_as(&cred).map_err(|e| status(&e.into()))?;
                 self.acting.get_or_init(|| who)
             }
         };

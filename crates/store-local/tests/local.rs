@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use keel_vfs::*;
+use keel_store_local::*;
 
 struct Fixture {
     base: PathBuf,
@@ -17,10 +17,10 @@ struct Fixture {
 
 impl Fixture {
     fn new(tag: &str) -> Self {
-        if let Err(why) = keel_vfs::ident::check_privileges() {
+        if let Err(why) = keel_store_local::ident::check_privileges() {
             panic!("the storage-layer tests need root, as Keel does (CI runs them as root): {why}");
         }
-        let base = std::env::temp_dir().join(format!("keel-vfs-{tag}-{}", std::process::id()));
+        let base = std::env::temp_dir().join(format!("keel-store-local-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let export_dir = base.join("export");
         std::fs::create_dir_all(&export_dir).unwrap();
@@ -64,7 +64,7 @@ fn user(uid: u32) -> Cred {
 
 /// Runs `f` as `cred`, the way a worker runs one call.
 fn act<T>(cred: Cred, f: impl FnOnce(&Acting) -> T) -> T {
-    let who = keel_vfs::ident::act_as(&cred).expect("act as the caller");
+    let who = keel_store_local::ident::act_as(&cred).expect("act as the caller");
     f(&who)
 }
 
