@@ -1,5 +1,5 @@
 //! The storage seam: the one trait the protocol handlers use to reach
-//! storage, and the types it speaks.
+//! storage, the types it speaks, and a simulated store for tests.
 //!
 //! A [`Store`] serves exports of objects named by opaque, persistent
 //! handles. The handlers hold a store's [`Store::Object`]s (a handle, an
@@ -14,7 +14,8 @@
 //! holds.
 //!
 //! Implementations: `keel-store-local` (the local file system, by handle,
-//! under the caller's identity).
+//! under the caller's identity) and [`sim::SimStore`] (in memory, seeded,
+//! fault-injecting, with crashes that keep only what was made durable).
 //!
 //! **Architecture invariants:** knows nothing of the wire protocols; speaks
 //! in handles (bytes), names (bytes), attributes and errno. A handle never
@@ -28,6 +29,7 @@
 pub mod attr;
 mod cred;
 mod error;
+pub mod sim;
 mod types;
 
 use bytes::Bytes;

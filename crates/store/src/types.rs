@@ -82,6 +82,7 @@ pub enum NodeKind {
 
 /// Something that did not exist before (or, for CREATE UNCHECKED and a
 /// retransmitted EXCLUSIVE, the file found), with its attributes.
+#[derive(Debug)]
 pub struct Created<O> {
     pub object: O,
     pub attrs: Attrs,
