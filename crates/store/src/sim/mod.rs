@@ -580,11 +580,12 @@ impl State {
     /// Checks that `name` may be made in `dir` by `cred`.
     fn may_make(&self, cred: &Cred, dir: &SimObject, name: &[u8]) -> StoreResult<()> {
         check_new_name(name)?;
-        let d = self.dir_for(cred, dir, W | X)?;
-        if d.get(name).is_some() {
+        // As open(O_CREAT): an existing name is EEXIST before the
+        // directory's write permission is asked for.
+        if self.dir_for(cred, dir, X)?.get(name).is_some() {
             return Err(StoreError::errno(libc::EEXIST));
         }
-        Ok(())
+        self.dir_for(cred, dir, W | X).map(|_| ())
     }
 
     /// Removes the entry `name` from `dir`, and the object with its last name.
