@@ -7,31 +7,30 @@ use std::sync::Arc;
 
 use keel_nfs3_proto::nfs3::{NfsFh3, Nfsstat3};
 use keel_rpc::Auth;
-use keel_vfs::{Acting, Cred, Export, Inode, Vfs};
+use keel_store::{Cred, ExportInfo, Store, StoreError};
 
 use crate::errno::status;
 use crate::export::{Access, ClientOptions, ClientRule, Squash, options_for};
 
 /// An export with its client list.
 pub struct ServedExport {
-    pub export: Arc<Export>,
+    pub export: ExportInfo,
     pub rules: Vec<ClientRule>,
 }
 
-pub struct NfsService {
-    pub vfs: Arc<Vfs>,
+pub struct NfsService<S: Store> {
+    pub store: Arc<S>,
     exports: Vec<ServedExport>,
 }
 
 /// Who is calling, after the export's rules applied: the identity the
 /// call acts as, and the client's options on the export.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Caller<'r> {
-    pub who: &'r Acting,
+pub(crate) struct Caller<'r, C> {
+    pub who: &'r C,
     pub opts: ClientOptions,
 }
 
-impl Caller<'_> {
+impl<C> Caller<'_, C> {
     /// ROFS unless the export is read-write for this client.
     pub fn writable(&self) -> Result<(), Nfsstat3> {
         match self.opts.access {
@@ -41,19 +40,19 @@ impl Caller<'_> {
     }
 }
 
-impl NfsService {
+impl<S: Store> NfsService<S> {
     /// `rules` gives each export (by id) its client list; every export of
-    /// `vfs` must have one.
-    pub fn new(vfs: Arc<Vfs>, mut rules: Vec<(u32, Vec<ClientRule>)>) -> Self {
-        let exports = vfs
+    /// `store` must have one.
+    pub fn new(store: Arc<S>, mut rules: Vec<(u32, Vec<ClientRule>)>) -> Self {
+        let exports = store
             .exports()
-            .iter()
+            .into_iter()
             .map(|export| {
                 let i = rules.iter().position(|(id, _)| *id == export.id).expect("client rules for every export");
-                ServedExport { export: export.clone(), rules: rules.swap_remove(i).1 }
+                ServedExport { export, rules: rules.swap_remove(i).1 }
             })
             .collect();
-        NfsService { vfs, exports }
+        NfsService { store, exports }
     }
 
     pub fn exports(&self) -> &[ServedExport] {
@@ -87,20 +86,20 @@ impl NfsService {
 
     /// Resolves a handle for `peer`, with the client's options on its
     /// export. The client list is checked before the object is opened.
-    pub(crate) fn authorize(&self, peer: SocketAddr, fh: &NfsFh3) -> Result<(Arc<Inode>, ClientOptions), Nfsstat3> {
-        let admit = |export: &Arc<Export>| {
-            let served = self.served(export.id).ok_or(Status(Nfsstat3::Stale))?;
+    pub(crate) fn authorize(&self, peer: SocketAddr, fh: &NfsFh3) -> Result<(S::Object, ClientOptions), Nfsstat3> {
+        let admit = |export_id: u32| {
+            let served = self.served(export_id).ok_or(Status(Nfsstat3::Stale))?;
             self.client_options(served, peer).map_err(Status)
         };
-        self.vfs.resolve(&fh.data, admit).map_err(|Status(s)| s)
+        self.store.resolve(&fh.data, admit).map_err(|Status(s)| s)
     }
 }
 
 /// An NFS status as the error of a storage call.
 struct Status(Nfsstat3);
 
-impl From<keel_vfs::VfsError> for Status {
-    fn from(e: keel_vfs::VfsError) -> Self {
+impl From<StoreError> for Status {
+    fn from(e: StoreError) -> Self {
         Status(status(&e))
     }
 }
@@ -116,7 +115,7 @@ pub(crate) fn squash(auth: &Auth, opts: &ClientOptions) -> Cred {
         Squash::Root => {
             let uid = if sys.uid == 0 { opts.anonuid } else { sys.uid };
             let gid = if sys.gid == 0 { opts.anongid } else { sys.gid };
-            let mut groups = [0u32; keel_vfs::ident::GROUPS_MAX];
+            let mut groups = [0u32; keel_store::GROUPS_MAX];
             let n = sys.gids.len().min(groups.len());
             for (g, s) in groups.iter_mut().zip(&sys.gids[..n]) {
                 *g = if *s == 0 { opts.anongid } else { *s };
@@ -125,7 +124,6 @@ pub(crate) fn squash(auth: &Auth, opts: &ClientOptions) -> Cred {
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use keel_rpc::AuthSys;

@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
-use keel_vfs::{Fault, FaultAction, FaultPoint, Vfs};
+use keel_store::Store;
+use keel_store_local::{Fault, FaultAction, FaultPoint, LocalStore};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
@@ -114,7 +115,7 @@ pub struct FaultStatus {
 
 /// What the administration interface answers from.
 pub struct AdminState {
-    pub vfs: Arc<Vfs>,
+    pub vfs: Arc<LocalStore>,
     pub started: SystemTime,
     pub listen: Vec<String>,
     pub fault_injection: bool,
@@ -368,7 +369,9 @@ mod tests {
         assert_eq!(back.body, r);
         let answer = |line: &str| -> serde_json::Value {
             let state = AdminState {
-                vfs: Arc::new(Vfs::new(Vec::new(), keel_vfs::HandleKey::from_bytes([1; 16]), 16).unwrap()),
+                vfs: Arc::new(
+                    LocalStore::new(Vec::new(), keel_store_local::HandleKey::from_bytes([1; 16]), 16).unwrap(),
+                ),
                 started: SystemTime::now(),
                 listen: vec!["127.0.0.1:2049".into()],
                 fault_injection: false,

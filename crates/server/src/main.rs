@@ -219,7 +219,7 @@ fn main() -> ExitCode {
 fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
     // Before anything touches the disk (the zero-configuration start
     // creates directories), so an ordinary user learns what is wrong.
-    keel_vfs::ident::check_privileges().map_err(anyhow::Error::msg)?;
+    keel_store_local::ident::check_privileges().map_err(anyhow::Error::msg)?;
     let mut config = match &args.config {
         Some(file) => config::load(file)?,
         None => default_config(args.dir.clone())?,

@@ -9,7 +9,8 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, bail};
 use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
 use keel_rpc::{Dispatcher, ReplyCache, RpcProgram};
-use keel_vfs::{Export, ExportSpec, FsidSource, HandleKey, Vfs};
+use keel_store::Store;
+use keel_store_local::{Export, ExportSpec, FsidSource, HandleKey, LocalStore};
 use std::net::{TcpListener, UdpSocket};
 use tokio::sync::watch;
 
@@ -39,7 +40,7 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
     for w in &config.warnings {
         tracing::warn!("{w}");
     }
-    keel_vfs::ident::check_privileges().map_err(anyhow::Error::msg)?;
+    keel_store_local::ident::check_privileges().map_err(anyhow::Error::msg)?;
     sys::clear_umask();
     let nofile = sys::raise_open_file_limit();
 
@@ -70,10 +71,10 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
     let rules = config.exports.iter().map(|e| (e.id, e.clients.clone())).collect();
     let cached_max = cached_inodes_max(nofile, config.server.max_connections);
     tracing::info!(open_files_limit = nofile, cached_inodes_max = cached_max, "descriptor budget");
-    let vfs = Arc::new(Vfs::new(exports, key, cached_max)?);
-    let svc = Arc::new(NfsService::new(vfs.clone(), rules));
+    let store = Arc::new(LocalStore::new(exports, key, cached_max)?);
+    let svc = Arc::new(NfsService::new(store.clone(), rules));
     // Logged so an operator can match a start with what clients saw.
-    let verifier = u64::from_be_bytes(vfs.write_verifier());
+    let verifier = u64::from_be_bytes(store.write_verifier());
     tracing::info!(verifier = format_args!("{verifier:016x}"), "write verifier for this start");
 
     // NFS calls never touch this runtime (see transport/); it carries only
@@ -88,10 +89,8 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
     // systems are synced.
     stopped.transport.stop(DRAIN_TIMEOUT);
     runtime.shutdown_timeout(Duration::from_secs(1));
-    for export in vfs.exports() {
-        if let Err(e) = export.sync() {
-            tracing::error!(export = export.id, error = %e, "sync at stop failed");
-        }
+    if let Err(e) = store.sync_all() {
+        tracing::error!(error = %e, "sync at stop failed");
     }
     if let Some(mappings) = stopped.registered
         && let Err(e) = portmap::register_with_rpcbind(&mappings, false)
@@ -110,7 +109,7 @@ struct Stopped {
 
 async fn serve(
     config: &Config,
-    svc: Arc<NfsService>,
+    svc: Arc<NfsService<LocalStore>>,
     banner: impl FnOnce(&[SocketAddr], u16) -> String,
 ) -> anyhow::Result<Stopped> {
     let server = &config.server;
@@ -133,7 +132,7 @@ async fn serve(
 
     let (shutdown_tx, shutdown) = watch::channel(false);
     let admin_state = Arc::new(AdminState {
-        vfs: svc.vfs.clone(),
+        vfs: svc.store.clone(),
         started: SystemTime::now(),
         listen: bound.iter().map(|a| a.to_string()).collect(),
         fault_injection: server.fault_injection,

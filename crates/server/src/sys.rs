@@ -1,5 +1,5 @@
 //! Every `unsafe` of the server crate: the process-wide system calls made
-//! at start. (The file-system calls are in `keel_vfs::sys`.)
+//! at start. (The file-system calls are in `keel_store_local::sys`.)
 
 /// Sets the file-creation mask to 0: modes from clients are applied
 /// exactly (they already carry the client's umask).

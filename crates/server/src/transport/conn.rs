@@ -407,7 +407,7 @@ impl Connection {
             Err(_) => {
                 // Whatever identity the handler left behind, the next call
                 // starts from root.
-                if let Err(e) = keel_vfs::ident::reset() {
+                if let Err(e) = keel_store_local::ident::reset() {
                     tracing::error!(error = %e, "cannot reset the worker's identity after a panic");
                 }
                 tracing::error!(%peer, xid, "a request handler panicked; answered SYSTEM_ERR");
