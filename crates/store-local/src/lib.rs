@@ -10,6 +10,7 @@
 pub mod export;
 pub mod faults;
 mod fs;
+mod group_commit;
 pub mod handle;
 pub mod ident;
 mod inode;
