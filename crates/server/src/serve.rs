@@ -79,11 +79,8 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
 
     // NFS calls never touch this runtime (see transport/); it carries only
     // the admin socket and signals, so one thread is enough.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("keel-admin")
-        .enable_all()
-        .build()?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("keel-admin").enable_all().build()?;
     let stopped = runtime.block_on(serve(&config, svc, banner))?;
     // Calls in flight finish and their replies go out before the file
     // systems are synced.
