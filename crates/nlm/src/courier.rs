@@ -81,7 +81,7 @@ fn deliver<S: Store>(lm: Weak<LockManager<S>>, rx: Receiver<Outbound>) {
         }
         match call {
             Outbound::Granted { to, from, args, fh, owner, range } => {
-                match call_client(from, to, NLM_PROGRAM, NLM_V4, Nlm4Proc::Granted as u32, &args) {
+                match call_client(from, to, NLM_PROGRAM, NLM_V4, Nlm4Proc::Granted as u32, &*args) {
                     Ok(results) => {
                         let refused = Nlm4Res::decode(&mut Decoder::new(results)).map(|r| r.stat);
                         if !matches!(refused, Ok(Nlm4Stats::Granted)) {
@@ -129,5 +129,5 @@ fn call_client(
 ) -> Result<Bytes, keel_rpc_client::CallError> {
     let sock: UdpSocket = bind_from(from)?;
     let port = getport(&sock, to, prog, vers, IPPROTO_UDP, RETRY)?;
-    Ok(call(&sock, SocketAddr::new(to, port), Proc { prog, vers, proc_ }, args, RETRY)?)
+    call(&sock, SocketAddr::new(to, port), Proc { prog, vers, proc_ }, args, RETRY)
 }

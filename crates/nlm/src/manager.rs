@@ -14,13 +14,18 @@
 //! locks held by local processes, on every tick of the lock manager's
 //! thread; a waiter whose lock is taken is told with a GRANTED callback.
 //!
-//! Lock order: `table`, then `nsm`. Nothing blocks while `table` is held
-//! but non-blocking fcntl calls and opening a file by handle; callbacks go
-//! out through the courier after it is released.
+//! Lock order: `table`, then `monitored`. Nothing blocks while `table` is
+//! held but non-blocking fcntl calls and opening a file by handle;
+//! callbacks go out through the courier after it is released. The NSM
+//! state on disk is written by a thread of its own that never takes a
+//! caller's identity (a worker thread may still hold one): the first lock
+//! of a client waits for its record to be durable, as knfsd's lockd waits
+//! for statd's SM_MON.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -69,7 +74,7 @@ pub struct Ctx<'a> {
 #[derive(Debug, Clone)]
 pub enum Outbound {
     /// NLM4_GRANTED for a blocked lock now held for the client.
-    Granted { to: IpAddr, from: IpAddr, args: Nlm4Testargs, fh: Bytes, owner: OwnerKey, range: LockRange },
+    Granted { to: IpAddr, from: IpAddr, args: Box<Nlm4Testargs>, fh: Bytes, owner: OwnerKey, range: LockRange },
     /// The result of a `_MSG` call, as a call of its `_RES` procedure.
     Result { to: IpAddr, from: IpAddr, proc_: u32, body: Bytes },
     /// SM_NOTIFY: this server restarted.
@@ -176,10 +181,45 @@ pub struct LockManager<S: Store> {
     svc: Arc<NfsService<S>>,
     config: LockConfig,
     table: Mutex<Table<S::LockFile>>,
-    nsm: Mutex<NsmStore>,
+    /// Clients recorded on disk (a copy of what the NSM thread holds).
+    monitored: Mutex<HashSet<HostKey>>,
+    nsm: Mutex<Sender<NsmOp>>,
     state: i32,
     courier: OnceLock<Box<dyn Courier>>,
     stopping: AtomicBool,
+}
+
+/// A change to the NSM state on disk, done by the NSM thread; the answer
+/// says whether it is durable.
+enum NsmOp {
+    Monitor(Monitored, Sender<bool>),
+    Unmonitor(HostKey),
+}
+
+/// How long the first lock of a client waits for its NSM record.
+const NSM_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn nsm_thread(mut nsm: NsmStore) -> std::io::Result<Sender<NsmOp>> {
+    let (tx, rx) = channel::<NsmOp>();
+    std::thread::Builder::new().name("keel-nsm".into()).spawn(move || {
+        for op in rx {
+            match op {
+                NsmOp::Monitor(m, done) => {
+                    let r = nsm.monitor(&m);
+                    if let Err(e) = &r {
+                        tracing::warn!(error = %e, host = %m.host.addr, "cannot record an NSM client: its locks will not be reclaimable");
+                    }
+                    let _ = done.send(r.is_ok());
+                }
+                NsmOp::Unmonitor(host) => {
+                    if let Err(e) = nsm.unmonitor(&host) {
+                        tracing::warn!(error = %e, "cannot forget an NSM client");
+                    }
+                }
+            }
+        }
+    })?;
+    Ok(tx)
 }
 
 fn kind_of(exclusive: bool) -> LockKind {
@@ -301,7 +341,7 @@ impl<L: LockFile> Table<L> {
                         out.push(Outbound::Granted {
                             to: w.owner.host.addr,
                             from: w.local,
-                            args: w.args,
+                            args: Box::new(w.args),
                             fh: fh.clone(),
                             owner: w.owner.clone(),
                             range: w.range,
@@ -368,10 +408,13 @@ impl<S: Store> LockManager<S> {
         }
         let state = nsm.state();
         tracing::info!(nsm_state = state, dir = %config.nsm_state_dir.display(), "lock manager ready");
+        let monitored = grace.as_ref().map(|g| g.pending.keys().cloned().collect()).unwrap_or_default();
+        let nsm = nsm_thread(nsm)?;
         Ok(LockManager {
             svc,
             config,
             table: Mutex::new(Table { files: HashMap::new(), hosts: HashMap::new(), lock_files: 0, grace }),
+            monitored: Mutex::new(monitored),
             nsm: Mutex::new(nsm),
             state,
             courier: OnceLock::new(),
@@ -461,12 +504,9 @@ impl<S: Store> LockManager<S> {
         let g = t.grace.take().expect("in grace");
         // Clients that came back are monitored again by their reclaims;
         // forget the others.
-        let mut nsm = self.nsm.lock().unwrap_or_else(|e| e.into_inner());
         for host in g.pending.keys() {
-            if !t.hosts.contains_key(host)
-                && let Err(e) = nsm.unmonitor(host)
-            {
-                tracing::warn!(error = %e, "cannot forget an NSM client");
+            if !t.hosts.contains_key(host) {
+                self.unmonitor(host);
             }
         }
         false
@@ -487,14 +527,22 @@ impl<S: Store> LockManager<S> {
         store.open_for_locks(&who, obj).map_err(|e| stat_of(&e))
     }
 
-    /// Monitors `host` (on disk) if it is not yet.
+    /// Monitors `host` (durably, on disk) if it is not yet.
     fn monitor(&self, host: &HostKey, local: IpAddr) {
-        let mut nsm = self.nsm.lock().unwrap_or_else(|e| e.into_inner());
-        if nsm.is_monitored(host) {
+        if self.monitored.lock().unwrap_or_else(|e| e.into_inner()).contains(host) {
             return;
         }
-        if let Err(e) = nsm.monitor(&Monitored { host: host.clone(), local: canonical(local) }) {
-            tracing::warn!(error = %e, host = %host.addr, "cannot record an NSM client: its locks will not be reclaimable");
+        let (done_tx, done) = channel();
+        let m = Monitored { host: host.clone(), local: canonical(local) };
+        let sent = self.nsm.lock().unwrap_or_else(|e| e.into_inner()).send(NsmOp::Monitor(m, done_tx)).is_ok();
+        if sent && done.recv_timeout(NSM_WRITE_TIMEOUT).unwrap_or(false) {
+            self.monitored.lock().unwrap_or_else(|e| e.into_inner()).insert(host.clone());
+        }
+    }
+
+    fn unmonitor(&self, host: &HostKey) {
+        if self.monitored.lock().unwrap_or_else(|e| e.into_inner()).remove(host) {
+            let _ = self.nsm.lock().unwrap_or_else(|e| e.into_inner()).send(NsmOp::Unmonitor(host.clone()));
         }
     }
 
@@ -816,13 +864,9 @@ impl<S: Store> LockManager<S> {
             }
         }
         drop(t);
-        let mut nsm = self.nsm.lock().unwrap_or_else(|e| e.into_inner());
         for h in &hosts {
-            if let Err(e) = nsm.unmonitor(h) {
-                tracing::warn!(error = %e, "cannot forget an NSM client");
-            }
+            self.unmonitor(h);
         }
-        drop(nsm);
         if !hosts.is_empty() {
             tracing::info!(hosts = hosts.len(), lock_owners = freed, why, "client locks released");
         }

@@ -95,7 +95,7 @@ impl NsmStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
             Err(e) => return Err(e),
         };
-        let state = if old < 0 || old >= i32::MAX - 2 { 1 } else { (old + 1) | 1 };
+        let state = if (0..i32::MAX - 2).contains(&old) { (old + 1) | 1 } else { 1 };
         write_durably(&dir.join("state"), format!("{state}\n").as_bytes())?;
         let mut files = HashMap::new();
         let mut previous = Vec::new();
