@@ -308,3 +308,30 @@ fn malformed_calls_get_errors() {
     assert!(matches!(s.sent.lock().unwrap().last(), Some(Outbound::Result { proc_: 12, .. })));
     std::fs::remove_dir_all(&s.dir).unwrap();
 }
+
+#[test]
+fn share_reservations_exclude_by_mode_and_access() {
+    use keel_nlm_proto::nlm4::{Fsh4Access, Fsh4Mode, Nlm4Share, Nlm4Shareargs};
+    let (s, _) = setup("share", |_| {});
+    let auth = root();
+    let (a, b) = (ctx(A, &auth), ctx(B, &auth));
+    let share = |host: &str, mode, access| Nlm4Shareargs {
+        cookie: "s".into(),
+        share: Nlm4Share {
+            caller_name: Opaque(Bytes::from(host.to_string())),
+            fh: Opaque(s.fh.clone()),
+            oh: "o".into(),
+            mode,
+            access,
+        },
+        reclaim: false,
+    };
+    assert_eq!(s.lm.share(&a, &share("a", Fsh4Mode::DenyWrite, Fsh4Access::Read), true), Nlm4Stats::Granted);
+    assert_eq!(s.lm.share(&b, &share("b", Fsh4Mode::DenyNone, Fsh4Access::Write), true), Nlm4Stats::Denied);
+    assert_eq!(s.lm.share(&b, &share("b", Fsh4Mode::DenyNone, Fsh4Access::Read), true), Nlm4Stats::Granted);
+    assert_eq!(s.lm.share(&a, &share("a", Fsh4Mode::DenyWrite, Fsh4Access::Read), false), Nlm4Stats::Granted);
+    assert_eq!(s.lm.share(&b, &share("b", Fsh4Mode::DenyNone, Fsh4Access::Write), true), Nlm4Stats::Granted);
+    s.lm.free_all(B.parse().unwrap(), &Nlm4Notify { name: "b".into(), state: 1 });
+    assert_eq!(s.lm.stats().hosts, 0);
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
