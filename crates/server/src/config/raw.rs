@@ -33,6 +33,9 @@ pub(super) struct RawServer {
     pub max_inflight_mib_per_connection: Option<Spanned<Int>>,
     pub idle_timeout_seconds: Option<Spanned<Int>>,
     pub stall_timeout_seconds: Option<Spanned<Int>>,
+    pub nsm_state_dir: Option<Spanned<String>>,
+    pub grace_seconds_max: Option<Spanned<Int>>,
+    pub max_locks_per_client: Option<Spanned<Int>>,
 }
 
 #[derive(Debug, Deserialize)]

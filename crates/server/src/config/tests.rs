@@ -107,6 +107,9 @@ max_inflight_mib = 512
 max_inflight_mib_per_connection = 32
 idle_timeout_seconds = 600
 stall_timeout_seconds = 20
+nsm_state_dir = "/shared/keel/nsm"
+grace_seconds_max = 15
+max_locks_per_client = 100
 
 [[export]]
 path = '{home}'
@@ -162,6 +165,9 @@ clients = [{{ host = "192.0.2.7" }}]
             max_inflight_bytes_per_connection: 32 << 20,
             idle_timeout: std::time::Duration::from_secs(600),
             stall_timeout: std::time::Duration::from_secs(20),
+            nsm_state_dir: Some(PathBuf::from("/shared/keel/nsm")),
+            grace_max: std::time::Duration::from_secs(15),
+            max_locks_per_client: 100,
         }
     );
     let export_wide = ClientOptions {
@@ -197,14 +203,14 @@ clients = [{{ host = "192.0.2.7" }}]
                         options: ClientOptions { access: Access::ReadOnly, squash: Squash::All, ..export_wide },
                     },
                 ],
-                line: 17,
+                line: 20,
             },
             ExportConfig {
                 path: PathBuf::from(&scratch),
                 id: u32::MAX,
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
-                line: 48,
+                line: 51,
             },
         ]
     );

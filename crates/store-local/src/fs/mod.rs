@@ -45,6 +45,8 @@ pub struct LocalStore {
     verifier: WriteVerifier,
     faults: FaultInjector,
     commits: GroupCommit<FileHandle, Arc<Inode>>,
+    /// Lock-holding open file descriptions open now (`LocalLockFile`).
+    lock_files_open: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl LocalStore {
@@ -57,6 +59,7 @@ impl LocalStore {
             verifier: WriteVerifier::new()?,
             faults: FaultInjector::default(),
             commits: GroupCommit::new(),
+            lock_files_open: Arc::default(),
         })
     }
 
@@ -64,6 +67,32 @@ impl LocalStore {
     /// unstable may have been lost (see [`WriteVerifier`]).
     pub(crate) fn verifier(&self) -> [u8; 8] {
         self.verifier.get()
+    }
+
+    /// Lock-holding open file descriptions open now.
+    pub fn lock_files_open(&self) -> usize {
+        self.lock_files_open.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A new lock-holding description of `inode` for `who`, who must be
+    /// able to read it or own it (knfsd's rule for NLM). Read-write when
+    /// the file system allows, so exclusive locks can be taken.
+    pub(crate) fn open_for_locks(&self, who: &Acting, inode: &Inode) -> StoreResult<crate::LocalLockFile> {
+        if inode.ftype != keel_store::FileType::Regular {
+            return Err(StoreError::errno(libc::EINVAL));
+        }
+        let owner = sys::fstat(inode.fd()).map(|st| st.st_uid == who.cred().uid).unwrap_or(false);
+        if !owner {
+            sys::access(inode.fd(), libc::R_OK)?;
+        }
+        let (fd, writable) = match inode.open_description(libc::O_RDWR) {
+            Ok(fd) => (fd, true),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EROFS | libc::ETXTBSY | libc::EACCES | libc::EPERM)) => {
+                (inode.open_description(libc::O_RDONLY)?, false)
+            }
+            Err(e) => return Err(e.into()),
+        };
+        Ok(crate::LocalLockFile::new(fd, writable, self.lock_files_open.clone()))
     }
 
     /// Faults to inject into this storage layer's calls (tests).
