@@ -4,11 +4,14 @@
 #
 #   servers_start DATA OUT    installs what is missing, builds Keel, starts
 #                             both; sets ns, run, keel, fs and the versions
+#   keel_start DATA OUT       the same for Keel alone (no Ganesha, no
+#                             rpcbind: Keel's portmapper is off)
 #   inns CMD...               runs CMD in the namespace
 #
 # Ganesha serves $run/ganesha on port 2049 (MOUNT on 20048); Keel serves
 # $run/keel-sync (export 1, sync) and $run/keel-async (export 2) on 2050
-# (MOUNT on the same port). Everything is stopped and removed on exit.
+# (MOUNT, NLM and NSM on the same port). Everything is stopped and removed
+# on exit.
 
 servers_start() {
   local data=$1 out=$2
@@ -19,16 +22,8 @@ servers_start() {
   if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   fi
-  (cd "$repo" && cargo build --release -q -p keel)
-  keel=$repo/target/release/keel
-
-  ns=keel-bench-$$
-  mkdir -p "$out" "$data"
-  run=$(mktemp -d "$data/run.XXXXXX")
-  mkdir -p "$run/ganesha" "$run/keel-sync" "$run/keel-async" "$run/keel-state"
-  trap servers_cleanup EXIT
-  ip netns add "$ns"
-  ip netns exec "$ns" ip link set lo up
+  ns_start "$data" "$out"
+  mkdir -p "$run/ganesha"
 
   cat > "$run/ganesha.conf" <<CONF
 NFS_CORE_PARAM { NFS_Port = 2049; MNT_Port = 20048; Protocols = 3; Enable_NLM = false; Enable_RQUOTA = false; }
@@ -45,6 +40,36 @@ CONF
   # Ganesha registers with rpcbind as it starts and does not come up without it.
   for _ in $(seq 100); do inns ss -ltnH | grep -q ':111 ' && break; sleep 0.1; done
   serve_in_ns ganesha.nfsd -F -L "$out/ganesha.log" -f "$run/ganesha.conf" -p "$run/ganesha.pid" -N NIV_WARN
+  keel_serve "$out"
+  for _ in $(seq 100); do inns bash -c "echo > /dev/tcp/127.0.0.1/2049" 2>/dev/null && break; sleep 0.2; done
+  ganesha_version=$(ganesha.nfsd -v 2>&1 | sed -n 's/.*Release = V\?//p' | head -1)
+}
+
+keel_start() {
+  local data=$1 out=$2
+  ns_start "$data" "$out"
+  keel_serve "$out"
+}
+
+# Builds Keel and makes the namespace and the run directory.
+ns_start() {
+  local data=$1 out=$2
+  (cd "$repo" && cargo build --release -q -p keel)
+  keel=$repo/target/release/keel
+  keel_version=$("$keel" --version | awk '{print $2}')
+  ns=keel-bench-$$
+  mkdir -p "$out" "$data"
+  run=$(mktemp -d "$data/run.XXXXXX")
+  fs=$(findmnt -no FSTYPE -T "$run")
+  mkdir -p "$run/keel-sync" "$run/keel-async" "$run/keel-state"
+  trap servers_cleanup EXIT
+  ip netns add "$ns"
+  ip netns exec "$ns" ip link set lo up
+}
+
+# Starts Keel in the namespace and waits for its port.
+keel_serve() {
+  local out=$1
   cat > "$run/keel.toml" <<CONF
 [server]
 listen = ["127.0.0.1:2050"]
@@ -65,13 +90,7 @@ squash = "no_root_squash"
 clients = [{ host = "*" }]
 CONF
   serve_in_ns "$keel" serve --config "$run/keel.toml" > "$out/keel.out" 2> "$out/keel.log"
-  local port
-  for port in 2049 2050; do
-    for _ in $(seq 100); do inns bash -c "echo > /dev/tcp/127.0.0.1/$port" 2>/dev/null && break; sleep 0.2; done
-  done
-  ganesha_version=$(ganesha.nfsd -v 2>&1 | sed -n 's/.*Release = V\?//p' | head -1)
-  keel_version=$("$keel" --version | awk '{print $2}')
-  fs=$(findmnt -no FSTYPE -T "$run")
+  for _ in $(seq 100); do inns bash -c "echo > /dev/tcp/127.0.0.1/2050" 2>/dev/null && break; sleep 0.2; done
 }
 
 inns() { ip netns exec "$ns" "$@"; }
