@@ -49,6 +49,17 @@ use crate::nsm_store::{HostKey, Monitored, NsmStore};
 /// notified and sent no reclaim for this long (the Linux client reclaims
 /// everything in one go as soon as its statd hears of the restart, and
 /// makes no other lock call before it is done).
+///
+/// A trade-off, kept on purpose: a client that answers SM_NOTIFY but
+/// reclaims more than this later (or pauses this long between two
+/// reclaims) is taken to be done, and once every client is, the grace
+/// period ends and another client may take a lock it had not yet
+/// reclaimed (its late reclaim is then an ordinary lock request, and may
+/// be denied). Waiting instead for an ordinary call or the ceiling would
+/// make every restart cost the full `grace_max` with Linux clients, which
+/// hold their locks without further calls, and with clients that are
+/// still monitored but hold nothing (a client stays on disk until it
+/// reboots, or a grace period ends with it holding nothing).
 pub const RECLAIM_QUIET: Duration = Duration::from_secs(3);
 /// SM_NOTIFY rounds to a client before it is taken to be gone.
 const NOTIFY_ROUNDS_MAX: u32 = 3;
