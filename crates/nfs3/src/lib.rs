@@ -14,6 +14,7 @@ mod errno;
 pub mod export;
 mod mount;
 mod nfs;
+mod report;
 mod service;
 
 pub use mount::MountProgram;

@@ -28,22 +28,18 @@ const MOUNT_ENTRY_BYTES_MAX: usize = 4 + 4 + MOUNT_HOST_BYTES_MAX + 4 + DIRPATH_
 pub struct MountProgram {
     svc: Arc<NfsService>,
     mounts: Mutex<VecDeque<Mountbody>>,
-    /// The EXPORT reply's size: the export list is fixed from the start.
-    export_reply_bytes: usize,
 }
 
 impl MountProgram {
     pub fn new(svc: Arc<NfsService>) -> Self {
-        let mut m = MountProgram { svc, mounts: Mutex::new(VecDeque::new()), export_reply_bytes: 0 };
-        let mut reply = Encoder::new();
-        reply.put(&m.exports());
-        m.export_reply_bytes = reply.len();
-        m
+        MountProgram { svc, mounts: Mutex::new(VecDeque::new()) }
     }
 
-    fn mnt(&self, peer: SocketAddr, path: &Dirpath) -> Mountres3 {
+    fn mnt(&self, ctx: &CallContext, path: &Dirpath) -> Mountres3 {
+        let peer = ctx.peer;
         let path = path.as_bytes();
-        let Some((served, rest)) = find_export(self.svc.exports(), path) else {
+        let exports = self.svc.exports();
+        let Some((served, rest)) = find_export(&exports, path) else {
             tracing::info!(%peer, path = %String::from_utf8_lossy(path), "mount refused: not exported");
             return Mountres3::Fail(Mountstat3::Noent);
         };
@@ -59,6 +55,7 @@ impl MountProgram {
             tracing::warn!(%peer, path = %String::from_utf8_lossy(path), "mount refused: {why}");
             return Mountres3::Fail(Mountstat3::Acces);
         }
+        ctx.report.set_export(served.export.id);
         match self.svc.vfs.lookup_path(&served.export, rest) {
             Ok(inode) => {
                 tracing::info!(%peer, path = %String::from_utf8_lossy(path), "mounted");
@@ -86,6 +83,10 @@ impl MountProgram {
     }
 
     fn umnt(&self, peer: SocketAddr, path: Option<&Dirpath>) {
+        match path {
+            Some(p) => tracing::info!(%peer, path = %String::from_utf8_lossy(p.as_bytes()), "unmounted"),
+            None => tracing::info!(%peer, "unmounted everything (UMNTALL)"),
+        }
         let host = peer.ip().to_string();
         let mut mounts = self.mounts.lock().expect("mount list lock");
         mounts.retain(|m| m.ml_hostname.as_bytes() != host.as_bytes() || path.is_some_and(|p| p != &m.ml_directory));
@@ -107,7 +108,7 @@ impl MountProgram {
 
 /// The export whose path is the longest whole-component prefix of `path`,
 /// and the rest of `path` below it.
-fn find_export<'a, 'p>(exports: &'a [ServedExport], path: &'p [u8]) -> Option<(&'a ServedExport, &'p [u8])> {
+fn find_export<'a, 'p>(exports: &'a [Arc<ServedExport>], path: &'p [u8]) -> Option<(&'a ServedExport, &'p [u8])> {
     let path_trimmed = if path.len() > 1 { path.strip_suffix(b"/").unwrap_or(path) } else { path };
     exports
         .iter()
@@ -117,7 +118,7 @@ fn find_export<'a, 'p>(exports: &'a [ServedExport], path: &'p [u8]) -> Option<(&
             (root == b"/" || rest.is_empty() || rest.starts_with(b"/")).then_some((s, rest, root.len()))
         })
         .max_by_key(|(_, _, len)| *len)
-        .map(|(s, rest, _)| (s, rest))
+        .map(|(s, rest, _)| (&**s, rest))
 }
 
 impl RpcProgram for MountProgram {
@@ -132,7 +133,12 @@ impl RpcProgram for MountProgram {
     fn reply_bytes_max(&self, _vers: u32, proc_: u32, _args: Bytes) -> usize {
         match MountProc::from_u32(proc_) {
             Some(MountProc::Dump) => 4 + MOUNT_LIST_ENTRIES_MAX * MOUNT_ENTRY_BYTES_MAX,
-            Some(MountProc::Export) => self.export_reply_bytes,
+            // The list as it is now (an export reload may change it).
+            Some(MountProc::Export) => {
+                let mut reply = Encoder::new();
+                reply.put(&self.exports());
+                reply.len()
+            }
             _ => REPLY_RESULTS_BYTES_DEFAULT,
         }
     }
@@ -140,7 +146,7 @@ impl RpcProgram for MountProgram {
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
         match MountProc::from_u32(ctx.proc_).ok_or(AcceptError::ProcUnavail)? {
             MountProc::Null => {}
-            MountProc::Mnt => reply.put(&self.mnt(ctx.peer, &Dirpath::decode(args)?)),
+            MountProc::Mnt => reply.put(&self.mnt(ctx, &Dirpath::decode(args)?)),
             MountProc::Dump => {
                 reply.put(&Mountlist(self.mounts.lock().expect("mount list lock").iter().cloned().collect()))
             }

@@ -3,7 +3,7 @@
 //! use it, and as whom.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use keel_nfs3_proto::nfs3::{NfsFh3, Nfsstat3};
 use keel_rpc::Auth;
@@ -20,7 +20,9 @@ pub struct ServedExport {
 
 pub struct NfsService {
     pub vfs: Arc<Vfs>,
-    exports: Vec<ServedExport>,
+    /// The exports served now, swapped whole by an export reload
+    /// ([`NfsService::set_exports`]).
+    exports: RwLock<Arc<[Arc<ServedExport>]>>,
 }
 
 /// Who is calling, after the export's rules applied: the identity the
@@ -50,25 +52,42 @@ impl NfsService {
             .iter()
             .map(|export| {
                 let i = rules.iter().position(|(id, _)| *id == export.id).expect("client rules for every export");
-                ServedExport { export: export.clone(), rules: rules.swap_remove(i).1 }
+                Arc::new(ServedExport { export: export.clone(), rules: rules.swap_remove(i).1 })
             })
             .collect();
-        NfsService { vfs, exports }
+        NfsService { vfs, exports: RwLock::new(exports) }
     }
 
-    pub fn exports(&self) -> &[ServedExport] {
-        &self.exports
+    /// The exports served now.
+    pub fn exports(&self) -> Arc<[Arc<ServedExport>]> {
+        self.exports.read().expect("exports lock").clone()
+    }
+
+    /// Serves `exports` from now on, in the storage layer too: handles of
+    /// an export no longer in the list are stale from the next call on,
+    /// and changed client lists apply to the next call. Calls in flight
+    /// finish with the exports they started with.
+    pub fn set_exports(&self, exports: Vec<Arc<ServedExport>>) {
+        self.vfs.set_exports(exports.iter().map(|s| s.export.clone()).collect());
+        *self.exports.write().expect("exports lock") = exports.into();
     }
 
     /// Whether some export's client list admits `client`: a connection
     /// from any other host can do nothing but be refused, and is closed at
     /// accept, before it holds a connection slot.
     pub fn admits(&self, client: IpAddr) -> bool {
-        self.exports.iter().any(|s| options_for(&s.rules, client).is_some())
+        self.exports().iter().any(|s| options_for(&s.rules, client).is_some())
     }
 
-    fn served(&self, export_id: u32) -> Option<&ServedExport> {
-        self.exports.iter().find(|s| s.export.id == export_id)
+    /// The export served now as `export` (the same directory under the
+    /// same id): an object opened through an export since removed, or
+    /// replaced by another directory, is stale.
+    fn served(&self, export: &Export) -> Option<Arc<ServedExport>> {
+        let exports = self.exports.read().expect("exports lock");
+        let served = exports.iter().find(|s| s.export.id == export.id)?;
+        let same = std::ptr::eq(&*served.export, export)
+            || (served.export.path == export.path && served.export.fsid == export.fsid);
+        same.then(|| served.clone())
     }
 
     /// The options for `peer` on an export, checking the client list and
@@ -89,8 +108,8 @@ impl NfsService {
     /// export. The client list is checked before the object is opened.
     pub(crate) fn authorize(&self, peer: SocketAddr, fh: &NfsFh3) -> Result<(Arc<Inode>, ClientOptions), Nfsstat3> {
         let admit = |export: &Arc<Export>| {
-            let served = self.served(export.id).ok_or(Status(Nfsstat3::Stale))?;
-            self.client_options(served, peer).map_err(Status)
+            let served = self.served(export).ok_or(Status(Nfsstat3::Stale))?;
+            self.client_options(&served, peer).map_err(Status)
         };
         self.vfs.resolve(&fh.data, admit).map_err(|Status(s)| s)
     }

@@ -13,6 +13,7 @@ use crate::msg::{
     ReplyStat, encode_reply_header,
 };
 use crate::record::record_mark;
+use crate::report::CallReport;
 
 /// What a program needs to know about a call besides its arguments.
 #[derive(Debug)]
@@ -23,6 +24,8 @@ pub struct CallContext<'a> {
     pub auth: &'a Auth,
     pub peer: SocketAddr,
     pub local: SocketAddr,
+    /// What the program reports about the call, for statistics.
+    pub report: CallReport,
 }
 
 /// A call the program accepted but cannot answer with results.
@@ -164,7 +167,15 @@ impl Dispatcher {
             }
         }
 
-        let ctx = CallContext { xid, vers: header.vers, proc_: header.proc_, auth: &auth, peer, local };
+        let ctx = CallContext {
+            xid,
+            vers: header.vers,
+            proc_: header.proc_,
+            auth: &auth,
+            peer,
+            local,
+            report: CallReport::default(),
+        };
         let mut reply = Encoder::with_capacity(256);
         reply.u32(0); // record mark, filled in below
         encode_reply_header(&mut reply, xid, ReplyStat::Accepted(AcceptStat::Success));

@@ -67,6 +67,9 @@ pub struct ServerConfig {
     /// A connection whose replies wait this long without the client
     /// reading any of them is closed.
     pub stall_timeout: Duration,
+    /// Where Prometheus metrics are served over HTTP (`GET /metrics`);
+    /// `None` (the default): not served.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// How Keel makes its ports known to clients (portmapper / rpcbind).
@@ -146,6 +149,7 @@ impl Default for ServerConfig {
             max_inflight_bytes_per_connection: 16 * MIB,
             idle_timeout: Duration::from_secs(360),
             stall_timeout: Duration::from_secs(60),
+            metrics_listen: None,
         }
     }
 }
@@ -379,6 +383,22 @@ impl Checker<'_> {
                     self.error(span, msg);
                 } else {
                     seen.push((*addr, self.line(span)));
+                }
+            }
+        }
+        if let Some(v) = &raw.metrics_listen {
+            match v.get_ref().parse::<SocketAddr>() {
+                Ok(a) if seen.iter().any(|(s, _)| *s == a) => {
+                    self.error(&v.span(), format!("metrics_listen address {a} is also an NFS or MOUNT address"));
+                }
+                Ok(a) => s.metrics_listen = Some(a),
+                Err(_) => {
+                    let msg = format!(
+                        "invalid metrics_listen address {:?}: expected an IP address and a port, \
+                         e.g. \"127.0.0.1:9049\"",
+                        v.get_ref()
+                    );
+                    self.error(&v.span(), msg);
                 }
             }
         }

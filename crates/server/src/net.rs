@@ -216,7 +216,7 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, net: Arc<Net>, sl
     let local = stream.local_addr().unwrap_or(peer);
     let _ = stream.set_nodelay(true);
     let _ = socket2::SockRef::from(&stream).set_keepalive(true);
-    tracing::info!(%peer, %local, "connection opened");
+    tracing::debug!(%peer, %local, "connection opened");
     let stream = Arc::new(stream);
     let path = Arc::new(ReplyPath {
         stream: stream.clone(),
@@ -275,7 +275,7 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, net: Arc<Net>, sl
         (Ended::Client(why), None) => why.clone(),
         (Ended::Stopping | Ended::Server(_), None) => "server stopping".to_string(),
     };
-    tracing::info!(%peer, reason = %reason, "connection closed");
+    tracing::debug!(%peer, reason = %reason, "connection closed");
     drop(slot);
 }
 

@@ -2,7 +2,7 @@
 //! again on SIGTERM.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -18,9 +18,12 @@ use crate::budget::Budget;
 use crate::config::{Config, PortmapMode};
 use crate::conns::Connections;
 use crate::net::{Admit, Net, accept_loop, sweep_loop};
+use crate::notify::notify;
 use crate::portmap::{self, PortmapProgram};
-use crate::sys;
+use crate::reload::{Overrides, Reloader};
+use crate::stats::{ReloadCounts, ServerStats};
 use crate::workers::WorkerPool;
+use crate::{metrics, sys};
 
 /// Open objects kept cached (each holds one or two descriptors).
 const CACHED_INODES_MAX: usize = 65536;
@@ -33,7 +36,14 @@ const REPLY_CACHE_BYTES_MAX: usize = 32 << 20;
 /// How long a stop waits for calls in flight before giving up on them.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) -> anyhow::Result<()> {
+/// Serves `config` (read from `file`, if any, with `overrides` applied:
+/// an export reload reads the file again) until SIGTERM or SIGINT.
+pub fn run(
+    config: Config,
+    file: Option<PathBuf>,
+    overrides: Overrides,
+    banner: impl FnOnce(&[SocketAddr], u16) -> String,
+) -> anyhow::Result<()> {
     for w in &config.warnings {
         tracing::warn!("{w}");
     }
@@ -68,8 +78,11 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
     let rules = config.exports.iter().map(|e| (e.id, e.clients.clone())).collect();
     let cached_max = cached_inodes_max(nofile, config.server.max_connections);
     tracing::info!(open_files_limit = nofile, cached_inodes_max = cached_max, "descriptor budget");
-    let vfs = Arc::new(Vfs::new(exports, key, cached_max)?);
+    let vfs = Arc::new(Vfs::new(exports, key.clone(), cached_max)?);
     let svc = Arc::new(NfsService::new(vfs.clone(), rules));
+    let calls = keel_stats::CallStats::new(&crate::stats::programs());
+    calls.set_exports(&config.exports.iter().map(|e| e.id).collect::<Vec<_>>());
+    let reloader = Arc::new(Reloader::new(file, overrides, key, svc.clone(), calls.clone(), config.clone()));
     // Logged so an operator can match a start with what clients saw.
     let verifier = u64::from_be_bytes(vfs.write_verifier());
     tracing::info!(verifier = format_args!("{verifier:016x}"), "write verifier for this start");
@@ -79,7 +92,7 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
         .thread_name("keel-net")
         .enable_all()
         .build()?;
-    let stopped = runtime.block_on(serve(&config, svc, banner))?;
+    let stopped = runtime.block_on(serve(&config, svc, calls, reloader, banner))?;
     // Connections still open after the drain timeout (a client that stopped
     // reading its replies) end here; their tasks hold senders of the job
     // queue, which the workers wait on.
@@ -87,7 +100,7 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
 
     // Calls still queued run to completion before the file systems are synced.
     stopped.workers.stop();
-    for export in vfs.exports() {
+    for export in vfs.exports().iter() {
         if let Err(e) = export.sync() {
             tracing::error!(export = export.id, error = %e, "sync at stop failed");
         }
@@ -110,6 +123,8 @@ struct Stopped {
 async fn serve(
     config: &Config,
     svc: Arc<NfsService>,
+    calls: Arc<keel_stats::CallStats>,
+    reloader: Arc<Reloader>,
     banner: impl FnOnce(&[SocketAddr], u16) -> String,
 ) -> anyhow::Result<Stopped> {
     let server = &config.server;
@@ -123,6 +138,10 @@ async fn serve(
     for addr in &server.mount_listen {
         mount_listeners.push(TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?);
     }
+    let metrics_listener = match server.metrics_listen {
+        Some(addr) => Some(metrics::bind(addr).await?),
+        None => None,
+    };
     let bound: Vec<SocketAddr> = nfs_listeners.iter().map(|l| l.local_addr()).collect::<Result<_, _>>()?;
     let nfs_port = bound[0].port();
     let mount_port = match mount_listeners.first() {
@@ -131,22 +150,16 @@ async fn serve(
     };
 
     let (shutdown_tx, shutdown) = watch::channel(false);
-    let admin_state = Arc::new(AdminState {
-        vfs: svc.vfs.clone(),
-        started: SystemTime::now(),
-        listen: bound.iter().map(|a| a.to_string()).collect(),
-        fault_injection: server.fault_injection,
-    });
+    let started = SystemTime::now();
     if server.fault_injection {
         tracing::warn!("fault injection is on: the administration socket can make storage calls fail (for tests)");
     }
-    tokio::spawn(admin::serve(admin_listener, admin_state, shutdown.clone()));
     let mappings = portmap::keel_mappings(nfs_port, mount_port);
     let mut programs: Vec<Arc<dyn RpcProgram>> =
         vec![Arc::new(Nfs3Program::new(svc.clone())), Arc::new(MountProgram::new(svc.clone()))];
     let mut registered = None;
     let mut portmap_listeners = Vec::new();
-    match start_portmap(server.portmap, &bound, &mappings, &shutdown).await? {
+    match start_portmap(server.portmap, &bound, &mappings, &shutdown, &calls).await? {
         PortmapRole::Serving(program, tcp) => {
             programs.push(program);
             portmap_listeners = tcp;
@@ -155,29 +168,62 @@ async fn serve(
         PortmapRole::None => {}
     }
 
+    let programs = programs.into_iter().map(|p| calls.counted(p)).collect();
     let cache = ReplyCache::new(REPLY_CACHE_ENTRIES_MAX, REPLY_CACHE_BYTES_MAX);
     let dispatcher = Arc::new(Dispatcher::new(programs, cache));
     let workers = WorkerPool::start(server.workers, dispatcher.clone())?;
+    let conns = Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout);
+    let budget = Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection);
+    let stats = Arc::new(ServerStats {
+        calls,
+        svc: svc.clone(),
+        dispatcher: dispatcher.clone(),
+        conns: conns.clone(),
+        budget: budget.clone(),
+        jobs: Arc::downgrade(&workers.queue()),
+        workers: server.workers,
+        started,
+        reloads: ReloadCounts::default(),
+    });
+    let admitting = svc.clone();
     let net = Arc::new(Net {
         jobs: workers.queue(),
         dispatcher,
-        conns: Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout),
-        budget: Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection),
+        conns,
+        budget,
         requests_per_connection: server.max_requests_per_connection,
-        admits: Box::new(move |ip| svc.admits(ip)),
+        admits: Box::new(move |ip| admitting.admits(ip)),
         shutdown: shutdown.clone(),
     });
+    let mut listeners = Vec::new();
     for listener in nfs_listeners.into_iter().chain(mount_listeners) {
-        tokio::spawn(accept_loop(listener, net.clone(), Admit::Clients));
+        let addr = listener.local_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
+        listeners.push((addr, tokio::spawn(accept_loop(listener, net.clone(), Admit::Clients))));
     }
     for listener in portmap_listeners {
         tokio::spawn(accept_loop(listener, net.clone(), Admit::Anyone));
     }
     tokio::spawn(sweep_loop(net.clone()));
+    if let Some(listener) = metrics_listener {
+        tracing::info!(address = ?listener.local_addr().ok(), "serving Prometheus metrics at /metrics");
+        tokio::spawn(metrics::serve(listener, stats.clone(), shutdown.clone()));
+    }
+    let admin_state = Arc::new(AdminState {
+        vfs: svc.vfs.clone(),
+        started,
+        listen: bound.iter().map(|a| a.to_string()).collect(),
+        fault_injection: server.fault_injection,
+        stats: stats.clone(),
+        reloader: reloader.clone(),
+        listeners,
+    });
+    tokio::spawn(admin::serve(admin_listener, admin_state, shutdown.clone()));
     tracing::info!(listen = ?bound, mount_port, workers = server.workers, "serving NFSv3 and MOUNT v3");
     println!("{}", banner(&bound, mount_port));
+    notify("READY=1\nSTATUS=serving");
 
-    wait_for_stop_signal().await?;
+    wait_for_stop_signal(&reloader, &stats).await?;
+    notify("STOPPING=1\nSTATUS=stopping");
     tracing::info!("stopping: no new connections or calls; finishing calls in flight");
     let _ = shutdown_tx.send(true);
     if tokio::time::timeout(DRAIN_TIMEOUT, net.conns.wait_empty()).await.is_err() {
@@ -199,6 +245,7 @@ async fn start_portmap(
     bound: &[SocketAddr],
     mappings: &[keel_nfs3_proto::portmap::Mapping],
     shutdown: &watch::Receiver<bool>,
+    calls: &Arc<keel_stats::CallStats>,
 ) -> anyhow::Result<PortmapRole> {
     if mode == PortmapMode::Off {
         return Ok(PortmapRole::None);
@@ -212,7 +259,7 @@ async fn start_portmap(
                 all.extend(portmap::self_mappings());
                 let program: Arc<PortmapProgram> = Arc::new(PortmapProgram::new(all));
                 let udp_dispatcher = Arc::new(Dispatcher::new(
-                    vec![program.clone() as Arc<dyn RpcProgram>],
+                    vec![calls.counted(program.clone() as Arc<dyn RpcProgram>)],
                     ReplyCache::new(16, 64 << 10),
                 ));
                 let mut tcp_listeners = Vec::new();
@@ -249,15 +296,32 @@ async fn bind_portmap(ips: &[IpAddr]) -> anyhow::Result<Vec<(TcpListener, tokio:
     Ok(out)
 }
 
-async fn wait_for_stop_signal() -> anyhow::Result<()> {
+/// Waits for SIGTERM or SIGINT; reloads the exports on SIGHUP meanwhile.
+async fn wait_for_stop_signal(reloader: &Arc<Reloader>, stats: &Arc<ServerStats>) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
+    let mut hup = signal(SignalKind::hangup())?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => {
+                tracing::info!("SIGTERM received");
+                return Ok(());
+            }
+            _ = int.recv() => {
+                tracing::info!("SIGINT received");
+                return Ok(());
+            }
+            _ = hup.recv() => {
+                tracing::info!("SIGHUP received: reloading the exports");
+                notify("RELOADING=1\nSTATUS=reloading exports");
+                let (reloader, stats) = (reloader.clone(), stats.clone());
+                // The outcome is logged by the reload itself.
+                let _ = tokio::task::spawn_blocking(move || reloader.reload(&stats.reloads)).await;
+                notify("READY=1\nSTATUS=serving");
+            }
+        }
     }
-    Ok(())
 }
 
 /// Creates the state directory (mode 0700) if needed, and refuses one that

@@ -69,6 +69,15 @@ pub fn job_queue<T>(jobs_queued_max: usize) -> (JobQueue<T>, JobReceiver<T>) {
 }
 
 impl<T> JobQueue<T> {
+    /// Jobs waiting for a worker now, and the most the queue holds.
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.jobs.capacity().unwrap_or(usize::MAX)
+    }
+
     /// Queues `job`, waiting for room; gives it back if the workers stopped.
     pub async fn push(&self, mut job: T) -> Result<(), T> {
         loop {

@@ -80,15 +80,16 @@ impl RpcProgram for Nfs3Program {
         let s = &*self.svc;
         let r = Request { svc: s, ctx, acting: OnceCell::new() };
         tracing::trace!(peer = %ctx.peer, xid = ctx.xid, "{}", proc_.name());
-        match proc_ {
+        let results_at = reply.len();
+        let done = match proc_ {
             Nfs3Proc::Null => Ok(()),
             Nfs3Proc::Getattr => run(args, reply, |a| attr::getattr(&r, a)),
             Nfs3Proc::Setattr => run(args, reply, |a| attr::setattr(&r, a)),
             Nfs3Proc::Lookup => run(args, reply, |a| dir::lookup(&r, a)),
             Nfs3Proc::Access => run(args, reply, |a| attr::access(&r, a)),
             Nfs3Proc::Readlink => run(args, reply, |a| attr::readlink(&r, a)),
-            Nfs3Proc::Read => run(args, reply, |a| io::read(&r, a)),
-            Nfs3Proc::Write => run(args, reply, |a| io::write(&r, a)),
+            Nfs3Proc::Read => run(args, reply, |a| crate::report::read(ctx, io::read(&r, a))),
+            Nfs3Proc::Write => run(args, reply, |a| crate::report::write(ctx, io::write(&r, a))),
             Nfs3Proc::Create => run(args, reply, |a| create::create(&r, a)),
             Nfs3Proc::Mkdir => run(args, reply, |a| create::mkdir(&r, a)),
             Nfs3Proc::Symlink => run(args, reply, |a| create::symlink(&r, a)),
@@ -111,7 +112,9 @@ impl RpcProgram for Nfs3Program {
             Nfs3Proc::Fsinfo => run(args, reply, |a| attr::fsinfo(&r, a)),
             Nfs3Proc::Pathconf => run(args, reply, |a| attr::pathconf(&r, a)),
             Nfs3Proc::Commit => run(args, reply, |a| io::commit(&r, a)),
-        }
+        };
+        crate::report::status(ctx, proc_, reply, results_at);
+        done
     }
 }
 
@@ -142,6 +145,7 @@ impl Request<'_> {
     /// identity for the rest of the call.
     fn authorize(&self, fh: &NfsFh3) -> Result<(Arc<Inode>, Caller<'_>), Nfsstat3> {
         let (inode, opts) = self.svc.authorize(self.ctx.peer, fh)?;
+        self.ctx.report.set_export(inode.export.id);
         let cred = squash(self.ctx.auth, &opts);
         let who = match self.acting.get() {
             Some(who) if *who.cred() == cred => who,
@@ -159,7 +163,9 @@ impl Request<'_> {
     /// Resolves `fh` for this client, for procedures that only read
     /// attributes the server holds open (no identity needed).
     fn resolve(&self, fh: &NfsFh3) -> Result<Arc<Inode>, Nfsstat3> {
-        self.svc.authorize(self.ctx.peer, fh).map(|(inode, _)| inode)
+        let (inode, _) = self.svc.authorize(self.ctx.peer, fh)?;
+        self.ctx.report.set_export(inode.export.id);
+        Ok(inode)
     }
 
     fn post(&self, inode: &Inode) -> PostOpAttr {

@@ -107,6 +107,7 @@ max_inflight_mib = 512
 max_inflight_mib_per_connection = 32
 idle_timeout_seconds = 600
 stall_timeout_seconds = 20
+metrics_listen = "127.0.0.1:9049"
 
 [[export]]
 path = '{home}'
@@ -162,6 +163,7 @@ clients = [{{ host = "192.0.2.7" }}]
             max_inflight_bytes_per_connection: 32 << 20,
             idle_timeout: std::time::Duration::from_secs(600),
             stall_timeout: std::time::Duration::from_secs(20),
+            metrics_listen: Some("127.0.0.1:9049".parse().unwrap()),
         }
     );
     let export_wide = ClientOptions {
@@ -197,14 +199,14 @@ clients = [{{ host = "192.0.2.7" }}]
                         options: ClientOptions { access: Access::ReadOnly, squash: Squash::All, ..export_wide },
                     },
                 ],
-                line: 17,
+                line: 18,
             },
             ExportConfig {
                 path: PathBuf::from(&scratch),
                 id: u32::MAX,
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
-                line: 48,
+                line: 49,
             },
         ]
     );
@@ -890,6 +892,7 @@ fn example_file_parses() {
         "max_inflight_mib_per_connection",
         "idle_timeout_seconds",
         "stall_timeout_seconds",
+        "metrics_listen",
         "path",
         "id",
         "fsid",
@@ -929,4 +932,18 @@ fn no_panics_on_odd_input() {
     ] {
         let _ = parse_with(text, ORIGIN, &resolver).map_err(|e| e.to_string());
     }
+}
+
+#[test]
+fn metrics_listen_is_an_address_of_its_own() {
+    assert_problem(
+        &format!("[server]\nlisten = [\"0.0.0.0:2049\"]\nmetrics_listen = \"0.0.0.0:2049\"\n{SIMPLE_EXPORT}"),
+        3,
+        &["metrics_listen address 0.0.0.0:2049 is also an NFS or MOUNT address"],
+    );
+    assert_problem(
+        &format!("[server]\nmetrics_listen = \"localhost:9049\"\n{SIMPLE_EXPORT}"),
+        2,
+        &["invalid metrics_listen address \"localhost:9049\""],
+    );
 }

@@ -15,7 +15,7 @@ mod io;
 mod remove;
 
 use std::os::fd::AsFd;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 
@@ -40,7 +40,9 @@ pub const SYMLINK_TARGET_BYTES_MAX: usize = 4095;
 const SUBTREE_DEPTH_MAX: usize = 4096;
 
 pub struct Vfs {
-    exports: Vec<Arc<Export>>,
+    /// Swapped whole by [`Vfs::set_exports`] (an export reload); a call
+    /// works on the set it found when it resolved its handle.
+    exports: RwLock<Arc<[Arc<Export>]>>,
     key: HandleKey,
     cache: InodeCache,
     verifier: WriteVerifier,
@@ -51,7 +53,7 @@ impl Vfs {
     /// A storage layer over `exports`, with a fresh write verifier.
     pub fn new(exports: Vec<Export>, key: HandleKey, cached_inodes_max: usize) -> VfsResult<Self> {
         Ok(Vfs {
-            exports: exports.into_iter().map(Arc::new).collect(),
+            exports: RwLock::new(exports.into_iter().map(Arc::new).collect()),
             key,
             cache: InodeCache::new(cached_inodes_max),
             verifier: WriteVerifier::new()?,
@@ -70,12 +72,22 @@ impl Vfs {
         &self.faults
     }
 
-    pub fn exports(&self) -> &[Arc<Export>] {
-        &self.exports
+    /// The exports served now.
+    pub fn exports(&self) -> Arc<[Arc<Export>]> {
+        self.exports.read().expect("exports lock").clone()
     }
 
-    pub fn export(&self, id: u32) -> Option<&Arc<Export>> {
-        self.exports.iter().find(|e| e.id == id)
+    pub fn export(&self, id: u32) -> Option<Arc<Export>> {
+        self.exports.read().expect("exports lock").iter().find(|e| e.id == id).cloned()
+    }
+
+    /// Serves `exports` from now on (an export reload). Handles of an
+    /// export no longer served are stale; its open objects leave the cache,
+    /// so that its file system is not kept busy.
+    pub fn set_exports(&self, exports: Vec<Arc<Export>>) {
+        let exports: Arc<[Arc<Export>]> = exports.into();
+        *self.exports.write().expect("exports lock") = exports.clone();
+        self.cache.retain(|inode| exports.iter().any(|e| Arc::ptr_eq(e, &inode.export)));
     }
 
     pub fn cached_inodes(&self) -> usize {
@@ -110,8 +122,8 @@ impl Vfs {
         if parsed.fsid != export.fsid {
             return Err(VfsError::Stale.into());
         }
-        let admitted = admit(export)?;
-        let inode = self.open_inode(export, handle::from_wire(fh.clone()), parsed.ftype, parsed.kernel, false)?;
+        let admitted = admit(&export)?;
+        let inode = self.open_inode(&export, handle::from_wire(fh.clone()), parsed.ftype, parsed.kernel, false)?;
         Ok((inode, admitted))
     }
 
