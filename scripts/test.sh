@@ -27,6 +27,7 @@ wanted=(
   util-linux:setpriv
   mount:losetup
   fonts-dejavu-core:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
+  python3-prometheus-client:/usr/lib/python3/dist-packages/prometheus_client
 )
 missing=()
 for w in "${wanted[@]}"; do

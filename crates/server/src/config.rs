@@ -230,6 +230,24 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 /// Parses and checks configuration `text`; `origin` (normally the file
 /// name) begins every message. Host names are resolved with the system
 /// resolver; export paths must exist.
+/// The state directory a configuration file names, without validating
+/// the rest (the `keel` command finds the administration socket with it,
+/// also when the file has a problem that a reload is to report): from the
+/// parsed `[server]` table, or, if the file does not parse, from its
+/// `state_dir = "..."` line; the default if it names none.
+pub fn state_dir_of(path: &Path) -> Result<PathBuf, ConfigError> {
+    let text = std::fs::read(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    let text = String::from_utf8_lossy(&text);
+    let named = match toml::from_str::<toml::Table>(&text) {
+        Ok(table) => table.get("server").and_then(|s| s.get("state_dir")).and_then(|d| d.as_str()).map(str::to_owned),
+        Err(_) => text.lines().find_map(|line| {
+            let (key, value) = line.split_once('=')?;
+            (key.trim() == "state_dir").then(|| value.trim().trim_matches(|c| c == '"' || c == '\'').to_owned())
+        }),
+    };
+    Ok(named.map_or_else(|| PathBuf::from(DEFAULT_STATE_DIR), PathBuf::from))
+}
+
 pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
     parse_with(text, origin, &resolve_host)
 }

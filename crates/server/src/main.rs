@@ -109,7 +109,7 @@ struct AdminArgs {
 impl AdminArgs {
     fn socket(&self) -> anyhow::Result<PathBuf> {
         let dir = match (&self.config, &self.state_dir) {
-            (Some(file), _) => config::load(file)?.server.state_dir,
+            (Some(file), _) => config::state_dir_of(file)?,
             (None, Some(dir)) => dir.clone(),
             (None, None) => {
                 let local = std::env::current_dir()?.join("keel-state");
