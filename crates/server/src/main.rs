@@ -16,6 +16,7 @@ mod serve;
 mod stats;
 #[allow(unsafe_code)]
 mod sys;
+mod tools;
 mod workers;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -42,20 +43,20 @@ enum Command {
     /// host only, on 127.0.0.1:2049.
     Serve(ServeArgs),
     /// Measure an NFS server the way the seed papers did (IOzone, mdtest,
-    /// IOR): sweeps over clients, repetitions, JSON and CSV results.
-    #[command(subcommand)]
-    Bench(Box<keel_bench::bench::BenchCommand>),
+    /// IOR): sweeps over clients, repetitions, JSON and CSV results. Runs
+    /// keel-tools (the keel-tools package); `keel bench --help` for more.
+    #[command(disable_help_flag = true)]
+    Bench(Tool),
     /// Write self-describing data streams, recording what the server
     /// acknowledged as stable, and check them after failures (genstream and
-    /// checkstream). `check` exits 1 when acknowledged data is missing or
-    /// wrong, 2 on an error.
-    Verify {
-        #[command(subcommand)]
-        cmd: keel_bench::verify::VerifyCommand,
-    },
-    /// Draw result files of keel bench as an HTML page with figures (PNG,
-    /// SVG) and tables, side by side and against the seed papers' numbers.
-    Report(keel_bench::report::ReportArgs),
+    /// checkstream). Runs keel-tools; `keel verify --help` for more.
+    #[command(disable_help_flag = true)]
+    Verify(Tool),
+    /// Draw result files of keel bench as an HTML page with figures and
+    /// tables, against the seed papers' numbers. Runs keel-tools; `keel
+    /// report --help` for more.
+    #[command(disable_help_flag = true)]
+    Report(Tool),
     /// Check a configuration file and print what it would serve.
     CheckConfig {
         /// The configuration file (see keel.example.toml).
@@ -92,6 +93,18 @@ enum Command {
     /// Tools for testing a running server.
     #[command(subcommand)]
     Debug(DebugCommand),
+    /// Write the man pages of keel and its commands into DIR (for
+    /// packaging); those of bench, verify and report come from
+    /// `keel-tools manpages`, which knows their options.
+    #[command(hide = true)]
+    Manpages { dir: PathBuf },
+}
+
+/// The arguments of a command that keel-tools runs, passed as they are.
+#[derive(clap::Args)]
+struct Tool {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    args: Vec<std::ffi::OsString>,
 }
 
 /// Which running server to ask, through its administration socket.
@@ -257,19 +270,27 @@ fn parse_log_level(s: &str) -> Result<LogLevel, String> {
     })
 }
 
+/// `keel.1` and a page per command (`keel-exports-reload.1`), except the
+/// commands keel-tools runs: the keel-tools package installs their pages.
+fn manpages(dir: &Path) -> anyhow::Result<()> {
+    fn generate(cmd: &clap::Command, dir: &Path) -> std::io::Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && !tools::COMMANDS.contains(&s.get_name())) {
+            generate(sub, dir)?;
+        }
+        clap_mangen::Man::new(cmd.clone()).generate_to(dir).map(drop)
+    }
+    use clap::CommandFactory;
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    generate(&cmd, dir).with_context(|| format!("cannot write man pages into {}", dir.display()))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Verify { cmd } => {
-            return match keel_bench::verify::run(cmd) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::from(1),
-                Err(e) => {
-                    eprintln!("keel: {e:#}");
-                    ExitCode::from(2)
-                }
-            };
-        }
+        Command::Bench(t) => return tools::run("bench", t.args),
+        Command::Verify(t) => return tools::run("verify", t.args),
+        Command::Report(t) => return tools::run("report", t.args),
         Command::Serve(args) => serve_command(args),
         Command::CheckConfig { file } => check_config(&file),
         Command::Status { server, json } => return status(&server, json),
@@ -277,8 +298,7 @@ fn main() -> ExitCode {
         Command::Exports { server, json, cmd: None } => exports(&server, json),
         Command::Exports { cmd: Some(ExportsCommand::Reload { server, json }), .. } => reload(&server, json),
         Command::Debug(DebugCommand::Fault(cmd)) => fault(cmd),
-        Command::Report(args) => keel_bench::report::run(args),
-        Command::Bench(cmd) => keel_bench::bench::run(*cmd, std::env::args().collect()).map(drop),
+        Command::Manpages { dir } => manpages(&dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

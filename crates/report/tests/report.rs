@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use keel_bench::report::seeds::Seeds;
-use keel_bench::report::{self, Format, ReportArgs};
-use keel_bench::result::{BenchResult, ClientFacts, HostFacts, Point, Run, SCHEMA, Target};
+use keel_bench_format::result::{BenchResult, ClientFacts, HostFacts, Point, Run, SCHEMA, Target};
+use keel_report::seeds::Seeds;
+use keel_report::{self as report, Format, ReportArgs};
 
 fn tmpdir(name: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -118,7 +118,7 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
 }
 
 fn font_available() -> bool {
-    keel_bench::report::fonts::CANDIDATES.iter().any(|p| std::path::Path::new(p).exists())
+    keel_report::fonts::CANDIDATES.iter().any(|p| std::path::Path::new(p).exists())
 }
 
 const FIGURES: [&str; 7] =
@@ -297,7 +297,7 @@ fn the_published_numbers_alone() {
 }
 
 /// Writes a sample report for people to look at:
-/// `cargo test -p keel-bench --test report -- --ignored sample`
+/// `cargo test -p keel-report --test report -- --ignored sample`
 /// (directory: $KEEL_REPORT_SAMPLE or /tmp/keel-report-sample).
 #[test]
 #[ignore]

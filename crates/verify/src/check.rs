@@ -19,7 +19,7 @@ use super::journal::{Journal, Stable};
 use super::pattern::{Classifier, Extent, Kind, Pattern};
 use super::target::{Client, NfsTarget, TargetArgs, TargetSpec, local_path, lookup, stream_name};
 use super::write::stable_label;
-use crate::units::{human_bytes, parse_duration, parse_size};
+use keel_bench_format::units::{human_bytes, parse_duration, parse_size};
 
 /// Bytes of a "block" in the read line: checkstream counts 4 KiB blocks.
 const REPORT_BLOCK: u64 = 4096;

@@ -16,7 +16,7 @@ use super::args::CommonArgs;
 use super::group::Group;
 use super::output;
 use super::workload::{Client, Phase, Proc, Progress, State, Tally, Workload, lookup};
-use crate::result::{BenchResult, ClientFacts, HostFacts, Point, Run, SCHEMA, Target};
+use keel_bench_format::result::{BenchResult, ClientFacts, HostFacts, Point, Run, SCHEMA, Target};
 
 /// What a rank reports after a phase (sent to rank 0).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,9 +51,9 @@ pub async fn run(
         call_timeout: Duration::from_secs(300),
         ..ConnectOptions::default()
     };
-    let started = crate::time::now();
+    let started = keel_bench_format::time::now();
     let control = connect(addr, &common, &opts).await?;
-    let hosts = group.gather(crate::host::facts()).await?;
+    let hosts = group.gather(keel_bench_format::host::facts()).await?;
     let run_id =
         group.broadcast(group.is_leader().then(|| format!("{}-{}", workload.name(), std::process::id()))).await?;
     let base = if group.is_leader() {
@@ -99,7 +99,7 @@ pub async fn run(
         label: common.label.clone().unwrap_or_else(|| server.clone()),
         workload: workload.name().into(),
         started,
-        finished: crate::time::now(),
+        finished: keel_bench_format::time::now(),
         command: argv,
         config,
         target: Target {
@@ -299,7 +299,7 @@ async fn between_runs(common: &CommonArgs, leader: bool) -> anyhow::Result<()> {
 }
 
 async fn connect(addr: SocketAddr, common: &CommonArgs, opts: &ConnectOptions) -> anyhow::Result<Client> {
-    mount(addr, common, opts).await.map_err(|e| crate::secure::explain_refusal(e, opts))
+    mount(addr, common, opts).await.map_err(|e| keel_bench_format::secure::explain_refusal(e, opts))
 }
 
 async fn mount(addr: SocketAddr, common: &CommonArgs, opts: &ConnectOptions) -> anyhow::Result<Client> {

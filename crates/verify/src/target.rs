@@ -46,7 +46,7 @@ pub struct TargetArgs {
     /// How long one attempt of a call waits for its reply before the
     /// connection is dropped and the call retransmitted (like mount's
     /// timeo; a dead server's connection is usually reset long before).
-    #[arg(long, default_value = "60s", value_parser = crate::units::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = keel_bench_format::units::parse_duration)]
     pub timeout: Duration,
 }
 
@@ -174,7 +174,7 @@ impl NfsTarget {
     /// A client on a connection of its own (reconnecting and retransmitting
     /// as a hard mount does) and the export's root handle.
     pub async fn connect(&self) -> anyhow::Result<(Client, NfsFh3)> {
-        self.connect_inner().await.map_err(|e| crate::secure::explain_refusal(e, &self.opts))
+        self.connect_inner().await.map_err(|e| keel_bench_format::secure::explain_refusal(e, &self.opts))
     }
 
     async fn connect_inner(&self) -> anyhow::Result<(Client, NfsFh3)> {

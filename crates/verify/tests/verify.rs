@@ -10,7 +10,7 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use clap::Parser;
-use keel_bench::verify::{CheckReport, Kind, Lost, VerifyCommand, run};
+use keel_verify::{CheckReport, Kind, Lost, VerifyCommand, run};
 
 const MIB: u64 = 1 << 20;
 /// Per stream.

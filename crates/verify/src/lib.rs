@@ -49,6 +49,8 @@
 //! `Ok(false)` then (the binary exits 1); `Err` means the check itself
 //! could not be done (exit 2).
 
+#![forbid(unsafe_code)]
+
 mod check;
 mod extents;
 pub mod journal;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::units::parse_size;
+use keel_bench_format::units::parse_size;
 
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum BenchCommand {

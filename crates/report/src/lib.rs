@@ -16,6 +16,8 @@
 //! and `.png`, `DIR/summary.csv` (one row per drawn value) and `DIR/runs.csv`
 //! (one row per run of every input).
 
+#![forbid(unsafe_code)]
+
 pub mod fonts;
 pub mod html;
 pub mod model;
@@ -29,7 +31,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, anyhow, bail};
 use plotters::prelude::{BitMapBackend, IntoDrawingArea, SVGBackend};
 
-use crate::result::{BenchResult, SCHEMA};
+use keel_bench_format::result::{BenchResult, SCHEMA};
 use model::{Figure, Input, Origin};
 use seeds::Seeds;
 
@@ -252,7 +254,7 @@ pub fn generate(args: &ReportArgs) -> anyhow::Result<Outcome> {
     }
     let page = html::page(&html::Page {
         title: &args.title,
-        generated: crate::time::now(),
+        generated: keel_bench_format::time::now(),
         inputs: &inputs,
         seeds: &seeds,
         selected: &selected,

@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 use super::journal::{JournalSender, JournalWriter, Record, RunInfo, Stable, format_seed, hex};
 use super::pattern::{Pattern, STREAM_BYTES_MAX};
 use super::target::{Client, NfsTarget, TargetArgs, TargetSpec, local_path, lookup, stream_name};
-use crate::units::{human_bytes, parse_duration, parse_size};
+use keel_bench_format::units::{human_bytes, parse_duration, parse_size};
 
 /// Largest --block: the writer holds --in-flight blocks per stream.
 pub(crate) const BLOCK_MAX: u64 = 64 << 20;
@@ -148,9 +148,9 @@ pub fn write(args: &WriteArgs, command: Vec<String>) -> anyhow::Result<WriteRepo
         stable: args.stable,
         commit_every: args.commit_every,
         target: spec.clone(),
-        started: crate::time::now(),
+        started: keel_bench_format::time::now(),
         command,
-        hostname: crate::host::facts().hostname,
+        hostname: keel_bench_format::host::facts().hostname,
         pid: std::process::id(),
     };
     let journal = JournalWriter::create(&args.journal, args.force, run)?;
@@ -196,12 +196,12 @@ pub fn write(args: &WriteArgs, command: Vec<String>) -> anyhow::Result<WriteRepo
     let streams = match streams {
         Ok(s) => s,
         Err(e) => {
-            let _ = journal.finish(Record::End { finished: crate::time::now(), seconds, ok: false });
+            let _ = journal.finish(Record::End { finished: keel_bench_format::time::now(), seconds, ok: false });
             return Err(e);
         }
     };
     let ok = streams.iter().all(|s| s.error.is_none() && s.acknowledged_bytes == args.size);
-    journal.finish(Record::End { finished: crate::time::now(), seconds, ok })?;
+    journal.finish(Record::End { finished: keel_bench_format::time::now(), seconds, ok })?;
 
     let acknowledged_bytes = streams.iter().map(|s| s.acknowledged_bytes).sum();
     let report = WriteReport {

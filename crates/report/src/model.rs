@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use crate::result::BenchResult;
+use keel_bench_format::result::BenchResult;
 
 use super::seeds::{Basis, SeedSeries, Seeds};
 
@@ -180,13 +180,13 @@ fn slug(s: &str) -> String {
 
 /// clients x threads, or None when a (hand-edited) file overflows u32,
 /// where `Point::processes` would panic in a debug build.
-pub fn processes(p: &crate::result::Point) -> Option<u32> {
+pub fn processes(p: &keel_bench_format::result::Point) -> Option<u32> {
     p.clients.checked_mul(p.threads_per_client)
 }
 
 /// The drawable points of a result: those with runs, finite values and at
 /// least one process (the x axis is logarithmic).
-pub fn usable(p: &crate::result::Point) -> bool {
+pub fn usable(p: &keel_bench_format::result::Point) -> bool {
     !p.runs.is_empty() && processes(p).is_some_and(|n| n > 0) && [p.min, p.mean, p.max].iter().all(|v| v.is_finite())
 }
 
@@ -344,7 +344,7 @@ fn add_references(fig: &mut Figure, seeds: &Seeds, selected: &[usize]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::result::{ClientFacts, Point, Run, SCHEMA, Target};
+    use keel_bench_format::result::{ClientFacts, Point, Run, SCHEMA, Target};
 
     fn result(label: &str, workload: &str, points: Vec<Point>) -> BenchResult {
         BenchResult {

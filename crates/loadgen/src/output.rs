@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::workload::{Phase, Progress, Unit};
-use crate::result::{BenchResult, Run};
-use crate::units::human_bytes;
+use keel_bench_format::result::{BenchResult, Run};
+use keel_bench_format::units::human_bytes;
 
 /// Redraws a progress line on the terminal every half second until aborted.
 pub async fn progress_line(label: String, progress: Arc<Progress>, total: u64, unit: Unit) {

@@ -2,6 +2,8 @@
 //! papers' shapes, written out as JSON (every sample, the full
 //! configuration) and CSV, summarised as a table.
 
+#![forbid(unsafe_code)]
+
 mod args;
 mod engine;
 mod group;
@@ -15,7 +17,7 @@ use anyhow::Context;
 pub use args::{BenchCommand, CommonArgs};
 pub use group::rank_from_env;
 
-use crate::result::BenchResult;
+use keel_bench_format::result::BenchResult;
 
 /// Runs a benchmark to the end. Only rank 0 writes files and prints the
 /// summary; it returns the result there.
