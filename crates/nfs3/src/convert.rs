@@ -1,7 +1,7 @@
 //! Storage attributes to and from their wire form.
 
 use keel_nfs3_proto::nfs3::{self as p, Fattr3, Ftype3, Nfstime3, Sattr3, Specdata3, WccAttr};
-use keel_vfs::{Attrs, FileType, SetAttrs, SetTime, Time};
+use keel_store::{Attrs, FileType, SetAttrs, SetTime, Time};
 
 pub(crate) fn ftype(t: FileType) -> Ftype3 {
     match t {

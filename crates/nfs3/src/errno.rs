@@ -2,26 +2,26 @@
 
 use keel_nfs3_proto::mount::Mountstat3;
 use keel_nfs3_proto::nfs3::Nfsstat3;
-use keel_vfs::VfsError;
+use keel_store::StoreError;
 
-pub(crate) fn status(e: &VfsError) -> Nfsstat3 {
+pub(crate) fn status(e: &StoreError) -> Nfsstat3 {
     match e {
-        VfsError::Os(io) => match io.raw_os_error() {
+        StoreError::Os(io) => match io.raw_os_error() {
             Some(errno) => errno_status(errno),
             None => {
                 tracing::warn!(error = %io, "unexpected error without errno; answering NFS3ERR_IO");
                 Nfsstat3::Io
             }
         },
-        VfsError::Stale => Nfsstat3::Stale,
-        VfsError::BadHandle => Nfsstat3::Badhandle,
-        VfsError::NotSync => Nfsstat3::NotSync,
-        VfsError::BadCookie => Nfsstat3::BadCookie,
-        VfsError::NameTooLong => Nfsstat3::Nametoolong,
-        VfsError::InvalidName => Nfsstat3::Inval,
+        StoreError::Stale => Nfsstat3::Stale,
+        StoreError::BadHandle => Nfsstat3::Badhandle,
+        StoreError::NotSync => Nfsstat3::NotSync,
+        StoreError::BadCookie => Nfsstat3::BadCookie,
+        StoreError::NameTooLong => Nfsstat3::Nametoolong,
+        StoreError::InvalidName => Nfsstat3::Inval,
         // The mounted-on directory is not part of the export (no crossmnt).
-        VfsError::CrossesMount => Nfsstat3::Acces,
-        VfsError::NotSupported => Nfsstat3::Notsupp,
+        StoreError::CrossesMount => Nfsstat3::Acces,
+        StoreError::NotSupported => Nfsstat3::Notsupp,
     }
 }
 
@@ -58,7 +58,7 @@ fn errno_status(errno: i32) -> Nfsstat3 {
     }
 }
 
-pub(crate) fn mount_status(e: &VfsError) -> Mountstat3 {
+pub(crate) fn mount_status(e: &StoreError) -> Mountstat3 {
     match status(e) {
         Nfsstat3::Perm => Mountstat3::Perm,
         Nfsstat3::Noent | Nfsstat3::Stale => Mountstat3::Noent,
@@ -90,9 +90,9 @@ mod tests {
             (libc::EHOSTDOWN, Nfsstat3::Io),
         ];
         for (errno, expected) in cases {
-            assert_eq!(status(&VfsError::errno(errno)), expected, "errno {errno}");
+            assert_eq!(status(&StoreError::errno(errno)), expected, "errno {errno}");
         }
-        assert_eq!(status(&VfsError::BadHandle), Nfsstat3::Badhandle);
-        assert_eq!(mount_status(&VfsError::errno(libc::ENOENT)), Mountstat3::Noent);
+        assert_eq!(status(&StoreError::BadHandle), Nfsstat3::Badhandle);
+        assert_eq!(mount_status(&StoreError::errno(libc::ENOENT)), Mountstat3::Noent);
     }
 }

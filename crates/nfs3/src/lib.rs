@@ -1,11 +1,12 @@
 //! NFSv3 and MOUNT v3 procedures (knfsd's `nfs3proc.c` and mountd): thin
-//! handlers between the wire types of `keel-nfs3-proto` and the storage
-//! verbs of `keel-vfs`. Policy lives here: which clients may use an export,
+//! handlers between the wire types of `keel-nfs3-proto` and the verbs of a
+//! `keel_store::Store`. Policy lives here: which clients may use an export,
 //! read-only, squashing, sync or async.
 //!
-//! **Architecture invariant:** handlers never touch the file system
-//! themselves; every access goes through `keel_vfs::Vfs` with the caller's
-//! squashed identity.
+//! **Architecture invariant:** handlers see only the `Store` trait: no
+//! descriptors, no file system; every access goes through the store with
+//! the caller's squashed identity, assumed once per call; replies carry
+//! the write verifier the store reports.
 
 #![forbid(unsafe_code)]
 

@@ -13,6 +13,7 @@ use keel_nfs3_proto::nfs3::Nfsstat3;
 use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3};
 use keel_rpc::msg::AUTH_SYS;
 use keel_rpc::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
+use keel_store::{Object as _, Store};
 use keel_xdr::{Decode, Decoder, Encoder};
 
 use crate::errno::mount_status;
@@ -25,13 +26,13 @@ const MOUNT_HOST_BYTES_MAX: usize = 48;
 /// One DUMP entry at most: "more follows", host name, directory.
 const MOUNT_ENTRY_BYTES_MAX: usize = 4 + 4 + MOUNT_HOST_BYTES_MAX + 4 + DIRPATH_MAX;
 
-pub struct MountProgram {
-    svc: Arc<NfsService>,
+pub struct MountProgram<S: Store> {
+    svc: Arc<NfsService<S>>,
     mounts: Mutex<VecDeque<Mountbody>>,
 }
 
-impl MountProgram {
-    pub fn new(svc: Arc<NfsService>) -> Self {
+impl<S: Store> MountProgram<S> {
+    pub fn new(svc: Arc<NfsService<S>>) -> Self {
         MountProgram { svc, mounts: Mutex::new(VecDeque::new()) }
     }
 
@@ -56,8 +57,8 @@ impl MountProgram {
             return Mountres3::Fail(Mountstat3::Acces);
         }
         ctx.report.set_export(served.export.id);
-        match self.svc.vfs.lookup_path(&served.export, rest) {
-            Ok(inode) => {
+        match self.svc.store.lookup_path(served.export.id, rest) {
+            Ok(root) => {
                 tracing::info!(%peer, path = %String::from_utf8_lossy(path), "mounted");
                 let mut mounts = self.mounts.lock().expect("mount list lock");
                 let entry = Mountbody {
@@ -70,10 +71,7 @@ impl MountProgram {
                     }
                     mounts.push_back(entry);
                 }
-                Mountres3::Ok(Mountres3Ok {
-                    fhandle: Fhandle3(inode.handle.as_bytes().clone()),
-                    auth_flavors: vec![AUTH_SYS],
-                })
+                Mountres3::Ok(Mountres3Ok { fhandle: Fhandle3(root.handle().clone()), auth_flavors: vec![AUTH_SYS] })
             }
             Err(e) => {
                 tracing::info!(%peer, path = %String::from_utf8_lossy(path), error = %e, "mount failed");
@@ -121,7 +119,7 @@ fn find_export<'a, 'p>(exports: &'a [Arc<ServedExport>], path: &'p [u8]) -> Opti
         .map(|(s, rest, _)| (&**s, rest))
 }
 
-impl RpcProgram for MountProgram {
+impl<S: Store> RpcProgram for MountProgram<S> {
     fn program(&self) -> u32 {
         MOUNT_PROGRAM
     }

@@ -7,33 +7,32 @@ use std::sync::{Arc, RwLock};
 
 use keel_nfs3_proto::nfs3::{NfsFh3, Nfsstat3};
 use keel_rpc::Auth;
-use keel_vfs::{Acting, Cred, Export, Inode, Vfs};
+use keel_store::{Cred, ExportInfo, Store, StoreError};
 
 use crate::errno::status;
 use crate::export::{Access, ClientOptions, ClientRule, Squash, options_for};
 
 /// An export with its client list.
 pub struct ServedExport {
-    pub export: Arc<Export>,
+    pub export: ExportInfo,
     pub rules: Vec<ClientRule>,
 }
 
-pub struct NfsService {
-    pub vfs: Arc<Vfs>,
-    /// The exports served now, swapped whole by an export reload
-    /// ([`NfsService::set_exports`]).
+pub struct NfsService<S: Store> {
+    pub store: Arc<S>,
+    /// The exports served now with their client lists, swapped whole by an
+    /// export reload ([`NfsService::exports_changed`]).
     exports: RwLock<Arc<[Arc<ServedExport>]>>,
 }
 
 /// Who is calling, after the export's rules applied: the identity the
 /// call acts as, and the client's options on the export.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Caller<'r> {
-    pub who: &'r Acting,
+pub(crate) struct Caller<'r, C> {
+    pub who: &'r C,
     pub opts: ClientOptions,
 }
 
-impl Caller<'_> {
+impl<C> Caller<'_, C> {
     /// ROFS unless the export is read-write for this client.
     pub fn writable(&self) -> Result<(), Nfsstat3> {
         match self.opts.access {
@@ -43,19 +42,12 @@ impl Caller<'_> {
     }
 }
 
-impl NfsService {
+impl<S: Store> NfsService<S> {
     /// `rules` gives each export (by id) its client list; every export of
-    /// `vfs` must have one.
-    pub fn new(vfs: Arc<Vfs>, mut rules: Vec<(u32, Vec<ClientRule>)>) -> Self {
-        let exports = vfs
-            .exports()
-            .iter()
-            .map(|export| {
-                let i = rules.iter().position(|(id, _)| *id == export.id).expect("client rules for every export");
-                Arc::new(ServedExport { export: export.clone(), rules: rules.swap_remove(i).1 })
-            })
-            .collect();
-        NfsService { vfs, exports: RwLock::new(exports) }
+    /// `store` must have one.
+    pub fn new(store: Arc<S>, rules: Vec<(u32, Vec<ClientRule>)>) -> Self {
+        let exports = RwLock::new(Self::pair(&*store, rules));
+        NfsService { store, exports }
     }
 
     /// The exports served now.
@@ -63,13 +55,26 @@ impl NfsService {
         self.exports.read().expect("exports lock").clone()
     }
 
-    /// Serves `exports` from now on, in the storage layer too: handles of
-    /// an export no longer in the list are stale from the next call on,
-    /// and changed client lists apply to the next call. Calls in flight
-    /// finish with the exports they started with.
-    pub fn set_exports(&self, exports: Vec<Arc<ServedExport>>) {
-        self.vfs.set_exports(exports.iter().map(|s| s.export.clone()).collect());
-        *self.exports.write().expect("exports lock") = exports.into();
+    /// After the store changed the exports it serves (an export reload):
+    /// serves the store's exports from now on, each with its client list
+    /// from `rules`, as [`NfsService::new`]. Changed client lists apply to
+    /// the next call; calls in flight finish with the rules they started
+    /// with. An export the store no longer serves is stale, whatever
+    /// `rules` holds for it.
+    pub fn exports_changed(&self, rules: Vec<(u32, Vec<ClientRule>)>) {
+        let exports = Self::pair(&*self.store, rules);
+        *self.exports.write().expect("exports lock") = exports;
+    }
+
+    fn pair(store: &S, mut rules: Vec<(u32, Vec<ClientRule>)>) -> Arc<[Arc<ServedExport>]> {
+        store
+            .exports()
+            .into_iter()
+            .map(|export| {
+                let i = rules.iter().position(|(id, _)| *id == export.id).expect("client rules for every export");
+                Arc::new(ServedExport { export, rules: rules.swap_remove(i).1 })
+            })
+            .collect()
     }
 
     /// Whether some export's client list admits `client`: a connection
@@ -79,15 +84,10 @@ impl NfsService {
         self.exports().iter().any(|s| options_for(&s.rules, client).is_some())
     }
 
-    /// The export served now as `export` (the same directory under the
-    /// same id): an object opened through an export since removed, or
-    /// replaced by another directory, is stale.
-    fn served(&self, export: &Export) -> Option<Arc<ServedExport>> {
-        let exports = self.exports.read().expect("exports lock");
-        let served = exports.iter().find(|s| s.export.id == export.id)?;
-        let same = std::ptr::eq(&*served.export, export)
-            || (served.export.path == export.path && served.export.fsid == export.fsid);
-        same.then(|| served.clone())
+    /// The export served now under `export_id`, with its client list. The
+    /// store makes objects of an export it no longer serves stale itself.
+    fn served(&self, export_id: u32) -> Option<Arc<ServedExport>> {
+        self.exports.read().expect("exports lock").iter().find(|s| s.export.id == export_id).cloned()
     }
 
     /// The options for `peer` on an export, checking the client list and
@@ -106,20 +106,20 @@ impl NfsService {
 
     /// Resolves a handle for `peer`, with the client's options on its
     /// export. The client list is checked before the object is opened.
-    pub(crate) fn authorize(&self, peer: SocketAddr, fh: &NfsFh3) -> Result<(Arc<Inode>, ClientOptions), Nfsstat3> {
-        let admit = |export: &Arc<Export>| {
-            let served = self.served(export).ok_or(Status(Nfsstat3::Stale))?;
+    pub(crate) fn authorize(&self, peer: SocketAddr, fh: &NfsFh3) -> Result<(S::Object, ClientOptions), Nfsstat3> {
+        let admit = |export_id: u32| {
+            let served = self.served(export_id).ok_or(Status(Nfsstat3::Stale))?;
             self.client_options(&served, peer).map_err(Status)
         };
-        self.vfs.resolve(&fh.data, admit).map_err(|Status(s)| s)
+        self.store.resolve(&fh.data, admit).map_err(|Status(s)| s)
     }
 }
 
 /// An NFS status as the error of a storage call.
 struct Status(Nfsstat3);
 
-impl From<keel_vfs::VfsError> for Status {
-    fn from(e: keel_vfs::VfsError) -> Self {
+impl From<StoreError> for Status {
+    fn from(e: StoreError) -> Self {
         Status(status(&e))
     }
 }
@@ -135,7 +135,7 @@ pub(crate) fn squash(auth: &Auth, opts: &ClientOptions) -> Cred {
         Squash::Root => {
             let uid = if sys.uid == 0 { opts.anonuid } else { sys.uid };
             let gid = if sys.gid == 0 { opts.anongid } else { sys.gid };
-            let mut groups = [0u32; keel_vfs::ident::GROUPS_MAX];
+            let mut groups = [0u32; keel_store::GROUPS_MAX];
             let n = sys.gids.len().min(groups.len());
             for (g, s) in groups.iter_mut().zip(&sys.gids[..n]) {
                 *g = if *s == 0 { opts.anongid } else { *s };
@@ -144,7 +144,6 @@ pub(crate) fn squash(auth: &Auth, opts: &ClientOptions) -> Cred {
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use keel_rpc::AuthSys;

@@ -12,7 +12,6 @@ use crate::msg::{
     AUTH_NONE, AUTH_SYS, AcceptStat, Auth, AuthStat, AuthSys, CallHeader, CallHeaderError, RPC_VERSION, RejectStat,
     ReplyStat, encode_reply_header,
 };
-use crate::record::record_mark;
 use crate::report::CallReport;
 
 /// What a program needs to know about a call besides its arguments.
@@ -80,7 +79,9 @@ pub struct Dispatcher {
     cache: ReplyCache,
 }
 
-/// The reply to one call, as segments ready for `writev`, record mark first.
+/// The reply message to one call, as segments ready for `writev`. The
+/// transport frames it: a record mark before it on TCP
+/// ([`crate::record::record_mark`]), nothing on UDP.
 pub type ReplySegments = Vec<Bytes>;
 
 impl Dispatcher {
@@ -177,10 +178,9 @@ impl Dispatcher {
             report: CallReport::default(),
         };
         let mut reply = Encoder::with_capacity(256);
-        reply.u32(0); // record mark, filled in below
         encode_reply_header(&mut reply, xid, ReplyStat::Accepted(AcceptStat::Success));
         let segments = match program.call(&ctx, &mut dec, &mut reply) {
-            Ok(()) => with_record_mark(reply),
+            Ok(()) => reply.finish(),
             Err(e) => {
                 let stat = match e {
                     AcceptError::ProcUnavail => AcceptStat::ProcUnavail,
@@ -228,19 +228,8 @@ impl Drop for PendingEntry<'_> {
 /// handler failed outside the protocol.
 pub fn status_reply(xid: u32, stat: ReplyStat) -> ReplySegments {
     let mut enc = Encoder::with_capacity(64);
-    enc.u32(0);
     encode_reply_header(&mut enc, xid, stat);
-    with_record_mark(enc)
-}
-
-/// Fills in the record mark reserved as the first four bytes.
-fn with_record_mark(enc: Encoder) -> ReplySegments {
-    let total = enc.len() - 4;
-    let mut segments = enc.finish();
-    let mut first = bytes::BytesMut::from(&segments[0][..]);
-    first[..4].copy_from_slice(&record_mark(total));
-    segments[0] = first.freeze();
-    segments
+    enc.finish()
 }
 
 #[cfg(test)]

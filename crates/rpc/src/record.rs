@@ -72,6 +72,13 @@ impl RecordAssembler {
         }
     }
 
+    /// Whether `buf` holds a whole fragment: the next call to
+    /// [`RecordAssembler::next_record`] makes progress without more bytes.
+    pub fn holds_fragment(&self, buf: &BytesMut) -> bool {
+        matches!(self.fragment_header(buf), Ok(Some((_, len))) if buf.len() >= 4 + len)
+            || self.fragment_header(buf).is_err()
+    }
+
     fn fragment_header(&self, buf: &BytesMut) -> Result<Option<(bool, usize)>, RecordError> {
         if buf.len() < 4 {
             return Ok(None);

@@ -17,15 +17,15 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
-use keel_vfs::{Fault, FaultAction, FaultPoint, Vfs};
-use tokio::task::JoinHandle;
-
-use crate::reload::{ReloadOutcome, Reloader};
-use crate::stats::ServerStats;
+use keel_store::Store;
+use keel_store_local::{Fault, FaultAction, FaultPoint, LocalStore};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Semaphore, watch};
+
+use crate::reload::{ReloadOutcome, Reloader};
+use crate::stats::ServerStats;
 
 pub const SOCKET_NAME: &str = "keel.sock";
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -165,15 +165,12 @@ const EXPORT_ROOT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the administration interface answers from.
 pub struct AdminState {
-    pub vfs: Arc<Vfs>,
+    pub store: Arc<LocalStore>,
     pub started: SystemTime,
     pub listen: Vec<String>,
     pub fault_injection: bool,
     pub stats: Arc<ServerStats>,
     pub reloader: Arc<Reloader>,
-    /// The accept loops of the NFS and MOUNT listeners, by address: one
-    /// that has ended means the listener is gone.
-    pub listeners: Vec<(String, JoinHandle<()>)>,
 }
 
 impl AdminState {
@@ -203,17 +200,17 @@ impl AdminState {
                     Some(e) => return Err(format!("errno {e} is not an error number (1 to 4095)")),
                     None => FaultAction::Panic,
                 };
-                self.vfs.faults().arm(Fault { point, inode, action, count })?;
+                self.store.faults().arm(Fault { point, inode, action, count })?;
                 tracing::warn!(?point, inode, ?action, count, "fault armed through the administration socket");
                 Ok(serde_json::Value::Null)
             }
             Request::FaultClear {} => {
                 self.faults_allowed()?;
-                Ok(serde_json::json!({ "cleared": self.vfs.faults().clear() }))
+                Ok(serde_json::json!({ "cleared": self.store.faults().clear() }))
             }
             Request::FaultList {} => {
                 self.faults_allowed()?;
-                let list: Vec<FaultStatus> = self.vfs.faults().armed().iter().map(fault_status).collect();
+                let list: Vec<FaultStatus> = self.store.faults().armed().iter().map(fault_status).collect();
                 Ok(to_json(list))
             }
         }
@@ -228,6 +225,7 @@ impl AdminState {
     }
 
     fn exports(&self) -> Vec<ExportListing> {
+        let open = self.store.open_exports();
         self.stats
             .svc
             .exports()
@@ -236,7 +234,7 @@ impl AdminState {
                 id: s.export.id,
                 path: s.export.path.display().to_string(),
                 fsid: format!("{:#x}", s.export.fsid),
-                subtree: s.export.is_subtree(),
+                subtree: open.iter().any(|e| e.id == s.export.id && e.is_subtree()),
                 clients: s
                     .rules
                     .iter()
@@ -246,16 +244,18 @@ impl AdminState {
             .collect()
     }
 
-    /// What makes the server unhealthy, if anything: a listener gone, an
-    /// export root that does not answer, every worker stuck in one call.
+    /// What makes the server unhealthy, if anything: a worker thread gone,
+    /// an export root that does not answer, every worker stuck in one call.
     async fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
-        for (addr, task) in &self.listeners {
-            if task.is_finished() {
-                problems.push(format!("the listener on {addr} is gone"));
-            }
+        let pool = self.stats.pool.usage();
+        if pool.workers_alive < pool.workers {
+            problems.push(format!(
+                "only {} of {} worker threads are running (see the log for the panic)",
+                pool.workers_alive, pool.workers
+            ));
         }
-        for export in self.vfs.exports().iter() {
+        for export in self.store.open_exports().iter() {
             let path = export.path.clone();
             let checked = tokio::task::spawn_blocking(move || std::fs::metadata(&path));
             match tokio::time::timeout(EXPORT_ROOT_TIMEOUT, checked).await {
@@ -276,7 +276,7 @@ impl AdminState {
             }
         }
         let calls = self.stats.calls.snapshot();
-        let workers = self.stats.workers as u64;
+        let workers = pool.workers as u64;
         if workers > 0 && calls.stuck >= workers {
             problems.push(format!(
                 "all {workers} workers are stuck: each has run one call for more than {} s",
@@ -289,6 +289,7 @@ impl AdminState {
     async fn status(&self) -> Status {
         let since = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
         let problems = self.problems().await;
+        let pool = self.stats.pool.usage();
         let table = self.stats.conns.state();
         let mut hosts: Vec<std::net::IpAddr> = table.open.iter().map(|c| c.peer.ip()).collect();
         hosts.sort();
@@ -299,21 +300,21 @@ impl AdminState {
             config_file: self.reloader.file().map(|f| f.display().to_string()),
             connections: table.open.len() as u64,
             clients: hosts.len() as u64,
-            workers: self.stats.workers as u64,
-            workers_busy: self.stats.calls.snapshot().running.min(self.stats.workers as u64),
+            workers: pool.workers as u64,
+            workers_busy: pool.workers_busy as u64,
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").into(),
             started_unix: since(self.started),
             uptime_seconds: SystemTime::now().duration_since(self.started).unwrap_or_default().as_secs(),
-            write_verifier: format!("{:016x}", u64::from_be_bytes(self.vfs.write_verifier())),
+            write_verifier: format!("{:016x}", u64::from_be_bytes(self.store.write_verifier())),
             listen: self.listen.clone(),
             exports: self
-                .vfs
+                .store
                 .exports()
                 .iter()
                 .map(|e| ExportStatus { id: e.id, path: e.path.display().to_string(), fsid: format!("{:#x}", e.fsid) })
                 .collect(),
-            cached_inodes: self.vfs.cached_inodes(),
+            cached_inodes: self.store.cached_inodes(),
         }
     }
 }
@@ -529,9 +530,9 @@ mod tests {
         use keel_rpc::{Dispatcher, ReplyCache};
 
         use crate::stats::{ReloadCounts, ServerStats};
-        let key = keel_vfs::HandleKey::from_bytes([1; 16]);
-        let vfs = Arc::new(Vfs::new(Vec::new(), key.clone(), 16).unwrap());
-        let svc = Arc::new(NfsService::new(vfs.clone(), Vec::new()));
+        let key = keel_store_local::HandleKey::from_bytes([1; 16]);
+        let store = Arc::new(LocalStore::new(Vec::new(), key.clone(), 16).unwrap());
+        let svc = Arc::new(NfsService::new(store.clone(), Vec::new()));
         let calls = keel_stats::CallStats::new(&crate::stats::programs());
         let stats = Arc::new(ServerStats {
             calls: calls.clone(),
@@ -539,8 +540,7 @@ mod tests {
             dispatcher: Arc::new(Dispatcher::new(Vec::new(), ReplyCache::new(16, 1 << 20))),
             conns: crate::conns::Connections::new(4, Duration::from_secs(60), Duration::from_secs(60)),
             budget: crate::budget::Budget::new(64 << 20, 16 << 20),
-            jobs: std::sync::Weak::new(),
-            workers: 0,
+            pool: crate::transport::PoolProbe::none(),
             started: SystemTime::now(),
             reloads: ReloadCounts::default(),
         });
@@ -551,13 +551,12 @@ mod tests {
         };
         let reloader = Reloader::new(None, Default::default(), key, svc, calls, config);
         Arc::new(AdminState {
-            vfs,
+            store,
             started: SystemTime::now(),
             listen: vec!["127.0.0.1:2049".into()],
             fault_injection: false,
             stats,
             reloader: Arc::new(reloader),
-            listeners: Vec::new(),
         })
     }
 }

@@ -11,14 +11,14 @@
 //! quarters of it are in use.
 //!
 //! Transport-agnostic: a transport charges an [`Account`] per connection
-//! and keeps the [`Charge`] with the reply. Waiting is a future that any
-//! executor can poll.
+//! and keeps the [`Charge`] with the reply. A charge that cannot be granted
+//! at once waits in a queue; when it is granted, the waiter's wake-up
+//! callback runs (under the budget's lock: it must only schedule work), and
+//! the transport picks the charge up with [`Wait::take`].
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-
-use tokio::sync::Notify;
 
 pub struct Budget {
     total_bytes_max: usize,
@@ -39,18 +39,34 @@ pub struct Account {
     used_bytes: AtomicUsize,
 }
 
+/// Called once a waiting charge has been granted.
+pub type Wake = Arc<dyn Fn() + Send + Sync>;
+
 struct Waiter {
     account: Arc<Account>,
     bytes: usize,
     /// Set (under the budget's lock) once the bytes are charged to it.
     granted: AtomicBool,
-    wake: Notify,
+    wake: Wake,
 }
 
 /// Bytes held by one call; given back when dropped.
 pub struct Charge {
     account: Arc<Account>,
     bytes: usize,
+}
+
+/// A charge waiting in the queue. Dropping it cancels the wait (or gives
+/// back what was granted meanwhile).
+pub struct Wait {
+    waiter: Option<Arc<Waiter>>,
+}
+
+/// The outcome of asking for bytes.
+pub enum Charged {
+    Now(Charge),
+    /// Queued: `wake` runs once granted; then [`Wait::take`] has it.
+    Later(Wait),
 }
 
 impl Budget {
@@ -104,7 +120,7 @@ impl Budget {
                 st.used_bytes += w.bytes;
                 w.account.used_bytes.store(held + w.bytes, Ordering::Relaxed);
                 w.granted.store(true, Ordering::Release);
-                w.wake.notify_one();
+                (w.wake)();
                 st.waiters.remove(i);
             } else if self.blocks_others(held, w.bytes) {
                 break;
@@ -125,36 +141,26 @@ impl Budget {
 }
 
 impl Account {
-    /// Waits until `bytes` can be charged to this connection, then charges
-    /// them. More than the connection's cap is charged as the cap, so a
+    /// Charges `bytes` to this connection now if they fit and nobody waits
+    /// ahead; otherwise queues the charge, and `wake` runs once it is
+    /// granted. More than the connection's cap is charged as the cap, so a
     /// charge can always be granted once the connection holds nothing.
-    /// Cancel-safe: dropping the future gives back anything granted.
-    pub async fn charge(self: &Arc<Self>, bytes: usize) -> Charge {
+    pub fn charge(self: &Arc<Self>, bytes: usize, wake: Wake) -> Charged {
         let budget = &self.budget;
         let bytes = bytes.clamp(1, budget.connection_bytes_max);
-        let waiter = {
-            let mut st = budget.lock();
-            let held = self.used_bytes.load(Ordering::Relaxed);
-            if st.waiters.is_empty() && budget.fits(st.used_bytes, held, bytes) {
-                st.used_bytes += bytes;
-                self.used_bytes.store(held + bytes, Ordering::Relaxed);
-                return Charge { account: self.clone(), bytes };
-            }
-            let waiter =
-                Arc::new(Waiter { account: self.clone(), bytes, granted: AtomicBool::new(false), wake: Notify::new() });
-            st.waiters.push_back(waiter.clone());
-            budget.grant(&mut st);
-            waiter
-        };
-        let mut guard = WaitGuard { waiter: Some(waiter) };
-        loop {
-            let w = guard.waiter.as_ref().expect("waiting");
-            if w.granted.load(Ordering::Acquire) {
-                guard.waiter = None;
-                return Charge { account: self.clone(), bytes };
-            }
-            w.wake.notified().await;
+        let mut st = budget.lock();
+        let held = self.used_bytes.load(Ordering::Relaxed);
+        // As `grant` would: past the waiters that do not hold up others.
+        let unblocked =
+            || st.waiters.iter().all(|w| !budget.blocks_others(w.account.used_bytes.load(Ordering::Relaxed), w.bytes));
+        if budget.fits(st.used_bytes, held, bytes) && unblocked() {
+            st.used_bytes += bytes;
+            self.used_bytes.store(held + bytes, Ordering::Relaxed);
+            return Charged::Now(Charge { account: self.clone(), bytes });
         }
+        let waiter = Arc::new(Waiter { account: self.clone(), bytes, granted: AtomicBool::new(false), wake });
+        st.waiters.push_back(waiter.clone());
+        Charged::Later(Wait { waiter: Some(waiter) })
     }
 
     /// Bytes this connection holds.
@@ -163,13 +169,23 @@ impl Account {
     }
 }
 
-/// Takes a cancelled wait out of the queue, or gives back what was granted
-/// to it after all.
-struct WaitGuard {
-    waiter: Option<Arc<Waiter>>,
+impl Wait {
+    pub fn is_granted(&self) -> bool {
+        self.waiter.as_ref().is_some_and(|w| w.granted.load(Ordering::Acquire))
+    }
+
+    /// The charge, once granted.
+    pub fn take(&mut self) -> Option<Charge> {
+        let w = self.waiter.as_ref()?;
+        if !w.granted.load(Ordering::Acquire) {
+            return None;
+        }
+        let w = self.waiter.take().expect("checked above");
+        Some(Charge { account: w.account.clone(), bytes: w.bytes })
+    }
 }
 
-impl Drop for WaitGuard {
+impl Drop for Wait {
     fn drop(&mut self) {
         let Some(w) = self.waiter.take() else { return };
         let budget = &w.account.budget;
@@ -223,119 +239,129 @@ impl Drop for Charge {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::sync::atomic::AtomicUsize;
 
     use super::*;
 
     const MIB: usize = 1 << 20;
 
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap()
+    fn no_wake() -> Wake {
+        Arc::new(|| {})
     }
 
-    /// Whether `charge` completes at once.
-    async fn now(account: &Arc<Account>, bytes: usize) -> Option<Charge> {
-        tokio::time::timeout(Duration::from_millis(20), account.charge(bytes)).await.ok()
+    /// The charge if it is granted at once.
+    fn now(account: &Arc<Account>, bytes: usize) -> Option<Charge> {
+        match account.charge(bytes, no_wake()) {
+            Charged::Now(c) => Some(c),
+            Charged::Later(_) => None,
+        }
+    }
+
+    /// A charge that must wait, and a counter of its wake-ups.
+    fn later(account: &Arc<Account>, bytes: usize) -> (Wait, Arc<AtomicUsize>) {
+        let woken = Arc::new(AtomicUsize::new(0));
+        let w = woken.clone();
+        match account.charge(bytes, Arc::new(move || _ = w.fetch_add(1, Ordering::SeqCst))) {
+            Charged::Now(_) => panic!("granted at once"),
+            Charged::Later(wait) => (wait, woken),
+        }
     }
 
     #[test]
     fn a_connection_stops_at_its_cap_and_resumes_when_it_gives_back() {
-        runtime().block_on(async {
-            let budget = Budget::new(64 * MIB, 16 * MIB);
-            let a = budget.account();
-            let mut held: Vec<Charge> = Vec::new();
-            for _ in 0..16 {
-                held.push(now(&a, MIB).await.expect("under the cap"));
-            }
-            assert!(now(&a, MIB).await.is_none(), "over the cap");
-            let waiting = tokio::spawn({
-                let a = a.clone();
-                async move { a.charge(MIB).await }
-            });
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            held.pop();
-            let c = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
-            assert_eq!(c.bytes(), MIB);
-            assert_eq!(a.held_bytes(), 16 * MIB);
-            drop(held);
-            drop(c);
-            assert_eq!(budget.used_bytes(), 0);
-        });
+        let budget = Budget::new(64 * MIB, 16 * MIB);
+        let a = budget.account();
+        let mut held: Vec<Charge> = Vec::new();
+        for _ in 0..16 {
+            held.push(now(&a, MIB).expect("under the cap"));
+        }
+        let (mut wait, woken) = later(&a, MIB);
+        assert!(wait.take().is_none());
+        held.pop();
+        assert_eq!(woken.load(Ordering::SeqCst), 1, "woken once granted");
+        let c = wait.take().expect("granted");
+        assert_eq!(c.bytes(), MIB);
+        assert_eq!(a.held_bytes(), 16 * MIB);
+        drop(held);
+        drop(c);
+        drop(wait);
+        assert_eq!(budget.used_bytes(), 0);
     }
 
     #[test]
     fn a_quarter_of_the_budget_stays_for_connections_that_hold_little() {
-        runtime().block_on(async {
-            let budget = Budget::new(64 * MIB, 16 * MIB);
-            // Four connections that never give back, charging in turn, fill
-            // the budget as far as they may: three quarters.
-            let hogs: Vec<_> = (0..4).map(|_| budget.account()).collect();
-            let mut held = Vec::new();
-            for _ in 0..16 {
-                for hog in &hogs {
-                    held.extend(now(hog, MIB).await);
+        let budget = Budget::new(64 * MIB, 16 * MIB);
+        // Four connections that never give back, charging in turn, fill
+        // the budget as far as they may: three quarters.
+        let hogs: Vec<_> = (0..4).map(|_| budget.account()).collect();
+        let mut held = Vec::new();
+        let mut waits = Vec::new();
+        for _ in 0..16 {
+            for hog in &hogs {
+                match hog.charge(MIB, no_wake()) {
+                    Charged::Now(c) => held.push(c),
+                    Charged::Later(w) => waits.push(w),
                 }
             }
-            assert_eq!(budget.used_bytes(), 48 * MIB);
-            // A small connection still gets through, up to the whole budget.
-            let small = budget.account();
-            let mut mine = Vec::new();
-            for _ in 0..5 {
-                mine.push(now(&small, MIB).await.expect("the reserve is for small connections"));
-            }
-            assert_eq!(budget.used_bytes(), 53 * MIB);
-            assert!(now(&small, MIB).await.is_none(), "no longer small");
-        });
+        }
+        drop(waits);
+        assert_eq!(budget.used_bytes(), 48 * MIB);
+        // A small connection still gets through, up to the whole budget.
+        let small = budget.account();
+        let mut mine = Vec::new();
+        for _ in 0..5 {
+            mine.push(now(&small, MIB).expect("the reserve is for small connections"));
+        }
+        assert_eq!(budget.used_bytes(), 53 * MIB);
+        assert!(now(&small, MIB).is_none(), "no longer small");
     }
 
     #[test]
     fn a_waiter_held_back_by_its_own_cap_does_not_hold_up_others() {
-        runtime().block_on(async {
-            let budget = Budget::new(32 * MIB, 16 * MIB);
-            let hog = budget.account();
-            let full = now(&hog, 16 * MIB).await.unwrap();
-            let stuck = tokio::spawn({
-                let hog = hog.clone();
-                async move { hog.charge(MIB).await }
-            });
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            let other = budget.account();
-            assert!(now(&other, MIB).await.is_some(), "queued behind a capped connection");
-            drop(full);
-            let c = tokio::time::timeout(Duration::from_secs(5), stuck).await.unwrap().unwrap();
-            assert_eq!(c.bytes(), MIB);
-        });
+        let budget = Budget::new(32 * MIB, 16 * MIB);
+        let hog = budget.account();
+        let full = now(&hog, 16 * MIB).unwrap();
+        let (mut stuck, woken) = later(&hog, MIB);
+        let other = budget.account();
+        assert!(now(&other, MIB).is_some(), "granted past a connection held back by its own cap");
+        drop(full);
+        assert_eq!(woken.load(Ordering::SeqCst), 1);
+        assert_eq!(stuck.take().unwrap().bytes(), MIB);
     }
 
     #[test]
     fn a_cancelled_wait_leaves_nothing_behind() {
-        runtime().block_on(async {
-            let budget = Budget::new(4 * MIB, 4 * MIB);
-            let a = budget.account();
-            let full = now(&a, 4 * MIB).await.unwrap();
-            assert!(now(&a, MIB).await.is_none());
-            assert!(budget.lock().waiters.is_empty());
-            drop(full);
-            assert_eq!(budget.used_bytes(), 0);
-        });
+        let budget = Budget::new(4 * MIB, 4 * MIB);
+        let a = budget.account();
+        let full = now(&a, 4 * MIB).unwrap();
+        let (wait, _) = later(&a, MIB);
+        drop(wait);
+        assert!(budget.lock().waiters.is_empty());
+        drop(full);
+        assert_eq!(budget.used_bytes(), 0);
+        // Granted, never taken: given back when dropped.
+        let full = now(&a, 4 * MIB).unwrap();
+        let (wait, _) = later(&a, MIB);
+        drop(full);
+        assert_eq!(budget.used_bytes(), MIB);
+        drop(wait);
+        assert_eq!(budget.used_bytes(), 0);
     }
 
     #[test]
     fn charges_resize_and_merge() {
-        runtime().block_on(async {
-            let budget = Budget::new(64 * MIB, 16 * MIB);
-            let a = budget.account();
-            let mut c = now(&a, 2 * MIB).await.unwrap();
-            c.resize(MIB);
-            assert_eq!(budget.used_bytes(), MIB);
-            c.absorb(now(&a, MIB).await.unwrap());
-            assert_eq!((c.bytes(), a.held_bytes()), (2 * MIB, 2 * MIB));
-            c.resize(3 * MIB);
-            assert_eq!(budget.used_bytes(), 3 * MIB);
-            drop(c);
-            assert_eq!((budget.used_bytes(), a.held_bytes()), (0, 0));
-            // More than the cap is charged as the cap.
-            assert_eq!(now(&a, 100 * MIB).await.unwrap().bytes(), 16 * MIB);
-        });
+        let budget = Budget::new(64 * MIB, 16 * MIB);
+        let a = budget.account();
+        let mut c = now(&a, 2 * MIB).unwrap();
+        c.resize(MIB);
+        assert_eq!(budget.used_bytes(), MIB);
+        c.absorb(now(&a, MIB).unwrap());
+        assert_eq!((c.bytes(), a.held_bytes()), (2 * MIB, 2 * MIB));
+        c.resize(3 * MIB);
+        assert_eq!(budget.used_bytes(), 3 * MIB);
+        drop(c);
+        assert_eq!((budget.used_bytes(), a.held_bytes()), (0, 0));
+        // More than the cap is charged as the cap.
+        assert_eq!(now(&a, 100 * MIB).unwrap().bytes(), 16 * MIB);
     }
 }

@@ -10,15 +10,14 @@
 //! gives back what its calls held of the memory budget.
 //!
 //! Transport-agnostic: the transport registers a connection, reports
-//! activity, and closes its socket when [`Conn::closed`] completes.
+//! activity, and gives each connection a closer ([`Conn::on_close`]) that
+//! makes it close its socket when the table decides to close it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-
-use tokio::sync::Notify;
 
 /// Why the server closed a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +28,8 @@ pub enum CloseReason {
     Stalled,
     /// The oldest idle connection, closed to admit a new one at the limit.
     Evicted,
+    /// The server stops, and the client did not close its side in time.
+    Stopping,
 }
 
 impl CloseReason {
@@ -37,6 +38,7 @@ impl CloseReason {
             CloseReason::Idle => "idle for the idle timeout",
             CloseReason::Stalled => "replies not read by the client for the stall timeout",
             CloseReason::Evicted => "oldest idle connection, closed to admit a new one (max_connections reached)",
+            CloseReason::Stopping => "server stopping",
         }
     }
 }
@@ -48,7 +50,7 @@ pub struct Connections {
     epoch: Instant,
     table: Mutex<Table>,
     /// Wakes whoever waits for the table to empty.
-    emptied: Notify,
+    emptied: Condvar,
     counts: Counts,
 }
 
@@ -58,7 +60,7 @@ struct Counts {
     accepted: AtomicU64,
     refused: AtomicU64,
     /// By [`CloseReason`], in the order of `REASONS`.
-    closed: [AtomicU64; 3],
+    closed: [AtomicU64; REASONS.len()],
 }
 
 /// What the table holds now and has done, for statistics.
@@ -107,7 +109,8 @@ pub struct Conn {
     stalled_since_ms: AtomicU64,
     /// CloseReason as 1 + its index; 0 while open.
     close_reason: AtomicU64,
-    close: Notify,
+    /// What the transport does to close the connection.
+    closer: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// A connection's place in the table, given up when dropped.
@@ -122,7 +125,8 @@ pub struct CallInFlight {
     conn: Arc<Conn>,
 }
 
-const REASONS: [CloseReason; 3] = [CloseReason::Idle, CloseReason::Stalled, CloseReason::Evicted];
+const REASONS: [CloseReason; 4] =
+    [CloseReason::Idle, CloseReason::Stalled, CloseReason::Evicted, CloseReason::Stopping];
 
 impl Connections {
     pub fn new(connections_max: usize, idle_timeout: Duration, stall_timeout: Duration) -> Arc<Self> {
@@ -133,7 +137,7 @@ impl Connections {
             stall_timeout,
             epoch: Instant::now(),
             table: Mutex::new(Table::default()),
-            emptied: Notify::new(),
+            emptied: Condvar::new(),
             counts: Counts::default(),
         })
     }
@@ -151,6 +155,7 @@ impl Connections {
     /// up at once; `None` if none is idle.
     pub fn admit(self: &Arc<Self>, peer: SocketAddr) -> Option<Slot> {
         let mut table = self.lock();
+        let mut evicted = None;
         if table.open.len() >= self.connections_max {
             let oldest = table
                 .open
@@ -163,9 +168,7 @@ impl Connections {
                 return None;
             };
             table.open.remove(&oldest.id);
-            if oldest.close(CloseReason::Evicted) {
-                self.count_close(CloseReason::Evicted);
-            }
+            evicted = Some(oldest);
         }
         self.counts.accepted.fetch_add(1, Ordering::Relaxed);
         let id = table.next_id;
@@ -178,15 +181,18 @@ impl Connections {
             active_ms: AtomicU64::new(self.now_ms()),
             stalled_since_ms: AtomicU64::new(0),
             close_reason: AtomicU64::new(0),
-            close: Notify::new(),
+            closer: OnceLock::new(),
         });
         table.open.insert(id, conn.clone());
+        drop(table);
+        // Closers run outside the lock: closing may drop a connection,
+        // whose place then goes back to the table.
+        if let Some(oldest) = evicted
+            && oldest.close(CloseReason::Evicted)
+        {
+            self.count_close(CloseReason::Evicted);
+        }
         Some(Slot { table: self.clone(), conn })
-    }
-
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.lock().open.len()
     }
 
     /// Tells the connections idle or stalled for too long to close; how
@@ -195,9 +201,10 @@ impl Connections {
         let now = self.now_ms();
         let idle_ms = self.idle_timeout.as_millis() as u64;
         let stall_ms = self.stall_timeout.as_millis() as u64;
-        let table = self.lock();
+        let open: Vec<Arc<Conn>> = self.lock().open.values().cloned().collect();
         let mut told = 0;
-        for c in table.open.values() {
+        // Closers run outside the lock (see `admit`).
+        for c in &open {
             let since = c.stalled_since_ms.load(Ordering::Relaxed);
             let reason = if since != 0 && now.saturating_sub(since - 1) >= stall_ms {
                 CloseReason::Stalled
@@ -240,14 +247,17 @@ impl Connections {
                 }
             })
             .collect();
-        let closed = |r: usize| self.counts.closed[r].load(Ordering::Relaxed);
+        let closed = |r: CloseReason| {
+            let i = REASONS.iter().position(|x| *x == r).expect("listed");
+            self.counts.closed[i].load(Ordering::Relaxed)
+        };
         TableState {
             max: self.connections_max,
             accepted: self.counts.accepted.load(Ordering::Relaxed),
             refused: self.counts.refused.load(Ordering::Relaxed),
-            closed_idle: closed(0),
-            closed_stalled: closed(1),
-            closed_evicted: closed(2),
+            closed_idle: closed(CloseReason::Idle),
+            closed_stalled: closed(CloseReason::Stalled),
+            closed_evicted: closed(CloseReason::Evicted),
             open,
         }
     }
@@ -257,17 +267,19 @@ impl Connections {
         (self.idle_timeout.min(self.stall_timeout) / 4).clamp(Duration::from_millis(100), Duration::from_secs(15))
     }
 
-    /// Waits until every connection has given its place up.
-    pub async fn wait_empty(&self) {
-        loop {
-            let emptied = self.emptied.notified();
-            tokio::pin!(emptied);
-            emptied.as_mut().enable();
-            if self.lock().open.is_empty() {
-                return;
-            }
-            emptied.await;
-        }
+    /// Waits until every connection has given its place up, for at most
+    /// `timeout`; whether they all did.
+    pub fn wait_empty(&self, timeout: Duration) -> bool {
+        let table = self.lock();
+        let (table, _) =
+            self.emptied.wait_timeout_while(table, timeout, |t| !t.open.is_empty()).expect("connection table lock");
+        table.open.is_empty()
+    }
+
+    /// Connections open now.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.lock().open.len()
     }
 }
 
@@ -280,9 +292,8 @@ impl Conn {
     pub fn close(&self, reason: CloseReason) -> bool {
         let code = 1 + REASONS.iter().position(|r| *r == reason).expect("listed") as u64;
         let first = self.close_reason.compare_exchange(0, code, Ordering::AcqRel, Ordering::Acquire).is_ok();
-        if first {
-            // One waiter (the transport); the permit is kept if it is not waiting yet.
-            self.close.notify_one();
+        if first && let Some(closer) = self.closer.get() {
+            closer();
         }
         first
     }
@@ -294,13 +305,11 @@ impl Conn {
         }
     }
 
-    /// Completes once the server has decided to close this connection.
-    pub async fn closed(&self) -> CloseReason {
-        loop {
-            if let Some(reason) = self.close_reason() {
-                return reason;
-            }
-            self.close.notified().await;
+    /// Sets what closing the connection does (once, by its transport). If
+    /// the table already decided to close it, `closer` runs at once.
+    pub fn on_close(&self, closer: Box<dyn Fn() + Send + Sync>) {
+        if self.closer.set(closer).is_ok() && self.close_reason().is_some() {
+            (self.closer.get().expect("just set"))();
         }
     }
 
@@ -339,7 +348,7 @@ impl Drop for Slot {
         let mut table = self.table.lock();
         table.open.remove(&self.conn.id);
         if table.open.is_empty() {
-            self.table.emptied.notify_waiters();
+            self.table.emptied.notify_all();
         }
     }
 }
@@ -395,16 +404,29 @@ mod tests {
     }
 
     #[test]
-    fn closed_completes_after_close() {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-        let t = Connections::new(1, Duration::from_secs(1), Duration::from_secs(1));
+    fn closing_runs_the_closer_once_and_empties_the_table() {
+        let t = Connections::new(2, Duration::from_secs(1), Duration::from_secs(1));
         let s = t.admit(peer(1)).unwrap();
-        s.conn.close(CloseReason::Idle);
-        rt.block_on(async {
-            let r = tokio::time::timeout(Duration::from_secs(5), s.conn.closed()).await;
-            assert_eq!(r.unwrap(), CloseReason::Idle);
-            drop(s);
-            tokio::time::timeout(Duration::from_secs(5), t.wait_empty()).await.unwrap();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = runs.clone();
+        s.conn.on_close(Box::new(move || _ = r.fetch_add(1, Ordering::SeqCst)));
+        assert!(s.conn.close(CloseReason::Idle));
+        assert!(!s.conn.close(CloseReason::Stalled), "told once");
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        assert_eq!(s.conn.close_reason(), Some(CloseReason::Idle));
+        // Told before the transport set its closer: the closer runs at once.
+        let early = t.admit(peer(2)).unwrap();
+        early.conn.close(CloseReason::Evicted);
+        let r = runs.clone();
+        early.conn.on_close(Box::new(move || _ = r.fetch_add(1, Ordering::SeqCst)));
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        assert!(!t.wait_empty(Duration::from_millis(10)));
+        let waiter = std::thread::spawn({
+            let t = t.clone();
+            move || t.wait_empty(Duration::from_secs(5))
         });
+        drop(s);
+        drop(early);
+        assert!(waiter.join().unwrap(), "emptied");
     }
 }

@@ -8,7 +8,6 @@ mod budget;
 mod config;
 mod conns;
 mod metrics;
-mod net;
 mod notify;
 mod portmap;
 mod reload;
@@ -17,7 +16,7 @@ mod stats;
 #[allow(unsafe_code)]
 mod sys;
 mod tools;
-mod workers;
+mod transport;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -312,7 +311,7 @@ fn main() -> ExitCode {
 fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
     // Before anything touches the disk (the zero-configuration start
     // creates directories), so an ordinary user learns what is wrong.
-    keel_vfs::ident::check_privileges().map_err(anyhow::Error::msg)?;
+    keel_store_local::ident::check_privileges().map_err(anyhow::Error::msg)?;
     let file = args.config.as_ref().map(std::path::absolute).transpose()?;
     let mut config = match &file {
         Some(file) => config::load(file)?,

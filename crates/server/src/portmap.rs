@@ -3,14 +3,14 @@
 //! its ports with the rpcbind that holds it.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
 use keel_nfs3_proto::portmap::{Mapping, PmapProc, Pmaplist};
 use keel_nfs3_proto::{IPPROTO_TCP, IPPROTO_UDP, PMAP_PORT, PMAP_PROGRAM, PMAP_V2};
 use keel_rpc::msg::{AcceptStat, CallHeader, OpaqueAuth, ReplyStat, decode_reply_header};
-use keel_rpc::{AcceptError, CallContext, Dispatcher, RpcProgram};
+use keel_rpc::{AcceptError, CallContext, RpcProgram};
 use keel_xdr::{Decode, Decoder, Encoder};
 
 pub struct PortmapProgram {
@@ -102,29 +102,6 @@ pub fn self_mappings() -> Vec<Mapping> {
         .into_iter()
         .map(|prot| Mapping { prog: PMAP_PROGRAM, vers: PMAP_V2, prot, port: u32::from(PMAP_PORT) })
         .collect()
-}
-
-/// Portmap over UDP: each datagram is one call, without record marking.
-pub async fn serve_udp(
-    sock: tokio::net::UdpSocket,
-    dispatcher: Arc<Dispatcher>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    let local = sock.local_addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], PMAP_PORT)));
-    let mut buf = vec![0u8; 9000];
-    loop {
-        let (n, peer) = tokio::select! {
-            r = sock.recv_from(&mut buf) => match r {
-                Ok(x) => x,
-                Err(e) => { tracing::debug!(error = %e, "portmap UDP receive failed"); continue; }
-            },
-            _ = shutdown.wait_for(|stop| *stop) => return,
-        };
-        let Some(segments) = dispatcher.handle(Bytes::copy_from_slice(&buf[..n]), peer, local) else { continue };
-        let mut datagram: Vec<u8> = segments.concat();
-        datagram.drain(..4); // record mark: not used on UDP
-        let _ = sock.send_to(&datagram, peer).await;
-    }
 }
 
 /// Registers (or with `set == false` unregisters) mappings with the

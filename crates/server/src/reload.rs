@@ -21,9 +21,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use keel_nfs3::{NfsService, ServedExport};
+use keel_nfs3::NfsService;
 use keel_stats::CallStats;
-use keel_vfs::{Export, ExportSpec, HandleKey};
+use keel_store_local::{Export, ExportSpec, HandleKey, LocalStore};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{self, Config, ExportConfig, ServerConfig};
@@ -88,7 +88,7 @@ pub struct Reloader {
     file: Option<PathBuf>,
     overrides: Overrides,
     key: HandleKey,
-    svc: Arc<NfsService>,
+    svc: Arc<NfsService<LocalStore>>,
     calls: Arc<CallStats>,
     /// The configuration served now; also serialises reloads.
     current: Mutex<Config>,
@@ -99,7 +99,7 @@ impl Reloader {
         file: Option<PathBuf>,
         overrides: Overrides,
         key: HandleKey,
-        svc: Arc<NfsService>,
+        svc: Arc<NfsService<LocalStore>>,
         calls: Arc<CallStats>,
         current: Config,
     ) -> Self {
@@ -170,14 +170,14 @@ impl Reloader {
                 }
             }
         }
-        let served = self.svc.exports();
+        let served = self.svc.store.open_exports();
         let mut opened: Vec<(u32, Arc<Export>)> = Vec::new();
         for e in next.exports.iter().filter(|e| !current.exports.iter().any(|o| o.id == e.id)) {
             let spec = ExportSpec { id: e.id, path: e.path.clone(), fsid: e.fsid };
             let export = Export::open(&spec, &self.key)
                 .map_err(|err| format!("cannot export {} (id {}): {err}", e.path.display(), e.id))?;
-            if let Some(clash) = served.iter().find(|s| s.export.fsid == export.fsid && s.export.path == e.path) {
-                return Err(format!("{} is already exported as id {}", e.path.display(), clash.export.id));
+            if let Some(clash) = served.iter().find(|s| s.fsid == export.fsid && s.path == e.path) {
+                return Err(format!("{} is already exported as id {}", e.path.display(), clash.id));
             }
             opened.push((e.id, Arc::new(export)));
         }
@@ -187,7 +187,7 @@ impl Reloader {
         let mut list = Vec::with_capacity(next.exports.len());
         for e in &next.exports {
             let change = change_of(e);
-            let export = match served.iter().find(|s| s.export.id == e.id) {
+            let export = match served.iter().find(|s| s.id == e.id) {
                 Some(s) => {
                     let old = current.exports.iter().find(|o| o.id == e.id);
                     if old.is_some_and(|o| o.clients != e.clients) {
@@ -196,7 +196,7 @@ impl Reloader {
                     } else {
                         outcome.unchanged += 1;
                     }
-                    s.export.clone()
+                    s.clone()
                 }
                 None => {
                     let (_, export) = opened.iter().find(|(id, _)| *id == e.id).expect("opened above");
@@ -211,7 +211,7 @@ impl Reloader {
                     export.clone()
                 }
             };
-            list.push(Arc::new(ServedExport { export, rules: e.clients.clone() }));
+            list.push(export);
         }
         for old in current.exports.iter().filter(|o| !next.exports.iter().any(|e| e.id == o.id)) {
             tracing::info!(export = old.id, path = %old.path.display(), "export removed: its clients now get NFS3ERR_STALE");
@@ -223,8 +223,11 @@ impl Reloader {
         for w in &outcome.warnings {
             tracing::warn!("{w}");
         }
-        let ids: Vec<u32> = list.iter().map(|s| s.export.id).collect();
-        self.svc.set_exports(list);
+        // The store first: a removed export is stale before its client list
+        // goes, and an added one is opened before clients are admitted.
+        let ids: Vec<u32> = list.iter().map(|e| e.id).collect();
+        self.svc.store.set_exports(list);
+        self.svc.exports_changed(next.exports.iter().map(|e| (e.id, e.clients.clone())).collect());
         self.calls.set_exports(&ids);
         current.exports = next.exports;
         Ok(outcome)

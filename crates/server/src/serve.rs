@@ -9,20 +9,20 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, bail};
 use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
 use keel_rpc::{Dispatcher, ReplyCache, RpcProgram};
-use keel_vfs::{Export, ExportSpec, FsidSource, HandleKey, Vfs};
-use tokio::net::TcpListener;
+use keel_store::Store;
+use keel_store_local::{Export, ExportSpec, FsidSource, HandleKey, LocalStore};
+use std::net::{TcpListener, UdpSocket};
 use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
 use crate::budget::Budget;
 use crate::config::{Config, PortmapMode};
 use crate::conns::Connections;
-use crate::net::{Admit, Net, accept_loop, sweep_loop};
 use crate::notify::notify;
 use crate::portmap::{self, PortmapProgram};
 use crate::reload::{Overrides, Reloader};
 use crate::stats::{ReloadCounts, ServerStats};
-use crate::workers::WorkerPool;
+use crate::transport::{Admit, Transport, TransportConfig};
 use crate::{metrics, sys};
 
 /// Open objects kept cached (each holds one or two descriptors).
@@ -33,6 +33,9 @@ const CACHED_INODES_MAX: usize = 65536;
 /// small writes at full speed, minutes at the rate one client host makes.
 const REPLY_CACHE_ENTRIES_MAX: usize = 131_072;
 const REPLY_CACHE_BYTES_MAX: usize = 32 << 20;
+/// Connections waiting to be accepted, per listener (the kernel caps it at
+/// net.core.somaxconn).
+const LISTEN_BACKLOG: i32 = 4096;
 /// How long a stop waits for calls in flight before giving up on them.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -47,7 +50,7 @@ pub fn run(
     for w in &config.warnings {
         tracing::warn!("{w}");
     }
-    keel_vfs::ident::check_privileges().map_err(anyhow::Error::msg)?;
+    keel_store_local::ident::check_privileges().map_err(anyhow::Error::msg)?;
     sys::clear_umask();
     let nofile = sys::raise_open_file_limit();
 
@@ -78,32 +81,26 @@ pub fn run(
     let rules = config.exports.iter().map(|e| (e.id, e.clients.clone())).collect();
     let cached_max = cached_inodes_max(nofile, config.server.max_connections);
     tracing::info!(open_files_limit = nofile, cached_inodes_max = cached_max, "descriptor budget");
-    let vfs = Arc::new(Vfs::new(exports, key.clone(), cached_max)?);
-    let svc = Arc::new(NfsService::new(vfs.clone(), rules));
+    let store = Arc::new(LocalStore::new(exports, key.clone(), cached_max)?);
+    let svc = Arc::new(NfsService::new(store.clone(), rules));
     let calls = keel_stats::CallStats::new(&crate::stats::programs());
     calls.set_exports(&config.exports.iter().map(|e| e.id).collect::<Vec<_>>());
     let reloader = Arc::new(Reloader::new(file, overrides, key, svc.clone(), calls.clone(), config.clone()));
     // Logged so an operator can match a start with what clients saw.
-    let verifier = u64::from_be_bytes(vfs.write_verifier());
+    let verifier = u64::from_be_bytes(store.write_verifier());
     tracing::info!(verifier = format_args!("{verifier:016x}"), "write verifier for this start");
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 4))
-        .thread_name("keel-net")
-        .enable_all()
-        .build()?;
+    // NFS calls never touch this runtime (see transport/); it carries only
+    // the admin socket and signals, so one thread is enough.
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("keel-admin").enable_all().build()?;
     let stopped = runtime.block_on(serve(&config, svc, calls, reloader, banner))?;
-    // Connections still open after the drain timeout (a client that stopped
-    // reading its replies) end here; their tasks hold senders of the job
-    // queue, which the workers wait on.
+    // Calls in flight finish and their replies go out before the file
+    // systems are synced.
+    stopped.transport.stop(DRAIN_TIMEOUT);
     runtime.shutdown_timeout(Duration::from_secs(1));
-
-    // Calls still queued run to completion before the file systems are synced.
-    stopped.workers.stop();
-    for export in vfs.exports().iter() {
-        if let Err(e) = export.sync() {
-            tracing::error!(export = export.id, error = %e, "sync at stop failed");
-        }
+    if let Err(e) = store.sync_all() {
+        tracing::error!(error = %e, "sync at stop failed");
     }
     if let Some(mappings) = stopped.registered
         && let Err(e) = portmap::register_with_rpcbind(&mappings, false)
@@ -116,13 +113,13 @@ pub fn run(
 }
 
 struct Stopped {
-    workers: WorkerPool,
+    transport: Transport,
     registered: Option<Vec<keel_nfs3_proto::portmap::Mapping>>,
 }
 
 async fn serve(
     config: &Config,
-    svc: Arc<NfsService>,
+    svc: Arc<NfsService<LocalStore>>,
     calls: Arc<keel_stats::CallStats>,
     reloader: Arc<Reloader>,
     banner: impl FnOnce(&[SocketAddr], u16) -> String,
@@ -132,11 +129,11 @@ async fn serve(
     let admin_listener = admin::bind(&server.state_dir)?;
     let mut nfs_listeners = Vec::new();
     for addr in &server.listen {
-        nfs_listeners.push(TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?);
+        nfs_listeners.push(listen(*addr).with_context(|| format!("cannot listen on {addr}"))?);
     }
     let mut mount_listeners = Vec::new();
     for addr in &server.mount_listen {
-        mount_listeners.push(TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?);
+        mount_listeners.push(listen(*addr).with_context(|| format!("cannot listen on {addr}"))?);
     }
     let metrics_listener = match server.metrics_listen {
         Some(addr) => Some(metrics::bind(addr).await?),
@@ -159,10 +156,18 @@ async fn serve(
         vec![Arc::new(Nfs3Program::new(svc.clone())), Arc::new(MountProgram::new(svc.clone()))];
     let mut registered = None;
     let mut portmap_listeners = Vec::new();
-    match start_portmap(server.portmap, &bound, &mappings, &shutdown, &calls).await? {
-        PortmapRole::Serving(program, tcp) => {
+    let mut datagrams = Vec::new();
+    match start_portmap(server.portmap, &bound, &mappings).await? {
+        PortmapRole::Serving(program, sockets) => {
+            let udp_dispatcher = Arc::new(Dispatcher::new(
+                vec![calls.counted(program.clone() as Arc<dyn RpcProgram>)],
+                ReplyCache::new(16, 64 << 10),
+            ));
+            for (tcp, udp) in sockets {
+                portmap_listeners.push(tcp);
+                datagrams.push((udp, udp_dispatcher.clone()));
+            }
             programs.push(program);
-            portmap_listeners = tcp;
         }
         PortmapRole::Registered => registered = Some(mappings.clone()),
         PortmapRole::None => {}
@@ -171,51 +176,43 @@ async fn serve(
     let programs = programs.into_iter().map(|p| calls.counted(p)).collect();
     let cache = ReplyCache::new(REPLY_CACHE_ENTRIES_MAX, REPLY_CACHE_BYTES_MAX);
     let dispatcher = Arc::new(Dispatcher::new(programs, cache));
-    let workers = WorkerPool::start(server.workers, dispatcher.clone())?;
     let conns = Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout);
     let budget = Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection);
+    let admitting = svc.clone();
+    let mut listeners: Vec<(TcpListener, Admit)> =
+        nfs_listeners.into_iter().chain(mount_listeners).map(|l| (l, Admit::Clients)).collect();
+    listeners.extend(portmap_listeners.into_iter().map(|l| (l, Admit::Anyone)));
+    let transport = Transport::start(TransportConfig {
+        workers: server.workers,
+        requests_per_connection: server.max_requests_per_connection,
+        dispatcher: dispatcher.clone(),
+        budget: budget.clone(),
+        conns: conns.clone(),
+        admits: Box::new(move |ip| admitting.admits(ip)),
+        listeners,
+        datagrams,
+    })?;
     let stats = Arc::new(ServerStats {
         calls,
         svc: svc.clone(),
-        dispatcher: dispatcher.clone(),
-        conns: conns.clone(),
-        budget: budget.clone(),
-        jobs: Arc::downgrade(&workers.queue()),
-        workers: server.workers,
-        started,
-        reloads: ReloadCounts::default(),
-    });
-    let admitting = svc.clone();
-    let net = Arc::new(Net {
-        jobs: workers.queue(),
         dispatcher,
         conns,
         budget,
-        requests_per_connection: server.max_requests_per_connection,
-        admits: Box::new(move |ip| admitting.admits(ip)),
-        shutdown: shutdown.clone(),
+        pool: transport.probe(),
+        started,
+        reloads: ReloadCounts::default(),
     });
-    let mut listeners = Vec::new();
-    for listener in nfs_listeners.into_iter().chain(mount_listeners) {
-        let addr = listener.local_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
-        listeners.push((addr, tokio::spawn(accept_loop(listener, net.clone(), Admit::Clients))));
-    }
-    for listener in portmap_listeners {
-        tokio::spawn(accept_loop(listener, net.clone(), Admit::Anyone));
-    }
-    tokio::spawn(sweep_loop(net.clone()));
     if let Some(listener) = metrics_listener {
         tracing::info!(address = ?listener.local_addr().ok(), "serving Prometheus metrics at /metrics");
         tokio::spawn(metrics::serve(listener, stats.clone(), shutdown.clone()));
     }
     let admin_state = Arc::new(AdminState {
-        vfs: svc.vfs.clone(),
+        store: svc.store.clone(),
         started,
         listen: bound.iter().map(|a| a.to_string()).collect(),
         fault_injection: server.fault_injection,
         stats: stats.clone(),
         reloader: reloader.clone(),
-        listeners,
     });
     tokio::spawn(admin::serve(admin_listener, admin_state, shutdown.clone()));
     tracing::info!(listen = ?bound, mount_port, workers = server.workers, "serving NFSv3 and MOUNT v3");
@@ -226,16 +223,13 @@ async fn serve(
     notify("STOPPING=1\nSTATUS=stopping");
     tracing::info!("stopping: no new connections or calls; finishing calls in flight");
     let _ = shutdown_tx.send(true);
-    if tokio::time::timeout(DRAIN_TIMEOUT, net.conns.wait_empty()).await.is_err() {
-        tracing::warn!("some connections did not finish within {DRAIN_TIMEOUT:?}");
-    }
-    Ok(Stopped { workers, registered })
+    Ok(Stopped { transport, registered })
 }
 
 enum PortmapRole {
-    /// Keel is the portmapper: its program, and the TCP listeners on port
-    /// 111 (served by the ordinary accept loops; UDP is already running).
-    Serving(Arc<dyn RpcProgram>, Vec<TcpListener>),
+    /// Keel is the portmapper: its program, and its TCP and UDP sockets on
+    /// port 111, served by the transport.
+    Serving(Arc<PortmapProgram>, Vec<(TcpListener, UdpSocket)>),
     Registered,
     None,
 }
@@ -244,8 +238,6 @@ async fn start_portmap(
     mode: PortmapMode,
     bound: &[SocketAddr],
     mappings: &[keel_nfs3_proto::portmap::Mapping],
-    shutdown: &watch::Receiver<bool>,
-    calls: &Arc<keel_stats::CallStats>,
 ) -> anyhow::Result<PortmapRole> {
     if mode == PortmapMode::Off {
         return Ok(PortmapRole::None);
@@ -253,22 +245,12 @@ async fn start_portmap(
     if mode != PortmapMode::Register {
         let mut ips: Vec<IpAddr> = bound.iter().map(|a| a.ip()).collect();
         ips.dedup();
-        match bind_portmap(&ips).await {
+        match bind_portmap(&ips) {
             Ok(sockets) => {
                 let mut all = mappings.to_vec();
                 all.extend(portmap::self_mappings());
-                let program: Arc<PortmapProgram> = Arc::new(PortmapProgram::new(all));
-                let udp_dispatcher = Arc::new(Dispatcher::new(
-                    vec![calls.counted(program.clone() as Arc<dyn RpcProgram>)],
-                    ReplyCache::new(16, 64 << 10),
-                ));
-                let mut tcp_listeners = Vec::new();
-                for (tcp, udp) in sockets {
-                    tcp_listeners.push(tcp);
-                    tokio::spawn(portmap::serve_udp(udp, udp_dispatcher.clone(), shutdown.clone()));
-                }
                 tracing::info!(addresses = ?ips, "serving portmap on port 111");
-                return Ok(PortmapRole::Serving(program, tcp_listeners));
+                return Ok(PortmapRole::Serving(Arc::new(PortmapProgram::new(all)), sockets));
             }
             Err(e) if mode == PortmapMode::Serve => return Err(e.context("cannot serve portmap on port 111")),
             Err(e) => tracing::debug!(error = %e, "port 111 not available; trying the running rpcbind"),
@@ -287,11 +269,22 @@ async fn start_portmap(
     }
 }
 
-async fn bind_portmap(ips: &[IpAddr]) -> anyhow::Result<Vec<(TcpListener, tokio::net::UdpSocket)>> {
+/// A TCP listener with room for a burst of connections (a cluster's
+/// clients mounting at once) in its backlog.
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket.into())
+}
+
+fn bind_portmap(ips: &[IpAddr]) -> anyhow::Result<Vec<(TcpListener, UdpSocket)>> {
     let mut out = Vec::new();
     for ip in ips {
         let addr = SocketAddr::new(*ip, keel_nfs3_proto::PMAP_PORT);
-        out.push((TcpListener::bind(addr).await?, tokio::net::UdpSocket::bind(addr).await?));
+        out.push((listen(addr)?, UdpSocket::bind(addr)?));
     }
     Ok(out)
 }

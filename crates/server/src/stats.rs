@@ -1,10 +1,11 @@
 //! The server's side of the statistics: which programs are counted (with
 //! their procedure and status names), and a [`Snapshot`] of everything at
 //! one moment, gathered from the call counters (`keel-stats`), the reply
-//! cache, the connection table, the job queue and the memory budget.
+//! cache, the connection table, the transport's worker pool and the memory
+//! budget.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{Arc, LazyLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use keel_nfs3::NfsService;
@@ -14,10 +15,12 @@ use keel_stats::{
     CallStats, ConnectionInfo, ConnectionsSnapshot, MemorySnapshot, ProgramSpec, ReloadsSnapshot, ReplyCacheSnapshot,
     ServerInfo, Snapshot, WorkersSnapshot,
 };
+use keel_store::Store;
+use keel_store_local::LocalStore;
 
 use crate::budget::Budget;
 use crate::conns::Connections;
-use crate::workers::JobQueue;
+use crate::transport::PoolProbe;
 
 /// NFSv3's procedures by number (RFC 1813), as statistics name them.
 const NFS_PROCEDURES: &[&str] = &[
@@ -124,13 +127,11 @@ pub struct ReloadCounts {
 /// Where every number of a [`Snapshot`] comes from.
 pub struct ServerStats {
     pub calls: Arc<CallStats>,
-    pub svc: Arc<NfsService>,
+    pub svc: Arc<NfsService<LocalStore>>,
     pub dispatcher: Arc<Dispatcher>,
     pub conns: Arc<Connections>,
     pub budget: Arc<Budget>,
-    /// Weak: the statistics must not keep the job queue open at shutdown.
-    pub jobs: Weak<JobQueue>,
-    pub workers: usize,
+    pub pool: PoolProbe,
     pub started: SystemTime,
     pub reloads: ReloadCounts,
 }
@@ -183,22 +184,24 @@ impl ServerStats {
             });
         }
         connections.list.sort_by(|a, b| a.peer.cmp(&b.peer));
-        let (queued, queue_max) = self.jobs.upgrade().map_or((0, 0), |q| (q.len() as u64, q.capacity() as u64));
+        let pool = self.pool.usage();
         let workers = WorkersSnapshot {
-            workers: self.workers as u64,
-            busy: calls.running.min(self.workers as u64),
-            queued,
-            queue_max,
+            workers: pool.workers as u64,
+            alive: pool.workers_alive as u64,
+            busy: pool.workers_busy as u64,
+            ready_queue: pool.ready_queue as u64,
+            parked_for_slots: pool.parked_for_slots as u64,
+            parked_for_budget: pool.parked_for_budget as u64,
         };
-        let vfs = &self.svc.vfs;
+        let store = &self.svc.store;
         Snapshot {
             taken_unix_ms: now.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64,
             server: ServerInfo {
                 version: env!("CARGO_PKG_VERSION").into(),
                 pid: std::process::id(),
                 started_unix: unix_secs(self.started),
-                write_verifier: format!("{:016x}", u64::from_be_bytes(vfs.write_verifier())),
-                cached_inodes: vfs.cached_inodes() as u64,
+                write_verifier: format!("{:016x}", u64::from_be_bytes(store.write_verifier())),
+                cached_inodes: store.cached_inodes() as u64,
             },
             calls,
             reply_cache: ReplyCacheSnapshot {

@@ -1,5 +1,5 @@
 //! Every `unsafe` of the server crate: the process-wide system calls made
-//! at start. (The file-system calls are in `keel_vfs::sys`.)
+//! at start. (The file-system calls are in `keel_store_local::sys`.)
 
 /// Sets the file-creation mask to 0: modes from clients are applied
 /// exactly (they already carry the client's umask).
@@ -28,4 +28,83 @@ pub fn raise_open_file_limit() -> u64 {
         }
     }
     lim.rlim_cur
+}
+
+// The transport's system calls: epoll, an eventfd to wake pollers, and
+// reads into a buffer's spare capacity.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) }
+}
+
+/// epoll_create1(EPOLL_CLOEXEC).
+pub fn epoll_create() -> io::Result<OwnedFd> {
+    // SAFETY: epoll_create1 takes a flag and returns a new descriptor or -1.
+    let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+    // SAFETY: the descriptor was just created and is owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// epoll_ctl(2): `op` on `fd` with `events`, tagged with `token`.
+pub fn epoll_ctl(epoll: BorrowedFd, op: libc::c_int, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+    let mut ev = libc::epoll_event { events, u64: token };
+    // SAFETY: `ev` is a live, initialised epoll_event the kernel reads (and
+    // ignores for EPOLL_CTL_DEL); the descriptors are plain integers.
+    cvt(unsafe { libc::epoll_ctl(epoll.as_raw_fd(), op, fd, &mut ev) }).map(drop)
+}
+
+/// epoll_wait(2) into `events`; the (token, events) pairs that fired.
+/// EINTR counts as nothing fired.
+pub fn epoll_wait(epoll: BorrowedFd, events: &mut [libc::epoll_event], timeout_ms: i32) -> io::Result<usize> {
+    let max = libc::c_int::try_from(events.len()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the kernel writes at most `max` events into the slice, which
+    // holds that many.
+    match cvt(unsafe { libc::epoll_wait(epoll.as_raw_fd(), events.as_mut_ptr(), max, timeout_ms) }) {
+        Ok(n) => Ok(n as usize),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// A non-blocking eventfd, for waking a thread blocked in epoll_wait.
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd takes an initial value and flags, returns a new fd.
+    let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
+    // SAFETY: freshly created, owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds one to an eventfd's counter (makes it readable).
+pub fn eventfd_signal(fd: BorrowedFd) {
+    let one: u64 = 1;
+    // SAFETY: writes the 8 bytes of a live u64, the size eventfd expects.
+    // A full counter (EAGAIN) means it is readable already, which is all
+    // the signal is for.
+    unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+}
+
+/// One non-blocking read(2) from `fd` into the spare capacity of `buf`
+/// (at least `min_spare` bytes of it); the bytes read (0 at the end).
+pub fn read_into(fd: BorrowedFd, buf: &mut bytes::BytesMut, min_spare: usize) -> io::Result<usize> {
+    buf.reserve(min_spare);
+    loop {
+        let spare = buf.spare_capacity_mut();
+        // SAFETY: the kernel writes at most `spare.len()` bytes into the
+        // buffer's spare capacity, which is allocated and that long.
+        let n = unsafe { libc::read(fd.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
+        if n >= 0 {
+            let n = n as usize;
+            // SAFETY: the kernel initialised the first n bytes of the spare
+            // capacity just above.
+            unsafe { buf.set_len(buf.len() + n) };
+            return Ok(n);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }

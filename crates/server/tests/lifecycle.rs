@@ -385,12 +385,17 @@ fn sigterm_with_a_client_that_never_reads_exits_after_the_drain_timeout() {
 fn log_has_start_stop_and_one_line_per_connection_open_and_close() {
     let mut server = TestServer::start_default("life-log");
     let mut peers = Vec::new();
+    // All three open at once, so each has a source port of its own (a port
+    // freed by a closed connection may be taken again on loopback).
+    let mut open = Vec::new();
     for _ in 0..3 {
         let mut nfs = Nfs::connect(server.addr).unwrap();
         nfs.null().unwrap();
         peers.push(nfs.conn.local_addr());
+        open.push(nfs);
     }
-    // Closed by the client (dropped above): wait for the server to notice.
+    drop(open);
+    // Closed by the client: wait for the server to notice.
     let closed_all = wait_for(Duration::from_secs(10), || {
         let log = server.log_text();
         peers.iter().all(|p| log.contains(&format!("peer={p} reason="))).then_some(())

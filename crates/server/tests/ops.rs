@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use keel_testkit::nfs::{Nfs, nfsstat3, stable_how};
+use keel_testkit::nfs::{Nfs, RpcConn, nfsstat3, pattern, reserved_stream_with, stable_how};
 use keel_testkit::procs::{free_port, run_timeout, wait_for};
 use keel_testkit::server::{ExportOpts, TestServer, keel_bin};
 use serde_json::Value;
@@ -111,7 +111,7 @@ fn stat_counts_a_known_workload_exactly() {
         (Some(2 + 3 + 7 + 5 + 1 + 2 + 1 + 3), Some(5))
     );
     assert_eq!(s["connections"]["open"], 1);
-    assert_eq!(s["workers"]["workers"], 8);
+    assert_eq!((s["workers"]["workers"].as_u64(), s["workers"]["alive"].as_u64()), (Some(8), Some(8)));
 
     // The text form shows the same numbers.
     let text = keel_ok(&server, &["stat"]);
@@ -424,4 +424,41 @@ fn collect_exprs(v: &Value, out: &mut Vec<String>) {
         Value::Array(list) => list.iter().for_each(|v| collect_exprs(v, out)),
         _ => {}
     }
+}
+
+/// Worker pool use, from the transport: a client that sends calls and
+/// reads no replies holds all of its `max_requests_per_connection` slots,
+/// and its next call is parked (not polled) until replies go out; once it
+/// reads them, nothing is parked.
+#[test]
+fn a_client_that_reads_no_replies_is_parked_for_slots() {
+    // More than the socket buffers hold (tcp_wmem's 4 MiB at most), within
+    // the connection's share of the memory budget (16 MiB).
+    const CALLS: usize = 12;
+    const READ_BYTES: usize = 1 << 20;
+    let server = TestServer::start("ops-parked", vec![ExportOpts::rw(1, "export")], "max_requests_per_connection = 4");
+    std::fs::write(server.export_dir(1).join("source.bin"), pattern(7, CALLS * READ_BYTES)).unwrap();
+    let stream = reserved_stream_with(server.addr, |socket| socket.set_recv_buffer_size(4096));
+    let mut nfs = Nfs { conn: RpcConn::from_stream(stream).unwrap() };
+    let root = nfs.mount(&server.export_path(1)).unwrap();
+    let fh = nfs.lookup(&root, "source.bin").unwrap();
+    for i in 0..CALLS {
+        nfs.send_read(&fh, (i * READ_BYTES) as u64, READ_BYTES as u32).unwrap();
+    }
+    let parked = wait_for(LIMIT, || {
+        let w = stats(&server)["workers"].clone();
+        (w["parked_for_slots"] == 1).then_some(w)
+    });
+    assert!(parked.is_some(), "never parked for slots: {}", stats(&server)["workers"]);
+    let conn = &stats(&server)["connections"]["list"][0];
+    assert_eq!(conn["calls_in_flight"], 4, "{conn}");
+    let text = keel_ok(&server, &["stat"]);
+    assert!(text.contains("1 parked for slots"), "{text}");
+
+    for _ in 0..CALLS {
+        nfs.conn.recv().expect("every READ is answered once the client reads");
+    }
+    let w = stats(&server)["workers"].clone();
+    assert_eq!((w["parked_for_slots"].as_u64(), w["parked_for_budget"].as_u64()), (Some(0), Some(0)), "{w}");
+    assert_eq!(w["ready_queue"], 0, "{w}");
 }

@@ -47,9 +47,10 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("keel_connections_refused_total", "counter"),
     ("keel_connections_closed_total", "counter"),
     ("keel_workers", "gauge"),
+    ("keel_workers_alive", "gauge"),
     ("keel_workers_busy", "gauge"),
-    ("keel_job_queue_length", "gauge"),
-    ("keel_job_queue_capacity", "gauge"),
+    ("keel_ready_connections", "gauge"),
+    ("keel_parked_connections", "gauge"),
     ("keel_inflight_bytes", "gauge"),
     ("keel_inflight_max_bytes", "gauge"),
     ("keel_cached_inodes", "gauge"),
@@ -231,9 +232,12 @@ pub fn render(s: &Snapshot) -> String {
     }
     let w = &s.workers;
     o.one("keel_workers", "File-system worker threads.", w.workers);
-    o.one("keel_workers_busy", "Workers running a call now.", w.busy);
-    o.one("keel_job_queue_length", "Calls waiting for a worker.", w.queued);
-    o.one("keel_job_queue_capacity", "Calls the job queue holds at most.", w.queue_max);
+    o.one("keel_workers_alive", "Worker threads running (fewer than keel_workers if some died).", w.alive);
+    o.one("keel_workers_busy", "Workers not waiting for work: taking, running or answering calls.", w.busy);
+    o.one("keel_ready_connections", "Connections with a call ready, waiting for an idle worker.", w.ready_queue);
+    o.family("keel_parked_connections", "Connections whose next call waits, by what it waits for.");
+    o.sample("keel_parked_connections", &[("waiting_for", "slots")], w.parked_for_slots);
+    o.sample("keel_parked_connections", &[("waiting_for", "budget")], w.parked_for_budget);
     o.one("keel_inflight_bytes", "Bytes of calls in flight and unsent replies.", s.memory.inflight_bytes);
     o.one("keel_inflight_max_bytes", "The bound on bytes in flight (max_inflight_mib).", s.memory.inflight_bytes_max);
     o.one("keel_cached_inodes", "Objects held open in the inode cache.", s.server.cached_inodes);

@@ -145,11 +145,16 @@ pub struct ConnectionInfo {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkersSnapshot {
     pub workers: u64,
-    /// Workers running a call now.
+    /// Worker threads running (fewer than `workers` only if some died).
+    pub alive: u64,
+    /// Workers not waiting for work (taking, running or answering calls).
     pub busy: u64,
-    /// Calls waiting for a worker, and how many the queue holds.
-    pub queued: u64,
-    pub queue_max: u64,
+    /// Connections with a call ready, waiting for an idle worker.
+    pub ready_queue: u64,
+    /// Connections whose next call waits for a slot of
+    /// max_requests_per_connection, or for bytes of the memory budget.
+    pub parked_for_slots: u64,
+    pub parked_for_budget: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

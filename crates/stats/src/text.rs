@@ -103,12 +103,13 @@ pub fn render(s: &Snapshot, opts: Options) -> String {
     let w = &s.workers;
     let _ = writeln!(
         o,
-        "workers: {} of {} busy, {} calls queued (of {}); {} calls running, the oldest for {}, {} stuck; \
-         memory in flight {} of {}",
+        "workers: {} of {} busy, {} connections ready for a worker, {} parked for slots, {} for memory; \
+         {} calls running, the oldest for {}, {} stuck; memory in flight {} of {}",
         w.busy,
         w.workers,
-        w.queued,
-        w.queue_max,
+        w.ready_queue,
+        w.parked_for_slots,
+        w.parked_for_budget,
         c.running,
         duration(Some(Duration::from_millis(c.oldest_running_ms))),
         c.stuck,

@@ -1,21 +1,22 @@
 //! GETATTR, SETATTR, ACCESS, READLINK, FSSTAT, FSINFO, PATHCONF.
 
 use keel_nfs3_proto::nfs3::*;
+use keel_store::Store;
 
 use super::Request;
 use crate::convert::{fattr, set_attrs, time};
 use crate::errno::status;
 use crate::{DIR_REPLY_BYTES_MAX, IO_BYTES_MAX};
 
-pub(super) fn getattr(r: &Request, a: Getattr3Args) -> Getattr3Res {
-    let attrs = r.resolve(&a.object).and_then(|inode| r.svc.vfs.getattr(&inode).map_err(|e| status(&e)));
+pub(super) fn getattr<S: Store>(r: &Request<S>, a: Getattr3Args) -> Getattr3Res {
+    let attrs = r.resolve(&a.object).and_then(|inode| r.store().getattr(&inode).map_err(|e| status(&e)));
     match attrs {
         Ok(attrs) => NfsResult::Ok(Getattr3ResOk { obj_attributes: fattr(&attrs) }),
         Err(s) => NfsResult::Fail(s, ()),
     }
 }
 
-pub(super) fn setattr(r: &Request, a: Setattr3Args) -> Setattr3Res {
+pub(super) fn setattr<S: Store>(r: &Request<S>, a: Setattr3Args) -> Setattr3Res {
     let (inode, caller) = match r.authorize(&a.object) {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
@@ -23,8 +24,7 @@ pub(super) fn setattr(r: &Request, a: Setattr3Args) -> Setattr3Res {
     let before = r.pre(&inode);
     let done = caller.writable().and_then(|()| {
         let guard = a.guard.map(time);
-        r.svc
-            .vfs
+        r.store()
             .setattr(caller.who, &inode, &set_attrs(&a.new_attributes), guard, caller.opts.sync)
             .map_err(|e| status(&e))
     });
@@ -35,12 +35,12 @@ pub(super) fn setattr(r: &Request, a: Setattr3Args) -> Setattr3Res {
     }
 }
 
-pub(super) fn access(r: &Request, a: Access3Args) -> Access3Res {
+pub(super) fn access<S: Store>(r: &Request<S>, a: Access3Args) -> Access3Res {
     let (inode, caller) = match r.authorize(&a.object) {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
-    let granted = r.svc.vfs.access(caller.who, &inode, a.access).map(|mut granted| {
+    let granted = r.store().access(caller.who, &inode, a.access).map(|mut granted| {
         if caller.writable().is_err() {
             granted &= !(ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE);
         }
@@ -53,12 +53,12 @@ pub(super) fn access(r: &Request, a: Access3Args) -> Access3Res {
     }
 }
 
-pub(super) fn readlink(r: &Request, a: Readlink3Args) -> Readlink3Res {
+pub(super) fn readlink<S: Store>(r: &Request<S>, a: Readlink3Args) -> Readlink3Res {
     let (inode, caller) = match r.authorize(&a.symlink) {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
-    let target = r.svc.vfs.readlink(caller.who, &inode);
+    let target = r.store().readlink(caller.who, &inode);
     let symlink_attributes = r.post(&inode);
     match target {
         Ok(t) => NfsResult::Ok(Readlink3ResOk { symlink_attributes, data: Nfspath3(t.into()) }),
@@ -66,13 +66,13 @@ pub(super) fn readlink(r: &Request, a: Readlink3Args) -> Readlink3Res {
     }
 }
 
-pub(super) fn fsstat(r: &Request, a: Fsstat3Args) -> Fsstat3Res {
+pub(super) fn fsstat<S: Store>(r: &Request<S>, a: Fsstat3Args) -> Fsstat3Res {
     let inode = match r.resolve(&a.fsroot) {
         Ok(inode) => inode,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
     let obj_attributes = r.post(&inode);
-    match r.svc.vfs.fsstat(&inode) {
+    match r.store().fsstat(&inode) {
         Ok(st) => NfsResult::Ok(Fsstat3ResOk {
             obj_attributes,
             tbytes: st.total_bytes,
@@ -87,12 +87,12 @@ pub(super) fn fsstat(r: &Request, a: Fsstat3Args) -> Fsstat3Res {
     }
 }
 
-pub(super) fn fsinfo(r: &Request, a: Fsinfo3Args) -> Fsinfo3Res {
+pub(super) fn fsinfo<S: Store>(r: &Request<S>, a: Fsinfo3Args) -> Fsinfo3Res {
     let inode = match r.resolve(&a.fsroot) {
         Ok(inode) => inode,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
-    let limits = r.svc.vfs.limits(&inode);
+    let limits = r.store().limits(&inode);
     NfsResult::Ok(Fsinfo3ResOk {
         obj_attributes: r.post(&inode),
         rtmax: IO_BYTES_MAX,
@@ -108,12 +108,12 @@ pub(super) fn fsinfo(r: &Request, a: Fsinfo3Args) -> Fsinfo3Res {
     })
 }
 
-pub(super) fn pathconf(r: &Request, a: Pathconf3Args) -> Pathconf3Res {
+pub(super) fn pathconf<S: Store>(r: &Request<S>, a: Pathconf3Args) -> Pathconf3Res {
     let inode = match r.resolve(&a.object) {
         Ok(inode) => inode,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
-    let limits = r.svc.vfs.limits(&inode);
+    let limits = r.store().limits(&inode);
     NfsResult::Ok(Pathconf3ResOk {
         obj_attributes: r.post(&inode),
         linkmax: limits.link_max,

@@ -1,9 +1,7 @@
 //! CREATE, MKDIR, SYMLINK, MKNOD, LINK.
 
-use std::sync::Arc;
-
 use keel_nfs3_proto::nfs3::*;
-use keel_vfs::{CreateMode, Created, Inode, NodeKind};
+use keel_store::{CreateMode, Created, NodeKind, Store};
 
 use super::{Request, fh};
 use crate::convert::{fattr, set_attrs};
@@ -12,10 +10,10 @@ use crate::service::Caller;
 
 /// The common shape of a creating procedure: authorize the directory, check
 /// the export is writable, create; the directory's wcc data either way.
-fn make(
-    r: &Request,
+fn make<S: Store>(
+    r: &Request<S>,
     dir: &NfsFh3,
-    f: impl FnOnce(&Caller, &Arc<Inode>) -> Result<Created, Nfsstat3>,
+    f: impl FnOnce(&Caller<S::Caller>, &S::Object) -> Result<Created<S::Object>, Nfsstat3>,
 ) -> (Result<(PostOpFh3, PostOpAttr), Nfsstat3>, WccData) {
     let (dir, caller) = match r.authorize(dir) {
         Ok(x) => x,
@@ -24,10 +22,10 @@ fn make(
     let before = r.pre(&dir);
     let made = caller.writable().and_then(|()| f(&caller, &dir));
     let dir_wcc = r.wcc(before, &dir);
-    (made.map(|c| (Some(fh(&c.inode)), Some(fattr(&c.attrs)))), dir_wcc)
+    (made.map(|c| (Some(fh(&c.object)), Some(fattr(&c.attrs)))), dir_wcc)
 }
 
-pub(super) fn create(r: &Request, a: Create3Args) -> Create3Res {
+pub(super) fn create<S: Store>(r: &Request<S>, a: Create3Args) -> Create3Res {
     let (mode, attrs) = match a.how {
         Createhow3::Unchecked(s) => (CreateMode::Unchecked, set_attrs(&s)),
         Createhow3::Guarded(s) => (CreateMode::Guarded, set_attrs(&s)),
@@ -35,7 +33,7 @@ pub(super) fn create(r: &Request, a: Create3Args) -> Create3Res {
     };
     let name = a.where_.name.as_bytes();
     let (made, dir_wcc) = make(r, &a.where_.dir, |c, dir| {
-        r.svc.vfs.create(c.who, dir, name, mode, &attrs, c.opts.sync).map_err(|e| status(&e))
+        r.store().create(c.who, dir, name, mode, &attrs, c.opts.sync).map_err(|e| status(&e))
     });
     match made {
         Ok((obj, obj_attributes)) => NfsResult::Ok(Create3ResOk { obj, obj_attributes, dir_wcc }),
@@ -43,22 +41,22 @@ pub(super) fn create(r: &Request, a: Create3Args) -> Create3Res {
     }
 }
 
-pub(super) fn mkdir(r: &Request, a: Mkdir3Args) -> Mkdir3Res {
+pub(super) fn mkdir<S: Store>(r: &Request<S>, a: Mkdir3Args) -> Mkdir3Res {
     let attrs = set_attrs(&a.attributes);
     let name = a.where_.name.as_bytes();
     let (made, dir_wcc) =
-        make(r, &a.where_.dir, |c, dir| r.svc.vfs.mkdir(c.who, dir, name, &attrs, c.opts.sync).map_err(|e| status(&e)));
+        make(r, &a.where_.dir, |c, dir| r.store().mkdir(c.who, dir, name, &attrs, c.opts.sync).map_err(|e| status(&e)));
     match made {
         Ok((obj, obj_attributes)) => NfsResult::Ok(Mkdir3ResOk { obj, obj_attributes, dir_wcc }),
         Err(s) => NfsResult::Fail(s, Mkdir3ResFail { dir_wcc }),
     }
 }
 
-pub(super) fn symlink(r: &Request, a: Symlink3Args) -> Symlink3Res {
+pub(super) fn symlink<S: Store>(r: &Request<S>, a: Symlink3Args) -> Symlink3Res {
     let attrs = set_attrs(&a.symlink.symlink_attributes);
     let (name, target) = (a.where_.name.as_bytes(), a.symlink.symlink_data.as_bytes());
     let (made, dir_wcc) = make(r, &a.where_.dir, |c, dir| {
-        r.svc.vfs.symlink(c.who, dir, name, target, &attrs, c.opts.sync).map_err(|e| status(&e))
+        r.store().symlink(c.who, dir, name, target, &attrs, c.opts.sync).map_err(|e| status(&e))
     });
     match made {
         Ok((obj, obj_attributes)) => NfsResult::Ok(Symlink3ResOk { obj, obj_attributes, dir_wcc }),
@@ -66,7 +64,7 @@ pub(super) fn symlink(r: &Request, a: Symlink3Args) -> Symlink3Res {
     }
 }
 
-pub(super) fn mknod(r: &Request, a: Mknod3Args) -> Mknod3Res {
+pub(super) fn mknod<S: Store>(r: &Request<S>, a: Mknod3Args) -> Mknod3Res {
     let device = |d: Devicedata3| (d.spec.specdata1, d.spec.specdata2, set_attrs(&d.dev_attributes));
     let node = match a.what {
         Mknoddata3::Chr(d) => {
@@ -84,7 +82,7 @@ pub(super) fn mknod(r: &Request, a: Mknod3Args) -> Mknod3Res {
     let name = a.where_.name.as_bytes();
     let (made, dir_wcc) = make(r, &a.where_.dir, |c, dir| {
         let (kind, attrs) = node.ok_or(Nfsstat3::Badtype)?;
-        r.svc.vfs.mknod(c.who, dir, name, kind, &attrs, c.opts.sync).map_err(|e| status(&e))
+        r.store().mknod(c.who, dir, name, kind, &attrs, c.opts.sync).map_err(|e| status(&e))
     });
     match made {
         Ok((obj, obj_attributes)) => NfsResult::Ok(Mknod3ResOk { obj, obj_attributes, dir_wcc }),
@@ -92,7 +90,7 @@ pub(super) fn mknod(r: &Request, a: Mknod3Args) -> Mknod3Res {
     }
 }
 
-pub(super) fn link(r: &Request, a: Link3Args) -> Link3Res {
+pub(super) fn link<S: Store>(r: &Request<S>, a: Link3Args) -> Link3Res {
     let (file, _) = match r.authorize(&a.file) {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
@@ -103,7 +101,7 @@ pub(super) fn link(r: &Request, a: Link3Args) -> Link3Res {
     };
     let before = r.pre(&dir);
     let done = caller.writable().and_then(|()| {
-        r.svc.vfs.link(caller.who, &file, &dir, a.link.name.as_bytes(), caller.opts.sync).map_err(|e| status(&e))
+        r.store().link(caller.who, &file, &dir, a.link.name.as_bytes(), caller.opts.sync).map_err(|e| status(&e))
     });
     let (file_attributes, linkdir_wcc) = (r.post(&file), r.wcc(before, &dir));
     match done {

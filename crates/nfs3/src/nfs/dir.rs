@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 use keel_nfs3_proto::nfs3::*;
+use keel_store::{DirEntry, Store};
 use keel_xdr::Encoder;
 
 use super::{Request, fh};
@@ -9,12 +10,12 @@ use crate::DIR_REPLY_BYTES_MAX;
 use crate::convert::fattr;
 use crate::errno::status;
 
-pub(super) fn lookup(r: &Request, a: Lookup3Args) -> Lookup3Res {
+pub(super) fn lookup<S: Store>(r: &Request<S>, a: Lookup3Args) -> Lookup3Res {
     let (dir, caller) = match r.authorize(&a.what.dir) {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
-    let found = r.svc.vfs.lookup(caller.who, &dir, a.what.name.as_bytes());
+    let found = r.store().lookup(caller.who, &dir, a.what.name.as_bytes());
     let dir_attributes = r.post(&dir);
     match found {
         Ok((inode, attrs)) => {
@@ -22,14 +23,6 @@ pub(super) fn lookup(r: &Request, a: Lookup3Args) -> Lookup3Res {
         }
         Err(e) => NfsResult::Fail(status(&e), Lookup3ResFail { dir_attributes }),
     }
-}
-
-/// The cookie verifier of an export's directories. Cookies are the file
-/// system's own directory offsets (XFS and ext4 keep them valid across
-/// changes and restarts), so the verifier only has to tell this export's
-/// cookies from anyone else's: it is derived from the export's fsid.
-fn cookie_verifier(fsid: u64) -> Cookieverf3 {
-    (fsid ^ 0x6b65_656c_636f_6f6b).to_be_bytes()
 }
 
 /// Status, dir attributes, verifier, the list terminator and eof: the
@@ -46,14 +39,14 @@ pub(super) fn reply_bytes_max(count: u32) -> usize {
 /// What READDIR and READDIRPLUS share: checks, the walk, the framing.
 /// `entry` encodes one entry into `entries` if it fits in `budget` bytes
 /// and says whether it did.
-fn list(
-    r: &Request,
+fn list<S: Store>(
+    r: &Request<S>,
     dir_fh: &NfsFh3,
     cookie: u64,
     verifier: Cookieverf3,
     count: u32,
     reply: &mut Encoder,
-    mut entry: impl FnMut(&keel_vfs::Inode, &keel_vfs::Acting, keel_vfs::DirEntry, &mut Encoder, usize) -> bool,
+    mut entry: impl FnMut(&S::Object, &S::Caller, DirEntry, &mut Encoder, usize) -> bool,
 ) {
     let fail = |reply: &mut Encoder, s: Nfsstat3, attrs: PostOpAttr| {
         reply.put(&Readdir3Res::Fail(s, Readdir3ResFail { dir_attributes: attrs }));
@@ -62,14 +55,15 @@ fn list(
         Ok(x) => x,
         Err(s) => return fail(reply, s, None),
     };
-    let ours = cookie_verifier(dir.export.fsid);
+    // The store's cookies, and so their verifier, are its own business.
+    let ours = r.store().cookie_verifier(&dir);
     if cookie != 0 && verifier != [0; 8] && verifier != ours {
         return fail(reply, Nfsstat3::BadCookie, r.post(&dir));
     }
     let budget = count.min(DIR_REPLY_BYTES_MAX) as usize;
     let mut entries = Encoder::with_capacity(budget.min(64 * 1024));
     let mut n = 0;
-    let walked = r.svc.vfs.readdir(caller.who, &dir, cookie, |e| {
+    let walked = r.store().readdir(caller.who, &dir, cookie, |e| {
         let room = budget.saturating_sub(DIR_REPLY_FIXED_BYTES + entries.len());
         let fits = entry(&dir, caller.who, e, &mut entries, room);
         n += fits as usize;
@@ -89,7 +83,7 @@ fn list(
     }
 }
 
-pub(super) fn readdir(r: &Request, a: Readdir3Args, reply: &mut Encoder) {
+pub(super) fn readdir<S: Store>(r: &Request<S>, a: Readdir3Args, reply: &mut Encoder) {
     list(r, &a.dir, a.cookie, a.cookieverf, a.count, reply, |_, _, e, out, room| {
         let entry = Entry3 { fileid: e.fileid, name: Filename3(Bytes::copy_from_slice(e.name)), cookie: e.cookie };
         if entry.xdr_len() > room {
@@ -101,8 +95,8 @@ pub(super) fn readdir(r: &Request, a: Readdir3Args, reply: &mut Encoder) {
 }
 
 /// `dircount` is not enforced, as knfsd does not: `maxcount` bounds the reply.
-pub(super) fn readdirplus(r: &Request, a: Readdirplus3Args, reply: &mut Encoder) {
-    let vfs = &r.svc.vfs;
+pub(super) fn readdirplus<S: Store>(r: &Request<S>, a: Readdirplus3Args, reply: &mut Encoder) {
+    let store = r.store();
     list(r, &a.dir, a.cookie, a.cookieverf, a.maxcount, reply, |dir, who, e, out, room| {
         let mut entry = Entryplus3 {
             fileid: e.fileid,
@@ -115,9 +109,9 @@ pub(super) fn readdirplus(r: &Request, a: Readdirplus3Args, reply: &mut Encoder)
         if entry.xdr_len() > room {
             return false;
         }
-        if let Some((handle, attrs)) = vfs.entry_plus(who, dir, e.name) {
+        if let Some((handle, attrs)) = store.entry_plus(who, dir, e.name) {
             entry.name_attributes = Some(fattr(&attrs));
-            entry.name_handle = Some(NfsFh3 { data: handle.as_bytes().clone() });
+            entry.name_handle = Some(NfsFh3 { data: handle });
         }
         if entry.xdr_len() > room {
             return false;

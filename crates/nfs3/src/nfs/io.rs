@@ -1,7 +1,7 @@
 //! READ, WRITE, COMMIT.
 
 use keel_nfs3_proto::nfs3::*;
-use keel_vfs::Stability;
+use keel_store::{Stability, Store};
 
 use super::Request;
 use crate::IO_BYTES_MAX;
@@ -17,13 +17,13 @@ pub(super) fn read_reply_bytes_max(count: u32) -> usize {
     count.min(IO_BYTES_MAX) as usize + READ_REPLY_FIXED_BYTES
 }
 
-pub(super) fn read(r: &Request, a: Read3Args) -> Read3Res {
+pub(super) fn read<S: Store>(r: &Request<S>, a: Read3Args) -> Read3Res {
     let (inode, caller) = match r.authorize(&a.file) {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
     let count = a.count.min(IO_BYTES_MAX) as usize;
-    match r.svc.vfs.read(caller.who, &inode, a.offset, count) {
+    match r.store().read(caller.who, &inode, a.offset, count) {
         Ok(out) => NfsResult::Ok(Read3ResOk {
             file_attributes: Some(fattr(&out.attrs)),
             count: out.data.len() as u32,
@@ -37,7 +37,7 @@ pub(super) fn read(r: &Request, a: Read3Args) -> Read3Res {
 /// On an `async` export nothing waits for the disk, and the reply claims
 /// the stability the client asked for, exactly as knfsd does. A crash then
 /// loses writes the client believes are safe: see README, "sync and async".
-pub(super) fn write(r: &Request, a: Write3Args) -> Write3Res {
+pub(super) fn write<S: Store>(r: &Request<S>, a: Write3Args) -> Write3Res {
     let (inode, caller) = match r.authorize(&a.file) {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
@@ -54,7 +54,7 @@ pub(super) fn write(r: &Request, a: Write3Args) -> Write3Res {
         (true, StableHow::DataSync) => Stability::DataSync,
         (true, StableHow::FileSync) => Stability::FileSync,
     };
-    match r.svc.vfs.write(caller.who, &inode, a.offset, &a.data[..count], stability) {
+    match r.store().write(caller.who, &inode, a.offset, &a.data[..count], stability) {
         Ok(out) => NfsResult::Ok(Write3ResOk {
             file_wcc: WccData { before: Some(crate::convert::wcc_attr(&out.before)), after: Some(fattr(&out.after)) },
             count: count as u32,
@@ -69,16 +69,14 @@ pub(super) fn write(r: &Request, a: Write3Args) -> Write3Res {
 /// journal has to be forced anyway), for a caller who may write it. On an
 /// `async` export it flushes nothing. The verifier is read after the flush,
 /// so a flush that failed meanwhile (this one or anyone's) is seen.
-pub(super) fn commit(r: &Request, a: Commit3Args) -> Commit3Res {
+pub(super) fn commit<S: Store>(r: &Request<S>, a: Commit3Args) -> Commit3Res {
     let (inode, caller) = match r.authorize(&a.file) {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
     let before = r.pre(&inode);
-    let done = caller.writable().and_then(|()| {
-        let flushed = r.svc.vfs.commit(caller.who, &inode, caller.opts.sync);
-        flushed.map(|(_, verf)| verf).map_err(|e| status(&e))
-    });
+    let done =
+        caller.writable().and_then(|()| r.store().commit(caller.who, &inode, caller.opts.sync).map_err(|e| status(&e)));
     let file_wcc = r.wcc(before, &inode);
     match done {
         Ok(verf) => NfsResult::Ok(Commit3ResOk { file_wcc, verf }),

@@ -1,11 +1,12 @@
 //! REMOVE, RMDIR, RENAME.
 
 use keel_nfs3_proto::nfs3::*;
+use keel_store::Store;
 
 use super::Request;
 use crate::errno::status;
 
-fn unlink(r: &Request, what: &Diropargs3, dir_too: bool) -> (Result<(), Nfsstat3>, WccData) {
+fn unlink<S: Store>(r: &Request<S>, what: &Diropargs3, dir_too: bool) -> (Result<(), Nfsstat3>, WccData) {
     let (dir, caller) = match r.authorize(&what.dir) {
         Ok(x) => x,
         Err(s) => return (Err(s), WccData::default()),
@@ -13,28 +14,28 @@ fn unlink(r: &Request, what: &Diropargs3, dir_too: bool) -> (Result<(), Nfsstat3
     let before = r.pre(&dir);
     let done = caller.writable().and_then(|()| {
         let (who, name, sync) = (caller.who, what.name.as_bytes(), caller.opts.sync);
-        let vfs = &r.svc.vfs;
-        if dir_too { vfs.rmdir(who, &dir, name, sync) } else { vfs.remove(who, &dir, name, sync) }
+        let store = r.store();
+        if dir_too { store.rmdir(who, &dir, name, sync) } else { store.remove(who, &dir, name, sync) }
             .map_err(|e| status(&e))
     });
     (done, r.wcc(before, &dir))
 }
 
-pub(super) fn remove(r: &Request, a: Remove3Args) -> Remove3Res {
+pub(super) fn remove<S: Store>(r: &Request<S>, a: Remove3Args) -> Remove3Res {
     match unlink(r, &a.object, false) {
         (Ok(()), dir_wcc) => NfsResult::Ok(Remove3ResOk { dir_wcc }),
         (Err(s), dir_wcc) => NfsResult::Fail(s, Remove3ResFail { dir_wcc }),
     }
 }
 
-pub(super) fn rmdir(r: &Request, a: Rmdir3Args) -> Rmdir3Res {
+pub(super) fn rmdir<S: Store>(r: &Request<S>, a: Rmdir3Args) -> Rmdir3Res {
     match unlink(r, &a.object, true) {
         (Ok(()), dir_wcc) => NfsResult::Ok(Rmdir3ResOk { dir_wcc }),
         (Err(s), dir_wcc) => NfsResult::Fail(s, Rmdir3ResFail { dir_wcc }),
     }
 }
 
-pub(super) fn rename(r: &Request, a: Rename3Args) -> Rename3Res {
+pub(super) fn rename<S: Store>(r: &Request<S>, a: Rename3Args) -> Rename3Res {
     let (from, caller) = match r.authorize(&a.from.dir) {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
@@ -45,8 +46,7 @@ pub(super) fn rename(r: &Request, a: Rename3Args) -> Rename3Res {
     };
     let (from_before, to_before) = (r.pre(&from), r.pre(&to));
     let done = caller.writable().and_then(|()| {
-        r.svc
-            .vfs
+        r.store()
             .rename(caller.who, &from, a.from.name.as_bytes(), &to, a.to.name.as_bytes(), caller.opts.sync)
             .map_err(|e| status(&e))
     });

@@ -63,9 +63,7 @@ fn run(d: &Dispatcher, record: Bytes) -> Option<(u32, ReplyStat, Decoder)> {
     for s in segments {
         all.extend_from_slice(&s);
     }
-    let mark = u32::from_be_bytes(all[..4].try_into().unwrap());
-    assert_eq!(mark, crate::record::LAST_FRAGMENT | (all.len() as u32 - 4), "record mark covers the reply");
-    let mut dec = Decoder::new(Bytes::from(all).slice(4..));
+    let mut dec = Decoder::new(Bytes::from(all));
     let (xid, stat) = decode_reply_header(&mut dec).unwrap();
     Some((xid, stat, dec))
 }

@@ -1,4 +1,4 @@
-//! Keel's file handles taken apart and forged, as crates/vfs/src/handle.rs
+//! Keel's file handles taken apart and forged, as crates/store-local/src/handle.rs
 //! lays them out.
 
 use std::path::Path;

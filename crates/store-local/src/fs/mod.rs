@@ -2,14 +2,14 @@
 //! that touches the file system on a caller's behalf takes the call's
 //! [`Acting`] identity, so the kernel checks permissions as that caller.
 //!
-//! Every fsync goes through [`Vfs::sync_object`], which changes the write
+//! Every fsync goes through [`LocalStore::sync_object`], which changes the write
 //! verifier when it fails: data acknowledged as unstable may be gone.
 //!
 //! **Architecture invariants:** names passed to `*at()` calls are single
 //! components (checked here, whatever the protocol layer did); symlinks are
 //! never followed; a handle resolves only to an object of its own export.
 
-pub(crate) mod create;
+mod create;
 mod dir;
 mod io;
 mod remove;
@@ -19,29 +19,25 @@ use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 
-pub use dir::DirEntry;
-pub use io::{ReadOut, Stability, WriteOut};
+use keel_store::{
+    Attrs, Cred, FileType, FsStat, Limits, NAME_BYTES_MAX, SetAttrs, SetTime, StoreError, StoreResult, Time, access,
+    check_name,
+};
 
-use crate::attr::{Attrs, FileType, FsStat, Limits, SetAttrs, SetTime, access};
-use crate::error::{VfsError, VfsResult};
 use crate::export::Export;
 use crate::faults::{FaultInjector, FaultPoint};
 use crate::handle::{self, FileHandle, HandleKey};
-use crate::ident::{self, Acting, Cred};
+use crate::ident::{self, Acting};
 use crate::inode::{Inode, InodeCache};
 use crate::sys::{self, KernelHandle};
 use crate::verifier::WriteVerifier;
 
-/// Longest name component (NFS3_MAXNAMLEN, and every Linux file system's).
-pub const NAME_BYTES_MAX: usize = 255;
-/// Longest symlink target.
-pub const SYMLINK_TARGET_BYTES_MAX: usize = 4095;
 /// Ancestors walked to prove a directory lies inside a subtree export.
 const SUBTREE_DEPTH_MAX: usize = 4096;
 
-pub struct Vfs {
-    /// Swapped whole by [`Vfs::set_exports`] (an export reload); a call
-    /// works on the set it found when it resolved its handle.
+pub struct LocalStore {
+    /// Swapped whole by [`LocalStore::set_exports`] (an export reload); a
+    /// call works on the set it found when it resolved its handle.
     exports: RwLock<Arc<[Arc<Export>]>>,
     key: HandleKey,
     cache: InodeCache,
@@ -49,10 +45,10 @@ pub struct Vfs {
     faults: FaultInjector,
 }
 
-impl Vfs {
+impl LocalStore {
     /// A storage layer over `exports`, with a fresh write verifier.
-    pub fn new(exports: Vec<Export>, key: HandleKey, cached_inodes_max: usize) -> VfsResult<Self> {
-        Ok(Vfs {
+    pub fn new(exports: Vec<Export>, key: HandleKey, cached_inodes_max: usize) -> StoreResult<Self> {
+        Ok(LocalStore {
             exports: RwLock::new(exports.into_iter().map(Arc::new).collect()),
             key,
             cache: InodeCache::new(cached_inodes_max),
@@ -63,7 +59,7 @@ impl Vfs {
 
     /// The write verifier now. It changes whenever data acknowledged as
     /// unstable may have been lost (see [`WriteVerifier`]).
-    pub fn write_verifier(&self) -> [u8; 8] {
+    pub(crate) fn verifier(&self) -> [u8; 8] {
         self.verifier.get()
     }
 
@@ -72,8 +68,8 @@ impl Vfs {
         &self.faults
     }
 
-    /// The exports served now.
-    pub fn exports(&self) -> Arc<[Arc<Export>]> {
+    /// The exports served now, open.
+    pub fn open_exports(&self) -> Arc<[Arc<Export>]> {
         self.exports.read().expect("exports lock").clone()
     }
 
@@ -81,48 +77,65 @@ impl Vfs {
         self.exports.read().expect("exports lock").iter().find(|e| e.id == id).cloned()
     }
 
-    /// Serves `exports` from now on (an export reload). Handles of an
-    /// export no longer served are stale; its open objects leave the cache,
-    /// so that its file system is not kept busy.
+    /// Serves `exports` from now on (an export reload); those kept from
+    /// the current set are passed as the same `Arc`s ([`open_exports`]),
+    /// and their cached objects stay. An export not passed is retired: its
+    /// handles are stale from the next call on (calls in flight finish),
+    /// and its open objects leave the cache, so that its file system is
+    /// not kept busy.
+    ///
+    /// [`open_exports`]: LocalStore::open_exports
     pub fn set_exports(&self, exports: Vec<Arc<Export>>) {
         let exports: Arc<[Arc<Export>]> = exports.into();
-        *self.exports.write().expect("exports lock") = exports.clone();
-        self.cache.retain(|inode| exports.iter().any(|e| Arc::ptr_eq(e, &inode.export)));
+        let old = std::mem::replace(&mut *self.exports.write().expect("exports lock"), exports.clone());
+        for gone in old.iter().filter(|o| !exports.iter().any(|e| Arc::ptr_eq(e, o))) {
+            gone.retire();
+        }
+        self.cache.retain(|inode| !inode.export.is_retired());
     }
 
     pub fn cached_inodes(&self) -> usize {
         self.cache.len()
     }
 
-    pub fn root(&self, export: &Export) -> VfsResult<Arc<Inode>> {
-        self.resolve(export.root_handle.as_bytes(), |_| Ok::<_, VfsError>(())).map(|(inode, ())| inode)
+    pub(crate) fn root(&self, export: &Export) -> StoreResult<Arc<Inode>> {
+        self.resolve(export.root_handle.as_bytes(), |_| Ok::<_, StoreError>(())).map(|(inode, ())| inode)
     }
 
     /// The object a handle names, once `admit` has accepted its export (the
     /// client list): a handle from a client the export does not admit is
     /// never opened. Known handles come from the cache; others are
     /// authenticated, checked against their export, and opened.
-    pub fn resolve<T, E: From<VfsError>>(
+    pub(crate) fn resolve<T, E: From<StoreError>>(
         &self,
         fh: &Bytes,
-        admit: impl FnOnce(&Arc<Export>) -> Result<T, E>,
+        admit: impl FnOnce(u32) -> Result<T, E>,
     ) -> Result<(Arc<Inode>, T), E> {
-        if let Some(inode) = self.cache.get(fh) {
-            let admitted = admit(&inode.export)?;
+        // An object cached through an export since retired (opened by a
+        // call that raced the reload) goes, and its handle is resolved
+        // afresh against the exports served now.
+        if let Some(inode) = self.cache.get(fh).filter(|inode| {
+            let retired = inode.export.is_retired();
+            if retired {
+                self.cache.remove(&inode.handle);
+            }
+            !retired
+        }) {
+            let admitted = admit(inode.export.id)?;
             // Removed since it was cached (on the host, or through another
             // export): stale, as knfsd's file cache makes it.
-            if sys::fstat(inode.fd()).map_err(VfsError::from)?.st_nlink == 0 {
+            if sys::fstat(inode.fd()).map_err(StoreError::from)?.st_nlink == 0 {
                 self.cache.remove(&inode.handle);
-                return Err(VfsError::Stale.into());
+                return Err(StoreError::Stale.into());
             }
             return Ok((inode, admitted));
         }
         let parsed = handle::decode(&self.key, fh)?;
-        let export = self.export(parsed.export_id).ok_or(VfsError::Stale)?;
+        let export = self.export(parsed.export_id).ok_or(StoreError::Stale)?;
         if parsed.fsid != export.fsid {
-            return Err(VfsError::Stale.into());
+            return Err(StoreError::Stale.into());
         }
-        let admitted = admit(&export)?;
+        let admitted = admit(export.id)?;
         let inode = self.open_inode(&export, handle::from_wire(fh.clone()), parsed.ftype, parsed.kernel, false)?;
         Ok((inode, admitted))
     }
@@ -136,7 +149,7 @@ impl Vfs {
         ftype: FileType,
         kernel: KernelHandle,
         inside: bool,
-    ) -> VfsResult<Arc<Inode>> {
+    ) -> StoreResult<Arc<Inode>> {
         if let Some(inode) = self.cache.get(handle.as_bytes()) {
             return Ok(inode);
         }
@@ -150,7 +163,7 @@ impl Vfs {
         let st = sys::fstat(fd.as_fd())?;
         // An unlinked inode that someone still holds open opens by handle too.
         if FileType::from_mode(st.st_mode) != Some(ftype) || st.st_nlink == 0 {
-            return Err(VfsError::Stale);
+            return Err(StoreError::Stale);
         }
         if export.subtree && ftype == FileType::Directory && !inside && !export.is_root(&st) {
             check_inside(export, fd.as_fd())?;
@@ -162,8 +175,8 @@ impl Vfs {
 
     /// Issues the handle for an object found under `export` and returns
     /// its inode (from the cache if it is known).
-    fn adopt(&self, export: &Arc<Export>, st: &libc::stat, kernel: KernelHandle) -> VfsResult<Arc<Inode>> {
-        let ftype = FileType::from_mode(st.st_mode).ok_or(VfsError::NotSupported)?;
+    fn adopt(&self, export: &Arc<Export>, st: &libc::stat, kernel: KernelHandle) -> StoreResult<Arc<Inode>> {
+        let ftype = FileType::from_mode(st.st_mode).ok_or(StoreError::NotSupported)?;
         let handle = handle::encode(&self.key, export.id, export.fsid, ftype, &kernel)?;
         self.open_inode(export, handle, ftype, kernel, true)
     }
@@ -176,7 +189,7 @@ impl Vfs {
         ftype: FileType,
         fd: std::os::fd::OwnedFd,
         writable: bool,
-    ) -> VfsResult<Arc<Inode>> {
+    ) -> StoreResult<Arc<Inode>> {
         let (kernel, _) = sys::name_to_handle(fd.as_fd(), b"")?;
         let handle = handle::encode(&self.key, export.id, export.fsid, ftype, &kernel)?;
         let inode = Arc::new(Inode::new(export.clone(), handle, ftype, kernel, fd, writable));
@@ -192,23 +205,23 @@ impl Vfs {
         handle::encode(&self.key, dir.export.id, dir.export.fsid, ftype, &kernel).ok()
     }
 
-    pub fn getattr(&self, inode: &Inode) -> VfsResult<Attrs> {
+    pub(crate) fn getattr(&self, inode: &Inode) -> StoreResult<Attrs> {
         attrs_of(inode)
     }
 
     /// SETATTR. `guard` is the ctime the client believes the object has.
-    pub fn setattr(
+    pub(crate) fn setattr(
         &self,
         who: &Acting,
         inode: &Inode,
         set: &SetAttrs,
-        guard: Option<crate::attr::Time>,
+        guard: Option<Time>,
         commit: bool,
-    ) -> VfsResult<()> {
+    ) -> StoreResult<()> {
         if let Some(ctime) = guard
             && attrs_of(inode)?.ctime != ctime
         {
-            return Err(VfsError::NotSync);
+            return Err(StoreError::NotSync);
         }
         apply_attrs(who.cred(), inode, set)?;
         if commit {
@@ -218,7 +231,7 @@ impl Vfs {
     }
 
     /// The ACCESS bits of `want` that the caller really has.
-    pub fn access(&self, _who: &Acting, inode: &Inode, want: u32) -> VfsResult<u32> {
+    pub(crate) fn access(&self, _who: &Acting, inode: &Inode, want: u32) -> StoreResult<u32> {
         let may = |mode| sys::access(inode.fd(), mode).is_ok();
         let (read, write, exec) = (may(libc::R_OK), may(libc::W_OK), may(libc::X_OK));
         let mut granted = 0;
@@ -241,14 +254,14 @@ impl Vfs {
         Ok(granted & want)
     }
 
-    pub fn readlink(&self, _who: &Acting, inode: &Inode) -> VfsResult<Vec<u8>> {
+    pub(crate) fn readlink(&self, _who: &Acting, inode: &Inode) -> StoreResult<Vec<u8>> {
         if inode.ftype != FileType::Symlink {
-            return Err(VfsError::errno(libc::EINVAL));
+            return Err(StoreError::errno(libc::EINVAL));
         }
         Ok(sys::readlink(inode.fd())?)
     }
 
-    pub fn fsstat(&self, inode: &Inode) -> VfsResult<FsStat> {
+    pub(crate) fn fsstat(&self, inode: &Inode) -> StoreResult<FsStat> {
         let st = sys::fstatvfs(inode.export.root_fd())?;
         let frsize = st.f_frsize as u64;
         Ok(FsStat {
@@ -261,7 +274,7 @@ impl Vfs {
         })
     }
 
-    pub fn limits(&self, inode: &Inode) -> Limits {
+    pub(crate) fn limits(&self, inode: &Inode) -> Limits {
         let fd = inode.export.root_fd();
         let bits = sys::fpathconf(fd, libc::_PC_FILESIZEBITS).unwrap_or(64).clamp(32, 64) as u32;
         Limits {
@@ -274,32 +287,33 @@ impl Vfs {
     /// The directory `path` (relative to the export root, components
     /// separated by '/') for MOUNT. Symlinks and other mounts are not
     /// followed, and ".." is refused.
-    pub fn lookup_path(&self, export: &Arc<Export>, path: &[u8]) -> VfsResult<Arc<Inode>> {
+    pub(crate) fn lookup_path(&self, export_id: u32, path: &[u8]) -> StoreResult<Arc<Inode>> {
+        let export = self.export(export_id).ok_or(StoreError::Stale)?;
         let mut fd: Option<std::os::fd::OwnedFd> = None;
         for component in path.split(|c| *c == b'/').filter(|c| !c.is_empty() && *c != b".") {
             check_name(component)?;
             if component == b".." {
-                return Err(VfsError::errno(libc::EACCES));
+                return Err(StoreError::errno(libc::EACCES));
             }
             let dir = fd.as_ref().map(|f| f.as_fd()).unwrap_or(export.root_fd());
             fd = Some(ident::as_root(|| {
                 sys::openat(dir, component, libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY, 0)
             })?);
         }
-        let Some(fd) = fd else { return self.root(export) };
+        let Some(fd) = fd else { return self.root(&export) };
         let (kernel, mount_id) = sys::name_to_handle(fd.as_fd(), b"")?;
         if mount_id != export.mount_id {
-            return Err(VfsError::CrossesMount);
+            return Err(StoreError::CrossesMount);
         }
         let st = sys::fstat(fd.as_fd())?;
-        self.adopt(export, &st, kernel)
+        self.adopt(&export, &st, kernel)
     }
 
     /// COMMIT: flushes a file's data and metadata to disk when `flush`
     /// (a sync export). Needs the access a WRITE needs either way. Returns
-    /// the attributes and the write verifier read after the flush: a
-    /// failure of anyone's flush until then has changed it.
-    pub fn commit(&self, who: &Acting, inode: &Inode, flush: bool) -> VfsResult<(Attrs, [u8; 8])> {
+    /// the write verifier read after the flush: a failure of anyone's
+    /// flush until then has changed it.
+    pub(crate) fn commit(&self, who: &Acting, inode: &Inode, flush: bool) -> StoreResult<[u8; 8]> {
         if !inode.ftype.is_special() {
             let st = sys::fstat(inode.fd())?;
             permit(who.cred(), inode, &st, libc::W_OK, true)?;
@@ -307,13 +321,13 @@ impl Vfs {
         if flush {
             self.commit_object(inode)?;
         }
-        Ok((attrs_of(inode)?, self.verifier.get()))
+        Ok(self.verifier.get())
     }
 
     /// Makes an object's metadata (and a file's data) durable. O_PATH
     /// objects (symlinks, devices, fifos, sockets) cannot be fsync'ed;
     /// their file system is.
-    fn commit_object(&self, inode: &Inode) -> VfsResult<()> {
+    fn commit_object(&self, inode: &Inode) -> StoreResult<()> {
         if inode.ftype.is_special() {
             let r = sys::syncfs(inode.export.root_fd());
             self.after_sync(r, inode)
@@ -323,7 +337,7 @@ impl Vfs {
     }
 
     /// fsync(2) of `fd`, a descriptor of `inode`.
-    fn sync_object(&self, fd: std::os::fd::BorrowedFd, inode: &Inode) -> VfsResult<()> {
+    fn sync_object(&self, fd: std::os::fd::BorrowedFd, inode: &Inode) -> StoreResult<()> {
         let r = match self.faults.strike(FaultPoint::Fsync, || inode_number(inode)) {
             Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
             None => sys::fsync(fd),
@@ -333,10 +347,10 @@ impl Vfs {
 
     /// A failed sync may have lost data clients were told was written:
     /// they must learn it through a new write verifier.
-    fn after_sync(&self, r: std::io::Result<()>, inode: &Inode) -> VfsResult<()> {
+    fn after_sync(&self, r: std::io::Result<()>, inode: &Inode) -> StoreResult<()> {
         r.map_err(|e| {
             self.verifier.data_lost(&format_args!("sync of inode {} failed: {e}", inode_number(inode)));
-            VfsError::from(e)
+            StoreError::from(e)
         })
     }
 }
@@ -346,19 +360,39 @@ fn inode_number(inode: &Inode) -> u64 {
     sys::fstat(inode.fd()).map_or(0, |st| st.st_ino)
 }
 
-pub(crate) fn attrs_of(inode: &Inode) -> VfsResult<Attrs> {
+pub(crate) fn attrs_of(inode: &Inode) -> StoreResult<Attrs> {
     let st = sys::fstat(inode.fd())?;
-    Attrs::from_stat(&st, inode.export.fsid).ok_or(VfsError::NotSupported)
+    from_stat(&st, inode.export.fsid).ok_or(StoreError::NotSupported)
+}
+
+/// Attributes from stat(2), with the export's fsid for the device.
+pub(crate) fn from_stat(st: &libc::stat, fsid: u64) -> Option<Attrs> {
+    Some(Attrs {
+        ftype: FileType::from_mode(st.st_mode)?,
+        mode: st.st_mode & 0o7777,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        size: st.st_size as u64,
+        used: st.st_blocks as u64 * 512,
+        rdev_major: libc::major(st.st_rdev),
+        rdev_minor: libc::minor(st.st_rdev),
+        fsid,
+        fileid: st.st_ino,
+        atime: Time { seconds: st.st_atime, nanos: st.st_atime_nsec as u32 },
+        mtime: Time { seconds: st.st_mtime, nanos: st.st_mtime_nsec as u32 },
+        ctime: Time { seconds: st.st_ctime, nanos: st.st_ctime_nsec as u32 },
+    })
 }
 
 /// Applies attribute changes in knfsd's order: size, owner (which clears
 /// setuid bits), mode, then times (the others change ctime and mtime).
-fn apply_attrs(cred: &Cred, inode: &Inode, set: &SetAttrs) -> VfsResult<()> {
+fn apply_attrs(cred: &Cred, inode: &Inode, set: &SetAttrs) -> StoreResult<()> {
     if let Some(size) = set.size {
         match inode.ftype {
             FileType::Regular => {}
-            FileType::Directory => return Err(VfsError::errno(libc::EISDIR)),
-            _ => return Err(VfsError::errno(libc::EINVAL)),
+            FileType::Directory => return Err(StoreError::errno(libc::EISDIR)),
+            _ => return Err(StoreError::errno(libc::EINVAL)),
         }
         let st = sys::fstat(inode.fd())?;
         permit(cred, inode, &st, libc::W_OK, true)?;
@@ -393,37 +427,26 @@ fn timespec(t: SetTime) -> libc::timespec {
 /// as root. Like knfsd, the owner may read and write their own file
 /// whatever its mode (a file created 0444 must still take the data its
 /// creator writes).
-fn permit(cred: &Cred, inode: &Inode, st: &libc::stat, mode: libc::c_int, owner_override: bool) -> VfsResult<()> {
+fn permit(cred: &Cred, inode: &Inode, st: &libc::stat, mode: libc::c_int, owner_override: bool) -> StoreResult<()> {
     if cred.is_root() || (owner_override && st.st_uid == cred.uid) {
         return Ok(());
     }
-    sys::access(inode.fd(), mode).map_err(VfsError::from)
-}
-
-/// A name component: not empty, no '/', no NUL, at most 255 bytes.
-pub(crate) fn check_name(name: &[u8]) -> VfsResult<()> {
-    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
-        return Err(VfsError::InvalidName);
-    }
-    if name.len() > NAME_BYTES_MAX {
-        return Err(VfsError::NameTooLong);
-    }
-    Ok(())
+    sys::access(inode.fd(), mode).map_err(StoreError::from)
 }
 
 pub(crate) fn is_dot(name: &[u8]) -> bool {
     name == b"." || name == b".."
 }
 
-fn stale_if_gone(e: std::io::Error) -> VfsError {
+fn stale_if_gone(e: std::io::Error) -> StoreError {
     match e.raw_os_error() {
-        Some(libc::ESTALE) | Some(libc::ENOENT) | Some(libc::EINVAL) => VfsError::Stale,
-        _ => VfsError::Os(e),
+        Some(libc::ESTALE) | Some(libc::ENOENT) | Some(libc::EINVAL) => StoreError::Stale,
+        _ => StoreError::Os(e),
     }
 }
 
 /// Proves that directory `fd` lies under the export root by walking "..".
-fn check_inside(export: &Export, fd: std::os::fd::BorrowedFd) -> VfsResult<()> {
+fn check_inside(export: &Export, fd: std::os::fd::BorrowedFd) -> StoreResult<()> {
     let mut current = ident::as_root(|| sys::openat(fd, b".", libc::O_PATH | libc::O_DIRECTORY, 0))?;
     for _ in 0..SUBTREE_DEPTH_MAX {
         let st = sys::fstat(current.as_fd())?;
@@ -438,5 +461,5 @@ fn check_inside(export: &Export, fd: std::os::fd::BorrowedFd) -> VfsResult<()> {
         current = parent;
     }
     tracing::warn!(export = export.id, "handle of a directory outside the export refused");
-    Err(VfsError::Stale)
+    Err(StoreError::Stale)
 }

@@ -5,51 +5,30 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
-use super::{SYMLINK_TARGET_BYTES_MAX, Vfs, apply_attrs, attrs_of, check_name, is_dot};
-use crate::attr::{Attrs, FileType, SetAttrs, SetTime, Time};
-use crate::error::{VfsError, VfsResult};
+use keel_store::{
+    Attrs, CreateMode, Created, FileType, NodeKind, SYMLINK_TARGET_BYTES_MAX, SetAttrs, SetTime, StoreError,
+    StoreResult, Time, check_name,
+};
+
+use super::{LocalStore, apply_attrs, attrs_of, is_dot};
 use crate::ident::{self, Acting};
 use crate::inode::Inode;
 use crate::sys;
 
-/// CREATE's three modes (RFC 1813 section 3.3.8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CreateMode {
-    /// Create, or use the existing regular file.
-    Unchecked,
-    /// Fail if the name exists.
-    Guarded,
-    /// Exactly once: the verifier is stored in the new file's atime and
-    /// mtime (as knfsd does), so a retransmission finds its own file.
-    Exclusive([u8; 8]),
-}
+/// What a creating verb made (or CREATE found), as this crate holds it.
+type Made = Created<Arc<Inode>>;
 
-/// The kind of special file MKNOD makes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeKind {
-    Char { major: u32, minor: u32 },
-    Block { major: u32, minor: u32 },
-    Socket,
-    Fifo,
-}
-
-/// Something that did not exist before, with its attributes.
-pub struct Created {
-    pub inode: Arc<Inode>,
-    pub attrs: Attrs,
-}
-
-fn check_new_name(name: &[u8]) -> VfsResult<()> {
+fn check_new_name(name: &[u8]) -> StoreResult<()> {
     check_name(name)?;
     if is_dot(name) {
-        return Err(VfsError::errno(libc::EEXIST));
+        return Err(StoreError::errno(libc::EEXIST));
     }
     Ok(())
 }
 
-fn require_dir(dir: &Inode) -> VfsResult<()> {
+fn require_dir(dir: &Inode) -> StoreResult<()> {
     if dir.ftype != FileType::Directory {
-        return Err(VfsError::errno(libc::ENOTDIR));
+        return Err(StoreError::errno(libc::ENOTDIR));
     }
     Ok(())
 }
@@ -61,8 +40,8 @@ fn verifier_times(v: [u8; 8]) -> (Time, Time) {
     (Time { seconds: i64::from(atime), nanos: 0 }, Time { seconds: i64::from(mtime), nanos: 0 })
 }
 
-impl Vfs {
-    pub fn create(
+impl LocalStore {
+    pub(crate) fn create(
         &self,
         who: &Acting,
         dir: &Arc<Inode>,
@@ -70,7 +49,7 @@ impl Vfs {
         mode: CreateMode,
         set: &SetAttrs,
         commit: bool,
-    ) -> VfsResult<Created> {
+    ) -> StoreResult<Made> {
         require_dir(dir)?;
         check_new_name(name)?;
         let perm = set.mode.unwrap_or(0o644) & 0o7777;
@@ -106,18 +85,22 @@ impl Vfs {
         mode: CreateMode,
         set: &SetAttrs,
         commit: bool,
-    ) -> VfsResult<Created> {
+    ) -> StoreResult<Made> {
         let (inode, attrs) = self.lookup(who, dir, name)?;
         if inode.ftype != FileType::Regular {
-            return Err(VfsError::errno(libc::EEXIST));
+            return Err(StoreError::errno(libc::EEXIST));
         }
         match mode {
-            CreateMode::Guarded => Err(VfsError::errno(libc::EEXIST)),
+            CreateMode::Guarded => Err(StoreError::errno(libc::EEXIST)),
             CreateMode::Exclusive(v) => {
                 let (atime, mtime) = verifier_times(v);
                 // knfsd also insists the file is still empty.
                 let ours = attrs.atime.seconds == atime.seconds && attrs.mtime.seconds == mtime.seconds;
-                if ours && attrs.size == 0 { Ok(Created { inode, attrs }) } else { Err(VfsError::errno(libc::EEXIST)) }
+                if ours && attrs.size == 0 {
+                    Ok(Created { object: inode, attrs })
+                } else {
+                    Err(StoreError::errno(libc::EEXIST))
+                }
             }
             CreateMode::Unchecked => {
                 if let Some(size) = set.size {
@@ -127,28 +110,28 @@ impl Vfs {
                     }
                 }
                 let attrs = attrs_of(&inode)?;
-                Ok(Created { inode, attrs })
+                Ok(Created { object: inode, attrs })
             }
         }
     }
 
-    fn finish_create(&self, dir: &Inode, inode: Arc<Inode>, commit: bool) -> VfsResult<Created> {
+    fn finish_create(&self, dir: &Inode, inode: Arc<Inode>, commit: bool) -> StoreResult<Made> {
         if commit {
             self.commit_object(&inode)?;
             self.sync_object(dir.fd(), dir)?;
         }
         let attrs = attrs_of(&inode)?;
-        Ok(Created { inode, attrs })
+        Ok(Created { object: inode, attrs })
     }
 
-    pub fn mkdir(
+    pub(crate) fn mkdir(
         &self,
         who: &Acting,
         dir: &Arc<Inode>,
         name: &[u8],
         set: &SetAttrs,
         commit: bool,
-    ) -> VfsResult<Created> {
+    ) -> StoreResult<Made> {
         require_dir(dir)?;
         check_new_name(name)?;
         sys::mkdirat(dir.fd(), name, set.mode.unwrap_or(0o755) & 0o7777)?;
@@ -158,7 +141,7 @@ impl Vfs {
         self.finish_special(who, dir, fd, FileType::Directory, set, commit)
     }
 
-    pub fn symlink(
+    pub(crate) fn symlink(
         &self,
         who: &Acting,
         dir: &Arc<Inode>,
@@ -166,21 +149,21 @@ impl Vfs {
         target: &[u8],
         set: &SetAttrs,
         commit: bool,
-    ) -> VfsResult<Created> {
+    ) -> StoreResult<Made> {
         require_dir(dir)?;
         check_new_name(name)?;
         if target.is_empty() || target.contains(&0) {
-            return Err(VfsError::errno(libc::EINVAL));
+            return Err(StoreError::errno(libc::EINVAL));
         }
         if target.len() > SYMLINK_TARGET_BYTES_MAX {
-            return Err(VfsError::NameTooLong);
+            return Err(StoreError::NameTooLong);
         }
         sys::symlinkat(target, dir.fd(), name)?;
         let fd = sys::openat(dir.fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
         self.finish_special(who, dir, fd, FileType::Symlink, set, commit)
     }
 
-    pub fn mknod(
+    pub(crate) fn mknod(
         &self,
         who: &Acting,
         dir: &Arc<Inode>,
@@ -188,7 +171,7 @@ impl Vfs {
         kind: NodeKind,
         set: &SetAttrs,
         commit: bool,
-    ) -> VfsResult<Created> {
+    ) -> StoreResult<Made> {
         require_dir(dir)?;
         check_new_name(name)?;
         let (ftype, type_bits, dev) = match kind {
@@ -199,7 +182,7 @@ impl Vfs {
         };
         // Device nodes are root's business, whatever capabilities linger.
         if matches!(kind, NodeKind::Char { .. } | NodeKind::Block { .. }) && !who.cred().is_root() {
-            return Err(VfsError::errno(libc::EPERM));
+            return Err(StoreError::errno(libc::EPERM));
         }
         sys::mknodat(dir.fd(), name, type_bits | (set.mode.unwrap_or(0o644) & 0o7777), dev)?;
         let fd = sys::openat(dir.fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
@@ -216,11 +199,11 @@ impl Vfs {
         ftype: FileType,
         set: &SetAttrs,
         commit: bool,
-    ) -> VfsResult<Created> {
+    ) -> StoreResult<Made> {
         let st = sys::fstat(fd.as_fd())?;
         if FileType::from_mode(st.st_mode) != Some(ftype) {
             // Replaced between creation and open: not ours to hand out.
-            return Err(VfsError::errno(libc::EAGAIN));
+            return Err(StoreError::errno(libc::EAGAIN));
         }
         let inode = self.adopt_new(&dir.export, ftype, fd, false)?;
         apply_attrs(who.cred(), &inode, &SetAttrs { mode: None, size: None, ..*set })?;
@@ -228,14 +211,21 @@ impl Vfs {
     }
 
     /// LINK: a new name in `dir` for `file`. Returns the file's attributes.
-    pub fn link(&self, _who: &Acting, file: &Inode, dir: &Arc<Inode>, name: &[u8], commit: bool) -> VfsResult<Attrs> {
+    pub(crate) fn link(
+        &self,
+        _who: &Acting,
+        file: &Inode,
+        dir: &Arc<Inode>,
+        name: &[u8],
+        commit: bool,
+    ) -> StoreResult<Attrs> {
         require_dir(dir)?;
         check_new_name(name)?;
         if file.export.id != dir.export.id {
-            return Err(VfsError::errno(libc::EXDEV));
+            return Err(StoreError::errno(libc::EXDEV));
         }
         if file.ftype == FileType::Directory {
-            return Err(VfsError::errno(libc::EISDIR));
+            return Err(StoreError::errno(libc::EISDIR));
         }
         sys::link_fd(file.fd(), dir.fd(), name)?;
         if commit {

@@ -3,30 +3,30 @@
 
 use std::sync::Arc;
 
-use super::{Vfs, check_name, is_dot};
-use crate::attr::FileType;
-use crate::error::{VfsError, VfsResult};
+use keel_store::{FileType, StoreError, StoreResult, check_name};
+
+use super::{LocalStore, is_dot};
 use crate::ident::Acting;
 use crate::inode::Inode;
 use crate::sys;
 
-impl Vfs {
-    pub fn remove(&self, who: &Acting, dir: &Inode, name: &[u8], commit: bool) -> VfsResult<()> {
+impl LocalStore {
+    pub(crate) fn remove(&self, who: &Acting, dir: &Inode, name: &[u8], commit: bool) -> StoreResult<()> {
         self.unlink(who, dir, name, 0, commit)
     }
 
-    pub fn rmdir(&self, who: &Acting, dir: &Inode, name: &[u8], commit: bool) -> VfsResult<()> {
+    pub(crate) fn rmdir(&self, who: &Acting, dir: &Inode, name: &[u8], commit: bool) -> StoreResult<()> {
         self.unlink(who, dir, name, libc::AT_REMOVEDIR, commit)
     }
 
-    fn unlink(&self, _who: &Acting, dir: &Inode, name: &[u8], flags: libc::c_int, commit: bool) -> VfsResult<()> {
+    fn unlink(&self, _who: &Acting, dir: &Inode, name: &[u8], flags: libc::c_int, commit: bool) -> StoreResult<()> {
         if dir.ftype != FileType::Directory {
-            return Err(VfsError::errno(libc::ENOTDIR));
+            return Err(StoreError::errno(libc::ENOTDIR));
         }
         check_name(name)?;
         if is_dot(name) {
             // As knfsd: "." and ".." are never removed by name.
-            return Err(VfsError::errno(if name == b"." { libc::EINVAL } else { libc::ENOTEMPTY }));
+            return Err(StoreError::errno(if name == b"." { libc::EINVAL } else { libc::ENOTEMPTY }));
         }
         let victim = self.handle_of_name(dir, name);
         sys::unlinkat(dir.fd(), name, flags)?;
@@ -39,7 +39,7 @@ impl Vfs {
         Ok(())
     }
 
-    pub fn rename(
+    pub(crate) fn rename(
         &self,
         _who: &Acting,
         from_dir: &Arc<Inode>,
@@ -47,17 +47,17 @@ impl Vfs {
         to_dir: &Arc<Inode>,
         to: &[u8],
         commit: bool,
-    ) -> VfsResult<()> {
+    ) -> StoreResult<()> {
         if from_dir.ftype != FileType::Directory || to_dir.ftype != FileType::Directory {
-            return Err(VfsError::errno(libc::ENOTDIR));
+            return Err(StoreError::errno(libc::ENOTDIR));
         }
         check_name(from)?;
         check_name(to)?;
         if is_dot(from) || is_dot(to) {
-            return Err(VfsError::errno(libc::EINVAL));
+            return Err(StoreError::errno(libc::EINVAL));
         }
         if from_dir.export.id != to_dir.export.id {
-            return Err(VfsError::errno(libc::EXDEV));
+            return Err(StoreError::errno(libc::EXDEV));
         }
         let source = self.handle_of_name(from_dir, from);
         let victim = self.handle_of_name(to_dir, to).filter(|v| Some(v) != source.as_ref());

@@ -4,11 +4,12 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::attr::FileType;
-use crate::error::{VfsError, VfsResult};
 use crate::handle::{self, FileHandle, HandleKey};
 use crate::sys;
+use keel_store::FileType;
+use keel_store::{StoreError, StoreResult};
 
 /// What the configuration says about an export.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,10 +48,13 @@ pub struct Export {
     /// handle may lie outside the export and directories are checked.
     pub(crate) subtree: bool,
     pub root_handle: FileHandle,
+    /// No longer served (an export reload removed it): objects opened
+    /// through it are stale.
+    retired: AtomicBool,
 }
 
 impl Export {
-    pub fn open(spec: &ExportSpec, key: &HandleKey) -> VfsResult<Export> {
+    pub fn open(spec: &ExportSpec, key: &HandleKey) -> StoreResult<Export> {
         let root_fd = sys::open_path(&spec.path, libc::O_RDONLY | libc::O_DIRECTORY)?;
         let st = sys::fstat(root_fd.as_fd())?;
         let (kernel, mount_id) = sys::name_to_handle(root_fd.as_fd(), b"")?;
@@ -71,7 +75,16 @@ impl Export {
             mount_id,
             subtree,
             root_handle,
+            retired: AtomicBool::new(false),
         })
+    }
+
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
     }
 
     pub fn root_fd(&self) -> BorrowedFd<'_> {
@@ -89,15 +102,15 @@ impl Export {
     }
 
     /// Flushes everything of this export's file system to disk.
-    pub fn sync(&self) -> VfsResult<()> {
-        sys::syncfs(self.root_fd.as_fd()).map_err(VfsError::from)
+    pub fn sync(&self) -> StoreResult<()> {
+        sys::syncfs(self.root_fd.as_fd()).map_err(StoreError::from)
     }
 }
 
 /// fsid from the file system UUID (stable across reboots and device
 /// renumbering, the same on an HA peer), else from statfs, else the device
 /// number. An all-zero UUID (images made without one) is no UUID.
-fn derive_fsid(fd: BorrowedFd, dev: u64) -> VfsResult<(u64, FsidSource)> {
+fn derive_fsid(fd: BorrowedFd, dev: u64) -> StoreResult<(u64, FsidSource)> {
     let uuid = sys::fs_uuid(fd).ok().or_else(|| uuid_from_udev(dev)).filter(|u| *u != [0; 16]);
     if let Some(uuid) = uuid {
         let hi = u64::from_be_bytes(uuid[..8].try_into().expect("8 bytes"));

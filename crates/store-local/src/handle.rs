@@ -28,9 +28,9 @@ use std::path::Path;
 use bytes::{BufMut, Bytes, BytesMut};
 use siphasher::sip::SipHasher24;
 
-use crate::attr::FileType;
-use crate::error::{VfsError, VfsResult};
 use crate::sys::KernelHandle;
+use keel_store::FileType;
+use keel_store::{StoreError, StoreResult};
 
 pub const FH_BYTES_MAX: usize = 64;
 const FH_VERSION: u8 = 1;
@@ -137,12 +137,12 @@ pub fn encode(
     fsid: u64,
     ftype: FileType,
     kernel: &KernelHandle,
-) -> VfsResult<FileHandle> {
+) -> StoreResult<FileHandle> {
     let n = kernel.bytes.len();
     let kind = u8::try_from(kernel.handle_type).ok();
     let (Some(kind), true) = (kind, n <= KERNEL_HANDLE_IN_FH_MAX) else {
         tracing::error!(handle_type = kernel.handle_type, bytes = n, "kernel file handle does not fit an NFSv3 handle");
-        return Err(VfsError::NotSupported);
+        return Err(StoreError::NotSupported);
     };
     let mut b = BytesMut::with_capacity(HEADER_BYTES + n + MAC_BYTES);
     b.put_u8(FH_VERSION);
@@ -157,22 +157,22 @@ pub fn encode(
     Ok(FileHandle(b.freeze()))
 }
 
-pub fn decode(key: &HandleKey, fh: &[u8]) -> VfsResult<ParsedHandle> {
+pub fn decode(key: &HandleKey, fh: &[u8]) -> StoreResult<ParsedHandle> {
     if fh.len() < HEADER_BYTES + MAC_BYTES || fh[0] != FH_VERSION {
-        return Err(VfsError::BadHandle);
+        return Err(StoreError::BadHandle);
     }
     let n = fh[3] as usize;
     if fh.len() != HEADER_BYTES + n + MAC_BYTES {
-        return Err(VfsError::BadHandle);
+        return Err(StoreError::BadHandle);
     }
     let (body, mac) = fh.split_at(HEADER_BYTES + n);
     let expected = key.mac(body);
     // Compare without an early exit.
     if mac.iter().zip(expected).fold(0, |acc, (a, b)| acc | (a ^ b)) != 0 {
-        return Err(VfsError::BadHandle);
+        return Err(StoreError::BadHandle);
     }
     Ok(ParsedHandle {
-        ftype: FileType::from_u8(fh[1]).ok_or(VfsError::BadHandle)?,
+        ftype: FileType::from_u8(fh[1]).ok_or(StoreError::BadHandle)?,
         export_id: u32::from_be_bytes(fh[4..8].try_into().expect("4 bytes")),
         fsid: u64::from_be_bytes(fh[8..16].try_into().expect("8 bytes")),
         kernel: KernelHandle { handle_type: i32::from(fh[2]), bytes: fh[HEADER_BYTES..HEADER_BYTES + n].to_vec() },
@@ -213,7 +213,7 @@ mod tests {
                 assert!(decode(&key, &forged).is_err(), "byte {i} bit {bit}");
             }
         }
-        assert!(matches!(decode(&HandleKey::from_bytes([8; 16]), fh.as_bytes()), Err(VfsError::BadHandle)));
+        assert!(matches!(decode(&HandleKey::from_bytes([8; 16]), fh.as_bytes()), Err(StoreError::BadHandle)));
     }
 
     #[test]

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use keel_vfs::*;
+use keel_store::*;
+use keel_store_local::*;
 
 struct Fixture {
     base: PathBuf,
@@ -17,10 +18,10 @@ struct Fixture {
 
 impl Fixture {
     fn new(tag: &str) -> Self {
-        if let Err(why) = keel_vfs::ident::check_privileges() {
+        if let Err(why) = keel_store_local::ident::check_privileges() {
             panic!("the storage-layer tests need root, as Keel does (CI runs them as root): {why}");
         }
-        let base = std::env::temp_dir().join(format!("keel-vfs-{tag}-{}", std::process::id()));
+        let base = std::env::temp_dir().join(format!("keel-store-local-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let export_dir = base.join("export");
         std::fs::create_dir_all(&export_dir).unwrap();
@@ -29,14 +30,14 @@ impl Fixture {
         Fixture { base, export_dir, key: HandleKey::from_bytes([3; 16]) }
     }
 
-    fn vfs(&self) -> Vfs {
+    fn vfs(&self) -> LocalStore {
         let spec = ExportSpec { id: 1, path: self.export_dir.clone(), fsid: None };
         let export = Export::open(&spec, &self.key).unwrap();
-        Vfs::new(vec![export], self.key.clone(), 1024).unwrap()
+        LocalStore::new(vec![export], self.key.clone(), 1024).unwrap()
     }
 
-    fn root(&self, vfs: &Vfs) -> Arc<Inode> {
-        vfs.root(&vfs.exports()[0]).unwrap()
+    fn root(&self, vfs: &LocalStore) -> LocalObject {
+        vfs.lookup_path(1, b"").unwrap()
     }
 }
 
@@ -47,8 +48,8 @@ impl Drop for Fixture {
 }
 
 /// Resolves a handle with every export admitting the caller.
-fn resolve(vfs: &Vfs, fh: &Bytes) -> Result<Arc<Inode>, VfsError> {
-    vfs.resolve(fh, |_| Ok::<_, VfsError>(())).map(|(inode, ())| inode)
+fn resolve(vfs: &LocalStore, fh: &Bytes) -> Result<LocalObject, StoreError> {
+    vfs.resolve(fh, |_| Ok::<_, StoreError>(())).map(|(inode, ())| inode)
 }
 
 fn on_worker<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -64,11 +65,11 @@ fn user(uid: u32) -> Cred {
 
 /// Runs `f` as `cred`, the way a worker runs one call.
 fn act<T>(cred: Cred, f: impl FnOnce(&Acting) -> T) -> T {
-    let who = keel_vfs::ident::act_as(&cred).expect("act as the caller");
+    let who = keel_store_local::ident::act_as(&cred).expect("act as the caller");
     f(&who)
 }
 
-fn errno(e: &VfsError) -> Option<i32> {
+fn errno(e: &StoreError) -> Option<i32> {
     e.raw_os_error()
 }
 
@@ -81,8 +82,8 @@ fn handles_survive_a_new_server_instance() {
         let vfs = f.vfs();
         let root = f.root(&vfs);
         let c = act(ROOT, |w| vfs.create(w, &root, b"file", CreateMode::Guarded, &SetAttrs::default(), true)).unwrap();
-        act(ROOT, |w| vfs.write(w, &c.inode, 0, b"hello", Stability::FileSync)).unwrap();
-        (c.inode.handle.as_bytes().clone(), c.attrs.fileid)
+        act(ROOT, |w| vfs.write(w, &c.object, 0, b"hello", Stability::FileSync)).unwrap();
+        (c.object.handle().clone(), c.attrs.fileid)
     });
     let f = fx.clone();
     on_worker(move || {
@@ -104,29 +105,29 @@ fn forged_and_foreign_handles_are_refused() {
         let vfs = fx.vfs();
         let root = fx.root(&vfs);
         // Garbage, truncation and a flipped bit.
-        assert!(matches!(resolve(&vfs, &Bytes::from_static(b"garbage")), Err(VfsError::BadHandle)));
-        let good = root.handle.as_bytes().clone();
-        assert!(matches!(resolve(&vfs, &good.slice(..good.len() - 1)), Err(VfsError::BadHandle)));
+        assert!(matches!(resolve(&vfs, &Bytes::from_static(b"garbage")), Err(StoreError::BadHandle)));
+        let good = root.handle().clone();
+        assert!(matches!(resolve(&vfs, &good.slice(..good.len() - 1)), Err(StoreError::BadHandle)));
         let mut flipped = good.to_vec();
         flipped[20] ^= 1;
-        assert!(matches!(resolve(&vfs, &Bytes::from(flipped)), Err(VfsError::BadHandle)));
+        assert!(matches!(resolve(&vfs, &Bytes::from(flipped)), Err(StoreError::BadHandle)));
         // A well-formed handle for a file outside the export, made with
         // another key (a client cannot know ours).
         let spec = ExportSpec { id: 1, path: outside.clone(), fsid: None };
         let attacker_key = HandleKey::from_bytes([9; 16]);
         let forged = Export::open(&spec, &attacker_key).unwrap().root_handle;
-        assert!(matches!(resolve(&vfs, forged.as_bytes()), Err(VfsError::BadHandle)));
+        assert!(matches!(resolve(&vfs, forged.as_bytes()), Err(StoreError::BadHandle)));
         // Even with our key (a handle minted for another export path on the
         // same file system), a directory outside the tree is stale.
         let minted = Export::open(&spec, &fx.key).unwrap().root_handle;
-        assert!(matches!(resolve(&vfs, minted.as_bytes()), Err(VfsError::Stale)));
+        assert!(matches!(resolve(&vfs, minted.as_bytes()), Err(StoreError::Stale)));
         // Export id that is not served.
         let spec2 = ExportSpec { id: 2, path: fx.export_dir.clone(), fsid: None };
         let other = Export::open(&spec2, &fx.key).unwrap().root_handle;
-        assert!(matches!(resolve(&vfs, other.as_bytes()), Err(VfsError::Stale)));
+        assert!(matches!(resolve(&vfs, other.as_bytes()), Err(StoreError::Stale)));
         // ".." of the root is the root.
         let (up, _) = act(ROOT, |w| vfs.lookup(w, &root, b"..")).unwrap();
-        assert_eq!(up.handle, root.handle);
+        assert_eq!(up.handle(), root.handle());
     });
 }
 
@@ -139,7 +140,7 @@ fn the_kernel_checks_permissions_as_the_caller() {
         let vfs = f.vfs();
         let root = f.root(&vfs);
         let attrs = SetAttrs { mode: Some(0o600), ..Default::default() };
-        let secret = act(ROOT, |w| vfs.create(w, &root, b"secret", CreateMode::Guarded, &attrs, false)).unwrap().inode;
+        let secret = act(ROOT, |w| vfs.create(w, &root, b"secret", CreateMode::Guarded, &attrs, false)).unwrap().object;
         act(ROOT, |w| vfs.write(w, &secret, 0, b"root only", Stability::Unstable)).unwrap();
         let e = act(user(1000), |w| vfs.read(w, &secret, 0, 10)).unwrap_err();
         assert_eq!(errno(&e), Some(libc::EACCES));
@@ -152,23 +153,23 @@ fn the_kernel_checks_permissions_as_the_caller() {
         let ro = SetAttrs { mode: Some(0o444), ..Default::default() };
         let mine = act(user(1000), |w| vfs.create(w, &root, b"mine", CreateMode::Guarded, &ro, false)).unwrap();
         assert_eq!((mine.attrs.uid, mine.attrs.gid, mine.attrs.mode), (1000, 1000, 0o444));
-        act(user(1000), |w| vfs.write(w, &mine.inode, 0, b"ok", Stability::Unstable)).unwrap();
+        act(user(1000), |w| vfs.write(w, &mine.object, 0, b"ok", Stability::Unstable)).unwrap();
         // ...but not other people's, and ACCESS tells the truth.
-        let e = act(user(1001), |w| vfs.write(w, &mine.inode, 0, b"no", Stability::Unstable)).unwrap_err();
+        let e = act(user(1001), |w| vfs.write(w, &mine.object, 0, b"no", Stability::Unstable)).unwrap_err();
         assert_eq!(errno(&e), Some(libc::EACCES));
-        assert_eq!(act(user(1001), |w| vfs.access(w, &mine.inode, 0x3f)).unwrap(), 0x01);
+        assert_eq!(act(user(1001), |w| vfs.access(w, &mine.object, 0x3f)).unwrap(), 0x01);
 
         // chown to someone else needs root; chmod needs the owner.
         let give = SetAttrs { uid: Some(1001), ..Default::default() };
-        let e = act(user(1000), |w| vfs.setattr(w, &mine.inode, &give, None, false)).unwrap_err();
+        let e = act(user(1000), |w| vfs.setattr(w, &mine.object, &give, None, false)).unwrap_err();
         assert_eq!(errno(&e), Some(libc::EPERM));
         let chmod = SetAttrs { mode: Some(0o666), ..Default::default() };
         assert_eq!(
-            errno(&act(user(1001), |w| vfs.setattr(w, &mine.inode, &chmod, None, false)).unwrap_err()),
+            errno(&act(user(1001), |w| vfs.setattr(w, &mine.object, &chmod, None, false)).unwrap_err()),
             Some(libc::EPERM)
         );
-        act(ROOT, |w| vfs.setattr(w, &mine.inode, &give, None, false)).unwrap();
-        assert_eq!(vfs.getattr(&mine.inode).unwrap().uid, 1001);
+        act(ROOT, |w| vfs.setattr(w, &mine.object, &give, None, false)).unwrap();
+        assert_eq!(vfs.getattr(&mine.object).unwrap().uid, 1001);
 
         // Device nodes are root's only.
         let dev = NodeKind::Char { major: 1, minor: 3 };
@@ -189,12 +190,12 @@ fn create_modes_follow_rfc_1813() {
         let root = fx.root(&vfs);
         let none = SetAttrs::default();
         let a = act(ROOT, |w| vfs.create(w, &root, b"a", CreateMode::Guarded, &none, false)).unwrap();
-        act(ROOT, |w| vfs.write(w, &a.inode, 0, b"data", Stability::Unstable)).unwrap();
+        act(ROOT, |w| vfs.write(w, &a.object, 0, b"data", Stability::Unstable)).unwrap();
         let e = act(ROOT, |w| vfs.create(w, &root, b"a", CreateMode::Guarded, &none, false)).err().unwrap();
         assert_eq!(errno(&e), Some(libc::EEXIST));
         // UNCHECKED on an existing file keeps it, truncating only if asked.
         let again = act(ROOT, |w| vfs.create(w, &root, b"a", CreateMode::Unchecked, &none, false)).unwrap();
-        assert_eq!((again.inode.handle.clone(), again.attrs.size), (a.inode.handle.clone(), 4));
+        assert_eq!((again.object.handle().clone(), again.attrs.size), (a.object.handle().clone(), 4));
         let zero = SetAttrs { size: Some(0), ..Default::default() };
         assert_eq!(
             act(ROOT, |w| vfs.create(w, &root, b"a", CreateMode::Unchecked, &zero, false)).unwrap().attrs.size,
@@ -204,19 +205,19 @@ fn create_modes_follow_rfc_1813() {
         let v = CreateMode::Exclusive(*b"verifier");
         let x1 = act(ROOT, |w| vfs.create(w, &root, b"x", v, &none, false)).unwrap();
         let x2 = act(ROOT, |w| vfs.create(w, &root, b"x", v, &none, false)).unwrap();
-        assert_eq!(x1.inode.handle, x2.inode.handle);
+        assert_eq!(x1.object.handle(), x2.object.handle());
         let e =
             act(ROOT, |w| vfs.create(w, &root, b"x", CreateMode::Exclusive(*b"other!!!"), &none, false)).err().unwrap();
         assert_eq!(errno(&e), Some(libc::EEXIST));
         // Names.
         for (bad, what) in [(&b"a/b"[..], "slash"), (b"a\0b", "nul"), (b"", "empty")] {
             let r = act(ROOT, |w| vfs.create(w, &root, bad, CreateMode::Guarded, &none, false));
-            assert!(matches!(r, Err(VfsError::InvalidName)), "{what}");
+            assert!(matches!(r, Err(StoreError::InvalidName)), "{what}");
         }
         let long = vec![b'n'; 256];
         assert!(matches!(
             act(ROOT, |w| vfs.create(w, &root, &long, CreateMode::Guarded, &none, false)),
-            Err(VfsError::NameTooLong)
+            Err(StoreError::NameTooLong)
         ));
         assert_eq!(errno(&act(ROOT, |w| vfs.mkdir(w, &root, b"..", &none, false)).err().unwrap()), Some(libc::EEXIST));
     });
@@ -231,13 +232,13 @@ fn symlinks_are_stored_and_never_followed() {
         let none = SetAttrs::default();
         let l = act(ROOT, |w| vfs.symlink(w, &root, b"escape", b"/etc", &none, false)).unwrap();
         assert_eq!(l.attrs.ftype, FileType::Symlink);
-        assert_eq!(act(ROOT, |w| vfs.readlink(w, &l.inode)).unwrap(), b"/etc");
+        assert_eq!(act(ROOT, |w| vfs.readlink(w, &l.object)).unwrap(), b"/etc");
         // LOOKUP through the link is not a thing: it is not a directory.
-        assert_eq!(errno(&act(ROOT, |w| vfs.lookup(w, &l.inode, b"passwd")).err().unwrap()), Some(libc::ENOTDIR));
+        assert_eq!(errno(&act(ROOT, |w| vfs.lookup(w, &l.object, b"passwd")).err().unwrap()), Some(libc::ENOTDIR));
         // CREATE over a symlink does not write through it.
         let e = act(ROOT, |w| vfs.create(w, &root, b"escape", CreateMode::Unchecked, &none, false)).err().unwrap();
         assert_eq!(errno(&e), Some(libc::EEXIST));
-        assert!(act(ROOT, |w| vfs.read(w, &l.inode, 0, 10)).is_err());
+        assert!(act(ROOT, |w| vfs.read(w, &l.object, 0, 10)).is_err());
     });
 }
 
@@ -287,7 +288,7 @@ fn readdir_cookies_resume_exactly_once() {
         })
         .unwrap();
         let (fh, attrs) = act(ROOT, |w| vfs.entry_plus(w, &root, b"f00042")).unwrap();
-        assert_eq!(resolve(&vfs, fh.as_bytes()).unwrap().ftype, FileType::Regular);
+        assert_eq!(resolve(&vfs, &fh).unwrap().file_type(), FileType::Regular);
         assert_eq!(attrs.size, 0);
     });
 }
@@ -299,25 +300,25 @@ fn removing_a_name_drops_the_cached_descriptor() {
         let vfs = fx.vfs();
         let root = fx.root(&vfs);
         let c = act(ROOT, |w| vfs.create(w, &root, b"big", CreateMode::Guarded, &SetAttrs::default(), false)).unwrap();
-        let fh = c.inode.handle.as_bytes().clone();
+        let fh = c.object.handle().clone();
         drop(c);
         let cached = vfs.cached_inodes();
         act(ROOT, |w| vfs.remove(w, &root, b"big", true)).unwrap();
         assert_eq!(vfs.cached_inodes(), cached - 1);
-        assert!(matches!(resolve(&vfs, &fh), Err(VfsError::Stale)));
+        assert!(matches!(resolve(&vfs, &fh), Err(StoreError::Stale)));
         // rename over an existing name evicts the victim, not the source.
         let a =
-            act(ROOT, |w| vfs.create(w, &root, b"a", CreateMode::Guarded, &SetAttrs::default(), false)).unwrap().inode;
+            act(ROOT, |w| vfs.create(w, &root, b"a", CreateMode::Guarded, &SetAttrs::default(), false)).unwrap().object;
         let b =
-            act(ROOT, |w| vfs.create(w, &root, b"b", CreateMode::Guarded, &SetAttrs::default(), false)).unwrap().inode;
-        let b_fh = b.handle.as_bytes().clone();
+            act(ROOT, |w| vfs.create(w, &root, b"b", CreateMode::Guarded, &SetAttrs::default(), false)).unwrap().object;
+        let b_fh = b.handle().clone();
         drop(b);
-        let sub = act(ROOT, |w| vfs.mkdir(w, &root, b"sub", &SetAttrs::default(), true)).unwrap().inode;
+        let sub = act(ROOT, |w| vfs.mkdir(w, &root, b"sub", &SetAttrs::default(), true)).unwrap().object;
         act(ROOT, |w| vfs.rename(w, &root, b"a", &root, b"b", true)).unwrap();
-        assert!(matches!(resolve(&vfs, &b_fh), Err(VfsError::Stale)));
-        assert_eq!(act(ROOT, |w| vfs.lookup(w, &root, b"b")).unwrap().0.handle, a.handle);
+        assert!(matches!(resolve(&vfs, &b_fh), Err(StoreError::Stale)));
+        assert_eq!(act(ROOT, |w| vfs.lookup(w, &root, b"b")).unwrap().0.handle(), a.handle());
         act(ROOT, |w| vfs.rename(w, &root, b"b", &sub, b"moved", true)).unwrap();
-        assert_eq!(act(ROOT, |w| vfs.lookup(w, &sub, b"moved")).unwrap().0.handle, a.handle);
+        assert_eq!(act(ROOT, |w| vfs.lookup(w, &sub, b"moved")).unwrap().0.handle(), a.handle());
         assert_eq!(errno(&act(ROOT, |w| vfs.rmdir(w, &root, b"sub", true)).unwrap_err()), Some(libc::ENOTEMPTY));
         assert_eq!(errno(&act(ROOT, |w| vfs.remove(w, &root, b".", true)).unwrap_err()), Some(libc::EINVAL));
         act(ROOT, |w| vfs.link(w, &a, &root, b"hard", true)).unwrap();
@@ -332,7 +333,7 @@ fn a_failed_flush_or_write_starts_a_new_verifier_epoch() {
         let vfs = fx.vfs();
         let root = fx.root(&vfs);
         let f =
-            act(ROOT, |w| vfs.create(w, &root, b"f", CreateMode::Guarded, &SetAttrs::default(), false)).unwrap().inode;
+            act(ROOT, |w| vfs.create(w, &root, b"f", CreateMode::Guarded, &SetAttrs::default(), false)).unwrap().object;
         let v1 = vfs.write_verifier();
         let out = act(ROOT, |w| vfs.write(w, &f, 0, b"unstable", Stability::Unstable)).unwrap();
         assert_eq!(out.verifier, v1);
@@ -341,7 +342,7 @@ fn a_failed_flush_or_write_starts_a_new_verifier_epoch() {
 
         // A flush of another file fails: this file's verifier is untouched.
         vfs.faults().arm(Fault { inode: Some(ino + 1_000_000), ..fault(FaultPoint::Fsync, libc::EIO) }).unwrap();
-        assert_eq!(act(ROOT, |w| vfs.commit(w, &f, true)).unwrap().1, v1);
+        assert_eq!(act(ROOT, |w| vfs.commit(w, &f, true)).unwrap(), v1);
         vfs.faults().clear();
 
         vfs.faults().arm(fault(FaultPoint::Fsync, libc::EIO)).unwrap();
@@ -349,7 +350,7 @@ fn a_failed_flush_or_write_starts_a_new_verifier_epoch() {
         assert_eq!(errno(&e), Some(libc::EIO));
         let v2 = vfs.write_verifier();
         assert_ne!(v2, v1, "a failed flush must start a new epoch");
-        assert_eq!(act(ROOT, |w| vfs.commit(w, &f, true)).unwrap().1, v2, "the next COMMIT shows it");
+        assert_eq!(act(ROOT, |w| vfs.commit(w, &f, true)).unwrap(), v2, "the next COMMIT shows it");
 
         vfs.faults().arm(fault(FaultPoint::Pwrite, libc::EAGAIN)).unwrap();
         assert!(act(ROOT, |w| vfs.write(w, &f, 0, b"x", Stability::FileSync)).is_err());
@@ -373,11 +374,49 @@ fn commit_needs_write_access() {
         let vfs = fx.vfs();
         let root = fx.root(&vfs);
         let attrs = SetAttrs { mode: Some(0o644), ..Default::default() };
-        let f = act(ROOT, |w| vfs.create(w, &root, b"f", CreateMode::Guarded, &attrs, false)).unwrap().inode;
+        let f = act(ROOT, |w| vfs.create(w, &root, b"f", CreateMode::Guarded, &attrs, false)).unwrap().object;
         let e = act(user(1000), |w| vfs.commit(w, &f, true)).unwrap_err();
         assert_eq!(errno(&e), Some(libc::EACCES));
         let e = act(user(1000), |w| vfs.commit(w, &f, false)).unwrap_err();
         assert_eq!(errno(&e), Some(libc::EACCES), "also where nothing is flushed (async)");
         act(ROOT, |w| vfs.commit(w, &f, true)).unwrap();
     });
+}
+
+/// An export reload: the exports kept are passed as the same `Arc`s and
+/// their objects stay cached; a removed one is retired at once, its
+/// handles (cached or not) stale and its objects out of the cache; served
+/// again (opened afresh, same id and directory), its handles resolve again.
+#[test]
+fn set_exports_retires_a_removed_export_and_keeps_the_others() {
+    let fx = Fixture::new("reload");
+    let second_dir = fx.base.join("second");
+    std::fs::create_dir_all(&second_dir).unwrap();
+    std::fs::write(second_dir.join("f"), b"x").unwrap();
+    let open = |id: u32, path: &PathBuf| Export::open(&ExportSpec { id, path: path.clone(), fsid: None }, &fx.key);
+    let store =
+        LocalStore::new(vec![open(1, &fx.export_dir).unwrap(), open(2, &second_dir).unwrap()], fx.key.clone(), 64)
+            .unwrap();
+    let keep = fx.root(&store);
+    let second_root = store.lookup_path(2, b"").unwrap();
+    let file = act(ROOT, |who| store.lookup(who, &second_root, b"f")).unwrap().0;
+    let (keep_fh, file_fh) = (keep.handle().clone(), file.handle().clone());
+    let cached = store.cached_inodes();
+
+    let first = store.open_exports().iter().find(|e| e.id == 1).unwrap().clone();
+    store.set_exports(vec![first.clone()]);
+    assert!(!first.is_retired());
+    assert_eq!(store.exports().iter().map(|e| e.id).collect::<Vec<_>>(), vec![1]);
+    assert_eq!(store.cached_inodes(), cached - 2, "the removed export's root and file left the cache");
+    assert!(matches!(resolve(&store, &file_fh), Err(StoreError::Stale)));
+    assert!(matches!(store.lookup_path(2, b""), Err(StoreError::Stale)));
+    assert_eq!(resolve(&store, &keep_fh).unwrap().inode().handle.as_bytes(), &keep_fh, "kept, and cached still");
+
+    // A call that held the object across the reload finishes with it; the
+    // object knows its export is retired.
+    assert!(file.inode().export.is_retired());
+
+    store.set_exports(vec![first, Arc::new(open(2, &second_dir).unwrap())]);
+    let again = resolve(&store, &file_fh).expect("served again: its handles resolve");
+    assert!(!again.inode().export.is_retired());
 }

@@ -6,12 +6,12 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
-use crate::attr::FileType;
-use crate::error::VfsResult;
 use crate::export::Export;
 use crate::handle::FileHandle;
 use crate::ident;
 use crate::sys::{self, KernelHandle};
+use keel_store::FileType;
+use keel_store::StoreResult;
 
 /// An object of an export, held open.
 #[derive(Debug)]
@@ -48,7 +48,7 @@ impl Inode {
 
     /// A descriptor open for writing, opened (as root: permission is the
     /// caller's business) on first use.
-    pub(crate) fn writer(&self) -> VfsResult<BorrowedFd<'_>> {
+    pub(crate) fn writer(&self) -> StoreResult<BorrowedFd<'_>> {
         if self.fd_writable {
             return Ok(self.fd.as_fd());
         }

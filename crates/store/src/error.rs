@@ -1,9 +1,9 @@
 use std::io;
 
-/// Why a storage operation failed. Operating-system errors keep their
+/// Why a store's verb failed. Operating-system errors keep their
 /// errno; the protocol layer maps errno to its status codes in one table.
 #[derive(Debug, thiserror::Error)]
-pub enum VfsError {
+pub enum StoreError {
     #[error("{0}")]
     Os(#[from] io::Error),
     /// The handle was issued by this server but its object is gone, or it
@@ -30,17 +30,17 @@ pub enum VfsError {
     NotSupported,
 }
 
-impl VfsError {
+impl StoreError {
     pub fn errno(e: i32) -> Self {
-        VfsError::Os(io::Error::from_raw_os_error(e))
+        StoreError::Os(io::Error::from_raw_os_error(e))
     }
 
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
-            VfsError::Os(e) => e.raw_os_error(),
+            StoreError::Os(e) => e.raw_os_error(),
             _ => None,
         }
     }
 }
 
-pub type VfsResult<T> = Result<T, VfsError>;
+pub type StoreResult<T> = Result<T, StoreError>;

@@ -3,9 +3,9 @@
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-use super::{Vfs, check_name, permit};
-use crate::attr::{Attrs, FileType};
-use crate::error::{VfsError, VfsResult};
+use keel_store::{Attrs, DirEntry, FileType, StoreError, StoreResult, check_name};
+
+use super::{LocalStore, from_stat, permit};
 use crate::handle::{self, FileHandle};
 use crate::ident::{self, Acting};
 use crate::inode::Inode;
@@ -14,21 +14,13 @@ use crate::sys;
 /// getdents64 buffer per READDIR call.
 const DIRENT_BUFFER_BYTES: usize = 64 * 1024;
 
-/// One directory entry. `cookie` resumes the listing after this entry.
-#[derive(Debug, Clone, Copy)]
-pub struct DirEntry<'a> {
-    pub name: &'a [u8],
-    pub fileid: u64,
-    pub cookie: u64,
-}
-
-impl Vfs {
+impl LocalStore {
     /// The object `name` in `dir`, with its attributes. "." and ".." are
     /// understood, and ".." of the export root is the root itself.
     /// Permission is checked by the kernel as the acting caller.
-    pub fn lookup(&self, _who: &Acting, dir: &Arc<Inode>, name: &[u8]) -> VfsResult<(Arc<Inode>, Attrs)> {
+    pub(crate) fn lookup(&self, _who: &Acting, dir: &Arc<Inode>, name: &[u8]) -> StoreResult<(Arc<Inode>, Attrs)> {
         if dir.ftype != FileType::Directory {
-            return Err(VfsError::errno(libc::ENOTDIR));
+            return Err(StoreError::errno(libc::ENOTDIR));
         }
         check_name(name)?;
         if name == b"." || (name == b".." && dir.is_export_root()) {
@@ -41,15 +33,15 @@ impl Vfs {
             // was issued (by a local process, or through a parent export):
             // its parent must be proven inside before it is handed out.
             let parent = ident::as_root(|| sys::openat(dir.fd(), b"..", libc::O_PATH | libc::O_DIRECTORY, 0))?;
-            super::check_inside(&dir.export, parent.as_fd()).map_err(|_| VfsError::errno(libc::EACCES))?;
+            super::check_inside(&dir.export, parent.as_fd()).map_err(|_| StoreError::errno(libc::EACCES))?;
         }
         let st = sys::stat_at(dir.fd(), name)?;
         let (kernel, mount_id) = sys::name_to_handle(dir.fd(), name)?;
         if mount_id != dir.export.mount_id {
-            return Err(VfsError::CrossesMount);
+            return Err(StoreError::CrossesMount);
         }
         let inode = self.adopt(&dir.export, &st, kernel)?;
-        let attrs = Attrs::from_stat(&st, dir.export.fsid).ok_or(VfsError::NotSupported)?;
+        let attrs = from_stat(&st, dir.export.fsid).ok_or(StoreError::NotSupported)?;
         Ok((inode, attrs))
     }
 
@@ -57,29 +49,29 @@ impl Vfs {
     /// until it returns false. Returns whether the end was reached.
     /// Cookies are the file system's own directory offsets, so a listing
     /// resumed with one continues exactly after that entry.
-    pub fn readdir(
+    pub(crate) fn readdir(
         &self,
         who: &Acting,
         dir: &Inode,
         cookie: u64,
         mut sink: impl FnMut(DirEntry<'_>) -> bool,
-    ) -> VfsResult<bool> {
+    ) -> StoreResult<bool> {
         if dir.ftype != FileType::Directory {
-            return Err(VfsError::errno(libc::ENOTDIR));
+            return Err(StoreError::errno(libc::ENOTDIR));
         }
         let st = sys::fstat(dir.fd())?;
         permit(who.cred(), dir, &st, libc::R_OK, false)?;
         // A descriptor of our own: the file position is per open file.
         let fd = ident::as_root(|| sys::openat(dir.fd(), b".", libc::O_RDONLY | libc::O_DIRECTORY, 0))?;
         if cookie != 0 {
-            sys::lseek_set(fd.as_fd(), cookie).map_err(|_| VfsError::BadCookie)?;
+            sys::lseek_set(fd.as_fd(), cookie).map_err(|_| StoreError::BadCookie)?;
         }
         let at_root = dir.is_export_root();
         let mut buf = vec![0u8; DIRENT_BUFFER_BYTES];
         loop {
             let n = match sys::getdents(fd.as_fd(), &mut buf) {
                 Ok(n) => n,
-                Err(e) if cookie != 0 && e.raw_os_error() == Some(libc::EINVAL) => return Err(VfsError::BadCookie),
+                Err(e) if cookie != 0 && e.raw_os_error() == Some(libc::EINVAL) => return Err(StoreError::BadCookie),
                 Err(e) => return Err(e.into()),
             };
             if n == 0 {
@@ -100,7 +92,7 @@ impl Vfs {
     /// no permission): the protocol allows leaving them out. ".." of the
     /// export root is the root itself; the ".." of a directory that has
     /// been moved out of a subtree export is left out, as LOOKUP refuses it.
-    pub fn entry_plus(&self, _who: &Acting, dir: &Inode, name: &[u8]) -> Option<(FileHandle, Attrs)> {
+    pub(crate) fn entry_plus(&self, _who: &Acting, dir: &Inode, name: &[u8]) -> Option<(FileHandle, Attrs)> {
         let name: &[u8] = if name == b".." && dir.is_export_root() { b"." } else { name };
         if name == b".." && dir.export.subtree {
             let parent = ident::as_root(|| sys::openat(dir.fd(), b"..", libc::O_PATH | libc::O_DIRECTORY, 0)).ok()?;
@@ -113,6 +105,6 @@ impl Vfs {
         }
         let ftype = FileType::from_mode(st.st_mode)?;
         let fh = handle::encode(&self.key, dir.export.id, dir.export.fsid, ftype, &kernel).ok()?;
-        Some((fh, Attrs::from_stat(&st, dir.export.fsid)?))
+        Some((fh, from_stat(&st, dir.export.fsid)?))
     }
 }

@@ -1,4 +1,4 @@
-//! File attributes as the storage layer reports and changes them.
+//! File attributes as a store reports and changes them.
 
 /// Object types; the values are those of NFS's ftype3 for convenience, and
 /// one of them is stored in every file handle.
@@ -75,27 +75,6 @@ pub struct Attrs {
     pub atime: Time,
     pub mtime: Time,
     pub ctime: Time,
-}
-
-impl Attrs {
-    pub(crate) fn from_stat(st: &libc::stat, fsid: u64) -> Option<Self> {
-        Some(Attrs {
-            ftype: FileType::from_mode(st.st_mode)?,
-            mode: st.st_mode & 0o7777,
-            nlink: st.st_nlink as u32,
-            uid: st.st_uid,
-            gid: st.st_gid,
-            size: st.st_size as u64,
-            used: st.st_blocks as u64 * 512,
-            rdev_major: libc::major(st.st_rdev),
-            rdev_minor: libc::minor(st.st_rdev),
-            fsid,
-            fileid: st.st_ino,
-            atime: Time { seconds: st.st_atime, nanos: st.st_atime_nsec as u32 },
-            mtime: Time { seconds: st.st_mtime, nanos: st.st_mtime_nsec as u32 },
-            ctime: Time { seconds: st.st_ctime, nanos: st.st_ctime_nsec as u32 },
-        })
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

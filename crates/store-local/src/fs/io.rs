@@ -1,58 +1,29 @@
 //! READ and WRITE.
 
-use bytes::Bytes;
+use keel_store::{FileType, ReadOut, Stability, StoreError, StoreResult, WriteOut};
 
-use super::{Vfs, permit};
-use crate::attr::{Attrs, FileType};
-use crate::error::{VfsError, VfsResult};
+use super::{LocalStore, from_stat, permit};
 use crate::faults::FaultPoint;
 use crate::ident::Acting;
 use crate::inode::Inode;
 use crate::sys;
 
-/// How durable a write must be before it is acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stability {
-    /// In the page cache; a later COMMIT makes it durable.
-    Unstable,
-    /// Data and the metadata needed to read it back (fdatasync semantics).
-    DataSync,
-    /// Data and all metadata (fsync semantics).
-    FileSync,
-}
-
-#[derive(Debug)]
-pub struct ReadOut {
-    pub data: Bytes,
-    pub eof: bool,
-    pub attrs: Attrs,
-}
-
-#[derive(Debug)]
-pub struct WriteOut {
-    pub before: Attrs,
-    pub after: Attrs,
-    /// The write verifier as it was before the data went in: if a later
-    /// flush fails, the verifier moves on and the client resends.
-    pub verifier: [u8; 8],
-}
-
-fn require_regular(inode: &Inode) -> VfsResult<()> {
+fn require_regular(inode: &Inode) -> StoreResult<()> {
     match inode.ftype {
         FileType::Regular => Ok(()),
-        FileType::Directory => Err(VfsError::errno(libc::EISDIR)),
-        _ => Err(VfsError::errno(libc::EINVAL)),
+        FileType::Directory => Err(StoreError::errno(libc::EISDIR)),
+        _ => Err(StoreError::errno(libc::EINVAL)),
     }
 }
 
-impl Vfs {
-    pub fn read(&self, who: &Acting, inode: &Inode, offset: u64, count: usize) -> VfsResult<ReadOut> {
+impl LocalStore {
+    pub(crate) fn read(&self, who: &Acting, inode: &Inode, offset: u64, count: usize) -> StoreResult<ReadOut> {
         require_regular(inode)?;
         let st = sys::fstat(inode.fd())?;
         permit(who.cred(), inode, &st, libc::R_OK, true)?;
-        let attrs = Attrs::from_stat(&st, inode.export.fsid).ok_or(VfsError::NotSupported)?;
+        let attrs = from_stat(&st, inode.export.fsid).ok_or(StoreError::NotSupported)?;
         if offset > i64::MAX as u64 {
-            return Err(VfsError::errno(libc::EINVAL));
+            return Err(StoreError::errno(libc::EINVAL));
         }
         let data = if count == 0 || offset >= attrs.size {
             Default::default()
@@ -63,20 +34,20 @@ impl Vfs {
         Ok(ReadOut { data: data.freeze(), eof, attrs })
     }
 
-    pub fn write(
+    pub(crate) fn write(
         &self,
         who: &Acting,
         inode: &Inode,
         offset: u64,
         data: &[u8],
         stability: Stability,
-    ) -> VfsResult<WriteOut> {
+    ) -> StoreResult<WriteOut> {
         require_regular(inode)?;
         let st = sys::fstat(inode.fd())?;
         permit(who.cred(), inode, &st, libc::W_OK, true)?;
-        let before = Attrs::from_stat(&st, inode.export.fsid).ok_or(VfsError::NotSupported)?;
+        let before = from_stat(&st, inode.export.fsid).ok_or(StoreError::NotSupported)?;
         if offset.checked_add(data.len() as u64).is_none_or(|end| end > i64::MAX as u64) {
-            return Err(VfsError::errno(libc::EFBIG));
+            return Err(StoreError::errno(libc::EFBIG));
         }
         let flags = match stability {
             Stability::Unstable => 0,

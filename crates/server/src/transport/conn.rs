@@ -1,0 +1,679 @@
+//! One TCP connection: its read turn (assembling calls, taking a slot and
+//! budget for each), the running of a call, and its outbox.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::{AsFd, OwnedFd};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use keel_rpc::msg::{AcceptStat, ReplyStat};
+use keel_rpc::record::{RecordAssembler, record_mark};
+use keel_rpc::status_reply;
+
+use super::poller::Token;
+use super::{RECORD_BYTES_MAX, Shared};
+use crate::budget::{Account, Charge, Charged, Wait};
+use crate::conns::{CallInFlight, CloseReason, Slot};
+use crate::sys;
+
+/// Bytes read from a socket at a time when no large record is expected.
+const READ_CHUNK_BYTES: usize = 64 << 10;
+/// Segments handed to one writev (IOV_MAX is 1024).
+const WRITEV_SEGMENTS_MAX: usize = 512;
+
+/// Why a read turn stopped taking calls.
+const PARKED_NOT: u8 = 0;
+/// All of `max_requests_per_connection` are in flight.
+const PARKED_SLOTS: u8 = 1;
+/// The memory budget has not granted the next call's bytes yet.
+const PARKED_BUDGET: u8 = 2;
+
+/// What a parked read turn waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parked {
+    Slots,
+    Budget,
+}
+
+pub struct Connection {
+    shared: Weak<Shared>,
+    stream: TcpStream,
+    /// A duplicate of the socket, registered for write readiness.
+    write_fd: OwnedFd,
+    slot: u32,
+    generation: u32,
+    peer: SocketAddr,
+    local: SocketAddr,
+    /// The connection's place in the connection table.
+    place: Slot,
+    account: Arc<Account>,
+    read: Mutex<ReadSide>,
+    out: Mutex<Outbox>,
+    /// Calls taken and not yet answered (their replies not yet written).
+    in_flight: AtomicUsize,
+    parked: AtomicU8,
+    /// Set when no more calls are taken: the client ended, the server
+    /// closes it, or the server stops.
+    reading_done: AtomicBool,
+    /// Set when the server closes it: what waits to be sent is dropped.
+    aborted: AtomicBool,
+    /// Set when the server stops: once the calls in flight are answered,
+    /// the server closes its side and waits for the client to close.
+    draining: AtomicBool,
+    /// When the server closed its side, while stopping.
+    lingering_since: Mutex<Option<Instant>>,
+    finished: AtomicBool,
+}
+
+struct ReadSide {
+    buf: BytesMut,
+    assembler: RecordAssembler,
+    /// A call taken from `buf` that waits for a slot or its bytes.
+    call: Option<Bytes>,
+    /// The budget's bytes for a large record being received.
+    receiving: Option<Charge>,
+    /// A charge queued in the budget.
+    waiting: Option<Wait>,
+    /// Why the reading ended, for the log.
+    ended: Option<String>,
+}
+
+impl ReadSide {
+    fn next_record(&mut self) -> Result<Option<Bytes>, keel_rpc::record::RecordError> {
+        self.assembler.next_record(&mut self.buf)
+    }
+}
+
+#[derive(Default)]
+struct Outbox {
+    /// Replies not (completely) written yet, in order; the first may be
+    /// partly written.
+    queue: VecDeque<Pending>,
+    front_written: usize,
+    /// The socket failed or the connection was aborted: replies are dropped.
+    closed: bool,
+    /// The write descriptor is in the epoll set (added once).
+    write_added: bool,
+}
+
+struct Pending {
+    segments: Vec<Bytes>,
+    _hold: CallHold,
+}
+
+/// What a call holds until its reply is written or dropped: its bytes of
+/// the budget, its slot, and its mark in the connection table.
+struct CallHold {
+    charge: Charge,
+    _call: CallInFlight,
+    conn: Arc<Connection>,
+}
+
+impl Drop for CallHold {
+    fn drop(&mut self) {
+        let c = &self.conn;
+        if c.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            if c.reading_done.load(Ordering::SeqCst) {
+                c.finish();
+                return;
+            }
+            if c.draining.load(Ordering::SeqCst) {
+                c.linger();
+                return;
+            }
+        }
+        c.unpark(PARKED_SLOTS);
+    }
+}
+
+impl Connection {
+    pub(super) fn open(
+        sh: &Arc<Shared>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        place: Slot,
+        slot: u32,
+        generation: u32,
+    ) -> io::Result<Arc<Connection>> {
+        stream.set_nonblocking(true)?;
+        stream.set_nodelay(true)?;
+        socket2::SockRef::from(&stream).set_keepalive(true)?;
+        let local = stream.local_addr().unwrap_or(peer);
+        let write_fd = stream.as_fd().try_clone_to_owned()?;
+        Ok(Arc::new(Connection {
+            shared: Arc::downgrade(sh),
+            stream,
+            write_fd,
+            slot,
+            generation,
+            peer,
+            local,
+            place,
+            account: sh.budget.account(),
+            read: Mutex::new(ReadSide {
+                buf: BytesMut::with_capacity(READ_CHUNK_BYTES),
+                assembler: RecordAssembler::new(RECORD_BYTES_MAX),
+                call: None,
+                receiving: None,
+                waiting: None,
+                ended: None,
+            }),
+            out: Mutex::default(),
+            in_flight: AtomicUsize::new(0),
+            parked: AtomicU8::new(PARKED_NOT),
+            reading_done: AtomicBool::new(false),
+            aborted: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            lingering_since: Mutex::new(None),
+            finished: AtomicBool::new(false),
+        }))
+    }
+
+    /// Registers the connection for its first read turn, and with the
+    /// connection table for being closed.
+    pub(super) fn start(self: &Arc<Self>, sh: &Arc<Shared>) -> io::Result<()> {
+        tracing::info!(peer = %self.peer, local = %self.local, "connection opened");
+        let weak = Arc::downgrade(self);
+        self.place.conn.on_close(Box::new(move || {
+            if let Some(c) = weak.upgrade() {
+                c.abort();
+            }
+        }));
+        sh.poller.add_read(&self.stream, Token::Read(self.slot, self.generation))
+    }
+
+    /// What the read turn waits for, if it is parked.
+    pub(super) fn parked_for(&self) -> Option<Parked> {
+        match self.parked.load(Ordering::SeqCst) {
+            PARKED_SLOTS => Some(Parked::Slots),
+            PARKED_BUDGET => Some(Parked::Budget),
+            _ => None,
+        }
+    }
+
+    fn token_read(&self) -> Token {
+        Token::Read(self.slot, self.generation)
+    }
+
+    fn token_write(&self) -> Token {
+        Token::Write(self.slot, self.generation)
+    }
+
+    /// The read turn: take the next call and pass the turn on, then run
+    /// the call. Only one worker at a time holds a connection's read turn.
+    pub(super) fn read_turn(self: &Arc<Self>, sh: &Arc<Shared>) {
+        let mut rd = self.read.lock().expect("read side lock");
+        loop {
+            if self.reading_done.load(Ordering::SeqCst) {
+                return;
+            }
+            if sh.draining() {
+                // Stopping: take no new call; read and drop what comes
+                // until the client closes (see Transport::stop).
+                rd.call = None;
+                rd.waiting = None;
+                if self.drain_input(&mut rd, sh) {
+                    return;
+                }
+                continue;
+            }
+            let call = match rd.call.take() {
+                Some(call) => call,
+                None => match rd.next_record() {
+                    Ok(Some(call)) => call,
+                    Ok(None) => {
+                        if self.receive(&mut rd, sh) {
+                            return;
+                        }
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(peer = %self.peer, error = %e, "bad record; closing the connection");
+                        rd.ended = Some(e.to_string());
+                        drop(rd);
+                        self.end_reading();
+                        self.abort();
+                        return;
+                    }
+                },
+            };
+            if self.in_flight.load(Ordering::SeqCst) >= sh.requests_per_connection {
+                rd.call = Some(call);
+                if self.park(PARKED_SLOTS, || self.in_flight.load(Ordering::SeqCst) < sh.requests_per_connection) {
+                    return;
+                }
+                continue;
+            }
+            let bytes = call.len() + sh.dispatcher.reply_bytes_max(&call);
+            let Some(charge) = self.charge(&mut rd, bytes) else {
+                rd.call = Some(call);
+                return;
+            };
+            self.in_flight.fetch_add(1, Ordering::SeqCst);
+            let hold = CallHold { charge, _call: self.place.conn.call_started(), conn: self.clone() };
+            // Pass the turn on before running the call: the next call of
+            // this connection may run meanwhile on another worker.
+            let more = rd.assembler.holds_fragment(&rd.buf);
+            drop(rd);
+            if more {
+                sh.push_ready(self.clone());
+            } else {
+                self.rearm(sh);
+            }
+            self.run(sh, call, hold);
+            return;
+        }
+    }
+
+    /// Reads more of the socket into the buffer. True if the turn ends
+    /// (nothing to read now, the client is gone, or the turn is parked).
+    fn receive(self: &Arc<Self>, rd: &mut ReadSide, sh: &Arc<Shared>) -> bool {
+        let wanted = rd.assembler.bytes_wanted(&rd.buf);
+        // A large record's buffer is allocated in one piece, after its
+        // bytes have been charged to the budget.
+        if wanted > READ_CHUNK_BYTES && rd.receiving.is_none() {
+            match self.charge(rd, wanted) {
+                Some(c) => rd.receiving = Some(c),
+                None => return true,
+            }
+        }
+        let room = wanted.saturating_sub(rd.buf.len()).max(READ_CHUNK_BYTES / 4);
+        match sys::read_into(self.stream.as_fd(), &mut rd.buf, room) {
+            Ok(0) => {
+                rd.ended = Some("closed by the client".into());
+                self.end_reading();
+                true
+            }
+            Ok(_) => {
+                self.place.conn.received();
+                false
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.rearm(sh);
+                true
+            }
+            Err(e) => {
+                rd.ended = Some(e.to_string());
+                self.end_reading();
+                true
+            }
+        }
+    }
+
+    /// Reads and drops what the client sends while the server stops; true
+    /// when the turn ends.
+    fn drain_input(self: &Arc<Self>, rd: &mut ReadSide, sh: &Arc<Shared>) -> bool {
+        rd.buf.clear();
+        match sys::read_into(self.stream.as_fd(), &mut rd.buf, READ_CHUNK_BYTES) {
+            Ok(0) => {
+                rd.ended.get_or_insert_with(|| "server stopping".into());
+                self.end_reading();
+                true
+            }
+            Ok(_) => false,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.rearm(sh);
+                true
+            }
+            Err(_) => {
+                rd.ended.get_or_insert_with(|| "server stopping".into());
+                self.end_reading();
+                true
+            }
+        }
+    }
+
+    /// `bytes` of the budget for the turn's next step; `None` parks the
+    /// turn until the budget grants them.
+    fn charge(self: &Arc<Self>, rd: &mut ReadSide, bytes: usize) -> Option<Charge> {
+        if let Some(wait) = &mut rd.waiting {
+            return match wait.take() {
+                Some(charge) => {
+                    rd.waiting = None;
+                    Some(self.with_receiving(rd, charge))
+                }
+                // Woken for nothing: keep waiting.
+                None => self.park_for_budget(rd),
+            };
+        }
+        // Bytes already charged while the record came in count for it.
+        let have = rd.receiving.as_ref().map_or(0, Charge::bytes);
+        if have >= bytes {
+            return rd.receiving.take();
+        }
+        let weak: Weak<Connection> = Arc::downgrade(self);
+        let wake = Arc::new(move || {
+            if let Some(c) = weak.upgrade() {
+                c.unpark(PARKED_BUDGET);
+            }
+        });
+        match self.account.charge(bytes - have, wake) {
+            Charged::Now(charge) => Some(self.with_receiving(rd, charge)),
+            Charged::Later(wait) => {
+                rd.waiting = Some(wait);
+                self.park_for_budget(rd)
+            }
+        }
+    }
+
+    fn park_for_budget(self: &Arc<Self>, rd: &mut ReadSide) -> Option<Charge> {
+        let granted = || rd.waiting.as_ref().is_some_and(Wait::is_granted);
+        if self.park(PARKED_BUDGET, granted) {
+            return None;
+        }
+        let charge = rd.waiting.take().and_then(|mut w| w.take()).expect("granted");
+        Some(self.with_receiving(rd, charge))
+    }
+
+    fn with_receiving(&self, rd: &mut ReadSide, mut charge: Charge) -> Charge {
+        if let Some(receiving) = rd.receiving.take() {
+            charge.absorb(receiving);
+        }
+        charge
+    }
+
+    /// Parks the read turn for `why`, unless `ready` says the reason is
+    /// gone already. True if parked: whoever removes the reason calls
+    /// [`Connection::unpark`], which queues the turn again.
+    fn park(&self, why: u8, ready: impl FnOnce() -> bool) -> bool {
+        self.parked.store(why, Ordering::SeqCst);
+        // Checked after parking, so an unpark in between is not lost.
+        if ready() && self.parked.compare_exchange(why, PARKED_NOT, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            return false;
+        }
+        true
+    }
+
+    fn unpark(self: &Arc<Self>, why: u8) {
+        if self.parked.compare_exchange(why, PARKED_NOT, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+            && let Some(sh) = self.shared_handle()
+        {
+            sh.push_ready(self.clone());
+        }
+    }
+
+    fn rearm(self: &Arc<Self>, sh: &Shared) {
+        if let Err(e) = sh.poller.rearm_read(&self.stream, self.token_read()) {
+            tracing::warn!(peer = %self.peer, error = %e, "cannot poll a connection; closing it");
+            self.end_reading();
+            self.abort();
+        }
+    }
+
+    /// Runs one call on this worker and sends its reply.
+    fn run(self: &Arc<Self>, sh: &Arc<Shared>, call: Bytes, mut hold: CallHold) {
+        let xid = call.get(..4).map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")));
+        let (peer, local) = (self.peer, self.local);
+        match catch_unwind(AssertUnwindSafe(|| sh.dispatcher.handle(call, peer, local))) {
+            Ok(Some(reply)) => {
+                let reply_bytes: usize = reply.iter().map(Bytes::len).sum::<usize>() + 4;
+                if reply_bytes > hold.charge.bytes() {
+                    tracing::warn!(%peer, xid, reply_bytes, reserved_bytes = hold.charge.bytes(), "reply larger than its reserved bound");
+                }
+                // The call's record is gone; the reply is what it holds now.
+                hold.charge.resize(reply_bytes);
+                self.send(sh, reply, hold);
+            }
+            Ok(None) => {}
+            Err(_) => {
+                // Whatever identity the handler left behind, the next call
+                // starts from root.
+                if let Err(e) = keel_store_local::ident::reset() {
+                    tracing::error!(error = %e, "cannot reset the worker's identity after a panic");
+                }
+                tracing::error!(%peer, xid, "a request handler panicked; answered SYSTEM_ERR");
+                if let Some(xid) = xid {
+                    self.send(sh, status_reply(xid, ReplyStat::Accepted(AcceptStat::SystemErr)), hold);
+                }
+            }
+        }
+    }
+
+    /// Sends a reply (record mark first): written at once if nothing is
+    /// queued ahead of it and the socket takes it, queued otherwise.
+    fn send(self: &Arc<Self>, sh: &Shared, mut reply: Vec<Bytes>, hold: CallHold) {
+        let len: usize = reply.iter().map(Bytes::len).sum();
+        reply.insert(0, Bytes::copy_from_slice(&record_mark(len)));
+        let mut out = self.out.lock().expect("outbox lock");
+        if out.closed {
+            drop(out);
+            drop(hold);
+            return;
+        }
+        if out.queue.is_empty() {
+            match write_some(&self.stream, &reply, 0) {
+                Ok(n) if n == len + 4 => {
+                    drop(out);
+                    drop(hold);
+                    return;
+                }
+                Ok(n) => out.front_written = n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => out.front_written = 0,
+                Err(e) => {
+                    tracing::debug!(peer = %self.peer, error = %e, "reply write failed");
+                    let dropped = self.close_outbox(&mut out);
+                    drop(out);
+                    drop((hold, dropped));
+                    self.stream_failed();
+                    return;
+                }
+            }
+            self.place.conn.replies_waiting(true, out.front_written > 0);
+            out.queue.push_back(Pending { segments: reply, _hold: hold });
+            self.arm_write(sh, &mut out);
+        } else {
+            out.queue.push_back(Pending { segments: reply, _hold: hold });
+        }
+    }
+
+    fn arm_write(&self, sh: &Shared, out: &mut Outbox) {
+        match sh.poller.arm_write(&self.write_fd, self.token_write(), out.write_added) {
+            Ok(()) => out.write_added = true,
+            Err(e) => {
+                tracing::warn!(peer = %self.peer, error = %e, "cannot poll a connection for writing; closing it");
+                out.closed = true;
+                self.abort_later();
+            }
+        }
+    }
+
+    /// The write turn: sends what is queued, as far as the socket takes it.
+    pub(super) fn write_turn(self: &Arc<Self>, sh: &Arc<Shared>) {
+        let mut done: Vec<Pending> = Vec::new();
+        let mut out = self.out.lock().expect("outbox lock");
+        if out.closed || out.queue.is_empty() {
+            return;
+        }
+        let mut segments: Vec<Bytes> = Vec::new();
+        for p in &out.queue {
+            if segments.len() + p.segments.len() > WRITEV_SEGMENTS_MAX && !segments.is_empty() {
+                break;
+            }
+            segments.extend(p.segments.iter().cloned());
+        }
+        match write_some(&self.stream, &segments, out.front_written) {
+            Ok(n) => {
+                let mut written = out.front_written + n;
+                while let Some(front) = out.queue.front() {
+                    let len: usize = front.segments.iter().map(Bytes::len).sum();
+                    if written < len {
+                        break;
+                    }
+                    written -= len;
+                    done.push(out.queue.pop_front().expect("front"));
+                }
+                out.front_written = written;
+                self.place.conn.replies_waiting(!out.queue.is_empty(), n > 0);
+                if !out.queue.is_empty() {
+                    self.arm_write(sh, &mut out);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.arm_write(sh, &mut out),
+            Err(e) => {
+                tracing::debug!(peer = %self.peer, error = %e, "reply write failed");
+                done.extend(self.close_outbox(&mut out));
+                drop(out);
+                drop(done);
+                self.stream_failed();
+                return;
+            }
+        }
+        drop(out);
+        // Their holds go (calls answered) outside the outbox lock.
+        drop(done);
+    }
+
+    /// Marks the outbox closed and takes what waits in it (to be dropped
+    /// by the caller once the lock is released).
+    fn close_outbox(&self, out: &mut Outbox) -> VecDeque<Pending> {
+        out.closed = true;
+        self.place.conn.replies_waiting(false, false);
+        std::mem::take(&mut out.queue)
+    }
+
+    /// The socket failed: no more calls, nothing more to send.
+    fn stream_failed(self: &Arc<Self>) {
+        if let Ok(mut rd) = self.read.try_lock() {
+            rd.ended.get_or_insert_with(|| "connection failed".into());
+        }
+        self.end_reading();
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+
+    /// No more calls are taken; the connection finishes once the calls in
+    /// flight are answered.
+    fn end_reading(self: &Arc<Self>) {
+        if !self.reading_done.swap(true, Ordering::SeqCst) {
+            // Whatever it waited for no longer matters.
+            self.parked.store(PARKED_NOT, Ordering::SeqCst);
+            if self.in_flight.load(Ordering::SeqCst) == 0 {
+                self.finish();
+            }
+        }
+    }
+
+    /// The server closes the connection (idle, stalled, evicted, a bad
+    /// record, stopping): what waits to be sent is dropped, and the
+    /// socket is shut so that its read turn ends.
+    pub(super) fn abort(self: &Arc<Self>) {
+        if self.aborted.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if self.place.conn.close_reason() == Some(CloseReason::Stalled) {
+            tracing::warn!(
+                peer = %self.peer,
+                held_bytes = self.account.held_bytes(),
+                budget_used_bytes = self.shared_handle().map_or(0, |sh| sh.budget.used_bytes()),
+                "closing a connection whose client does not read its replies"
+            );
+        }
+        let dropped = {
+            let mut out = self.out.lock().expect("outbox lock");
+            self.close_outbox(&mut out)
+        };
+        drop(dropped);
+        let _ = self.stream.shutdown(Shutdown::Both);
+        // A parked turn would never see the shut socket: end it here.
+        if self.parked.swap(PARKED_NOT, Ordering::SeqCst) != PARKED_NOT {
+            self.end_reading();
+        }
+    }
+
+    /// `abort` from under the outbox lock: done by the next read turn,
+    /// which the shut socket wakes.
+    fn abort_later(&self) {
+        self.aborted.store(true, Ordering::SeqCst);
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+
+    /// Closes the connection for `reason` (the table records it).
+    pub(super) fn close(self: &Arc<Self>, reason: CloseReason) {
+        self.place.conn.close(reason);
+        self.abort();
+    }
+
+    /// The server stops: no more calls are taken (a read turn reads and
+    /// drops what comes); once the calls in flight are answered the server
+    /// closes its side, and the client is expected to close its own.
+    pub(super) fn drain(self: &Arc<Self>, sh: &Arc<Shared>) {
+        self.draining.store(true, Ordering::SeqCst);
+        // A parked turn no longer waits for anything: it drops its call.
+        if self.parked.swap(PARKED_NOT, Ordering::SeqCst) != PARKED_NOT {
+            sh.push_ready(self.clone());
+        }
+        if self.in_flight.load(Ordering::SeqCst) == 0 {
+            self.linger();
+        }
+    }
+
+    /// Closes the server's side of a draining connection (once).
+    fn linger(&self) {
+        let mut since = self.lingering_since.lock().expect("linger lock");
+        if since.is_none() {
+            *since = Some(Instant::now());
+            let _ = self.stream.shutdown(Shutdown::Write);
+        }
+    }
+
+    /// How long the server has waited for the client to close its side.
+    pub(super) fn lingering_for(&self) -> Option<std::time::Duration> {
+        self.lingering_since.lock().expect("linger lock").map(|t| t.elapsed())
+    }
+
+    /// Last step, once: out of the poller and the table; the socket closes
+    /// when the last reference goes.
+    fn finish(&self) {
+        if self.finished.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Some(sh) = self.shared_handle() else { return };
+        sh.poller.remove(&self.stream);
+        sh.poller.remove(&self.write_fd);
+        let dropped = {
+            let mut out = self.out.lock().expect("outbox lock");
+            self.close_outbox(&mut out)
+        };
+        drop(dropped);
+        let why = match self.place.conn.close_reason() {
+            Some(r) => r.as_str().to_string(),
+            None => self
+                .read
+                .try_lock()
+                .ok()
+                .and_then(|rd| rd.ended.clone())
+                .unwrap_or_else(|| "closed by the client".into()),
+        };
+        tracing::info!(peer = %self.peer, reason = %why, "connection closed");
+        sh.free_slot(self.slot);
+    }
+
+    fn shared_handle(&self) -> Option<Arc<Shared>> {
+        self.shared.upgrade()
+    }
+}
+
+/// One non-blocking writev of `segments` (skipping `skip` bytes); how much
+/// was written.
+fn write_some(stream: &TcpStream, segments: &[Bytes], mut skip: usize) -> io::Result<usize> {
+    let mut slices = Vec::with_capacity(segments.len());
+    for s in segments {
+        if skip >= s.len() {
+            skip -= s.len();
+            continue;
+        }
+        slices.push(IoSlice::new(&s[skip..]));
+        skip = 0;
+    }
+    loop {
+        match (&*stream).write_vectored(&slices) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Ok(0) if !slices.is_empty() => return Err(io::ErrorKind::WriteZero.into()),
+            r => return r,
+        }
+    }
+}

@@ -1,0 +1,495 @@
+//! The network side, knfsd's way: a fixed pool of worker threads that find
+//! a ready socket, take one call from it, run it, and send the reply
+//! themselves. At one call in flight a call costs one thread wake-up (the
+//! worker's return from `epoll_wait`), as a raw ping-pong does; there is no
+//! task per request and no queue between a reader and the workers.
+//!
+//! - Every socket is in one epoll set. A connection's socket is registered
+//!   one-shot, so exactly one worker holds its *read turn* at a time: it
+//!   reads until it has a whole call, then passes the turn on (re-arming
+//!   the socket, or, if another whole call is already buffered, putting
+//!   the connection on the ready queue for the next idle worker) before it
+//!   runs the call. So the calls of one connection run in parallel, and
+//!   connections take turns.
+//! - A call is taken only with a slot of its connection
+//!   (`max_requests_per_connection`) and its bytes from the memory budget
+//!   (`budget.rs`); without them the connection is parked, not polled,
+//!   until a reply goes out or the budget grants the bytes.
+//! - The worker writes its reply with a non-blocking `writev`; what the
+//!   socket does not take waits in the connection's outbox, flushed by
+//!   whichever worker gets the socket's (separately registered) write
+//!   readiness.
+//! - Listeners and UDP sockets are level-triggered and exclusive: one
+//!   worker wakes per connection or datagram.
+//! - A sweeper thread ages connections (`conns.rs`: idle, stalled).
+//!
+//! Bounds: the ready queue holds each connection at most once (only the
+//! holder of a read turn puts it there); calls in flight per connection
+//! and bytes in flight overall are bounded by the slots and the budget.
+
+mod conn;
+mod poller;
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use keel_rpc::Dispatcher;
+
+use crate::budget::Budget;
+use crate::conns::{CloseReason, Connections};
+use conn::Connection;
+use poller::{Poller, Token};
+
+/// Largest RPC record accepted: a 1 MiB WRITE plus headers, with room.
+pub const RECORD_BYTES_MAX: usize = (1 << 20) + (64 << 10);
+/// How long a stopping server waits for clients to close their side after
+/// it closed its own, so that its last replies are not reset away.
+const LINGER: Duration = Duration::from_secs(2);
+/// Connections accepted per wake-up of a worker, at most.
+const ACCEPTS_PER_TURN: usize = 32;
+/// Datagrams served per wake-up of a worker, at most.
+const DATAGRAMS_PER_TURN: usize = 16;
+/// Largest datagram received (portmap, later NLM: small calls).
+const DATAGRAM_BYTES_MAX: usize = 64 << 10;
+
+/// Whether a listener's peers are checked against the exports' client
+/// lists before they take a connection slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// NFS and MOUNT: hosts in no client list are closed at accept.
+    Clients,
+    /// The portmapper answers anyone, as rpcbind does.
+    Anyone,
+}
+
+/// What the transport serves.
+pub struct TransportConfig {
+    pub workers: usize,
+    pub requests_per_connection: usize,
+    pub dispatcher: Arc<Dispatcher>,
+    pub budget: Arc<Budget>,
+    pub conns: Arc<Connections>,
+    /// Whether a host is in some export's client list.
+    pub admits: Box<dyn Fn(IpAddr) -> bool + Send + Sync>,
+    pub listeners: Vec<(TcpListener, Admit)>,
+    /// UDP sockets, each with the dispatcher of the programs served on it.
+    pub datagrams: Vec<(UdpSocket, Arc<Dispatcher>)>,
+}
+
+/// What the worker pool is doing now (statistics: `keel stat`, metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolUsage {
+    pub workers: usize,
+    /// Worker threads running: fewer than `workers` only if some died
+    /// (a panic outside a call), which makes the server unhealthy.
+    pub workers_alive: usize,
+    /// Workers not waiting for work: taking a call, running it, writing
+    /// replies, accepting.
+    pub workers_busy: usize,
+    /// Connections with a whole call buffered, waiting for an idle worker.
+    pub ready_queue: usize,
+    /// Connections whose next call waits for a slot: all of
+    /// `max_requests_per_connection` are in flight.
+    pub parked_for_slots: usize,
+    /// Connections whose next call waits for bytes of the memory budget.
+    pub parked_for_budget: usize,
+}
+
+/// Reads the pool's [`PoolUsage`] without keeping the transport alive.
+#[derive(Clone)]
+pub struct PoolProbe {
+    shared: Weak<Shared>,
+}
+
+impl PoolProbe {
+    /// The usage now; all zeros once the transport is gone (or for a probe
+    /// of no transport, in tests).
+    pub fn usage(&self) -> PoolUsage {
+        let Some(sh) = self.shared.upgrade() else { return PoolUsage::default() };
+        let alive = sh.alive_workers.load(Ordering::SeqCst);
+        let mut usage = PoolUsage {
+            workers: sh.workers,
+            workers_alive: alive,
+            workers_busy: alive.saturating_sub(sh.idle_workers.load(Ordering::SeqCst)),
+            ready_queue: sh.ready.lock().expect("ready queue lock").len(),
+            ..PoolUsage::default()
+        };
+        for c in sh.connections() {
+            match c.parked_for() {
+                Some(conn::Parked::Slots) => usage.parked_for_slots += 1,
+                Some(conn::Parked::Budget) => usage.parked_for_budget += 1,
+                None => {}
+            }
+        }
+        usage
+    }
+
+    #[cfg(test)]
+    pub fn none() -> PoolProbe {
+        PoolProbe { shared: Weak::new() }
+    }
+}
+
+/// The running transport.
+pub struct Transport {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+    sweeper: Option<JoinHandle<()>>,
+}
+
+const SERVING: u8 = 0;
+/// No new connections or calls; calls in flight finish.
+const DRAINING: u8 = 1;
+/// Workers leave.
+const STOPPED: u8 = 2;
+
+pub(crate) struct Shared {
+    poller: Poller,
+    dispatcher: Arc<Dispatcher>,
+    budget: Arc<Budget>,
+    conns: Arc<Connections>,
+    admits: Box<dyn Fn(IpAddr) -> bool + Send + Sync>,
+    requests_per_connection: usize,
+    listeners: Vec<(TcpListener, Admit)>,
+    datagrams: Vec<(UdpSocket, Arc<Dispatcher>)>,
+    /// Open connections by the slot in their tokens.
+    table: Mutex<Table>,
+    /// Connections whose read turn waits for a worker.
+    ready: Mutex<VecDeque<Arc<Connection>>>,
+    /// Workers in (or about to enter) epoll_wait.
+    idle_workers: AtomicUsize,
+    /// The pool's size, and its threads running now.
+    workers: usize,
+    alive_workers: AtomicUsize,
+    state: AtomicU8,
+    /// Lets the sweeper sleep until the next sweep or the stop.
+    sweeper_wake: (Mutex<bool>, std::sync::Condvar),
+}
+
+/// Connections by slot; a slot's generation tells its connections apart,
+/// so a stale token never reaches a newer connection.
+#[derive(Default)]
+struct Table {
+    slots: Vec<(u32, Option<Arc<Connection>>)>,
+    free: Vec<u32>,
+}
+
+impl Transport {
+    pub fn start(config: TransportConfig) -> io::Result<Transport> {
+        let TransportConfig {
+            workers,
+            requests_per_connection,
+            dispatcher,
+            budget,
+            conns,
+            admits,
+            listeners,
+            datagrams,
+        } = config;
+        let poller = Poller::new()?;
+        for (i, (l, _)) in listeners.iter().enumerate() {
+            l.set_nonblocking(true)?;
+            poller.add_shared(l, Token::Listener(i as u32))?;
+        }
+        for (i, (s, _)) in datagrams.iter().enumerate() {
+            s.set_nonblocking(true)?;
+            poller.add_shared(s, Token::Datagram(i as u32))?;
+        }
+        let shared = Arc::new(Shared {
+            poller,
+            dispatcher,
+            budget,
+            conns,
+            admits,
+            requests_per_connection,
+            listeners,
+            datagrams,
+            table: Mutex::default(),
+            ready: Mutex::default(),
+            idle_workers: AtomicUsize::new(0),
+            workers: workers.max(1),
+            alive_workers: AtomicUsize::new(0),
+            state: AtomicU8::new(SERVING),
+            sweeper_wake: (Mutex::new(false), std::sync::Condvar::new()),
+        });
+        let workers = (0..workers.max(1))
+            .map(|i| {
+                let shared = shared.clone();
+                shared.alive_workers.fetch_add(1, Ordering::SeqCst);
+                std::thread::Builder::new().name(format!("keel-worker-{i}")).spawn(move || {
+                    let _alive = Alive(shared.clone());
+                    shared.work()
+                })
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        let sweeper = {
+            let shared = shared.clone();
+            std::thread::Builder::new().name("keel-sweeper".into()).spawn(move || shared.sweep_until_stopped())?
+        };
+        Ok(Transport { shared, workers, sweeper: Some(sweeper) })
+    }
+
+    pub fn probe(&self) -> PoolProbe {
+        PoolProbe { shared: Arc::downgrade(&self.shared) }
+    }
+
+    /// Stops: no new connections or calls; the calls in flight finish and
+    /// their replies are written (for up to `drain_timeout`); the server
+    /// closes its side and waits a moment for clients to close theirs;
+    /// then the workers leave.
+    pub fn stop(mut self, drain_timeout: Duration) {
+        let sh = &self.shared;
+        sh.state.store(DRAINING, Ordering::SeqCst);
+        for (l, _) in &sh.listeners {
+            sh.poller.remove(l);
+            // A shut listening socket stops listening: new connections are
+            // refused at once (the kernel would otherwise complete them
+            // into the backlog).
+            let _ = socket2::SockRef::from(l).shutdown(std::net::Shutdown::Both);
+        }
+        for (s, _) in &sh.datagrams {
+            sh.poller.remove(s);
+        }
+        // Each connection finishes its calls in flight, closes its side,
+        // and waits (for LINGER) for its client to close too: closing with
+        // unread input would reset the connection and lose replies the
+        // client has not read yet.
+        for c in sh.connections() {
+            c.drain(sh);
+        }
+        let deadline = Instant::now() + drain_timeout;
+        while !sh.conns.wait_empty(Duration::from_millis(50)) {
+            for c in sh.connections() {
+                if c.lingering_for().is_some_and(|t| t >= LINGER) {
+                    c.close(CloseReason::Stopping);
+                }
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!("some connections did not finish within {drain_timeout:?}");
+                for c in sh.connections() {
+                    c.close(CloseReason::Stopping);
+                }
+                sh.conns.wait_empty(Duration::from_secs(1));
+                break;
+            }
+        }
+        sh.state.store(STOPPED, Ordering::SeqCst);
+        sh.poller.wake();
+        *sh.sweeper_wake.0.lock().expect("sweeper lock") = true;
+        sh.sweeper_wake.1.notify_all();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        if let Some(s) = self.sweeper.take() {
+            let _ = s.join();
+        }
+    }
+}
+
+/// Counts a worker thread out when it ends, by return or by panic.
+struct Alive(Arc<Shared>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.alive_workers.fetch_sub(1, Ordering::SeqCst);
+        if std::thread::panicking() {
+            tracing::error!("a worker thread panicked outside a call and is gone");
+        }
+    }
+}
+
+impl Shared {
+    fn state(&self) -> u8 {
+        self.state.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn draining(&self) -> bool {
+        self.state() != SERVING
+    }
+
+    /// A worker: ready connections first, else whatever epoll has.
+    fn work(self: Arc<Self>) {
+        let mut events = poller::Events::new();
+        loop {
+            if let Some(c) = self.pop_ready() {
+                c.read_turn(&self);
+                continue;
+            }
+            if self.state() == STOPPED {
+                // Pass the stop on to the next worker.
+                self.poller.wake();
+                return;
+            }
+            // Announced before the ready queue is looked at again, so a
+            // connection queued in between wakes someone (see push_ready).
+            self.idle_workers.fetch_add(1, Ordering::SeqCst);
+            if let Some(c) = self.pop_ready() {
+                self.idle_workers.fetch_sub(1, Ordering::SeqCst);
+                c.read_turn(&self);
+                continue;
+            }
+            let fired = self.poller.wait(&mut events);
+            self.idle_workers.fetch_sub(1, Ordering::SeqCst);
+            match fired {
+                Ok(Some(token)) => self.serve(token),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, "epoll_wait failed");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+    }
+
+    fn serve(self: &Arc<Self>, token: Token) {
+        match token {
+            Token::Wake => {}
+            Token::Listener(i) => self.accept(i as usize),
+            Token::Datagram(i) => self.answer_datagrams(i as usize),
+            Token::Read(slot, generation) => {
+                if let Some(c) = self.lookup(slot, generation) {
+                    c.read_turn(self);
+                }
+            }
+            Token::Write(slot, generation) => {
+                if let Some(c) = self.lookup(slot, generation) {
+                    c.write_turn(self);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn push_ready(&self, c: Arc<Connection>) {
+        self.ready.lock().expect("ready queue lock").push_back(c);
+        if self.idle_workers.load(Ordering::SeqCst) > 0 {
+            self.poller.wake();
+        }
+    }
+
+    fn pop_ready(&self) -> Option<Arc<Connection>> {
+        let mut ready = self.ready.lock().expect("ready queue lock");
+        let c = ready.pop_front()?;
+        // One wake-up may stand for several queued connections.
+        if !ready.is_empty() && self.idle_workers.load(Ordering::SeqCst) > 0 {
+            self.poller.wake();
+        }
+        Some(c)
+    }
+
+    fn accept(self: &Arc<Self>, i: usize) {
+        let (listener, admit) = &self.listeners[i];
+        for _ in 0..ACCEPTS_PER_TURN {
+            let (stream, peer) = match listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+                Err(e) => {
+                    // Out of descriptors, typically: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    std::thread::sleep(Duration::from_millis(100));
+                    return;
+                }
+            };
+            if self.draining() {
+                return;
+            }
+            // Before it takes a slot: such a host could only be refused.
+            if *admit == Admit::Clients && !(self.admits)(peer.ip()) {
+                tracing::info!(%peer, "connection refused: the host is in no export's client list");
+                continue;
+            }
+            let Some(place) = self.conns.admit(peer) else {
+                tracing::warn!(%peer, "connection refused: max_connections reached and none is idle");
+                continue;
+            };
+            let (slot, generation) = self.reserve_slot();
+            match Connection::open(self, stream, peer, place, slot, generation) {
+                Ok(c) => {
+                    self.table.lock().expect("connection table lock").slots[slot as usize].1 = Some(c.clone());
+                    if let Err(e) = c.start(self) {
+                        tracing::warn!(%peer, error = %e, "cannot poll a new connection");
+                        c.close(CloseReason::Stopping);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "cannot set up a new connection");
+                    self.free_slot(slot);
+                }
+            }
+        }
+        // More may be waiting: level-triggered, so epoll says so again.
+    }
+
+    fn answer_datagrams(&self, i: usize) {
+        let (socket, dispatcher) = &self.datagrams[i];
+        let local = socket.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let mut buf = vec![0u8; DATAGRAM_BYTES_MAX];
+        for _ in 0..DATAGRAMS_PER_TURN {
+            let (n, peer) = match socket.recv_from(&mut buf) {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    tracing::debug!(error = %e, "datagram receive failed");
+                    return;
+                }
+            };
+            let record = bytes::Bytes::copy_from_slice(&buf[..n]);
+            let Some(segments) = dispatcher.handle(record, peer, local) else { continue };
+            let _ = socket.send_to(&segments.concat(), peer);
+        }
+    }
+
+    /// A free slot of the connection table and its generation.
+    fn reserve_slot(&self) -> (u32, u32) {
+        let mut t = self.table.lock().expect("connection table lock");
+        match t.free.pop() {
+            Some(slot) => {
+                let entry = &mut t.slots[slot as usize];
+                entry.0 = Token::generation_bits(entry.0.wrapping_add(1));
+                (slot, entry.0)
+            }
+            None => {
+                t.slots.push((0, None));
+                ((t.slots.len() - 1) as u32, 0)
+            }
+        }
+    }
+
+    pub(crate) fn free_slot(&self, slot: u32) {
+        let mut t = self.table.lock().expect("connection table lock");
+        t.slots[slot as usize].1 = None;
+        t.free.push(slot);
+    }
+
+    fn lookup(&self, slot: u32, generation: u32) -> Option<Arc<Connection>> {
+        let t = self.table.lock().expect("connection table lock");
+        match t.slots.get(slot as usize) {
+            Some((g, Some(c))) if *g == generation => Some(c.clone()),
+            _ => None,
+        }
+    }
+
+    fn connections(&self) -> Vec<Arc<Connection>> {
+        let t = self.table.lock().expect("connection table lock");
+        t.slots.iter().filter_map(|(_, c)| c.clone()).collect()
+    }
+
+    fn sweep_until_stopped(&self) {
+        let interval = self.conns.sweep_interval();
+        let (lock, wake) = &self.sweeper_wake;
+        let mut stopped = lock.lock().expect("sweeper lock");
+        loop {
+            let (s, _) = wake.wait_timeout_while(stopped, interval, |s| !*s).expect("sweeper lock");
+            stopped = s;
+            if *stopped {
+                return;
+            }
+            self.conns.sweep();
+        }
+    }
+}

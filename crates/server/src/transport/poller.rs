@@ -1,0 +1,153 @@
+//! The transport's epoll set: what is registered, with which token, and
+//! how the workers are woken.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use crate::sys;
+
+/// What an event is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Token {
+    /// The eventfd: a connection was queued for an idle worker, or a stop.
+    Wake,
+    Listener(u32),
+    Datagram(u32),
+    /// A connection's socket is readable: its read turn (slot, generation).
+    Read(u32, u32),
+    /// A connection's socket takes more of its replies.
+    Write(u32, u32),
+}
+
+const KIND_SHIFT: u32 = 60;
+const WAKE: u64 = 0;
+const LISTENER: u64 = 1;
+const DATAGRAM: u64 = 2;
+const READ: u64 = 3;
+const WRITE: u64 = 4;
+
+impl Token {
+    fn encode(self) -> u64 {
+        let pair = |slot: u32, generation: u32| (u64::from(generation & 0x0fff_ffff) << 32) | u64::from(slot);
+        match self {
+            Token::Wake => WAKE << KIND_SHIFT,
+            Token::Listener(i) => (LISTENER << KIND_SHIFT) | u64::from(i),
+            Token::Datagram(i) => (DATAGRAM << KIND_SHIFT) | u64::from(i),
+            Token::Read(s, g) => (READ << KIND_SHIFT) | pair(s, g),
+            Token::Write(s, g) => (WRITE << KIND_SHIFT) | pair(s, g),
+        }
+    }
+
+    fn decode(v: u64) -> Option<Token> {
+        let (slot, generation) = (v as u32, ((v >> 32) & 0x0fff_ffff) as u32);
+        Some(match v >> KIND_SHIFT {
+            WAKE => Token::Wake,
+            LISTENER => Token::Listener(v as u32),
+            DATAGRAM => Token::Datagram(v as u32),
+            READ => Token::Read(slot, generation),
+            WRITE => Token::Write(slot, generation),
+            _ => return None,
+        })
+    }
+
+    /// The generation as a token carries it (28 bits).
+    pub fn generation_bits(generation: u32) -> u32 {
+        generation & 0x0fff_ffff
+    }
+}
+
+/// Room for one event: each worker takes one thing at a time, so events
+/// are spread over the workers instead of queued behind one.
+pub struct Events([libc::epoll_event; 1]);
+
+impl Events {
+    pub fn new() -> Self {
+        Events([libc::epoll_event { events: 0, u64: 0 }])
+    }
+}
+
+pub struct Poller {
+    epoll: OwnedFd,
+    waker: OwnedFd,
+}
+
+/// One-shot read interest of a connection: exactly one worker at a time.
+const READ_INTEREST: u32 = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT) as u32;
+const WRITE_INTEREST: u32 = (libc::EPOLLOUT | libc::EPOLLONESHOT) as u32;
+/// Listeners and UDP sockets: level-triggered, one waiter woken.
+const SHARED_INTEREST: u32 = (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32;
+
+impl Poller {
+    pub fn new() -> io::Result<Self> {
+        let epoll = sys::epoll_create()?;
+        let waker = sys::eventfd()?;
+        // Edge-triggered: each signal wakes one waiter; nobody drains it.
+        let events = (libc::EPOLLIN | libc::EPOLLET) as u32;
+        sys::epoll_ctl(epoll.as_fd(), libc::EPOLL_CTL_ADD, waker.as_raw_fd(), events, Token::Wake.encode())?;
+        Ok(Poller { epoll, waker })
+    }
+
+    /// Waits for one event; `None` for a wake-up or an interruption.
+    pub fn wait(&self, events: &mut Events) -> io::Result<Option<Token>> {
+        let n = sys::epoll_wait(self.epoll.as_fd(), &mut events.0, -1)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        Ok(Token::decode(events.0[0].u64))
+    }
+
+    /// Wakes one worker blocked in [`Poller::wait`].
+    pub fn wake(&self) {
+        sys::eventfd_signal(self.waker.as_fd());
+    }
+
+    pub fn add_shared(&self, fd: &impl AsRawFd, token: Token) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd.as_raw_fd(), SHARED_INTEREST, token)
+    }
+
+    /// Registers a connection's socket, armed for its first read turn.
+    pub fn add_read(&self, fd: &impl AsRawFd, token: Token) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd.as_raw_fd(), READ_INTEREST, token)
+    }
+
+    /// Arms a connection's socket for its next read turn.
+    pub fn rearm_read(&self, fd: &impl AsRawFd, token: Token) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_MOD, fd.as_raw_fd(), READ_INTEREST, token)
+    }
+
+    /// Arms a connection's write descriptor (a duplicate of its socket, so
+    /// read and write readiness are separate registrations), adding it the
+    /// first time.
+    pub fn arm_write(&self, fd: &impl AsRawFd, token: Token, added: bool) -> io::Result<()> {
+        let op = if added { libc::EPOLL_CTL_MOD } else { libc::EPOLL_CTL_ADD };
+        self.ctl(op, fd.as_raw_fd(), WRITE_INTEREST, token)
+    }
+
+    /// Takes a descriptor out of the set (errors ignored: it may not be in).
+    pub fn remove(&self, fd: &impl AsRawFd) {
+        let _ = sys::epoll_ctl(self.epoll.as_fd(), libc::EPOLL_CTL_DEL, fd.as_raw_fd(), 0, 0);
+    }
+
+    fn ctl(&self, op: libc::c_int, fd: std::os::fd::RawFd, events: u32, token: Token) -> io::Result<()> {
+        sys::epoll_ctl(self.epoll.as_fd(), op, fd, events, token.encode())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip() {
+        for t in [
+            Token::Wake,
+            Token::Listener(3),
+            Token::Datagram(0),
+            Token::Read(7, 0x0fff_ffff),
+            Token::Write(u32::MAX, 5),
+        ] {
+            assert_eq!(Token::decode(t.encode()), Some(t));
+        }
+        assert_eq!(Token::decode(u64::MAX), None);
+    }
+}

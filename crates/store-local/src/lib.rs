@@ -1,0 +1,27 @@
+//! The local store: a local file system (XFS, ext4, ...) served through
+//! persistent, authenticated file handles, with each request executed
+//! under the caller's identity (knfsd's `vfs.c`, `nfsfh.c` and `export.c`,
+//! in user space). It implements [`keel_store::Store`]; nothing outside
+//! this crate sees its descriptors.
+//!
+//! **Architecture invariant:** this crate never sees wire types. It speaks
+//! in handles (opaque bytes), names (bytes), attributes and errno.
+
+pub mod export;
+pub mod faults;
+mod fs;
+pub mod handle;
+pub mod ident;
+mod inode;
+mod store;
+mod sys;
+mod verifier;
+
+pub use export::{Export, ExportSpec, FsidSource};
+pub use faults::{Fault, FaultAction, FaultInjector, FaultPoint};
+pub use fs::LocalStore;
+pub use handle::{FileHandle, HandleKey};
+pub use ident::Acting;
+pub use inode::Inode;
+pub use store::LocalObject;
+pub use verifier::WriteVerifier;

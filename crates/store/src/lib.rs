@@ -1,0 +1,256 @@
+//! The storage seam: the one trait the protocol handlers use to reach
+//! storage, the types it speaks, and a simulated store for tests.
+//!
+//! A [`Store`] serves exports of objects named by opaque, persistent
+//! handles. The handlers hold a store's [`Store::Object`]s (a handle, an
+//! export, a type; whatever the store keeps behind them is its own), act as
+//! the caller through a [`Store::Caller`] obtained once per call, and read
+//! the durability epoch (the write verifier) from the store, which changes
+//! it whenever it may have lost data it acknowledged.
+//!
+//! Stores stack: a store may wrap another (a cache tier in front of the
+//! local file system, as Ganesha stacks FSALs), answering every verb, not
+//! only reads and writes, so that attributes and wcc data reflect what it
+//! holds.
+//!
+//! Implementations: `keel-store-local` (the local file system, by handle,
+//! under the caller's identity) and [`sim::SimStore`] (in memory, seeded,
+//! fault-injecting, with crashes that keep only what was made durable).
+//!
+//! **Architecture invariants:** knows nothing of the wire protocols; speaks
+//! in handles (bytes), names (bytes), attributes and errno. A handle never
+//! resolves to an object outside its export, and its export admits the
+//! client (the `admit` callback of [`Store::resolve`]) before the object is
+//! opened. Every verb that acts for a caller takes the call's
+//! [`Store::Caller`].
+
+#![forbid(unsafe_code)]
+
+pub mod attr;
+mod cred;
+mod error;
+pub mod sim;
+mod types;
+
+use bytes::Bytes;
+
+pub use attr::{Attrs, FileType, FsStat, Limits, SetAttrs, SetTime, Time, access};
+pub use cred::{Cred, GROUPS_MAX};
+pub use error::{StoreError, StoreResult};
+pub use types::{CreateMode, Created, DirEntry, ExportInfo, NodeKind, ReadOut, Stability, WriteOut};
+
+/// Longest name component (NFS3_MAXNAMLEN, and every Linux file system's).
+pub const NAME_BYTES_MAX: usize = 255;
+/// Longest symlink target.
+pub const SYMLINK_TARGET_BYTES_MAX: usize = 4095;
+
+/// The write verifier: the store's durability epoch. A client keeps the
+/// data it wrote UNSTABLE until a COMMIT returns the verifier its WRITEs
+/// returned; a different one tells it the store may have lost that data.
+pub type Verifier = [u8; 8];
+
+/// An object of a store, as the handlers hold it: opaque but for its
+/// handle, its export and its type. Cheap to clone.
+pub trait Object: Clone + Send + Sync + 'static {
+    /// The handle clients present for it (at most 64 bytes).
+    fn handle(&self) -> &Bytes;
+    /// The id of the export it belongs to.
+    fn export_id(&self) -> u32;
+    fn file_type(&self) -> FileType;
+}
+
+/// The caller's identity while a call runs, as the store holds it (the
+/// local store has it assumed on the thread; a simulated one records it).
+pub trait Caller {
+    fn cred(&self) -> &Cred;
+}
+
+/// The storage verbs the NFS and MOUNT handlers need (knfsd's `vfs.c`
+/// interface), version-independent.
+///
+/// `commit` arguments say whether the change must be durable before the
+/// verb returns (a `sync` export): the object's metadata, and that of the
+/// directory whose entries changed.
+///
+/// Dispatch is static: the handlers are generic over `S: Store` (measured:
+/// see ARCHITECTURE.md), and a store that wraps another is generic over
+/// the inner one (`CacheStore<S: Store>`).
+pub trait Store: Send + Sync + 'static {
+    type Object: Object;
+    /// The caller's identity for one call, from [`Store::act_as`].
+    type Caller: Caller;
+
+    /// The exports this store serves.
+    fn exports(&self) -> Vec<ExportInfo>;
+
+    /// The write verifier now (see [`Verifier`]). It changes at every start
+    /// and whenever data acknowledged as unstable may have been lost: any
+    /// failed flush or write (except EAGAIN and ESTALE).
+    fn write_verifier(&self) -> Verifier;
+
+    /// Assumes `cred` for the call in progress, until the returned caller
+    /// is dropped. Called once per call; fails (EPERM) for an identity the
+    /// store cannot take.
+    fn act_as(&self, cred: &Cred) -> StoreResult<Self::Caller>;
+
+    /// The object a handle names, once `admit` has accepted its export (by
+    /// id: the client list): an object of an export that does not admit
+    /// the client is never opened. BadHandle for a handle this store did
+    /// not issue, Stale for one whose object or export is gone.
+    fn resolve<T, E: From<StoreError>>(
+        &self,
+        fh: &Bytes,
+        admit: impl FnOnce(u32) -> Result<T, E>,
+    ) -> Result<(Self::Object, T), E>;
+
+    /// The directory `path` under the root of export `export_id` (MOUNT):
+    /// components separated by '/', no symlinks followed, ".." refused.
+    fn lookup_path(&self, export_id: u32, path: &[u8]) -> StoreResult<Self::Object>;
+
+    /// Attributes, with no identity needed (the object is admitted).
+    fn getattr(&self, obj: &Self::Object) -> StoreResult<Attrs>;
+
+    /// SETATTR. `guard` is the ctime the client believes the object has
+    /// (NotSync if it has another).
+    fn setattr(
+        &self,
+        who: &Self::Caller,
+        obj: &Self::Object,
+        set: &SetAttrs,
+        guard: Option<Time>,
+        commit: bool,
+    ) -> StoreResult<()>;
+
+    /// The [`access`] bits of `want` the caller really has.
+    fn access(&self, who: &Self::Caller, obj: &Self::Object, want: u32) -> StoreResult<u32>;
+
+    fn readlink(&self, who: &Self::Caller, obj: &Self::Object) -> StoreResult<Vec<u8>>;
+
+    /// `name` in `dir`, with its attributes. "." is `dir`; ".." of an
+    /// export root is the root.
+    fn lookup(&self, who: &Self::Caller, dir: &Self::Object, name: &[u8]) -> StoreResult<(Self::Object, Attrs)>;
+
+    /// The cookie verifier of `dir`'s listings: READDIR cookies from a
+    /// listing with another verifier are refused.
+    fn cookie_verifier(&self, dir: &Self::Object) -> [u8; 8];
+
+    /// Lists `dir` from `cookie` (0: the start), handing entries to `sink`
+    /// until it returns false. Returns whether the end was reached.
+    fn readdir(
+        &self,
+        who: &Self::Caller,
+        dir: &Self::Object,
+        cookie: u64,
+        sink: impl FnMut(DirEntry<'_>) -> bool,
+    ) -> StoreResult<bool>;
+
+    /// Handle and attributes of one entry for READDIRPLUS, looked up as
+    /// the caller; `None` when they cannot be given (gone, another mount,
+    /// no permission).
+    fn entry_plus(&self, who: &Self::Caller, dir: &Self::Object, name: &[u8]) -> Option<(Bytes, Attrs)>;
+
+    /// Up to `count` bytes at `offset`.
+    fn read(&self, who: &Self::Caller, obj: &Self::Object, offset: u64, count: usize) -> StoreResult<ReadOut>;
+
+    /// Writes `data` at `offset`, durable as `stability` asks before it
+    /// returns. The reply's verifier is the one read before the data went
+    /// in.
+    fn write(
+        &self,
+        who: &Self::Caller,
+        obj: &Self::Object,
+        offset: u64,
+        data: &[u8],
+        stability: Stability,
+    ) -> StoreResult<WriteOut>;
+
+    /// COMMIT: makes the file's data and metadata durable when `flush`.
+    /// Needs the access a WRITE needs either way. Returns the verifier read
+    /// after the flush, so a loss in between is seen by the client.
+    fn commit(&self, who: &Self::Caller, obj: &Self::Object, flush: bool) -> StoreResult<Verifier>;
+
+    fn create(
+        &self,
+        who: &Self::Caller,
+        dir: &Self::Object,
+        name: &[u8],
+        mode: CreateMode,
+        set: &SetAttrs,
+        commit: bool,
+    ) -> StoreResult<Created<Self::Object>>;
+
+    fn mkdir(
+        &self,
+        who: &Self::Caller,
+        dir: &Self::Object,
+        name: &[u8],
+        set: &SetAttrs,
+        commit: bool,
+    ) -> StoreResult<Created<Self::Object>>;
+
+    fn symlink(
+        &self,
+        who: &Self::Caller,
+        dir: &Self::Object,
+        name: &[u8],
+        target: &[u8],
+        set: &SetAttrs,
+        commit: bool,
+    ) -> StoreResult<Created<Self::Object>>;
+
+    fn mknod(
+        &self,
+        who: &Self::Caller,
+        dir: &Self::Object,
+        name: &[u8],
+        kind: NodeKind,
+        set: &SetAttrs,
+        commit: bool,
+    ) -> StoreResult<Created<Self::Object>>;
+
+    /// A new name in `dir` for `file`. Returns the file's attributes.
+    fn link(
+        &self,
+        who: &Self::Caller,
+        file: &Self::Object,
+        dir: &Self::Object,
+        name: &[u8],
+        commit: bool,
+    ) -> StoreResult<Attrs>;
+
+    fn remove(&self, who: &Self::Caller, dir: &Self::Object, name: &[u8], commit: bool) -> StoreResult<()>;
+
+    fn rmdir(&self, who: &Self::Caller, dir: &Self::Object, name: &[u8], commit: bool) -> StoreResult<()>;
+
+    fn rename(
+        &self,
+        who: &Self::Caller,
+        from_dir: &Self::Object,
+        from: &[u8],
+        to_dir: &Self::Object,
+        to: &[u8],
+        commit: bool,
+    ) -> StoreResult<()>;
+
+    /// Space and file counts of the object's file system.
+    fn fsstat(&self, obj: &Self::Object) -> StoreResult<FsStat>;
+
+    /// POSIX limits of the object's file system.
+    fn limits(&self, obj: &Self::Object) -> Limits;
+
+    /// Makes everything every export holds durable (at stop).
+    fn sync_all(&self) -> StoreResult<()>;
+}
+
+/// Checks a name component: not empty, no '/', no NUL, at most
+/// [`NAME_BYTES_MAX`] bytes. Every store checks names itself, whatever the
+/// protocol layer did.
+pub fn check_name(name: &[u8]) -> StoreResult<()> {
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(StoreError::InvalidName);
+    }
+    if name.len() > NAME_BYTES_MAX {
+        return Err(StoreError::NameTooLong);
+    }
+    Ok(())
+}

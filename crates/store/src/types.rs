@@ -1,0 +1,89 @@
+//! What the verbs take and give besides attributes.
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+
+use crate::attr::Attrs;
+
+/// An export as the store serves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportInfo {
+    /// Part of every handle: never reused for another tree.
+    pub id: u32,
+    /// The path clients mount (MOUNT matches it).
+    pub path: PathBuf,
+    /// The file system id in its objects' attributes.
+    pub fsid: u64,
+}
+
+/// How durable a write must be before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stability {
+    /// Buffered; a later COMMIT makes it durable.
+    Unstable,
+    /// Data and the metadata needed to read it back (fdatasync semantics).
+    DataSync,
+    /// Data and all metadata (fsync semantics).
+    FileSync,
+}
+
+/// What a READ found.
+///
+/// `data` is a shared buffer that the reply splices in without a copy.
+/// Room for sending from the page cache (`sendfile`/`splice`): the store
+/// owns this type, so a second form of the data (a file range the
+/// transport sends) is one more field or variant here and in the READ
+/// handler, and changes no other verb.
+#[derive(Debug)]
+pub struct ReadOut {
+    pub data: Bytes,
+    pub eof: bool,
+    pub attrs: Attrs,
+}
+
+#[derive(Debug)]
+pub struct WriteOut {
+    pub before: Attrs,
+    pub after: Attrs,
+    /// The write verifier as it was before the data went in: if a later
+    /// flush fails, the verifier moves on and the client resends.
+    pub verifier: crate::Verifier,
+}
+
+/// One directory entry. `cookie` resumes the listing after this entry.
+#[derive(Debug, Clone, Copy)]
+pub struct DirEntry<'a> {
+    pub name: &'a [u8],
+    pub fileid: u64,
+    pub cookie: u64,
+}
+
+/// CREATE's three modes (RFC 1813 section 3.3.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateMode {
+    /// Create, or use the existing regular file.
+    Unchecked,
+    /// Fail if the name exists.
+    Guarded,
+    /// Exactly once: a retransmission with the same verifier finds its own
+    /// file (which must still be empty).
+    Exclusive([u8; 8]),
+}
+
+/// The kind of special file MKNOD makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    Char { major: u32, minor: u32 },
+    Block { major: u32, minor: u32 },
+    Socket,
+    Fifo,
+}
+
+/// Something that did not exist before (or, for CREATE UNCHECKED and a
+/// retransmitted EXCLUSIVE, the file found), with its attributes.
+#[derive(Debug)]
+pub struct Created<O> {
+    pub object: O,
+    pub attrs: Attrs,
+}
