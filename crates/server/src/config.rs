@@ -509,14 +509,30 @@ impl Checker<'_> {
 
     fn exports(&mut self, raw: Option<&Spanned<Vec<Spanned<RawExport>>>>) -> Vec<ExportConfig> {
         let list = raw.map_or(&[][..], |l| l.get_ref().as_slice());
-        if list.is_empty() {
-            let problem = Problem {
-                line: raw.map(|l| self.line(&l.span())),
-                message: "no exports: add an [[export]] table for each directory to serve".into(),
-                snippet: None,
-            };
-            self.problems.push(problem);
-            return Vec::new();
+        match raw {
+            // Said on purpose (the packaged configuration): serve nothing
+            // until exports are added and reloaded, as knfsd does with an
+            // empty /etc/exports.
+            Some(l) if list.is_empty() => {
+                self.warn(
+                    &l.span(),
+                    "export = []: nothing is exported; add [[export]] tables in its place and run \
+                     `keel exports reload`",
+                );
+                return Vec::new();
+            }
+            Some(_) => {}
+            None => {
+                let problem = Problem {
+                    line: None,
+                    message: "no exports: add an [[export]] table for each directory to serve (or write \
+                              `export = []` to serve nothing until exports are added and reloaded)"
+                        .into(),
+                    snippet: None,
+                };
+                self.problems.push(problem);
+                return Vec::new();
+            }
         }
 
         let mut exports = Vec::new();

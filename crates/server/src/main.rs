@@ -63,7 +63,7 @@ enum Command {
     },
     /// Ask the running server whether it is serving and healthy, since
     /// when, with what. Exits 0 when healthy, 1 when it answers but is
-    /// unhealthy (a listener gone, an export root that does not answer,
+    /// unhealthy (a worker thread gone, an export root that does not answer,
     /// every worker stuck), 3 when no server answers.
     Status {
         #[command(flatten)]
@@ -436,6 +436,10 @@ fn banner(exports: &[(PathBuf, String)], bound: &[SocketAddr], mount_port: u16) 
     for (path, options) in exports {
         out += &format!("\n  export {} {}", path.display(), options);
     }
+    if exports.is_empty() {
+        out += "\nNothing is exported yet: add [[export]] tables to the configuration and run `keel exports reload`";
+        return out;
+    }
     out += "\nMount from a Linux client with:";
     for (path, _) in exports {
         out += &format!(
@@ -466,12 +470,13 @@ fn init_logging(level: LogLevel) {
         LogLevel::Trace => tracing::Level::TRACE,
     };
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
+    let log = tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .init();
+        .with_target(false);
+    // Under systemd, stderr goes to the journal, which stamps every line.
+    if std::env::var_os("JOURNAL_STREAM").is_some() { log.without_time().init() } else { log.init() }
 }
 
 fn check_config(file: &Path) -> anyhow::Result<()> {
@@ -481,7 +486,9 @@ fn check_config(file: &Path) -> anyhow::Result<()> {
     }
     let s = &config.server;
     println!("{}: valid", file.display());
-    println!("listen {} (MOUNT also on {}), portmap {}", list(&s.listen), list(&s.mount_listen), s.portmap);
+    let mount_also =
+        if s.mount_listen.is_empty() { String::new() } else { format!(" (MOUNT also on {})", list(&s.mount_listen)) };
+    println!("listen {}{mount_also}, portmap {}", list(&s.listen), s.portmap);
     println!("{} workers, state in {}", s.workers, s.state_dir.display());
     println!(
         "at most {} connections, idle ones closed after {} s; {} MiB for calls in flight ({} MiB per connection), \

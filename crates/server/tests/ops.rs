@@ -293,6 +293,18 @@ fn a_bad_configuration_changes_nothing_and_says_why() {
     assert!(out.contains("not applied until keel restarts: workers: 8 -> 9"), "{out}");
     assert!(out.contains("0 added, 0 removed, 0 changed, 2 unchanged"), "{out}");
     assert!(server.log_text().contains("export reload refused, nothing changed"));
+
+    // Nothing exported, said on purpose (the packaged configuration): the
+    // server serves nothing, stays healthy, and takes exports back later.
+    std::fs::write(&server.config, format!("export = []\n{base}")).unwrap();
+    let out = keel_ok(&server, &["exports", "reload"]);
+    assert!(out.contains("0 added, 2 removed"), "{out}");
+    assert!(listed_ids(&server).is_empty());
+    assert_eq!(c.getattr(&root).unwrap_err(), nfsstat3::NFS3ERR_STALE);
+    keel_ok(&server, &["status"]);
+    std::fs::write(&server.config, &good).unwrap();
+    keel_ok(&server, &["exports", "reload"]);
+    c.getattr(&root).expect("served again");
 }
 
 #[test]

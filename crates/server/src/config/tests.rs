@@ -679,6 +679,12 @@ fn no_exports() {
     assert!(msg.starts_with("keel.toml: no exports"), "{msg}");
     let msg = parse_err("");
     assert!(msg.starts_with("keel.toml: no exports"), "{msg}");
+    assert!(msg.contains("export = []"), "{msg}");
+    // On purpose: valid, with a warning (the packaged configuration).
+    let config = parse_ok("export = []\n\n[server]\nworkers = 4\n");
+    assert!(config.exports.is_empty());
+    assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+    assert!(config.warnings[0].starts_with("keel.toml:1: export = []: nothing is exported"), "{:?}", config.warnings);
 }
 
 #[test]
