@@ -115,6 +115,22 @@ impl<S: Store> NfsService<S> {
     }
 }
 
+impl<S: Store> NfsService<S> {
+    /// For the lock manager (NLM carries the NFSv3 handle): the object
+    /// `fh` names, if `peer` may use its export (client list, `secure`,
+    /// checked before the object is opened), and the identity the caller
+    /// acts as there (squashed as an NFS call would be).
+    pub fn admit_handle(
+        &self,
+        peer: SocketAddr,
+        fh: &bytes::Bytes,
+        auth: &Auth,
+    ) -> Result<(S::Object, Cred), Nfsstat3> {
+        let (obj, opts) = self.authorize(peer, &NfsFh3 { data: fh.clone() })?;
+        Ok((obj, squash(auth, &opts)))
+    }
+}
+
 /// An NFS status as the error of a storage call.
 struct Status(Nfsstat3);
 

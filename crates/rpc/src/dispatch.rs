@@ -60,6 +60,20 @@ pub trait RpcProgram: Send + Sync {
     fn is_cached(&self, _vers: u32, _proc: u32) -> bool {
         false
     }
+    /// Whether this procedure answers: the asynchronous ones (NLM's
+    /// `_MSG` and `_RES` calls) run and send nothing back; their results,
+    /// if any, travel in a call of their own. Calls refused before they
+    /// run (PROC_UNAVAIL, GARBAGE_ARGS, ...) are answered all the same.
+    fn answers(&self, _vers: u32, _proc: u32) -> bool {
+        true
+    }
+    /// The versions to register with the portmapper, on every transport
+    /// and port the program is served on: all of them unless the program
+    /// says otherwise.
+    fn portmap_versions(&self) -> Vec<u32> {
+        let (low, high) = self.versions();
+        (low..=high).collect()
+    }
     /// The most bytes of results a call can produce, before it runs, from
     /// its procedure and (raw) arguments: knfsd's `pc_xdrressize`, with the
     /// count a READ or READDIR asks for. The transport reserves this much
@@ -110,7 +124,8 @@ impl Dispatcher {
     }
 
     /// Handles one call record. `None` means no reply is due: the record was
-    /// not a call, or it retransmits a call still being executed.
+    /// not a call, it retransmits a call still being executed, or its
+    /// procedure answers nothing ([`RpcProgram::answers`]).
     pub fn handle(&self, record: Bytes, peer: SocketAddr, local: SocketAddr) -> Option<ReplySegments> {
         let mut dec = Decoder::new(record);
         let header = match CallHeader::decode(&mut dec) {
@@ -180,6 +195,7 @@ impl Dispatcher {
         let mut reply = Encoder::with_capacity(256);
         encode_reply_header(&mut reply, xid, ReplyStat::Accepted(AcceptStat::Success));
         let segments = match program.call(&ctx, &mut dec, &mut reply) {
+            Ok(()) if !program.answers(header.vers, header.proc_) => return None,
             Ok(()) => reply.finish(),
             Err(e) => {
                 let stat = match e {

@@ -70,6 +70,13 @@ pub struct ServerConfig {
     /// Where Prometheus metrics are served over HTTP (`GET /metrics`);
     /// `None` (the default): not served.
     pub metrics_listen: Option<SocketAddr>,
+    /// Where the NSM state (state number, monitored clients) lives;
+    /// `None`: `nsm` under `state_dir`. Absolute.
+    pub nsm_state_dir: Option<PathBuf>,
+    /// The longest grace period after a restart (0: none).
+    pub grace_max: Duration,
+    /// Locks held and waited for, per client host.
+    pub max_locks_per_client: usize,
 }
 
 /// How Keel makes its ports known to clients (portmapper / rpcbind).
@@ -123,6 +130,8 @@ pub const MAX_INFLIGHT_MIB_PER_CONNECTION_MAX: usize = 4096;
 pub const MAX_INFLIGHT_MIB_MAX: usize = 1 << 20;
 pub const IDLE_TIMEOUT_SECONDS_MAX: usize = 7 * 24 * 3600;
 pub const STALL_TIMEOUT_SECONDS_MAX: usize = 24 * 3600;
+pub const GRACE_SECONDS_MAX_MAX: i64 = 3600;
+pub const MAX_LOCKS_PER_CLIENT_MAX: usize = 1_000_000;
 /// MNTPATHLEN: a longer path cannot be named in a MOUNT request.
 const MAX_EXPORT_PATH_LEN: usize = 1024;
 
@@ -150,6 +159,9 @@ impl Default for ServerConfig {
             idle_timeout: Duration::from_secs(360),
             stall_timeout: Duration::from_secs(60),
             metrics_listen: None,
+            nsm_state_dir: None,
+            grace_max: Duration::from_secs(90),
+            max_locks_per_client: 4096,
         }
     }
 }
@@ -485,6 +497,23 @@ impl Checker<'_> {
         if let Some(v) = &raw.stall_timeout_seconds {
             let secs = self.usize("stall_timeout_seconds", v, STALL_TIMEOUT_SECONDS_MAX);
             s.stall_timeout = secs.map_or(s.stall_timeout, |n| Duration::from_secs(n as u64));
+        }
+        if let Some(v) = &raw.nsm_state_dir {
+            let dir = Path::new(v.get_ref());
+            if dir.is_absolute() && !v.get_ref().contains('\0') {
+                s.nsm_state_dir = Some(dir.components().collect());
+            } else {
+                let msg = format!("nsm_state_dir {:?} is not an absolute path", v.get_ref());
+                self.error(&v.span(), msg);
+            }
+        }
+        if let Some(v) = &raw.grace_seconds_max {
+            let secs = self.int("grace_seconds_max", v, 0, GRACE_SECONDS_MAX_MAX);
+            s.grace_max = secs.map_or(s.grace_max, |n| Duration::from_secs(n as u64));
+        }
+        if let Some(v) = &raw.max_locks_per_client {
+            s.max_locks_per_client =
+                self.usize("max_locks_per_client", v, MAX_LOCKS_PER_CLIENT_MAX).unwrap_or(s.max_locks_per_client);
         }
         s
     }

@@ -443,7 +443,7 @@ fn banner(exports: &[(PathBuf, String)], bound: &[SocketAddr], mount_port: u16) 
     out += "\nMount from a Linux client with:";
     for (path, _) in exports {
         out += &format!(
-            "\n  mount -t nfs -o vers=3,proto=tcp,port={},mountport={mount_port},mountproto=tcp,nolock {host}:{} /mnt",
+            "\n  mount -t nfs -o vers=3,proto=tcp,port={},mountport={mount_port},mountproto=tcp {host}:{} /mnt",
             addr.port(),
             path.display()
         );

@@ -87,13 +87,17 @@ impl RpcProgram for PortmapProgram {
     }
 }
 
-/// The mappings Keel advertises.
-pub fn keel_mappings(nfs_port: u16, mount_port: u16) -> Vec<Mapping> {
-    let m = |prog, vers, prot, port: u16| Mapping { prog, vers, prot, port: u32::from(port) };
-    vec![
-        m(keel_nfs3_proto::NFS_PROGRAM, keel_nfs3_proto::NFS_V3, IPPROTO_TCP, nfs_port),
-        m(keel_nfs3_proto::MOUNT_PROGRAM, keel_nfs3_proto::MOUNT_V3, IPPROTO_TCP, mount_port),
-    ]
+/// The mappings Keel advertises: each program's own versions
+/// ([`RpcProgram::portmap_versions`]) on each transport (IPPROTO_TCP or
+/// IPPROTO_UDP) and port it is served on.
+pub fn mappings(served: &[(&dyn RpcProgram, u32, u16)]) -> Vec<Mapping> {
+    let mut out = Vec::new();
+    for (program, prot, port) in served {
+        for vers in program.portmap_versions() {
+            out.push(Mapping { prog: program.program(), vers, prot: *prot, port: u32::from(*port) });
+        }
+    }
+    out
 }
 
 /// The portmapper's own entries, when Keel is the portmapper.
@@ -189,9 +193,31 @@ mod tests {
         }
     }
 
+    struct Prog(u32, u32, u32);
+
+    impl RpcProgram for Prog {
+        fn program(&self) -> u32 {
+            self.0
+        }
+        fn versions(&self) -> (u32, u32) {
+            (self.1, self.2)
+        }
+        fn call(&self, _: &CallContext, _: &mut Decoder, _: &mut Encoder) -> Result<(), AcceptError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn each_program_is_registered_with_its_versions_on_its_transports() {
+        let (nfs, nlm) = (Prog(100003, 3, 3), Prog(100021, 3, 4));
+        let m = mappings(&[(&nfs, IPPROTO_TCP, 2049), (&nlm, IPPROTO_TCP, 2049), (&nlm, IPPROTO_UDP, 2049)]);
+        let got: Vec<_> = m.iter().map(|m| (m.prog, m.vers, m.prot)).collect();
+        assert_eq!(got, [(100003, 3, 6), (100021, 3, 6), (100021, 4, 6), (100021, 3, 17), (100021, 4, 17)],);
+    }
+
     #[test]
     fn set_and_unset_from_an_unprivileged_port_change_nothing() {
-        let nfs = keel_mappings(2049, 2049);
+        let nfs = mappings(&[(&Prog(100003, 3, 3), IPPROTO_TCP, 2049)]);
         let pm = PortmapProgram::new(nfs.clone());
         let evil = Mapping { port: 31337, ..nfs[0] };
         let high: SocketAddr = "127.0.0.1:40000".parse().unwrap();

@@ -8,6 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
 use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
+use keel_nfs3_proto::{IPPROTO_TCP, IPPROTO_UDP};
+use keel_nlm::{LockConfig, LockManager, NlmProgram, NsmProgram};
 use keel_rpc::{Dispatcher, ReplyCache, RpcProgram};
 use keel_store::Store;
 use keel_store_local::{Export, ExportSpec, FsidSource, HandleKey, LocalStore};
@@ -36,6 +38,14 @@ const REPLY_CACHE_BYTES_MAX: usize = 32 << 20;
 /// Connections waiting to be accepted, per listener (the kernel caps it at
 /// net.core.somaxconn).
 const LISTEN_BACKLOG: i32 = 4096;
+/// Lock-holding open file descriptions (one per lock owner and file), at
+/// most; besides the cache's descriptors (see `cached_inodes_max`).
+const LOCK_FILES_MAX: usize = 16384;
+/// Client hosts holding locks at once, at most.
+const LOCK_HOSTS_MAX: usize = 4096;
+/// Replies kept for retransmitted NLM calls over UDP.
+const UDP_REPLY_CACHE_ENTRIES_MAX: usize = 4096;
+const UDP_REPLY_CACHE_BYTES_MAX: usize = 4 << 20;
 /// How long a stop waits for calls in flight before giving up on them.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -79,7 +89,8 @@ pub fn run(
         exports.push(export);
     }
     let rules = config.exports.iter().map(|e| (e.id, e.clients.clone())).collect();
-    let cached_max = cached_inodes_max(nofile, config.server.max_connections);
+    let lock_files_max = lock_files_max(nofile);
+    let cached_max = cached_inodes_max(nofile, config.server.max_connections + lock_files_max);
     tracing::info!(open_files_limit = nofile, cached_inodes_max = cached_max, "descriptor budget");
     let store = Arc::new(LocalStore::new(exports, key.clone(), cached_max)?);
     let svc = Arc::new(NfsService::new(store.clone(), rules));
@@ -94,10 +105,21 @@ pub fn run(
     // the admin socket and signals, so one thread is enough.
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("keel-admin").enable_all().build()?;
-    let stopped = runtime.block_on(serve(&config, svc, calls, reloader, banner))?;
+    let mut lock_config = LockConfig::new(config.server.nsm_state_dir.clone().unwrap_or_else(|| state_dir.join("nsm")));
+    lock_config.grace_max = config.server.grace_max;
+    lock_config.locks_per_client_max = config.server.max_locks_per_client;
+    lock_config.hosts_max = LOCK_HOSTS_MAX;
+    lock_config.lock_files_max = lock_files_max;
+    let locks = Arc::new(LockManager::new(svc.clone(), lock_config).context("cannot open the NSM state")?);
+    let lock_threads = keel_nlm::courier::start(&locks)?;
+    let stopped = runtime.block_on(serve(&config, svc, locks.clone(), calls, reloader, banner))?;
     // Calls in flight finish and their replies go out before the file
     // systems are synced.
     stopped.transport.stop(DRAIN_TIMEOUT);
+    locks.stop();
+    for t in lock_threads {
+        let _ = t.join();
+    }
     runtime.shutdown_timeout(Duration::from_secs(1));
     if let Err(e) = store.sync_all() {
         tracing::error!(error = %e, "sync at stop failed");
@@ -120,6 +142,7 @@ struct Stopped {
 async fn serve(
     config: &Config,
     svc: Arc<NfsService<LocalStore>>,
+    locks: Arc<LockManager<LocalStore>>,
     calls: Arc<keel_stats::CallStats>,
     reloader: Arc<Reloader>,
     banner: impl FnOnce(&[SocketAddr], u16) -> String,
@@ -151,12 +174,31 @@ async fn serve(
     if server.fault_injection {
         tracing::warn!("fault injection is on: the administration socket can make storage calls fail (for tests)");
     }
-    let mappings = portmap::keel_mappings(nfs_port, mount_port);
-    let mut programs: Vec<Arc<dyn RpcProgram>> =
-        vec![Arc::new(Nfs3Program::new(svc.clone())), Arc::new(MountProgram::new(svc.clone()))];
+    let nfs: Arc<dyn RpcProgram> = Arc::new(Nfs3Program::new(svc.clone()));
+    let mount: Arc<dyn RpcProgram> = Arc::new(MountProgram::new(svc.clone()));
+    let nlm: Arc<dyn RpcProgram> = Arc::new(NlmProgram::new(locks.clone()));
+    let nsm: Arc<dyn RpcProgram> = Arc::new(NsmProgram::new(locks));
+    // NLM and NSM share the NFS ports, over TCP and UDP (clients use both).
+    let mut datagrams = Vec::new();
+    let udp_dispatcher = Arc::new(Dispatcher::new(
+        vec![calls.counted(nlm.clone()), calls.counted(nsm.clone())],
+        ReplyCache::new(UDP_REPLY_CACHE_ENTRIES_MAX, UDP_REPLY_CACHE_BYTES_MAX),
+    ));
+    for addr in &bound {
+        let udp = UdpSocket::bind(addr).with_context(|| format!("cannot listen on UDP {addr}"))?;
+        datagrams.push((udp, udp_dispatcher.clone()));
+    }
+    let mappings = portmap::mappings(&[
+        (&*nfs, IPPROTO_TCP, nfs_port),
+        (&*mount, IPPROTO_TCP, mount_port),
+        (&*nlm, IPPROTO_TCP, nfs_port),
+        (&*nlm, IPPROTO_UDP, nfs_port),
+        (&*nsm, IPPROTO_TCP, nfs_port),
+        (&*nsm, IPPROTO_UDP, nfs_port),
+    ]);
+    let mut programs: Vec<Arc<dyn RpcProgram>> = vec![nfs, mount, nlm, nsm];
     let mut registered = None;
     let mut portmap_listeners = Vec::new();
-    let mut datagrams = Vec::new();
     match start_portmap(server.portmap, &bound, &mappings).await? {
         PortmapRole::Serving(program, sockets) => {
             let udp_dispatcher = Arc::new(Dispatcher::new(
@@ -215,7 +257,7 @@ async fn serve(
         reloader: reloader.clone(),
     });
     tokio::spawn(admin::serve(admin_listener, admin_state, shutdown.clone()));
-    tracing::info!(listen = ?bound, mount_port, workers = server.workers, "serving NFSv3 and MOUNT v3");
+    tracing::info!(listen = ?bound, mount_port, workers = server.workers, "serving NFSv3, MOUNT v3, NLM v4 and NSM");
     println!("{}", banner(&bound, mount_port));
     notify("READY=1\nSTATUS=serving");
 
@@ -343,6 +385,11 @@ fn create_state_dir(dir: &Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Lock-holding descriptions: at most a quarter of the open-file limit.
+fn lock_files_max(nofile: u64) -> usize {
+    usize::try_from(nofile / 4).unwrap_or(usize::MAX).clamp(16, LOCK_FILES_MAX)
 }
 
 /// Cached objects hold one descriptor, two once written: they may have

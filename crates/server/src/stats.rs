@@ -48,6 +48,34 @@ const NFS_PROCEDURES: &[&str] = &[
     "commit",
 ];
 const MOUNT_PROCEDURES: &[&str] = &["null", "mnt", "dump", "umnt", "umntall", "export"];
+/// NLM v4's procedures by number (16 to 19 do not exist).
+const NLM_PROCEDURES: &[&str] = &[
+    "null",
+    "test",
+    "lock",
+    "cancel",
+    "unlock",
+    "granted",
+    "test_msg",
+    "lock_msg",
+    "cancel_msg",
+    "unlock_msg",
+    "granted_msg",
+    "test_res",
+    "lock_res",
+    "cancel_res",
+    "unlock_res",
+    "granted_res",
+    "none_16",
+    "none_17",
+    "none_18",
+    "none_19",
+    "share",
+    "unshare",
+    "nm_lock",
+    "free_all",
+];
+const NSM_PROCEDURES: &[&str] = &["null", "stat", "mon", "unmon", "unmon_all", "simu_crash", "notify"];
 const PORTMAP_PROCEDURES: &[&str] = &["null", "set", "unset", "getport", "dump", "callit"];
 
 /// Every nfsstat3 (RFC 1813), success first.
@@ -89,7 +117,7 @@ static NFS_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
     LazyLock::new(|| NFS_STATUS_LIST.iter().map(|s| (*s as u32, s.name())).collect());
 
 /// The programs Keel serves, as the statistics count them.
-pub fn programs() -> [ProgramSpec; 3] {
+pub fn programs() -> [ProgramSpec; 5] {
     use keel_nfs3_proto::*;
     [
         ProgramSpec {
@@ -104,6 +132,20 @@ pub fn programs() -> [ProgramSpec; 3] {
             version: MOUNT_V3,
             name: "mount",
             procedures: MOUNT_PROCEDURES,
+            statuses: &[],
+        },
+        ProgramSpec {
+            program: keel_nlm_proto::nlm4::NLM_PROGRAM,
+            version: keel_nlm_proto::nlm4::NLM_V4,
+            name: "nlm",
+            procedures: NLM_PROCEDURES,
+            statuses: &[],
+        },
+        ProgramSpec {
+            program: keel_nlm_proto::nsm::SM_PROGRAM,
+            version: keel_nlm_proto::nsm::SM_V1,
+            name: "nsm",
+            procedures: NSM_PROCEDURES,
             statuses: &[],
         },
         ProgramSpec {
@@ -243,6 +285,17 @@ mod tests {
         }
         for p in keel_nfs3_proto::PmapProc::ALL {
             assert_eq!(PORTMAP_PROCEDURES[*p as usize], p.name().to_lowercase());
+        }
+        use keel_nlm_proto::nlm4::Nlm4Proc;
+        use keel_nlm_proto::nsm::SmProc;
+        for p in Nlm4Proc::ALL {
+            let name = NLM_PROCEDURES[*p as usize];
+            assert_eq!(name.replace('_', ""), format!("{p:?}").to_lowercase(), "NLM procedure {}", *p as u32);
+        }
+        assert_eq!(NLM_PROCEDURES.len(), Nlm4Proc::FreeAll as usize + 1);
+        for n in 0..NSM_PROCEDURES.len() as u32 {
+            let p = SmProc::from_u32(n).expect("an NSM procedure");
+            assert_eq!(NSM_PROCEDURES[n as usize].replace('_', ""), format!("{p:?}").to_lowercase());
         }
         assert_eq!(NFS_STATUSES[0], (0, "NFS3_OK"));
     }

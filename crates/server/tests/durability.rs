@@ -805,3 +805,66 @@ fn a_real_writeback_error_is_never_reported_as_committed() {
     }
     assert!(server.log_text().contains("new write verifier"), "the server says what happened");
 }
+
+/// Group commit: many clients creating and removing names in one directory
+/// of a `sync` export at once share their syncs; every change any of them
+/// saw acknowledged survives a power cut right after the last reply.
+#[test]
+fn concurrent_namespace_changes_on_a_sync_export_survive_a_power_cut() {
+    const CLIENTS: usize = 8;
+    const FILES: usize = 40;
+    let mut disk = XfsDisk::new("group");
+    let export = make_export(&disk);
+    let mut server = TestServer::start("durability-group", vec![export_opts(&export, true)], "");
+    std::fs::create_dir(export.join("shared")).unwrap();
+    disk.syncfs();
+    let addr = server.addr;
+    let export_path = export.display().to_string();
+    // Each client creates its names, then removes every other one.
+    let acknowledged: Vec<Check> = std::thread::scope(|s| {
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|client| {
+                let export_path = export_path.clone();
+                s.spawn(move || {
+                    let mut nfs = Nfs::connect(addr).unwrap();
+                    let root = nfs.mount(&export_path).unwrap();
+                    let dir = nfs.lookup(&root, "shared").unwrap();
+                    // The last acknowledged state of each name.
+                    let mut checks = std::collections::BTreeMap::new();
+                    for i in 0..FILES {
+                        let name = format!("c{client}-{i}");
+                        nfs.create_new(&dir, &name).unwrap_or_else(|e| panic!("CREATE {name}: {e:?}"));
+                        checks.insert(name, Want::File(Vec::new()));
+                        if i % 2 == 1 {
+                            let older = format!("c{client}-{}", i - 1);
+                            nfs.remove(&dir, &older).unwrap_or_else(|e| panic!("REMOVE {older}: {e:?}"));
+                            checks.insert(older, Want::Absent);
+                        }
+                    }
+                    checks
+                })
+            })
+            .collect();
+        clients
+            .into_iter()
+            .flat_map(|c| c.join().unwrap())
+            .map(|(name, want)| Check {
+                scenario: "concurrent creates and removes",
+                path: format!("shared/{name}"),
+                want,
+                handle: None,
+            })
+            .collect()
+    });
+    server.kill9();
+    disk.power_cut();
+    disk.mount();
+    let lost: Vec<String> = acknowledged.iter().filter_map(|c| check_on_disk(&export, c).err()).collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged changes lost:\n  {}",
+        lost.len(),
+        acknowledged.len(),
+        lost.join("\n  ")
+    );
+}

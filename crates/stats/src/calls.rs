@@ -306,8 +306,19 @@ impl RpcProgram for Counted {
         self.inner.versions()
     }
 
+    // Every method of the trait is forwarded, those with defaults too: a
+    // default here would silently change what the wrapped program does
+    // (NLM's `_MSG` calls must not be answered).
     fn is_cached(&self, vers: u32, proc_: u32) -> bool {
         self.inner.is_cached(vers, proc_)
+    }
+
+    fn answers(&self, vers: u32, proc_: u32) -> bool {
+        self.inner.answers(vers, proc_)
+    }
+
+    fn portmap_versions(&self) -> Vec<u32> {
+        self.inner.portmap_versions()
     }
 
     fn reply_bytes_max(&self, vers: u32, proc_: u32, args: bytes::Bytes) -> usize {
@@ -332,5 +343,85 @@ impl RpcProgram for Counted {
             Err(e) => Outcome::Refused(e),
         });
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use bytes::Bytes;
+    use keel_rpc::Auth;
+    use keel_xdr::{Decoder, Encoder};
+
+    use super::*;
+
+    /// A program that says something other than the trait's defaults to
+    /// every question.
+    struct Odd;
+
+    impl RpcProgram for Odd {
+        fn program(&self) -> u32 {
+            7
+        }
+        fn versions(&self) -> (u32, u32) {
+            (1, 4)
+        }
+        fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
+            proc_ == 2
+        }
+        fn answers(&self, _vers: u32, proc_: u32) -> bool {
+            proc_ != 3
+        }
+        fn portmap_versions(&self) -> Vec<u32> {
+            vec![1, 4]
+        }
+        fn reply_bytes_max(&self, _vers: u32, proc_: u32, _args: Bytes) -> usize {
+            100 + proc_ as usize
+        }
+        fn call(&self, ctx: &CallContext, _args: &mut Decoder, _reply: &mut Encoder) -> Result<(), AcceptError> {
+            ctx.report.set_export(9);
+            ctx.report.add_write_bytes(10);
+            if ctx.proc_ == 5 { Err(AcceptError::GarbageArgs) } else { Ok(()) }
+        }
+    }
+
+    const ODD: ProgramSpec =
+        ProgramSpec { program: 7, version: 4, name: "odd", procedures: &["a", "b", "c", "d", "e", "f"], statuses: &[] };
+
+    #[test]
+    fn a_counted_program_answers_every_question_as_the_program_does() {
+        let stats = CallStats::new(&[ODD]);
+        let counted = stats.counted(Arc::new(Odd));
+        assert_eq!((counted.program(), counted.versions()), (7, (1, 4)));
+        assert_eq!((counted.is_cached(4, 2), counted.is_cached(4, 1)), (true, false));
+        assert_eq!((counted.answers(4, 3), counted.answers(4, 1)), (false, true));
+        assert_eq!(counted.portmap_versions(), vec![1, 4]);
+        assert_eq!(counted.reply_bytes_max(4, 5, Bytes::new()), 105);
+    }
+
+    #[test]
+    fn calls_are_counted_by_procedure_export_and_outcome() {
+        let stats = CallStats::new(&[ODD]);
+        stats.set_exports(&[9]);
+        let counted = stats.counted(Arc::new(Odd));
+        let peer: SocketAddr = "192.0.2.1:700".parse().unwrap();
+        let auth = Auth::None;
+        for proc_ in [1, 1, 5] {
+            let ctx =
+                CallContext { xid: 1, vers: 4, proc_, auth: &auth, peer, local: peer, report: Default::default() };
+            let _ = counted.call(&ctx, &mut Decoder::new(Bytes::new()), &mut Encoder::new());
+        }
+        let s = stats.snapshot();
+        let p = &s.programs[0];
+        assert_eq!((p.procedures[1].calls, p.procedures[1].errors), (2, 0));
+        assert_eq!((p.procedures[5].calls, p.procedures[5].errors, p.garbage_args), (1, 1, 1));
+        assert_eq!((s.exports[0].calls, s.exports[0].errors, s.exports[0].write_bytes), (3, 1, 30));
+        assert_eq!((s.clients[0].address.as_str(), s.clients[0].calls), ("192.0.2.1", 3));
+        assert_eq!(s.running, 0);
+
+        // A program the statistics do not know is left as it is.
+        let other = CallStats::new(&[]).counted(Arc::new(Odd));
+        assert!(!other.answers(4, 3));
     }
 }

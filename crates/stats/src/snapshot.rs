@@ -51,7 +51,7 @@ pub struct CallsSnapshot {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProgramSnapshot {
-    /// The short name: "nfs", "mount", "portmap".
+    /// The short name: "nfs", "mount", "nlm", "nsm", "portmap".
     pub name: String,
     pub program: u32,
     pub version: u32,

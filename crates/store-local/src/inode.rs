@@ -61,6 +61,12 @@ impl Inode {
         Ok(self.writer.get().expect("set above").as_fd())
     }
 
+    /// A new open file description of the object (as root: permission is
+    /// the caller's business), for byte-range locks.
+    pub(crate) fn open_description(&self, flags: libc::c_int) -> std::io::Result<OwnedFd> {
+        ident::as_root(|| sys::open_by_handle(self.export.root_fd(), &self.kernel, flags))
+    }
+
     /// The descriptor to flush: the writer if there is one.
     pub(crate) fn sync_fd(&self) -> BorrowedFd<'_> {
         self.writer.get().map(|w| w.as_fd()).unwrap_or(self.fd.as_fd())

@@ -10,9 +10,11 @@
 pub mod export;
 pub mod faults;
 mod fs;
+mod group_commit;
 pub mod handle;
 pub mod ident;
 mod inode;
+mod locks;
 mod store;
 mod sys;
 mod verifier;
@@ -23,5 +25,6 @@ pub use fs::LocalStore;
 pub use handle::{FileHandle, HandleKey};
 pub use ident::Acting;
 pub use inode::Inode;
+pub use locks::LocalLockFile;
 pub use store::LocalObject;
 pub use verifier::WriteVerifier;

@@ -16,8 +16,8 @@ use crate::ident::{self, Acting};
 use crate::inode::Inode;
 
 /// An object of the local store: an inode held open (by the descriptor
-/// cache too), with its export. Room for NLM: a lock-holding open file
-/// description per file belongs in [`Inode`], beside its writer.
+/// cache too), with its export. Lock-holding descriptions are not kept
+/// here (the cache closes what it evicts): see `Store::open_for_locks`.
 #[derive(Debug, Clone)]
 pub struct LocalObject(pub(crate) Arc<Inode>);
 
@@ -49,6 +49,11 @@ fn made(c: Created<Arc<Inode>>) -> Created<LocalObject> {
 impl Store for LocalStore {
     type Object = LocalObject;
     type Caller = Acting;
+    type LockFile = crate::LocalLockFile;
+
+    fn open_for_locks(&self, who: &Acting, obj: &LocalObject) -> StoreResult<crate::LocalLockFile> {
+        LocalStore::open_for_locks(self, who, &obj.0)
+    }
 
     fn exports(&self) -> Vec<ExportInfo> {
         self.open_exports()

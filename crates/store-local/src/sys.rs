@@ -452,3 +452,28 @@ pub fn getgroups(buf: &mut [u32]) -> io::Result<usize> {
     let r = unsafe { libc::syscall(libc::SYS_getgroups, len, buf.as_mut_ptr()) };
     cvt(r as libc::c_int).map(|n| n as usize)
 }
+
+/// One open file description lock request (fcntl F_OFD_SETLK or
+/// F_OFD_GETLK): `kind` is F_RDLCK, F_WRLCK or F_UNLCK; `len` 0 runs to
+/// the end. Never waits. For F_OFD_GETLK, returns the conflicting lock's
+/// kind, start and length, or None.
+pub fn ofd_lock(
+    fd: BorrowedFd,
+    cmd: libc::c_int,
+    kind: libc::c_int,
+    start: i64,
+    len: i64,
+) -> io::Result<Option<(libc::c_int, i64, i64)>> {
+    // SAFETY: zeroed flock is valid; l_pid must be 0 for OFD locks.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = start;
+    fl.l_len = len;
+    // SAFETY: fd is valid and fl a valid flock for the duration of the call.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), cmd, &mut fl) })?;
+    if cmd == libc::F_OFD_GETLK && i32::from(fl.l_type) != libc::F_UNLCK {
+        return Ok(Some((i32::from(fl.l_type), fl.l_start, fl.l_len)));
+    }
+    Ok(None)
+}

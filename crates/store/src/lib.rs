@@ -29,6 +29,7 @@
 pub mod attr;
 mod cred;
 mod error;
+pub mod lock;
 pub mod sim;
 mod types;
 
@@ -37,6 +38,7 @@ use bytes::Bytes;
 pub use attr::{Attrs, FileType, FsStat, Limits, SetAttrs, SetTime, Time, access};
 pub use cred::{Cred, GROUPS_MAX};
 pub use error::{StoreError, StoreResult};
+pub use lock::{LockConflict, LockFile, LockKind, LockRange};
 pub use types::{CreateMode, Created, DirEntry, ExportInfo, NodeKind, ReadOut, Stability, WriteOut};
 
 /// Longest name component (NFS3_MAXNAMLEN, and every Linux file system's).
@@ -79,6 +81,8 @@ pub trait Store: Send + Sync + 'static {
     type Object: Object;
     /// The caller's identity for one call, from [`Store::act_as`].
     type Caller: Caller;
+    /// An open file description holding byte-range locks (see [`lock`]).
+    type LockFile: LockFile;
 
     /// The exports this store serves.
     fn exports(&self) -> Vec<ExportInfo>;
@@ -240,6 +244,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Makes everything every export holds durable (at stop).
     fn sync_all(&self) -> StoreResult<()>;
+
+    /// A new open file description of the regular file `obj` for
+    /// byte-range locks, if the caller may lock it: the caller can read it
+    /// or owns it (knfsd's rule for NLM). Locks taken through it exclude
+    /// those of every other description, a local process's included.
+    fn open_for_locks(&self, who: &Self::Caller, obj: &Self::Object) -> StoreResult<Self::LockFile>;
 }
 
 /// Checks a name component: not empty, no '/', no NUL, at most

@@ -98,6 +98,18 @@ impl TestServer {
         Self::build(tag, exports, "", listen, Some(netns))
     }
 
+    /// Like `start_in_netns`, with `server_extra` TOML for the `[server]`
+    /// table (which may set `portmap`: the namespace has its own port 111).
+    pub fn start_in_netns_with(
+        tag: &str,
+        exports: Vec<ExportOpts>,
+        netns: &Netns,
+        listen: SocketAddr,
+        server_extra: &str,
+    ) -> Self {
+        Self::build(tag, exports, server_extra, listen, Some(netns))
+    }
+
     fn build(
         tag: &str,
         exports: Vec<ExportOpts>,
@@ -110,8 +122,9 @@ impl TestServer {
         let base = std::env::temp_dir().join(format!("keel-test-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&base).unwrap();
+        let portmap = if server_extra.contains("portmap =") { "" } else { "portmap = \"off\"\n" };
         let mut toml = format!(
-            "[server]\nlisten = [\"{listen}\"]\nportmap = \"off\"\nworkers = 8\nlog_level = \"debug\"\nstate_dir = \"{}\"\n{server_extra}\n",
+            "[server]\nlisten = [\"{listen}\"]\n{portmap}workers = 8\nlog_level = \"debug\"\nstate_dir = \"{}\"\n{server_extra}\n",
             base.join("state").display()
         );
         for e in &exports {

@@ -4,7 +4,8 @@ use super::*;
 use crate::msg::{OpaqueAuth, decode_reply_header};
 
 /// Program 7, versions 1..=2. Procedure 1 echoes a u32 (cached, counts its
-/// executions), 2 panics, 3 wants a u32 argument.
+/// executions), 2 panics, 3 wants a u32 argument, 9 (after a gap) counts
+/// its executions and answers nothing.
 struct Echo {
     executions: AtomicU32,
 }
@@ -22,6 +23,12 @@ impl RpcProgram for Echo {
     fn reply_bytes_max(&self, _vers: u32, proc_: u32, _args: Bytes) -> usize {
         if proc_ == 1 { 8 } else { 0 }
     }
+    fn answers(&self, _vers: u32, proc_: u32) -> bool {
+        proc_ != 9
+    }
+    fn portmap_versions(&self) -> Vec<u32> {
+        vec![2]
+    }
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
         match ctx.proc_ {
             1 => {
@@ -35,6 +42,11 @@ impl RpcProgram for Echo {
             2 => panic!("handler bug"),
             3 => {
                 args.u32()?;
+                Ok(())
+            }
+            9 => {
+                args.u32()?;
+                self.executions.fetch_add(1, Ordering::SeqCst);
                 Ok(())
             }
             _ => Err(AcceptError::ProcUnavail),
@@ -180,4 +192,21 @@ fn the_reply_bound_is_known_from_the_call_header_and_holds() {
             assert!(len <= REPLY_HEADER_BYTES_MAX, "status reply of {len} bytes");
         }
     }
+}
+
+#[test]
+fn a_procedure_that_answers_nothing_runs_and_sends_nothing_unless_refused() {
+    let (d, echo) = dispatcher();
+    let peer = PEER.parse().unwrap();
+    let local = LOCAL.parse().unwrap();
+    assert!(d.handle(call(1, 7, 1, 9, OpaqueAuth::default(), &5u32.to_be_bytes()), peer, local).is_none());
+    assert_eq!(echo.executions.load(Ordering::SeqCst), 1);
+    // Garbage is still answered, as are the missing procedures in the gap.
+    let (_, stat, _) = run(&d, call(2, 7, 1, 9, OpaqueAuth::default(), &[])).expect("a reply");
+    assert_eq!(stat, ReplyStat::Accepted(AcceptStat::GarbageArgs));
+    for proc_ in 4..9 {
+        let (_, stat, _) = run(&d, call(3, 7, 1, proc_, OpaqueAuth::default(), &[])).expect("a reply");
+        assert_eq!(stat, ReplyStat::Accepted(AcceptStat::ProcUnavail));
+    }
+    assert_eq!(echo.portmap_versions(), vec![2]);
 }

@@ -108,6 +108,9 @@ max_inflight_mib_per_connection = 32
 idle_timeout_seconds = 600
 stall_timeout_seconds = 20
 metrics_listen = "127.0.0.1:9049"
+nsm_state_dir = "/shared/keel/nsm"
+grace_seconds_max = 15
+max_locks_per_client = 100
 
 [[export]]
 path = '{home}'
@@ -164,6 +167,9 @@ clients = [{{ host = "192.0.2.7" }}]
             idle_timeout: std::time::Duration::from_secs(600),
             stall_timeout: std::time::Duration::from_secs(20),
             metrics_listen: Some("127.0.0.1:9049".parse().unwrap()),
+            nsm_state_dir: Some(PathBuf::from("/shared/keel/nsm")),
+            grace_max: std::time::Duration::from_secs(15),
+            max_locks_per_client: 100,
         }
     );
     let export_wide = ClientOptions {
@@ -199,14 +205,14 @@ clients = [{{ host = "192.0.2.7" }}]
                         options: ClientOptions { access: Access::ReadOnly, squash: Squash::All, ..export_wide },
                     },
                 ],
-                line: 18,
+                line: 21,
             },
             ExportConfig {
                 path: PathBuf::from(&scratch),
                 id: u32::MAX,
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
-                line: 49,
+                line: 52,
             },
         ]
     );

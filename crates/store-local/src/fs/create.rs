@@ -106,7 +106,7 @@ impl LocalStore {
                 if let Some(size) = set.size {
                     apply_attrs(who.cred(), &inode, &SetAttrs { size: Some(size), ..SetAttrs::default() })?;
                     if commit {
-                        self.commit_object(&inode)?;
+                        self.commit_objects(&[&inode])?;
                     }
                 }
                 let attrs = attrs_of(&inode)?;
@@ -115,10 +115,9 @@ impl LocalStore {
         }
     }
 
-    fn finish_create(&self, dir: &Inode, inode: Arc<Inode>, commit: bool) -> StoreResult<Made> {
+    fn finish_create(&self, dir: &Arc<Inode>, inode: Arc<Inode>, commit: bool) -> StoreResult<Made> {
         if commit {
-            self.commit_object(&inode)?;
-            self.sync_object(dir.fd(), dir)?;
+            self.commit_objects(&[&inode, dir])?;
         }
         let attrs = attrs_of(&inode)?;
         Ok(Created { object: inode, attrs })
@@ -194,7 +193,7 @@ impl LocalStore {
     fn finish_special(
         &self,
         who: &Acting,
-        dir: &Inode,
+        dir: &Arc<Inode>,
         fd: OwnedFd,
         ftype: FileType,
         set: &SetAttrs,
@@ -214,7 +213,7 @@ impl LocalStore {
     pub(crate) fn link(
         &self,
         _who: &Acting,
-        file: &Inode,
+        file: &Arc<Inode>,
         dir: &Arc<Inode>,
         name: &[u8],
         commit: bool,
@@ -229,8 +228,7 @@ impl LocalStore {
         }
         sys::link_fd(file.fd(), dir.fd(), name)?;
         if commit {
-            self.commit_object(file)?;
-            self.sync_object(dir.fd(), dir)?;
+            self.commit_objects(&[file, dir])?;
         }
         attrs_of(file)
     }

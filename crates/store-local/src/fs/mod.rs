@@ -3,7 +3,9 @@
 //! [`Acting`] identity, so the kernel checks permissions as that caller.
 //!
 //! Every fsync goes through [`LocalStore::sync_object`], which changes the write
-//! verifier when it fails: data acknowledged as unstable may be gone.
+//! verifier when it fails: data acknowledged as unstable may be gone. Calls
+//! reach it through `commit_objects`, which shares the syncs of concurrent
+//! calls (group commit).
 //!
 //! **Architecture invariants:** names passed to `*at()` calls are single
 //! components (checked here, whatever the protocol layer did); symlinks are
@@ -26,6 +28,7 @@ use keel_store::{
 
 use crate::export::Export;
 use crate::faults::{FaultInjector, FaultPoint};
+use crate::group_commit::GroupCommit;
 use crate::handle::{self, FileHandle, HandleKey};
 use crate::ident::{self, Acting};
 use crate::inode::{Inode, InodeCache};
@@ -43,6 +46,9 @@ pub struct LocalStore {
     cache: InodeCache,
     verifier: WriteVerifier,
     faults: FaultInjector,
+    commits: GroupCommit<FileHandle, Arc<Inode>>,
+    /// Lock-holding open file descriptions open now (`LocalLockFile`).
+    lock_files_open: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl LocalStore {
@@ -54,6 +60,8 @@ impl LocalStore {
             cache: InodeCache::new(cached_inodes_max),
             verifier: WriteVerifier::new()?,
             faults: FaultInjector::default(),
+            commits: GroupCommit::new(),
+            lock_files_open: Arc::default(),
         })
     }
 
@@ -61,6 +69,32 @@ impl LocalStore {
     /// unstable may have been lost (see [`WriteVerifier`]).
     pub(crate) fn verifier(&self) -> [u8; 8] {
         self.verifier.get()
+    }
+
+    /// Lock-holding open file descriptions open now.
+    pub fn lock_files_open(&self) -> usize {
+        self.lock_files_open.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A new lock-holding description of `inode` for `who`, who must be
+    /// able to read it or own it (knfsd's rule for NLM). Read-write when
+    /// the file system allows, so exclusive locks can be taken.
+    pub(crate) fn open_for_locks(&self, who: &Acting, inode: &Inode) -> StoreResult<crate::LocalLockFile> {
+        if inode.ftype != keel_store::FileType::Regular {
+            return Err(StoreError::errno(libc::EINVAL));
+        }
+        let owner = sys::fstat(inode.fd()).map(|st| st.st_uid == who.cred().uid).unwrap_or(false);
+        if !owner {
+            sys::access(inode.fd(), libc::R_OK)?;
+        }
+        let (fd, writable) = match inode.open_description(libc::O_RDWR) {
+            Ok(fd) => (fd, true),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EROFS | libc::ETXTBSY | libc::EACCES | libc::EPERM)) => {
+                (inode.open_description(libc::O_RDONLY)?, false)
+            }
+            Err(e) => return Err(e.into()),
+        };
+        Ok(crate::LocalLockFile::new(fd, writable, self.lock_files_open.clone()))
     }
 
     /// Faults to inject into this storage layer's calls (tests).
@@ -213,7 +247,7 @@ impl LocalStore {
     pub(crate) fn setattr(
         &self,
         who: &Acting,
-        inode: &Inode,
+        inode: &Arc<Inode>,
         set: &SetAttrs,
         guard: Option<Time>,
         commit: bool,
@@ -225,7 +259,7 @@ impl LocalStore {
         }
         apply_attrs(who.cred(), inode, set)?;
         if commit {
-            self.commit_object(inode)?;
+            self.commit_objects(&[inode])?;
         }
         Ok(())
     }
@@ -313,27 +347,32 @@ impl LocalStore {
     /// (a sync export). Needs the access a WRITE needs either way. Returns
     /// the write verifier read after the flush: a failure of anyone's
     /// flush until then has changed it.
-    pub(crate) fn commit(&self, who: &Acting, inode: &Inode, flush: bool) -> StoreResult<[u8; 8]> {
+    pub(crate) fn commit(&self, who: &Acting, inode: &Arc<Inode>, flush: bool) -> StoreResult<[u8; 8]> {
         if !inode.ftype.is_special() {
             let st = sys::fstat(inode.fd())?;
             permit(who.cred(), inode, &st, libc::W_OK, true)?;
         }
         if flush {
-            self.commit_object(inode)?;
+            self.commit_objects(&[inode])?;
         }
         Ok(self.verifier.get())
     }
 
-    /// Makes an object's metadata (and a file's data) durable. O_PATH
-    /// objects (symlinks, devices, fifos, sockets) cannot be fsync'ed;
-    /// their file system is.
-    fn commit_object(&self, inode: &Inode) -> StoreResult<()> {
-        if inode.ftype.is_special() {
-            let r = sys::syncfs(inode.export.root_fd());
-            self.after_sync(r, inode)
-        } else {
-            self.sync_object(inode.sync_fd(), inode)
+    /// Makes objects' metadata (and files' data) durable, sharing the
+    /// syncs with concurrent calls (group_commit.rs). O_PATH objects
+    /// (symlinks, devices, fifos, sockets) cannot be fsync'ed; their file
+    /// system is.
+    fn commit_objects(&self, objects: &[&Arc<Inode>]) -> StoreResult<()> {
+        let mut shared = Vec::with_capacity(objects.len());
+        for &inode in objects {
+            if inode.ftype.is_special() {
+                let r = sys::syncfs(inode.export.root_fd());
+                self.after_sync(r, inode)?;
+            } else {
+                shared.push((inode.handle.clone(), Arc::clone(inode)));
+            }
         }
+        self.commits.sync(&shared, |inode| self.sync_object(inode.sync_fd(), inode))
     }
 
     /// fsync(2) of `fd`, a descriptor of `inode`.

@@ -11,15 +11,22 @@ use crate::inode::Inode;
 use crate::sys;
 
 impl LocalStore {
-    pub(crate) fn remove(&self, who: &Acting, dir: &Inode, name: &[u8], commit: bool) -> StoreResult<()> {
+    pub(crate) fn remove(&self, who: &Acting, dir: &Arc<Inode>, name: &[u8], commit: bool) -> StoreResult<()> {
         self.unlink(who, dir, name, 0, commit)
     }
 
-    pub(crate) fn rmdir(&self, who: &Acting, dir: &Inode, name: &[u8], commit: bool) -> StoreResult<()> {
+    pub(crate) fn rmdir(&self, who: &Acting, dir: &Arc<Inode>, name: &[u8], commit: bool) -> StoreResult<()> {
         self.unlink(who, dir, name, libc::AT_REMOVEDIR, commit)
     }
 
-    fn unlink(&self, _who: &Acting, dir: &Inode, name: &[u8], flags: libc::c_int, commit: bool) -> StoreResult<()> {
+    fn unlink(
+        &self,
+        _who: &Acting,
+        dir: &Arc<Inode>,
+        name: &[u8],
+        flags: libc::c_int,
+        commit: bool,
+    ) -> StoreResult<()> {
         if dir.ftype != FileType::Directory {
             return Err(StoreError::errno(libc::ENOTDIR));
         }
@@ -34,7 +41,7 @@ impl LocalStore {
             self.cache.remove(&fh);
         }
         if commit {
-            self.sync_object(dir.fd(), dir)?;
+            self.commit_objects(&[dir])?;
         }
         Ok(())
     }
@@ -66,10 +73,7 @@ impl LocalStore {
             self.cache.remove(&fh);
         }
         if commit {
-            self.sync_object(from_dir.fd(), from_dir)?;
-            if from_dir.handle != to_dir.handle {
-                self.sync_object(to_dir.fd(), to_dir)?;
-            }
+            self.commit_objects(&[from_dir, to_dir])?;
         }
         Ok(())
     }

@@ -41,6 +41,7 @@
 
 mod faults;
 mod fs;
+mod locks;
 mod rng;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,6 +52,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 pub use faults::{SimAction, SimFault, SimFaultRate, SimPoint};
 use fs::{Body, Dir, Meta, Node, R, Table, W, X};
+pub use locks::SimLockFile;
 pub use rng::Rng;
 
 use crate::attr::{Attrs, FileType, FsStat, Limits, SetAttrs, SetTime, Time, access};
@@ -149,6 +151,9 @@ struct State {
 pub struct SimStore {
     seed: u64,
     state: Mutex<State>,
+    /// Byte-range locks: not file system state, so outside `state` (a
+    /// crash of the store does not model a crash of the lock manager).
+    locks: locks::SharedLocks,
 }
 
 impl SimStore {
@@ -192,7 +197,7 @@ impl SimStore {
             st.live.insert(root, node);
             st.exports.push(SimExport { info: ExportInfo { id, path: PathBuf::from(path), fsid }, root });
         }
-        SimStore { seed, state: Mutex::new(st) }
+        SimStore { seed, state: Mutex::new(st), locks: Default::default() }
     }
 
     /// The seed this store runs from: print it when a test fails.
@@ -663,6 +668,19 @@ fn verifier_times(v: [u8; 8]) -> (Time, Time) {
 impl crate::Store for SimStore {
     type Object = SimObject;
     type Caller = SimCaller;
+    type LockFile = SimLockFile;
+
+    fn open_for_locks(&self, who: &SimCaller, obj: &SimObject) -> StoreResult<SimLockFile> {
+        let st = self.lock();
+        let n = st.node(obj)?;
+        if n.ftype != FileType::Regular {
+            return Err(StoreError::errno(libc::EINVAL));
+        }
+        if !(who.cred.is_root() || who.cred.uid == n.meta.uid || fs::may(&who.cred, n, R)) {
+            return Err(StoreError::errno(libc::EACCES));
+        }
+        Ok(SimLockFile::open(&self.locks, obj.ino))
+    }
 
     fn exports(&self) -> Vec<ExportInfo> {
         self.lock().exports.iter().map(|e| e.info.clone()).collect()

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Keel against NFS-Ganesha with clients Keel did not write, in one run:
+# fio's libnfs engine (sequential 1 MiB and random 4 KiB, at one call in
+# flight and at many), libnfs probes for NULL/GETATTR at a fixed depth and
+# for mdtest's create/stat/remove (bench/probes), and a raw TCP ping-pong
+# of a GETATTR's size on the same loopback, the bound for one call at a
+# time. Servers and order alternate in every round; the table shows each
+# figure's median over the rounds and Keel/Ganesha.
+#
+#   sudo bench/heldout.sh [--quick] [--rounds N] [--out DIR] [--data DIR]
+#
+# --data: where the exports go; default: a fresh XFS on a loop device
+#         (the seeds' file system), 16 GiB sparse, under /var/tmp.
+# fio is built from Debian's source package with --enable-libnfs (Debian's
+# binary package leaves the engine out), once, into /var/cache/keel-bench.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+out=$repo/bench/results/heldout-$(date -u +%Y%m%dT%H%M%SZ)
+data=
+rounds=3
+seq_size=1g; rnd_seconds=10; ping_seconds=5; meta_files=2000
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) seq_size=256m; rnd_seconds=3; ping_seconds=2; meta_files=300; rounds=1; shift;;
+    --rounds) rounds=$2; shift 2;;
+    --out) out=$2; shift 2;;
+    --data) data=$2; shift 2;;
+    *) echo "unknown option $1 (see the header of $0)" >&2; exit 2;;
+  esac
+done
+[ "$(id -u)" -eq 0 ] || { echo "heldout.sh: run as root" >&2; exit 1; }
+mkdir -p "$out"
+
+cache=/var/cache/keel-bench
+fio=$cache/fio/fio
+if [ ! -x "$fio" ]; then
+  echo "== building fio with the libnfs engine (once)"
+  grep -q '^Types:.*deb-src' /etc/apt/sources.list.d/debian.sources 2>/dev/null ||
+    sed -i 's/^Types: deb$/Types: deb deb-src/' /etc/apt/sources.list.d/debian.sources
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libnfs-dev dpkg-dev zlib1g-dev libaio-dev >/dev/null
+  rm -rf "$cache/src" && mkdir -p "$cache/src"
+  (cd "$cache/src" && apt-get source -qq fio >/dev/null 2>&1)
+  src=$(find "$cache/src" -maxdepth 1 -type d -name 'fio-*' | head -1)
+  (cd "$src" && ./configure --enable-libnfs >/dev/null && make -s -j"$(nproc)" fio >/dev/null)
+  mkdir -p "$cache/fio" && cp "$src/fio" "$fio"
+fi
+"$fio" --enghelp=nfs >/dev/null 2>&1 || { echo "heldout.sh: $fio has no nfs engine" >&2; exit 1; }
+probes=$(bash "$here/probes/build.sh" | tail -1)
+nfsping=$(echo "$probes" | awk '{print $1}'); nfsmeta=$(echo "$probes" | awk '{print $2}')
+pingpong=$(echo "$probes" | awk '{print $3}')
+
+if [ -z "$data" ]; then
+  img=/var/tmp/keel-heldout.xfs; data=/var/tmp/keel-heldout
+  rm -f "$img"; truncate -s 16G "$img"; mkfs.xfs -q -f "$img"
+  mkdir -p "$data"; mount -o loop "$img" "$data"
+  extra_cleanup="umount -l '$data'; rm -f '$img'"
+fi
+. "$here/servers.sh"
+servers_start "$data" "$out"
+echo "$(machine_line); ganesha $ganesha_version; keel $keel_version; rounds $rounds" | tee "$out/machine.txt"
+
+url() { # server -> libnfs URL of its export
+  case $1 in
+    ganesha) echo "nfs://127.0.0.1$run/ganesha?version=3&nfsport=2049&mountport=20048";;
+    keel-sync) echo "nfs://127.0.0.1$run/keel-sync?version=3&nfsport=2050&mountport=2050";;
+    keel-async) echo "nfs://127.0.0.1$run/keel-async?version=3&nfsport=2050&mountport=2050";;
+  esac
+}
+dir() { case $1 in ganesha) echo "$run/ganesha";; *) echo "$run/$1";; esac; }
+files=0
+results=$out/results.tsv
+: > "$results"
+record() { # test server round value
+  case $4 in ''|0|0.0*) echo "heldout.sh: $1 on $2 failed (see $out)" >&2; exit 1;; esac
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$results"
+}
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+
+# fio: one job file per test; the figure is the sum of the jobs' bandwidth
+# (MiB/s) or IOPS.
+fio_test() { # name server round rw bs depth jobs metric
+  local name=$1 server=$2 round=$3 rw=$4 bs=$5 depth=$6 jobs=$7 metric=$8
+  local size=$seq_size timed=""
+  # Files of their own for every test: removing them on the host behind
+  # Ganesha's back leaves its cache with stale entries for the old names.
+  files=$((files + 1))
+  local names="t$files.\$jobnum"
+  case $rw in rand*) size=512m; timed="time_based=1
+runtime=$rnd_seconds";; esac
+  # fio's nfs engine creates files only for sequential writes.
+  case $rw in *read|randwrite) # lay the files out first, through the server
+    inns "$fio" --name=layout --ioengine=nfs --nfs_url="$(url "$server")" --rw=write --bs=1m \
+      --size=$size --numjobs=$jobs --filename_format="$names" --output=/dev/null >/dev/null;;
+  esac
+  drop_caches
+  cat > "$out/$name.fio" <<JOB
+[$name]
+ioengine=nfs
+nfs_url=$(url "$server")
+rw=$rw
+bs=$bs
+iodepth=$depth
+numjobs=$jobs
+size=$size
+filename_format=$names
+group_reporting=1
+$timed
+JOB
+  inns "$fio" --output-format=json --output="$out/$name-$server-$round.json" "$out/$name.fio" >/dev/null
+  local v
+  if [ "$metric" = mibs ]; then
+    v=$(jq '[.jobs[] | (.read.bw + .write.bw)] | add / 1024' "$out/$name-$server-$round.json")
+  else
+    v=$(jq '[.jobs[] | (.read.iops + .write.iops)] | add' "$out/$name-$server-$round.json")
+  fi
+  record "$name" "$server" "$round" "$v"
+  rm -f "$(dir "$server")"/t$files.*
+}
+
+ping_test() { # name server round op depth
+  local v
+  v=$(inns "$nfsping" "$(url "$2")" f "$4" "$5" "$ping_seconds" | sed -n 's/.*: \([0-9.]*\) calls\/s.*/\1/p')
+  record "$1" "$2" "$3" "$v"
+}
+
+meta_test() { # server round procs
+  local line
+  while read -r phase rate _; do
+    record "meta $phase, $3 proc" "$1" "$2" "$rate"
+  done < <(inns "$nfsmeta" "$(url "$1")" "$3" "$((meta_files / $3))")
+}
+
+servers=(ganesha keel-sync keel-async)
+for round in $(seq "$rounds"); do
+  # Alternate: even rounds run the servers in reverse order.
+  order=("${servers[@]}"); [ $((round % 2)) -eq 0 ] && order=(keel-async keel-sync ganesha)
+  echo "== round $round: ${order[*]}"
+  record "tcp ping-pong 132/120 B" loopback "$round" "$(inns "$pingpong" "$ping_seconds" 132 120 | sed -n 's/.*: \([0-9.]*\) round trips.*/\1/p')"
+  for s in "${order[@]}"; do
+    head -c 4096 /dev/urandom > "$(dir "$s")/f"
+    ping_test "NULL, 1 in flight" "$s" "$round" null 1
+    ping_test "GETATTR, 1 in flight" "$s" "$round" getattr 1
+    ping_test "GETATTR, 16 in flight" "$s" "$round" getattr 16
+    fio_test "seq write 1 MiB, 2 jobs x 1" "$s" "$round" write 1m 1 2 mibs
+    fio_test "seq write 1 MiB, 1 job x 8" "$s" "$round" write 1m 8 1 mibs
+    fio_test "seq read 1 MiB, 2 jobs x 1" "$s" "$round" read 1m 1 2 mibs
+    fio_test "seq read 1 MiB, 1 job x 8" "$s" "$round" read 1m 8 1 mibs
+    fio_test "rand write 4 KiB, 2 jobs x 1" "$s" "$round" randwrite 4k 1 2 iops
+    fio_test "rand write 4 KiB, 1 job x 16" "$s" "$round" randwrite 4k 16 1 iops
+    fio_test "rand read 4 KiB, 2 jobs x 1" "$s" "$round" randread 4k 1 2 iops
+    fio_test "rand read 4 KiB, 1 job x 16" "$s" "$round" randread 4k 16 1 iops
+    meta_test "$s" "$round" 1
+    meta_test "$s" "$round" 8
+  done
+done
+
+python3 - "$results" <<'PY' | tee "$out/table.md"
+import statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+tests, vals = [], {}
+for test, server, _round, v in rows:
+    if test not in tests:
+        tests.append(test)
+    vals.setdefault((test, server), []).append(float(v))
+med = lambda t, s: statistics.median(vals[(t, s)]) if (t, s) in vals else None
+pp = med("tcp ping-pong 132/120 B", "loopback")
+print("| test (held-out client) | Ganesha | Keel sync | Keel async | sync/Ganesha | async/Ganesha |")
+print("|---|---|---|---|---|---|")
+for t in tests:
+    if t.startswith("tcp ping-pong"):
+        print(f"| {t} (round trips/s) | | | | | |".replace("| | | | | |", f"| {pp:.0f} | | | | |"))
+        continue
+    g, s, a = med(t, "ganesha"), med(t, "keel-sync"), med(t, "keel-async")
+    extra = ""
+    if "1 in flight" in t and pp:
+        extra = f" (ping-pong: G {g/pp:.0%}, K {s/pp:.0%})"
+    print(f"| {t}{extra} | {g:.0f} | {s:.0f} | {a:.0f} | {s/g:.2f} | {a/g:.2f} |")
+PY
+echo "units: MiB/s (seq), IOPS (rand), calls/s (NULL, GETATTR), files/s (meta); results in $out"

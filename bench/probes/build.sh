@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds the probes (nfsping and nfsmeta against Debian's libnfs, pingpong) into
+# target/probes, installing libnfs-dev if needed.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=$here/../../target/probes
+mkdir -p "$out"
+if [ ! -e /usr/include/nfsc/libnfs.h ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libnfs-dev >/dev/null
+fi
+cc -O2 -Wall -o "$out/nfsping" "$here/nfsping.c" -lnfs
+cc -O2 -Wall -o "$out/nfsmeta" "$here/nfsmeta.c" -lnfs
+cc -O2 -Wall -pthread -o "$out/pingpong" "$here/pingpong.c"
+echo "$out/nfsping $out/nfsmeta $out/pingpong"

@@ -1,0 +1,129 @@
+/*
+ * nfsmeta: mdtest's three phases (create, stat, remove of empty files)
+ * through libnfs's synchronous API, one call in flight per process, from
+ * PROCS processes at once, each in a directory of its own; prints each
+ * phase's rate over all processes (files per second).
+ *
+ *   nfsmeta nfs://SERVER/EXPORT?ARGS PROCS FILES_PER_PROC
+ *
+ * Every process mounts on its own (its own TCP connection), as separate
+ * client nodes would. Built by bench/probes/build.sh.
+ */
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <nfsc/libnfs.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { CREATE, STAT, REMOVE, PHASES };
+static const char *phase_name[PHASES] = { "create", "stat", "remove" };
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static void die(struct nfs_context *nfs, const char *what)
+{
+	fprintf(stderr, "nfsmeta: %s: %s\n", what, nfs ? nfs_get_error(nfs) : "");
+	exit(1);
+}
+
+/* Waits on a pipe until the parent starts the phase, runs it, and writes
+ * the phase's start and end times to `out`. */
+static void client(const char *url, int id, long files, int go, int out)
+{
+	struct nfs_context *nfs = nfs_init_context();
+	struct nfs_url *u;
+	char dir[64], path[128];
+	if (!nfs)
+		die(NULL, "init");
+	u = nfs_parse_url_dir(nfs, url);
+	if (!u)
+		die(nfs, "url");
+	if (nfs_mount(nfs, u->server, u->path) != 0)
+		die(nfs, "mount");
+	snprintf(dir, sizeof dir, "/nfsmeta.%d.%d", (int)getppid(), id);
+	if (nfs_mkdir(nfs, dir) != 0)
+		die(nfs, "mkdir");
+	for (int p = 0; p < PHASES; p++) {
+		char c;
+		double t[2];
+		if (read(go, &c, 1) != 1)
+			exit(1);
+		t[0] = now();
+		for (long i = 0; i < files; i++) {
+			struct nfsfh *fh;
+			struct nfs_stat_64 st;
+			snprintf(path, sizeof path, "%s/f.%ld", dir, i);
+			if (p == CREATE) {
+				if (nfs_creat(nfs, path, 0644, &fh) != 0)
+					die(nfs, "create");
+				nfs_close(nfs, fh);
+			} else if (p == STAT) {
+				if (nfs_stat64(nfs, path, &st) != 0)
+					die(nfs, "stat");
+			} else if (nfs_unlink(nfs, path) != 0) {
+				die(nfs, "remove");
+			}
+		}
+		t[1] = now();
+		if (write(out, t, sizeof t) != sizeof t)
+			exit(1);
+	}
+	nfs_rmdir(nfs, dir);
+	nfs_destroy_url(u);
+	nfs_destroy_context(nfs);
+	exit(0);
+}
+
+int main(int argc, char **argv)
+{
+	int procs, go[2], out[2];
+	long files;
+	if (argc != 4) {
+		fprintf(stderr, "usage: nfsmeta nfs://SERVER/EXPORT PROCS FILES_PER_PROC\n");
+		return 2;
+	}
+	procs = atoi(argv[2]);
+	files = atol(argv[3]);
+	if (procs < 1 || files < 1 || pipe(go) || pipe(out))
+		return 2;
+	for (int i = 0; i < procs; i++)
+		if (fork() == 0) {
+			close(go[1]);
+			client(argv[1], i, files, go[0], out[1]);
+		}
+	close(go[0]);
+	close(out[1]);
+	sleep(1); /* every client mounted and made its directory */
+	for (int p = 0; p < PHASES; p++) {
+		double first = 1e300, last = 0, t[2];
+		/* One byte per client starts the phase for all at once. */
+		for (int i = 0; i < procs; i++)
+			if (write(go[1], "g", 1) != 1)
+				return 1;
+		for (int i = 0; i < procs; i++) {
+			if (read(out[0], t, sizeof t) != sizeof t) {
+				fprintf(stderr, "nfsmeta: a client failed in %s\n", phase_name[p]);
+				return 1;
+			}
+			first = t[0] < first ? t[0] : first;
+			last = t[1] > last ? t[1] : last;
+		}
+		printf("%s %.0f files/s\n", phase_name[p], procs * files / (last - first));
+		fflush(stdout);
+	}
+	int failed = 0, status;
+	while (wait(&status) > 0)
+		failed |= !WIFEXITED(status) || WEXITSTATUS(status);
+	return failed;
+}

@@ -1,0 +1,97 @@
+# Sourced by compare.sh and heldout.sh: NFS-Ganesha and Keel side by side
+# in a private network namespace (with its own rpcbind, which Ganesha
+# insists on), exporting directories of the same file system.
+#
+#   servers_start DATA OUT    installs what is missing, builds Keel, starts
+#                             both; sets ns, run, keel, fs and the versions
+#   inns CMD...               runs CMD in the namespace
+#
+# Ganesha serves $run/ganesha on port 2049 (MOUNT on 20048); Keel serves
+# $run/keel-sync (export 1, sync) and $run/keel-async (export 2) on 2050
+# (MOUNT on the same port). Everything is stopped and removed on exit.
+
+servers_start() {
+  local data=$1 out=$2
+  local need=()
+  command -v ganesha.nfsd >/dev/null || need+=(nfs-ganesha)
+  ls /usr/lib/*/ganesha/libfsalvfs.so >/dev/null 2>&1 || need+=(nfs-ganesha-vfs)
+  command -v rpcbind >/dev/null || need+=(rpcbind)
+  if [ ${#need[@]} -gt 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  fi
+  (cd "$repo" && cargo build --release -q -p keel)
+  keel=$repo/target/release/keel
+
+  ns=keel-bench-$$
+  mkdir -p "$out" "$data"
+  run=$(mktemp -d "$data/run.XXXXXX")
+  mkdir -p "$run/ganesha" "$run/keel-sync" "$run/keel-async" "$run/keel-state"
+  trap servers_cleanup EXIT
+  ip netns add "$ns"
+  ip netns exec "$ns" ip link set lo up
+
+  cat > "$run/ganesha.conf" <<CONF
+NFS_CORE_PARAM { NFS_Port = 2049; MNT_Port = 20048; Protocols = 3; Enable_NLM = false; Enable_RQUOTA = false; }
+NFSV4 { Graceless = true; }
+NFS_KRB5 { Active_krb5 = false; }
+EXPORT {
+    Export_Id = 1; Path = $run/ganesha; Pseudo = $run/ganesha;
+    Protocols = 3; Transports = TCP; Access_Type = RW; Squash = No_Root_Squash; SecType = sys;
+    FSAL { Name = VFS; }
+}
+LOG { Default_Log_Level = WARN; }
+CONF
+  serve_in_ns unshare --mount sh -c 'mount -t tmpfs tmp /run && exec rpcbind -f -w'
+  # Ganesha registers with rpcbind as it starts and does not come up without it.
+  for _ in $(seq 100); do inns ss -ltnH | grep -q ':111 ' && break; sleep 0.1; done
+  serve_in_ns ganesha.nfsd -F -L "$out/ganesha.log" -f "$run/ganesha.conf" -p "$run/ganesha.pid" -N NIV_WARN
+  cat > "$run/keel.toml" <<CONF
+[server]
+listen = ["127.0.0.1:2050"]
+portmap = "off"
+state_dir = "$run/keel-state"
+[[export]]
+path = "$run/keel-sync"
+id = 1
+access = "rw"
+squash = "no_root_squash"
+clients = [{ host = "*" }]
+[[export]]
+path = "$run/keel-async"
+id = 2
+access = "rw"
+sync = false
+squash = "no_root_squash"
+clients = [{ host = "*" }]
+CONF
+  serve_in_ns "$keel" serve --config "$run/keel.toml" > "$out/keel.out" 2> "$out/keel.log"
+  local port
+  for port in 2049 2050; do
+    for _ in $(seq 100); do inns bash -c "echo > /dev/tcp/127.0.0.1/$port" 2>/dev/null && break; sleep 0.2; done
+  done
+  ganesha_version=$(ganesha.nfsd -v 2>&1 | sed -n 's/.*Release = V\?//p' | head -1)
+  keel_version=$("$keel" --version | awk '{print $2}')
+  fs=$(findmnt -no FSTYPE -T "$run")
+}
+
+inns() { ip netns exec "$ns" "$@"; }
+
+# A server in the background; its pid (ip netns exec becomes the command)
+# is kept for the cleanup.
+serve_in_ns() { ip netns exec "$ns" "$@" & server_pids="${server_pids:-} $!"; }
+
+servers_cleanup() {
+  # Ganesha may take its time over SIGTERM: wait a little, then insist.
+  if [ -n "${server_pids:-}" ]; then
+    kill $server_pids 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 $server_pids 2>/dev/null || break; sleep 0.2; done
+    kill -9 $server_pids 2>/dev/null || true
+  fi
+  [ -n "${ns:-}" ] && ip netns del "$ns" 2>/dev/null || true
+  [ -n "${run:-}" ] && rm -rf "$run"
+  [ -n "${extra_cleanup:-}" ] && eval "$extra_cleanup" || true
+}
+
+machine_line() {
+  echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r), data on $fs"
+}

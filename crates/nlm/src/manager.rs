@@ -1,0 +1,964 @@
+//! The lock manager: who holds which byte ranges of which file, who waits,
+//! and the grace period after a restart.
+//!
+//! Each lock owner (client host, `svid`, owner handle) gets one open file
+//! description per file ([`Store::open_for_locks`]) and takes its locks
+//! through it, so the kernel arbitrates between owners, and between NFS
+//! clients and local processes on the server. The table below mirrors what
+//! each description holds, to count it (every client is bounded), to name
+//! holders in TEST replies and to free everything a client held.
+//!
+//! A blocked LOCK leaves a [`Waiter`] in its file's queue and returns
+//! BLOCKED at once: no thread waits. The queue is retried whenever a lock
+//! of the file is released through Keel (in the releasing call) and, for
+//! locks held by local processes, on every tick of the lock manager's
+//! thread; a waiter whose lock is taken is told with a GRANTED callback.
+//!
+//! Lock order: `table`, then `monitored`. Nothing blocks while `table` is
+//! held but non-blocking fcntl calls and opening a file by handle;
+//! callbacks go out through the courier after it is released. The NSM
+//! state on disk is written by a thread of its own that never takes a
+//! caller's identity (a worker thread may still hold one): the first lock
+//! of a client waits for its record to be durable, as knfsd's lockd waits
+//! for statd's SM_MON.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use keel_nfs3::NfsService;
+use keel_nfs3_proto::nfs3::Nfsstat3;
+use keel_nlm_proto::nlm4::{
+    Fsh4Access, Fsh4Mode, Nlm4Cancargs, Nlm4Holder, Nlm4Lock, Nlm4Lockargs, Nlm4Notify, Nlm4Shareargs, Nlm4Stats,
+    Nlm4Testargs, Nlm4Testrply, Nlm4Unlockargs,
+};
+use keel_nlm_proto::nsm::StatChge;
+use keel_rpc::Auth;
+use keel_store::lock::LOCK_OFFSET_MAX;
+use keel_store::{LockFile, LockKind, LockRange, Store, StoreError};
+use keel_xdr::Opaque;
+
+use crate::config::LockConfig;
+use crate::nsm_store::{HostKey, Monitored, NsmStore};
+
+/// A grace-period client is taken to be done reclaiming once it has been
+/// notified and sent no reclaim for this long (the Linux client reclaims
+/// everything in one go as soon as its statd hears of the restart, and
+/// makes no other lock call before it is done).
+pub const RECLAIM_QUIET: Duration = Duration::from_secs(3);
+/// SM_NOTIFY rounds to a client before it is taken to be gone.
+const NOTIFY_ROUNDS_MAX: u32 = 3;
+/// Between two SM_NOTIFY rounds to a client that did not answer.
+const NOTIFY_RETRY: Duration = Duration::from_secs(5);
+
+/// One lock owner on one client.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OwnerKey {
+    pub host: HostKey,
+    pub svid: i32,
+    pub oh: Bytes,
+}
+
+/// Where a call came from, and as whom.
+pub struct Ctx<'a> {
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub auth: &'a Auth,
+}
+
+/// A call the server makes to a client, handed to the courier.
+#[derive(Debug, Clone)]
+pub enum Outbound {
+    /// NLM4_GRANTED for a blocked lock now held for the client.
+    Granted { to: IpAddr, from: IpAddr, args: Box<Nlm4Testargs>, fh: Bytes, owner: OwnerKey, range: LockRange },
+    /// The result of a `_MSG` call, as a call of its `_RES` procedure.
+    Result { to: IpAddr, from: IpAddr, proc_: u32, body: Bytes },
+    /// SM_NOTIFY: this server restarted.
+    Notify { host: HostKey, from: IpAddr, state: i32 },
+}
+
+/// Sends [`Outbound`] calls (on a thread of its own); returns whether the
+/// call was queued (a full queue drops it: the protocol copes, see
+/// `courier`).
+pub trait Courier: Send + Sync {
+    fn send(&self, call: Outbound) -> bool;
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    kind: LockKind,
+    start: u64,
+    end: u64,
+}
+
+struct Owner<L> {
+    fd: L,
+    held: Vec<Held>,
+    /// Waiters of this owner in the file's queue.
+    waiting: usize,
+}
+
+struct Waiter {
+    owner: OwnerKey,
+    kind: LockKind,
+    range: LockRange,
+    /// TEST-shaped arguments to send back in GRANTED: the client matches
+    /// them against the lock it waits for.
+    args: Nlm4Testargs,
+    local: IpAddr,
+}
+
+struct Share {
+    host: HostKey,
+    oh: Bytes,
+    mode: u32,
+    access: u32,
+}
+
+struct File<L> {
+    owners: HashMap<OwnerKey, Owner<L>>,
+    waiters: VecDeque<Waiter>,
+    shares: Vec<Share>,
+}
+
+impl<L> Default for File<L> {
+    fn default() -> Self {
+        File { owners: HashMap::new(), waiters: VecDeque::new(), shares: Vec::new() }
+    }
+}
+
+impl<L> File<L> {
+    fn is_empty(&self) -> bool {
+        self.owners.is_empty() && self.waiters.is_empty() && self.shares.is_empty()
+    }
+}
+
+/// A client host with state here.
+struct Host {
+    /// Locks held, locks waited for and share reservations.
+    count: usize,
+}
+
+/// A client that held locks before the restart.
+struct Pending {
+    local: IpAddr,
+    notified: Option<Instant>,
+    last_try: Option<Instant>,
+    tries: u32,
+    last_reclaim: Option<Instant>,
+    done: bool,
+}
+
+struct Grace {
+    started: Instant,
+    until: Instant,
+    pending: HashMap<HostKey, Pending>,
+}
+
+struct Table<L> {
+    files: HashMap<Bytes, File<L>>,
+    hosts: HashMap<HostKey, Host>,
+    lock_files: usize,
+    grace: Option<Grace>,
+}
+
+/// Counters for the log and the tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LockStats {
+    pub hosts: usize,
+    pub files: usize,
+    pub lock_files: usize,
+    pub locks: usize,
+    pub waiters: usize,
+    pub in_grace: bool,
+}
+
+pub struct LockManager<S: Store> {
+    svc: Arc<NfsService<S>>,
+    config: LockConfig,
+    table: Mutex<Table<S::LockFile>>,
+    /// Clients recorded on disk (a copy of what the NSM thread holds).
+    monitored: Mutex<HashSet<HostKey>>,
+    nsm: Mutex<Sender<NsmOp>>,
+    state: i32,
+    courier: OnceLock<Box<dyn Courier>>,
+    stopping: AtomicBool,
+}
+
+/// A change to the NSM state on disk, done by the NSM thread; the answer
+/// says whether it is durable.
+enum NsmOp {
+    Monitor(Monitored, Sender<bool>),
+    Unmonitor(HostKey),
+}
+
+/// How long the first lock of a client waits for its NSM record.
+const NSM_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn nsm_thread(mut nsm: NsmStore) -> std::io::Result<Sender<NsmOp>> {
+    let (tx, rx) = channel::<NsmOp>();
+    std::thread::Builder::new().name("keel-nsm".into()).spawn(move || {
+        for op in rx {
+            match op {
+                NsmOp::Monitor(m, done) => {
+                    let r = nsm.monitor(&m);
+                    if let Err(e) = &r {
+                        tracing::warn!(error = %e, host = %m.host.addr, "cannot record an NSM client: its locks will not be reclaimable");
+                    }
+                    let _ = done.send(r.is_ok());
+                }
+                NsmOp::Unmonitor(host) => {
+                    if let Err(e) = nsm.unmonitor(&host) {
+                        tracing::warn!(error = %e, "cannot forget an NSM client");
+                    }
+                }
+            }
+        }
+    })?;
+    Ok(tx)
+}
+
+fn kind_of(exclusive: bool) -> LockKind {
+    if exclusive { LockKind::Exclusive } else { LockKind::Shared }
+}
+
+fn range_of(lock: &Nlm4Lock) -> LockRange {
+    LockRange::new(lock.l_offset, lock.l_len)
+}
+
+fn owner_of(peer: SocketAddr, lock: &Nlm4Lock) -> OwnerKey {
+    OwnerKey {
+        host: HostKey { addr: canonical(peer.ip()), name: lock.caller_name.0.clone() },
+        svid: lock.svid,
+        oh: lock.oh.0.clone(),
+    }
+}
+
+/// IPv4-mapped IPv6 addresses as IPv4, so a client is one host however
+/// it reached a dual-stack socket.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+fn stat_of(e: &StoreError) -> Nlm4Stats {
+    match e {
+        StoreError::Stale | StoreError::BadHandle => Nlm4Stats::StaleFh,
+        _ => match e.raw_os_error() {
+            Some(libc::EFBIG) => Nlm4Stats::Fbig,
+            Some(libc::EROFS) => Nlm4Stats::Rofs,
+            Some(libc::ESTALE) => Nlm4Stats::StaleFh,
+            Some(libc::ENOLCK | libc::EMFILE | libc::ENFILE | libc::ENOMEM) => Nlm4Stats::DeniedNolocks,
+            Some(libc::EDEADLK) => Nlm4Stats::Deadlck,
+            _ => Nlm4Stats::Failed,
+        },
+    }
+}
+
+/// Removes `start..=end` from `held`, keeping what lies outside it.
+fn cut(held: &mut Vec<Held>, start: u64, end: u64) {
+    let mut kept = Vec::with_capacity(held.len() + 1);
+    for h in held.drain(..) {
+        if h.end < start || end < h.start {
+            kept.push(h);
+            continue;
+        }
+        if h.start < start {
+            kept.push(Held { end: start - 1, ..h });
+        }
+        if end < h.end {
+            kept.push(Held { start: end + 1, ..h });
+        }
+    }
+    *held = kept;
+}
+
+fn conflicts(a: LockKind, b: LockKind) -> bool {
+    a == LockKind::Exclusive || b == LockKind::Exclusive
+}
+
+impl<L: LockFile> Table<L> {
+    fn host_add(&mut self, host: &HostKey, delta: isize) {
+        if let Some(h) = self.hosts.get_mut(host) {
+            h.count = h.count.saturating_add_signed(delta);
+            if h.count == 0 {
+                self.hosts.remove(host);
+            }
+        }
+    }
+
+    /// Drops `owner` of `fh` if it holds and awaits nothing (closing its
+    /// description), and the file's entry if nothing is left of it.
+    fn tidy(&mut self, fh: &Bytes, owner: &OwnerKey) {
+        let Some(file) = self.files.get_mut(fh) else { return };
+        if file.owners.get(owner).is_some_and(|o| o.held.is_empty() && o.waiting == 0) {
+            file.owners.remove(owner);
+            self.lock_files -= 1;
+        }
+        if file.is_empty() {
+            self.files.remove(fh);
+        }
+    }
+
+    /// Records that `owner` now holds `kind` over `range` (as the kernel
+    /// does for one description: the new lock replaces what it covers).
+    fn record(&mut self, fh: &Bytes, owner: &OwnerKey, kind: LockKind, range: LockRange) {
+        let Some(o) = self.files.get_mut(fh).and_then(|f| f.owners.get_mut(owner)) else { return };
+        let before = o.held.len();
+        cut(&mut o.held, range.start, range.end());
+        o.held.push(Held { kind, start: range.start, end: range.end() });
+        let after = o.held.len();
+        self.host_add(&owner.host, after as isize - before as isize);
+    }
+
+    /// Takes what waiters of `fh` can now have, in order; returns the
+    /// GRANTED callbacks to send.
+    fn grant_waiters(&mut self, fh: &Bytes, out: &mut Vec<Outbound>) {
+        let mut i = 0;
+        loop {
+            let Some(file) = self.files.get_mut(fh) else { return };
+            let Some(w) = file.waiters.get(i) else { break };
+            let Some(owner) = file.owners.get_mut(&w.owner) else {
+                file.waiters.remove(i);
+                continue;
+            };
+            match owner.fd.try_lock(w.kind, w.range) {
+                Ok(Some(_)) => i += 1,
+                result => {
+                    let w = file.waiters.remove(i).expect("waiter at i");
+                    owner.waiting -= 1;
+                    self.host_add(&w.owner.host, -1);
+                    if result.is_ok() {
+                        self.hosts.entry(w.owner.host.clone()).or_insert(Host { count: 0 });
+                        self.record(fh, &w.owner, w.kind, w.range);
+                        tracing::debug!(host = %w.owner.host.addr, svid = w.owner.svid, "blocked lock granted");
+                        out.push(Outbound::Granted {
+                            to: w.owner.host.addr,
+                            from: w.local,
+                            args: Box::new(w.args),
+                            fh: fh.clone(),
+                            owner: w.owner.clone(),
+                            range: w.range,
+                        });
+                    }
+                    self.tidy(fh, &w.owner);
+                }
+            }
+        }
+    }
+
+    /// Drops everything `matches` says belongs to a freed client.
+    fn free_hosts(&mut self, matches: &dyn Fn(&HostKey) -> bool, out: &mut Vec<Outbound>) -> usize {
+        let fhs: Vec<Bytes> = self.files.keys().cloned().collect();
+        let mut freed = 0;
+        for fh in fhs {
+            let file = self.files.get_mut(&fh).expect("listed");
+            let before = file.owners.len();
+            file.owners.retain(|k, _| !matches(&k.host));
+            freed += before - file.owners.len();
+            self.lock_files -= before - file.owners.len();
+            file.waiters.retain(|w| !matches(&w.owner.host));
+            file.shares.retain(|s| !matches(&s.host));
+            self.grant_waiters(&fh, out);
+            if self.files.get(&fh).is_some_and(File::is_empty) {
+                self.files.remove(&fh);
+            }
+        }
+        self.hosts.retain(|k, _| !matches(k));
+        freed
+    }
+}
+
+impl<S: Store> LockManager<S> {
+    /// Opens the NSM state (moving the state number on) and, if clients
+    /// held locks before this start, begins a grace period for them.
+    pub fn new(svc: Arc<NfsService<S>>, config: LockConfig) -> std::io::Result<Self> {
+        let (nsm, previous) = NsmStore::open(&config.nsm_state_dir)?;
+        let now = Instant::now();
+        let grace = (!previous.is_empty() && !config.grace_max.is_zero()).then(|| Grace {
+            started: now,
+            until: now + config.grace_max,
+            pending: previous
+                .into_iter()
+                .map(|m| {
+                    let p = Pending {
+                        local: m.local,
+                        notified: None,
+                        last_try: None,
+                        tries: 0,
+                        last_reclaim: None,
+                        done: false,
+                    };
+                    (m.host, p)
+                })
+                .collect(),
+        });
+        if let Some(g) = &grace {
+            tracing::info!(
+                clients = g.pending.len(),
+                ceiling_s = config.grace_max.as_secs(),
+                "grace period: only reclaims until the clients that held locks have reclaimed"
+            );
+        }
+        let state = nsm.state();
+        tracing::info!(nsm_state = state, dir = %config.nsm_state_dir.display(), "lock manager ready");
+        let monitored = grace.as_ref().map(|g| g.pending.keys().cloned().collect()).unwrap_or_default();
+        let nsm = nsm_thread(nsm)?;
+        Ok(LockManager {
+            svc,
+            config,
+            table: Mutex::new(Table { files: HashMap::new(), hosts: HashMap::new(), lock_files: 0, grace }),
+            monitored: Mutex::new(monitored),
+            nsm: Mutex::new(nsm),
+            state,
+            courier: OnceLock::new(),
+            stopping: AtomicBool::new(false),
+        })
+    }
+
+    pub fn set_courier(&self, courier: Box<dyn Courier>) {
+        let _ = self.courier.set(courier);
+    }
+
+    /// This start's NSM state number.
+    pub fn nsm_state(&self) -> i32 {
+        self.state
+    }
+
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table<S::LockFile>> {
+        // Every change is made after the checks that can fail: a panic
+        // leaves the table consistent.
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn send(&self, out: Vec<Outbound>) {
+        let Some(courier) = self.courier.get() else { return };
+        for call in out {
+            if !courier.send(call) {
+                tracing::warn!("callback queue full: a callback was dropped (the client will poll)");
+            }
+        }
+    }
+
+    /// Queues one call to a client.
+    pub fn send_one(&self, call: Outbound) {
+        self.send(vec![call]);
+    }
+
+    pub fn stats(&self) -> LockStats {
+        let t = self.table();
+        LockStats {
+            hosts: t.hosts.len(),
+            files: t.files.len(),
+            lock_files: t.lock_files,
+            locks: t.files.values().flat_map(|f| f.owners.values()).map(|o| o.held.len()).sum(),
+            waiters: t.files.values().map(|f| f.waiters.len()).sum(),
+            in_grace: t.grace.is_some(),
+        }
+    }
+
+    /// Whether the grace period is on, ending it if its time is up or
+    /// every client it waits for is done. A call from `from` that is not
+    /// a reclaim means that client is done reclaiming.
+    fn in_grace(&self, t: &mut Table<S::LockFile>, from: Option<(&HostKey, bool)>) -> bool {
+        let Some(g) = &mut t.grace else { return false };
+        let now = Instant::now();
+        if let Some((host, reclaim)) = from
+            && let Some(p) = g.pending.get_mut(host)
+        {
+            if reclaim {
+                p.last_reclaim = Some(now);
+            } else {
+                p.done = true;
+            }
+        }
+        for p in g.pending.values_mut() {
+            if let Some(notified) = p.notified {
+                let quiet_since = p.last_reclaim.map_or(notified, |r| r.max(notified));
+                if now.duration_since(quiet_since) >= RECLAIM_QUIET {
+                    p.done = true;
+                }
+            }
+        }
+        let all_done = g.pending.values().all(|p| p.done);
+        if !all_done && now < g.until {
+            return true;
+        }
+        let took = now.duration_since(g.started);
+        let why = if all_done { "every client reclaimed or is gone" } else { "ceiling reached" };
+        tracing::info!(seconds = format_args!("{:.1}", took.as_secs_f64()), why, "grace period over");
+        let g = t.grace.take().expect("in grace");
+        // Clients that came back are monitored again by their reclaims;
+        // forget the others.
+        for host in g.pending.keys() {
+            if !t.hosts.contains_key(host) {
+                self.unmonitor(host);
+            }
+        }
+        false
+    }
+
+    /// The object `fh` names, if the caller's export admits it, and the
+    /// identity to act as.
+    fn admit(&self, ctx: &Ctx, fh: &Bytes) -> Result<(S::Object, keel_store::Cred), Nlm4Stats> {
+        self.svc.admit_handle(ctx.peer, fh, ctx.auth).map_err(|s| match s {
+            Nfsstat3::Stale | Nfsstat3::Badhandle => Nlm4Stats::StaleFh,
+            _ => Nlm4Stats::Failed,
+        })
+    }
+
+    fn open(&self, obj: &S::Object, cred: &keel_store::Cred) -> Result<S::LockFile, Nlm4Stats> {
+        let store = &self.svc.store;
+        let who = store.act_as(cred).map_err(|e| stat_of(&e))?;
+        store.open_for_locks(&who, obj).map_err(|e| stat_of(&e))
+    }
+
+    /// Monitors `host` (durably, on disk) if it is not yet.
+    fn monitor(&self, host: &HostKey, local: IpAddr) {
+        if self.monitored.lock().unwrap_or_else(|e| e.into_inner()).contains(host) {
+            return;
+        }
+        let (done_tx, done) = channel();
+        let m = Monitored { host: host.clone(), local: canonical(local) };
+        let sent = self.nsm.lock().unwrap_or_else(|e| e.into_inner()).send(NsmOp::Monitor(m, done_tx)).is_ok();
+        if sent && done.recv_timeout(NSM_WRITE_TIMEOUT).unwrap_or(false) {
+            self.monitored.lock().unwrap_or_else(|e| e.into_inner()).insert(host.clone());
+        }
+    }
+
+    fn unmonitor(&self, host: &HostKey) {
+        if self.monitored.lock().unwrap_or_else(|e| e.into_inner()).remove(host) {
+            let _ = self.nsm.lock().unwrap_or_else(|e| e.into_inner()).send(NsmOp::Unmonitor(host.clone()));
+        }
+    }
+
+    /// TEST.
+    pub fn test(&self, ctx: &Ctx, args: &Nlm4Testargs) -> Nlm4Testrply {
+        let owner = owner_of(ctx.peer, &args.alock);
+        if args.alock.l_offset > LOCK_OFFSET_MAX {
+            return Nlm4Testrply::Other(Nlm4Stats::Fbig);
+        }
+        if self.in_grace(&mut self.table(), Some((&owner.host, false))) {
+            return Nlm4Testrply::Other(Nlm4Stats::DeniedGracePeriod);
+        }
+        let (obj, cred) = match self.admit(ctx, &args.alock.fh.0) {
+            Ok(x) => x,
+            Err(s) => return Nlm4Testrply::Other(s),
+        };
+        let (kind, range) = (kind_of(args.exclusive), range_of(&args.alock));
+        let fh = &args.alock.fh.0;
+        let mut t = self.table();
+        let found = match t.files.get(fh).and_then(|f| f.owners.get(&owner)) {
+            Some(o) => o.fd.test(kind, range),
+            None => {
+                drop(t);
+                let fd = match self.open(&obj, &cred) {
+                    Ok(fd) => fd,
+                    Err(s) => return Nlm4Testrply::Other(s),
+                };
+                let found = fd.test(kind, range);
+                t = self.table();
+                found
+            }
+        };
+        let conflict = match found {
+            Ok(None) => return Nlm4Testrply::Other(Nlm4Stats::Granted),
+            Ok(Some(c)) => c,
+            Err(e) => return Nlm4Testrply::Other(stat_of(&e)),
+        };
+        // Name the holder if it is one of ours.
+        let holder = t.files.get(fh).and_then(|f| {
+            f.owners.iter().filter(|(k, _)| **k != owner).find_map(|(k, o)| {
+                o.held
+                    .iter()
+                    .find(|h| h.start <= range.end() && range.start <= h.end && conflicts(kind, h.kind))
+                    .map(|h| (k, *h))
+            })
+        });
+        Nlm4Testrply::Denied(match holder {
+            Some((k, h)) => Nlm4Holder {
+                exclusive: h.kind == LockKind::Exclusive,
+                svid: k.svid,
+                oh: Opaque(k.oh.clone()),
+                l_offset: h.start,
+                l_len: LockRange::from_ends(h.start, h.end).len,
+            },
+            None => Nlm4Holder {
+                exclusive: conflict.kind == LockKind::Exclusive,
+                svid: 0,
+                oh: Opaque::default(),
+                l_offset: conflict.range.start,
+                l_len: conflict.range.len,
+            },
+        })
+    }
+
+    /// LOCK (and NM_LOCK, with `monitor` false: a client that asks for no
+    /// monitoring gets no reclaim).
+    pub fn lock(&self, ctx: &Ctx, args: &Nlm4Lockargs, monitor: bool) -> Nlm4Stats {
+        let owner = owner_of(ctx.peer, &args.alock);
+        if args.alock.l_offset > LOCK_OFFSET_MAX {
+            return Nlm4Stats::Fbig;
+        }
+        let grace = self.in_grace(&mut self.table(), Some((&owner.host, args.reclaim)));
+        if grace && !args.reclaim {
+            return Nlm4Stats::DeniedGracePeriod;
+        }
+        let (obj, cred) = match self.admit(ctx, &args.alock.fh.0) {
+            Ok(x) => x,
+            Err(s) => return s,
+        };
+        let (kind, range) = (kind_of(args.exclusive), range_of(&args.alock));
+        let fh = args.alock.fh.0.clone();
+        // Open a description first if the owner has none on this file
+        // (not under the table lock: it is an open by handle).
+        let has_fd = self.table().files.get(&fh).is_some_and(|f| f.owners.contains_key(&owner));
+        let mut fresh = if has_fd {
+            None
+        } else {
+            match self.open(&obj, &cred) {
+                Ok(fd) => Some(fd),
+                Err(s) => return s,
+            }
+        };
+        let mut t = self.table();
+        let count = t.hosts.get(&owner.host).map(|h| h.count);
+        if count.is_none() && t.hosts.len() >= self.config.hosts_max {
+            tracing::warn!(host = %owner.host.addr, "lock refused: hosts_max client hosts hold locks");
+            return Nlm4Stats::DeniedNolocks;
+        }
+        if count.unwrap_or(0) >= self.config.locks_per_client_max {
+            tracing::warn!(host = %owner.host.addr, "lock refused: the client holds locks_per_client_max locks");
+            return Nlm4Stats::DeniedNolocks;
+        }
+        let file = t.files.entry(fh.clone()).or_default();
+        if !file.owners.contains_key(&owner) {
+            let fd = match fresh.take() {
+                Some(fd) => fd,
+                // Another call of the same owner dropped its description
+                // meanwhile: rare; let the client retry.
+                None => return Nlm4Stats::DeniedNolocks,
+            };
+            file.owners.insert(owner.clone(), Owner { fd, held: Vec::new(), waiting: 0 });
+            t.lock_files += 1;
+            if t.lock_files > self.config.lock_files_max {
+                t.tidy(&fh, &owner);
+                tracing::warn!("lock refused: lock_files_max descriptions are open");
+                return Nlm4Stats::DeniedNolocks;
+            }
+        }
+        t.hosts.entry(owner.host.clone()).or_insert(Host { count: 0 });
+        let file = t.files.get_mut(&fh).expect("inserted");
+        let o = file.owners.get_mut(&owner).expect("inserted");
+        let result = o.fd.try_lock(kind, range);
+        let stat = match result {
+            Ok(None) => {
+                // A waiter for the same lock (the client's poll) is done.
+                let before = file.waiters.len();
+                file.waiters.retain(|w| !(w.owner == owner && w.range == range && w.kind == kind));
+                let gone = before - file.waiters.len();
+                o.waiting -= gone;
+                t.host_add(&owner.host, -(gone as isize));
+                t.hosts.entry(owner.host.clone()).or_insert(Host { count: 0 });
+                t.record(&fh, &owner, kind, range);
+                Nlm4Stats::Granted
+            }
+            Ok(Some(_)) if args.block && !grace => {
+                let known = file.waiters.iter().any(|w| w.owner == owner && w.range == range && w.kind == kind);
+                if !known {
+                    let waiter = Waiter {
+                        owner: owner.clone(),
+                        kind,
+                        range,
+                        args: Nlm4Testargs {
+                            cookie: args.cookie.clone(),
+                            exclusive: args.exclusive,
+                            alock: args.alock.clone(),
+                        },
+                        local: canonical(ctx.local.ip()),
+                    };
+                    file.waiters.push_back(waiter);
+                    o.waiting += 1;
+                    t.host_add(&owner.host, 1);
+                }
+                Nlm4Stats::Blocked
+            }
+            Ok(Some(_)) => Nlm4Stats::Denied,
+            Err(e) => stat_of(&e),
+        };
+        t.tidy(&fh, &owner);
+        drop(t);
+        if monitor && matches!(stat, Nlm4Stats::Granted | Nlm4Stats::Blocked) {
+            self.monitor(&owner.host, ctx.local.ip());
+        }
+        stat
+    }
+
+    /// CANCEL: forgets a blocked request. A request already granted stays
+    /// granted (the client is told by GRANTED and refuses it if it no
+    /// longer waits, which releases it).
+    pub fn cancel(&self, ctx: &Ctx, args: &Nlm4Cancargs) -> Nlm4Stats {
+        let owner = owner_of(ctx.peer, &args.alock);
+        if let Err(s) = self.admit(ctx, &args.alock.fh.0)
+            && s != Nlm4Stats::StaleFh
+        {
+            return s;
+        }
+        let (kind, range) = (kind_of(args.exclusive), range_of(&args.alock));
+        let fh = &args.alock.fh.0;
+        let mut t = self.table();
+        if self.in_grace(&mut t, Some((&owner.host, false))) {
+            return Nlm4Stats::DeniedGracePeriod;
+        }
+        let Some(file) = t.files.get_mut(fh) else { return Nlm4Stats::Denied };
+        let before = file.waiters.len();
+        file.waiters.retain(|w| !(w.owner == owner && w.range == range && w.kind == kind));
+        let gone = before - file.waiters.len();
+        if let Some(o) = file.owners.get_mut(&owner) {
+            o.waiting -= gone;
+        }
+        t.host_add(&owner.host, -(gone as isize));
+        t.tidy(fh, &owner);
+        if gone == 0 { Nlm4Stats::Denied } else { Nlm4Stats::Granted }
+    }
+
+    /// UNLOCK. A handle gone stale can still be unlocked (the owner's
+    /// description still holds the lock).
+    pub fn unlock(&self, ctx: &Ctx, args: &Nlm4Unlockargs) -> Nlm4Stats {
+        let owner = owner_of(ctx.peer, &args.alock);
+        if let Err(s) = self.admit(ctx, &args.alock.fh.0)
+            && s != Nlm4Stats::StaleFh
+        {
+            return s;
+        }
+        if args.alock.l_offset > LOCK_OFFSET_MAX {
+            return Nlm4Stats::Fbig;
+        }
+        let range = range_of(&args.alock);
+        let fh = &args.alock.fh.0;
+        let mut out = Vec::new();
+        let mut t = self.table();
+        if self.in_grace(&mut t, Some((&owner.host, false))) {
+            return Nlm4Stats::DeniedGracePeriod;
+        }
+        let Some(o) = t.files.get_mut(fh).and_then(|f| f.owners.get_mut(&owner)) else { return Nlm4Stats::Granted };
+        if let Err(e) = o.fd.unlock(range) {
+            return stat_of(&e);
+        }
+        let before = o.held.len();
+        cut(&mut o.held, range.start, range.end());
+        let after = o.held.len();
+        t.host_add(&owner.host, after as isize - before as isize);
+        t.tidy(fh, &owner);
+        t.grant_waiters(fh, &mut out);
+        drop(t);
+        self.send(out);
+        Nlm4Stats::Granted
+    }
+
+    /// SHARE and UNSHARE: DOS share reservations, kept among NLM clients
+    /// (as knfsd keeps them: local opens are not checked against them).
+    pub fn share(&self, ctx: &Ctx, args: &Nlm4Shareargs, take: bool) -> Nlm4Stats {
+        let s = &args.share;
+        let host = HostKey { addr: canonical(ctx.peer.ip()), name: s.caller_name.0.clone() };
+        let mut t = self.table();
+        if self.in_grace(&mut t, Some((&host, args.reclaim))) && take && !args.reclaim {
+            return Nlm4Stats::DeniedGracePeriod;
+        }
+        drop(t);
+        if let Err(st) = self.admit(ctx, &s.fh.0)
+            && (take || st != Nlm4Stats::StaleFh)
+        {
+            return st;
+        }
+        let fh = s.fh.0.clone();
+        let mut t = self.table();
+        if !take {
+            if let Some(file) = t.files.get_mut(&fh) {
+                let before = file.shares.len();
+                file.shares.retain(|x| !(x.host == host && x.oh == s.oh.0));
+                let gone = before - file.shares.len();
+                if file.is_empty() {
+                    t.files.remove(&fh);
+                }
+                t.host_add(&host, -(gone as isize));
+            }
+            return Nlm4Stats::Granted;
+        }
+        let count = t.hosts.get(&host).map_or(0, |h| h.count);
+        if count >= self.config.locks_per_client_max || (count == 0 && t.hosts.len() >= self.config.hosts_max) {
+            return Nlm4Stats::DeniedNolocks;
+        }
+        let (mode, access) = (mode_bits(s.mode), access_bits(s.access));
+        let file = t.files.entry(fh).or_default();
+        let clash = file
+            .shares
+            .iter()
+            .any(|x| !(x.host == host && x.oh == s.oh.0) && (x.mode & access != 0 || mode & x.access != 0));
+        if clash {
+            if file.is_empty() {
+                t.files.remove(&s.fh.0);
+            }
+            return Nlm4Stats::Denied;
+        }
+        let mine = file.shares.iter_mut().find(|x| x.host == host && x.oh == s.oh.0);
+        match mine {
+            Some(x) => {
+                x.mode = mode;
+                x.access = access;
+            }
+            None => {
+                file.shares.push(Share { host: host.clone(), oh: s.oh.0.clone(), mode, access });
+                t.hosts.entry(host.clone()).or_insert(Host { count: 0 }).count += 1;
+            }
+        }
+        Nlm4Stats::Granted
+    }
+
+    /// FREE_ALL: the client `args.name` (calling from its own address)
+    /// dropped everything it held.
+    pub fn free_all(&self, peer: SocketAddr, args: &Nlm4Notify) {
+        let addr = canonical(peer.ip());
+        let name = args.name.0.clone();
+        self.free(&move |h: &HostKey| h.addr == addr && h.name == name, "FREE_ALL");
+    }
+
+    /// SM_NOTIFY from a client: it rebooted, so whatever it held is gone.
+    /// Only the host itself (its address) or a monitor on this machine
+    /// (loopback) may say so: anyone else could drop others' locks.
+    pub fn host_rebooted(&self, peer: SocketAddr, args: &StatChge) {
+        let from = canonical(peer.ip());
+        let name = args.mon_name.0.clone();
+        let named: Option<IpAddr> = std::str::from_utf8(&name).ok().and_then(|s| s.parse().ok()).map(canonical);
+        let matches = move |h: &HostKey| {
+            let same_host = h.name == name || named == Some(h.addr);
+            same_host && (h.addr == from || from.is_loopback())
+        };
+        self.free(&matches, "SM_NOTIFY");
+    }
+
+    fn free(&self, matches: &dyn Fn(&HostKey) -> bool, why: &str) {
+        let mut out = Vec::new();
+        let mut t = self.table();
+        let hosts: Vec<HostKey> = t.hosts.keys().filter(|h| matches(h)).cloned().collect();
+        let freed = t.free_hosts(matches, &mut out);
+        if let Some(g) = &mut t.grace {
+            for (k, p) in g.pending.iter_mut() {
+                if matches(k) {
+                    p.done = true;
+                }
+            }
+        }
+        drop(t);
+        for h in &hosts {
+            self.unmonitor(h);
+        }
+        if !hosts.is_empty() {
+            tracing::info!(hosts = hosts.len(), lock_owners = freed, why, "client locks released");
+        }
+        self.send(out);
+    }
+
+    /// The client refused a GRANTED (it no longer waits): release the
+    /// lock taken for it.
+    pub fn granted_refused(&self, fh: &Bytes, owner: &OwnerKey, range: LockRange) {
+        let mut out = Vec::new();
+        let mut t = self.table();
+        let Some(o) = t.files.get_mut(fh).and_then(|f| f.owners.get_mut(owner)) else { return };
+        if o.fd.unlock(range).is_err() {
+            return;
+        }
+        let before = o.held.len();
+        cut(&mut o.held, range.start, range.end());
+        let after = o.held.len();
+        t.host_add(&owner.host, after as isize - before as isize);
+        t.tidy(fh, owner);
+        t.grant_waiters(fh, &mut out);
+        drop(t);
+        tracing::debug!(host = %owner.host.addr, "GRANTED refused by the client: lock released");
+        self.send(out);
+    }
+
+    /// The result of an SM_NOTIFY to a client of the last start.
+    pub fn notified(&self, host: &HostKey, answered: bool) {
+        let mut t = self.table();
+        let Some(p) = t.grace.as_mut().and_then(|g| g.pending.get_mut(host)) else { return };
+        if answered {
+            p.notified = Some(Instant::now());
+        } else if p.tries >= NOTIFY_ROUNDS_MAX {
+            tracing::info!(host = %host.addr, "a client of the last start did not answer SM_NOTIFY: taken as gone");
+            p.done = true;
+        }
+    }
+
+    /// Periodic work (the lock manager's thread): waiters blocked by
+    /// locks Keel did not see go (local processes), the grace period and
+    /// its SM_NOTIFY rounds.
+    pub fn tick(&self) {
+        let mut out = Vec::new();
+        let mut t = self.table();
+        let waiting: Vec<Bytes> =
+            t.files.iter().filter(|(_, f)| !f.waiters.is_empty()).map(|(k, _)| k.clone()).collect();
+        for fh in waiting {
+            t.grant_waiters(&fh, &mut out);
+        }
+        if self.in_grace(&mut t, None)
+            && let Some(g) = &mut t.grace
+        {
+            let now = Instant::now();
+            for (host, p) in g.pending.iter_mut() {
+                let due = p.last_try.is_none_or(|at| now.duration_since(at) >= NOTIFY_RETRY);
+                if p.done || p.notified.is_some() || !due || p.tries >= NOTIFY_ROUNDS_MAX {
+                    continue;
+                }
+                p.tries += 1;
+                p.last_try = Some(now);
+                out.push(Outbound::Notify { host: host.clone(), from: p.local, state: self.state });
+            }
+        }
+        drop(t);
+        self.send(out);
+    }
+
+    /// How often [`LockManager::tick`] should run now.
+    pub fn tick_interval(&self) -> Duration {
+        if self.table().grace.is_some() { Duration::from_millis(200) } else { Duration::from_secs(1) }
+    }
+}
+
+fn mode_bits(m: Fsh4Mode) -> u32 {
+    m as u32
+}
+
+fn access_bits(a: Fsh4Access) -> u32 {
+    a as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cut_keeps_what_lies_outside() {
+        let mut held = vec![Held { kind: LockKind::Shared, start: 0, end: 99 }];
+        cut(&mut held, 10, 19);
+        let ends: Vec<_> = held.iter().map(|h| (h.start, h.end)).collect();
+        assert_eq!(ends, vec![(0, 9), (20, 99)]);
+        cut(&mut held, 0, LOCK_OFFSET_MAX);
+        assert!(held.is_empty());
+    }
+}

@@ -1,0 +1,337 @@
+//! The lock manager on the simulated store: mutual exclusion between
+//! owners, blocked requests granted by callback, TEST's holder, limits per
+//! client, releases by FREE_ALL and SM_NOTIFY, the grace period after a
+//! restart, and malformed calls through the dispatcher.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use keel_nfs3::NfsService;
+use keel_nfs3::export::{Access, ClientOptions, ClientRule, HostMatch, Squash};
+use keel_nlm::{Courier, Ctx, LockConfig, LockManager, NlmProgram, NsmProgram, Outbound};
+use keel_nlm_proto::nlm4::{
+    Nlm4Cancargs, Nlm4Lock, Nlm4Lockargs, Nlm4Notify, Nlm4Stats, Nlm4Testargs, Nlm4Testrply, Nlm4Unlockargs,
+};
+use keel_nlm_proto::nsm::StatChge;
+use keel_rpc::msg::{AcceptStat, CallHeader, OpaqueAuth, ReplyStat, decode_reply_header};
+use keel_rpc::{Auth, AuthSys, Dispatcher, ReplyCache, RpcProgram};
+use keel_store::sim::SimStore;
+use keel_store::{CreateMode, Cred, Object, SetAttrs, Store};
+use keel_xdr::{Decoder, Encode, Encoder, Opaque};
+
+#[derive(Default)]
+struct Recorder(Arc<Mutex<Vec<Outbound>>>);
+
+impl Courier for Recorder {
+    fn send(&self, call: Outbound) -> bool {
+        self.0.lock().unwrap().push(call);
+        true
+    }
+}
+
+struct Setup {
+    lm: Arc<LockManager<SimStore>>,
+    sent: Arc<Mutex<Vec<Outbound>>>,
+    fh: Bytes,
+    dir: PathBuf,
+}
+
+fn nsm_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("keel-nlm-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn setup_in(dir: PathBuf, store: Arc<SimStore>, fh: Bytes, edit: impl FnOnce(&mut LockConfig)) -> Setup {
+    let opts = ClientOptions { access: Access::ReadWrite, squash: Squash::None, secure: false, ..Default::default() };
+    let svc = Arc::new(NfsService::new(store, vec![(1, vec![ClientRule { host: HostMatch::Any, options: opts }])]));
+    let mut config = LockConfig::new(dir.clone());
+    edit(&mut config);
+    let lm = Arc::new(LockManager::new(svc, config).unwrap());
+    let rec = Recorder::default();
+    let sent = rec.0.clone();
+    lm.set_courier(Box::new(rec));
+    Setup { lm, sent, fh, dir }
+}
+
+fn setup(tag: &str, edit: impl FnOnce(&mut LockConfig)) -> (Setup, Arc<SimStore>) {
+    let store = Arc::new(SimStore::new(7));
+    let root = store.lookup_path(1, b"/").unwrap();
+    let who = store.act_as(&Cred::ROOT).unwrap();
+    let file = store.create(&who, &root, b"f", CreateMode::Unchecked, &SetAttrs::default(), false).unwrap();
+    let fh = file.object.handle().clone();
+    (setup_in(nsm_dir(tag), store.clone(), fh, edit), store)
+}
+
+const A: &str = "10.0.0.1:700";
+const B: &str = "10.0.0.2:700";
+const LOCAL: &str = "10.0.0.9:2049";
+
+fn root() -> Auth {
+    Auth::Sys(AuthSys { uid: 0, gid: 0, ..Default::default() })
+}
+
+fn ctx<'a>(peer: &str, auth: &'a Auth) -> Ctx<'a> {
+    Ctx { peer: peer.parse().unwrap(), local: LOCAL.parse().unwrap(), auth }
+}
+
+fn lock(fh: &Bytes, host: &str, svid: i32, offset: u64, len: u64) -> Nlm4Lock {
+    Nlm4Lock {
+        caller_name: Opaque(Bytes::from(host.to_string())),
+        fh: Opaque(fh.clone()),
+        oh: Opaque(Bytes::from(format!("{host}-{svid}"))),
+        svid,
+        l_offset: offset,
+        l_len: len,
+    }
+}
+
+fn lockargs(l: Nlm4Lock, block: bool, reclaim: bool) -> Nlm4Lockargs {
+    Nlm4Lockargs { cookie: "c".into(), block, exclusive: true, alock: l, reclaim, state: 1 }
+}
+
+#[test]
+fn owners_exclude_each_other_and_a_blocked_lock_is_granted_by_callback() {
+    let (s, _) = setup("exclusion", |_| {});
+    let auth = root();
+    let (a, b) = (ctx(A, &auth), ctx(B, &auth));
+    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 0, 100), false, false), true), Nlm4Stats::Granted);
+    assert_eq!(s.lm.lock(&b, &lockargs(lock(&s.fh, "b", 2, 50, 10), false, false), true), Nlm4Stats::Denied);
+    // Outside the range, or shared against shared, is fine.
+    assert_eq!(s.lm.lock(&b, &lockargs(lock(&s.fh, "b", 2, 100, 10), false, false), true), Nlm4Stats::Granted);
+    let test = Nlm4Testargs { cookie: "t".into(), exclusive: false, alock: lock(&s.fh, "b", 2, 10, 1) };
+    match s.lm.test(&b, &test) {
+        Nlm4Testrply::Denied(h) => assert_eq!((h.svid, h.exclusive, h.l_offset, h.l_len), (1, true, 0, 100)),
+        other => panic!("TEST: {other:?}"),
+    }
+    // B blocks; A's unlock grants it, with a callback to B's address.
+    let blocked = lockargs(lock(&s.fh, "b", 3, 0, 0), true, false);
+    assert_eq!(s.lm.lock(&b, &blocked, true), Nlm4Stats::Blocked);
+    assert_eq!(s.lm.lock(&b, &blocked, true), Nlm4Stats::Blocked, "a poll does not queue twice");
+    assert_eq!(s.lm.stats().waiters, 1);
+    // B's own lock at 100 is another owner (svid 2): A unlocking is not enough.
+    let unlock = Nlm4Unlockargs { cookie: "u".into(), alock: lock(&s.fh, "a", 1, 0, 0) };
+    assert_eq!(s.lm.unlock(&a, &unlock), Nlm4Stats::Granted);
+    assert!(s.sent.lock().unwrap().is_empty());
+    let unlock_b = Nlm4Unlockargs { cookie: "u".into(), alock: lock(&s.fh, "b", 2, 0, 0) };
+    assert_eq!(s.lm.unlock(&b, &unlock_b), Nlm4Stats::Granted);
+    let sent = s.sent.lock().unwrap().clone();
+    match sent.as_slice() {
+        [Outbound::Granted { to, from, args, .. }] => {
+            assert_eq!(to.to_string(), "10.0.0.2");
+            assert_eq!(from.to_string(), "10.0.0.9");
+            assert_eq!((args.alock.svid, args.alock.l_len), (3, 0));
+        }
+        other => panic!("callbacks: {other:?}"),
+    }
+    // B's poll after the grant is answered GRANTED; A is now refused.
+    assert_eq!(s.lm.lock(&b, &blocked, true), Nlm4Stats::Granted);
+    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 5, 1), false, false), true), Nlm4Stats::Denied);
+    let st = s.lm.stats();
+    assert_eq!((st.waiters, st.locks, st.lock_files), (0, 1, 1), "{st:?}");
+    // A refused GRANTED releases the lock.
+    s.lm.granted_refused(&s.fh, &keel_owner(B, "b", 3), keel_store::LockRange::new(0, 0));
+    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 5, 1), false, false), true), Nlm4Stats::Granted);
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+fn keel_owner(peer: &str, host: &str, svid: i32) -> keel_nlm::OwnerKey {
+    let addr: SocketAddr = peer.parse().unwrap();
+    keel_nlm::OwnerKey {
+        host: keel_nlm::nsm_store::HostKey { addr: addr.ip(), name: Bytes::from(host.to_string()) },
+        svid,
+        oh: Bytes::from(format!("{host}-{svid}")),
+    }
+}
+
+#[test]
+fn cancel_forgets_a_blocked_request() {
+    let (s, _) = setup("cancel", |_| {});
+    let auth = root();
+    let (a, b) = (ctx(A, &auth), ctx(B, &auth));
+    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 0, 0), false, false), true), Nlm4Stats::Granted);
+    assert_eq!(s.lm.lock(&b, &lockargs(lock(&s.fh, "b", 1, 0, 0), true, false), true), Nlm4Stats::Blocked);
+    let cancel = Nlm4Cancargs { cookie: "x".into(), block: true, exclusive: true, alock: lock(&s.fh, "b", 1, 0, 0) };
+    assert_eq!(s.lm.cancel(&b, &cancel), Nlm4Stats::Granted);
+    assert_eq!(s.lm.cancel(&b, &cancel), Nlm4Stats::Denied, "nothing left to cancel");
+    let unlock = Nlm4Unlockargs { cookie: "u".into(), alock: lock(&s.fh, "a", 1, 0, 0) };
+    assert_eq!(s.lm.unlock(&a, &unlock), Nlm4Stats::Granted);
+    assert!(s.sent.lock().unwrap().is_empty(), "no grant for a cancelled request");
+    let st = s.lm.stats();
+    assert_eq!((st.hosts, st.files, st.lock_files, st.locks), (0, 0, 0, 0), "{st:?}");
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+#[test]
+fn lock_state_is_bounded_per_client_and_in_hosts() {
+    let (s, _) = setup("bounds", |c| {
+        c.locks_per_client_max = 3;
+        c.hosts_max = 1;
+    });
+    let auth = root();
+    let a = ctx(A, &auth);
+    for i in 0..3 {
+        assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, i * 10, 1), false, false), true), Nlm4Stats::Granted);
+    }
+    let fourth = lockargs(lock(&s.fh, "a", 1, 100, 1), true, false);
+    assert_eq!(s.lm.lock(&a, &fourth, true), Nlm4Stats::DeniedNolocks);
+    let b = ctx(B, &auth);
+    assert_eq!(s.lm.lock(&b, &lockargs(lock(&s.fh, "b", 1, 500, 1), false, false), true), Nlm4Stats::DeniedNolocks);
+    // A client cannot unlock what another host's owner of the same name holds.
+    let forged = Nlm4Unlockargs { cookie: "u".into(), alock: lock(&s.fh, "a", 1, 0, 0) };
+    assert_eq!(s.lm.unlock(&b, &forged), Nlm4Stats::Granted);
+    assert_eq!(s.lm.stats().locks, 3, "a forged owner from another address released nothing");
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+#[test]
+fn free_all_and_reboot_notifications_release_only_that_client() {
+    let (s, _) = setup("free", |_| {});
+    let auth = root();
+    let (a, b) = (ctx(A, &auth), ctx(B, &auth));
+    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 0, 10), false, false), true), Nlm4Stats::Granted);
+    assert_eq!(s.lm.lock(&b, &lockargs(lock(&s.fh, "b", 1, 10, 10), false, false), true), Nlm4Stats::Granted);
+    // A notification about "a" from B's address is not believed.
+    let notify = StatChge { mon_name: "a".into(), state: 3 };
+    s.lm.host_rebooted(B.parse().unwrap(), &notify);
+    assert_eq!(s.lm.stats().locks, 2);
+    s.lm.host_rebooted(A.parse().unwrap(), &notify);
+    assert_eq!(s.lm.stats().locks, 1);
+    assert_eq!(s.lm.lock(&b, &lockargs(lock(&s.fh, "b", 2, 0, 10), false, false), true), Nlm4Stats::Granted);
+    s.lm.free_all(B.parse().unwrap(), &Nlm4Notify { name: "b".into(), state: 5 });
+    let st = s.lm.stats();
+    assert_eq!((st.hosts, st.locks, st.lock_files), (0, 0, 0), "{st:?}");
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+#[test]
+fn after_a_restart_only_reclaims_are_granted_until_the_clients_are_done() {
+    let (s, store) = setup("grace", |_| {});
+    let auth = root();
+    let (a, b) = (ctx(A, &auth), ctx(B, &auth));
+    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 0, 10), false, false), true), Nlm4Stats::Granted);
+    let (dir, fh) = (s.dir.clone(), s.fh.clone());
+    drop(s); // the server dies: its descriptions, and so its locks, go
+    let s = setup_in(dir, store, fh, |_| {});
+    assert!(s.lm.stats().in_grace);
+    s.lm.tick();
+    let notified: Vec<_> = s.sent.lock().unwrap().clone();
+    assert!(
+        matches!(notified.as_slice(), [Outbound::Notify { host, from, state: 3 }] if host.addr.to_string() == "10.0.0.1" && from.to_string() == "10.0.0.9"),
+        "{notified:?}"
+    );
+    // B may neither lock nor test; A reclaims.
+    let take = lockargs(lock(&s.fh, "b", 1, 0, 10), false, false);
+    assert_eq!(s.lm.lock(&b, &take, true), Nlm4Stats::DeniedGracePeriod);
+    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 0, 10), false, true), true), Nlm4Stats::Granted);
+    assert!(s.lm.stats().in_grace, "A may have more to reclaim");
+    // A's first ordinary call says it is done: the grace period ends early.
+    let test = Nlm4Testargs { cookie: "t".into(), exclusive: true, alock: lock(&s.fh, "a", 1, 100, 1) };
+    assert!(matches!(s.lm.test(&a, &test), Nlm4Testrply::Other(Nlm4Stats::Granted)));
+    assert!(!s.lm.stats().in_grace);
+    assert_eq!(s.lm.lock(&b, &take, true), Nlm4Stats::Denied, "A's reclaimed lock holds");
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+#[test]
+fn a_notified_client_that_goes_quiet_ends_the_grace_period() {
+    let (s, store) = setup("quiet", |_| {});
+    let auth = root();
+    let a = ctx(A, &auth);
+    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 0, 10), false, false), true), Nlm4Stats::Granted);
+    let (dir, fh) = (s.dir.clone(), s.fh.clone());
+    drop(s);
+    let s = setup_in(dir, store, fh, |_| {});
+    let host = keel_owner(A, "a", 1).host;
+    s.lm.notified(&host, true);
+    s.lm.tick();
+    assert!(s.lm.stats().in_grace);
+    std::thread::sleep(keel_nlm::RECLAIM_QUIET + std::time::Duration::from_millis(100));
+    s.lm.tick();
+    assert!(!s.lm.stats().in_grace);
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+fn call(prog: u32, vers: u32, proc_: u32, args: &[u8]) -> Bytes {
+    let mut enc = Encoder::new();
+    CallHeader { xid: 9, rpc_version: 2, prog, vers, proc_, cred: OpaqueAuth::default(), verf: OpaqueAuth::default() }
+        .encode(&mut enc);
+    enc.raw(args);
+    enc.into_bytes()
+}
+
+#[test]
+fn malformed_calls_get_errors() {
+    let (s, _) = setup("malformed", |_| {});
+    let programs: Vec<Arc<dyn RpcProgram>> =
+        vec![Arc::new(NlmProgram::new(s.lm.clone())), Arc::new(NsmProgram::new(s.lm.clone()))];
+    let d = Dispatcher::new(programs, ReplyCache::new(16, 1 << 20));
+    let peer: SocketAddr = A.parse().unwrap();
+    let local: SocketAddr = LOCAL.parse().unwrap();
+    let stat = |record: Bytes| {
+        let reply = d.handle(record, peer, local).expect("a reply");
+        let mut dec = Decoder::new(Bytes::from(reply.concat()));
+        decode_reply_header(&mut dec).unwrap().1
+    };
+    let garbage = ReplyStat::Accepted(AcceptStat::GarbageArgs);
+    let unavail = ReplyStat::Accepted(AcceptStat::ProcUnavail);
+    // Truncated, oversized netobj, bad enum, trailing nothing at all.
+    let mut good = Encoder::new();
+    lockargs(lock(&s.fh, "a", 1, 0, 1), false, false).encode(&mut good);
+    let good = good.into_bytes();
+    for cut in [0, 4, 11, good.len() - 1] {
+        assert_eq!(stat(call(100021, 4, 2, &good[..cut])), garbage, "LOCK cut at {cut}");
+    }
+    let mut huge = Encoder::new();
+    huge.opaque(&[0u8; 1025]);
+    assert_eq!(stat(call(100021, 4, 4, &huge.into_bytes())), garbage);
+    assert_eq!(stat(call(100024, 1, 6, &[0, 0, 0, 200])), garbage);
+    for proc_ in [5, 10, 15, 16, 17, 19, 24, 1000] {
+        assert_eq!(stat(call(100021, 4, proc_, &[])), unavail, "NLM procedure {proc_}");
+    }
+    for proc_ in [2, 3, 4, 5, 7] {
+        assert_eq!(stat(call(100024, 1, proc_, &[])), unavail, "NSM procedure {proc_}");
+    }
+    assert_eq!(stat(call(100021, 3, 0, &[])), ReplyStat::Accepted(AcceptStat::ProgMismatch { low: 4, high: 4 }));
+    // A forged handle is a stale one, not a panic.
+    let mut forged = Encoder::new();
+    lockargs(lock(&Bytes::from_static(&[1; 22]), "a", 1, 0, 1), false, false).encode(&mut forged);
+    let reply = d.handle(call(100021, 4, 2, &forged.into_bytes()), peer, local).expect("a reply");
+    let mut dec = Decoder::new(Bytes::from(reply.concat()));
+    assert_eq!(decode_reply_header(&mut dec).unwrap().1, ReplyStat::Accepted(AcceptStat::Success));
+    dec.opaque(1024).unwrap();
+    assert_eq!(dec.u32().unwrap(), Nlm4Stats::StaleFh as u32);
+    // A _MSG call answers nothing; its result goes out as a call.
+    assert!(d.handle(call(100021, 4, 7, &good), peer, local).is_none());
+    assert!(matches!(s.sent.lock().unwrap().last(), Some(Outbound::Result { proc_: 12, .. })));
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+#[test]
+fn share_reservations_exclude_by_mode_and_access() {
+    use keel_nlm_proto::nlm4::{Fsh4Access, Fsh4Mode, Nlm4Share, Nlm4Shareargs};
+    let (s, _) = setup("share", |_| {});
+    let auth = root();
+    let (a, b) = (ctx(A, &auth), ctx(B, &auth));
+    let share = |host: &str, mode, access| Nlm4Shareargs {
+        cookie: "s".into(),
+        share: Nlm4Share {
+            caller_name: Opaque(Bytes::from(host.to_string())),
+            fh: Opaque(s.fh.clone()),
+            oh: "o".into(),
+            mode,
+            access,
+        },
+        reclaim: false,
+    };
+    assert_eq!(s.lm.share(&a, &share("a", Fsh4Mode::DenyWrite, Fsh4Access::Read), true), Nlm4Stats::Granted);
+    assert_eq!(s.lm.share(&b, &share("b", Fsh4Mode::DenyNone, Fsh4Access::Write), true), Nlm4Stats::Denied);
+    assert_eq!(s.lm.share(&b, &share("b", Fsh4Mode::DenyNone, Fsh4Access::Read), true), Nlm4Stats::Granted);
+    assert_eq!(s.lm.share(&a, &share("a", Fsh4Mode::DenyWrite, Fsh4Access::Read), false), Nlm4Stats::Granted);
+    assert_eq!(s.lm.share(&b, &share("b", Fsh4Mode::DenyNone, Fsh4Access::Write), true), Nlm4Stats::Granted);
+    s.lm.free_all(B.parse().unwrap(), &Nlm4Notify { name: "b".into(), state: 1 });
+    assert_eq!(s.lm.stats().hosts, 0);
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}

@@ -1,0 +1,9 @@
+# Takes a lock and crashes (no unlock, no unmount): sysrq reboot, which
+# ends the VM (qemu runs with -no-reboot).
+/opt/klock hold data 0 100 600 &
+sleep 2
+echo held > marker
+sync
+sleep 1
+echo RESULT done=1
+echo b > /proc/sysrq-trigger

@@ -1,0 +1,79 @@
+//! Byte-range locks through the store: what the lock manager (NLM) needs.
+//!
+//! A [`LockFile`] is one open file description of a regular file that
+//! holds byte-range locks, as Linux's open file description (OFD) locks
+//! do: locks of one description never conflict with each other (a new one
+//! replaces, splits or merges what the description held over its range),
+//! locks of different descriptions conflict when they overlap and one of
+//! them is exclusive, and closing the description (dropping it) releases
+//! every lock it held. A lock manager keeps one per lock owner and file.
+//!
+//! None of these calls waits: a conflict is reported, and the caller
+//! decides whether to try again later.
+
+use crate::StoreResult;
+
+/// Shared (read) or exclusive (write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockKind {
+    Shared,
+    Exclusive,
+}
+
+/// `len` bytes from `start`; `len == 0` means to the end of the file and
+/// beyond, as in NLM and fcntl.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LockRange {
+    pub start: u64,
+    pub len: u64,
+}
+
+/// Largest offset a lock can name (`off_t`'s maximum).
+pub const LOCK_OFFSET_MAX: u64 = i64::MAX as u64;
+
+impl LockRange {
+    pub fn new(start: u64, len: u64) -> Self {
+        LockRange { start, len }
+    }
+
+    /// The last byte covered, inclusive (`LOCK_OFFSET_MAX` for "to the
+    /// end"); a range that would end past `LOCK_OFFSET_MAX` runs to the
+    /// end, as the Linux NLM client and knfsd read it.
+    pub fn end(&self) -> u64 {
+        if self.len == 0 {
+            return LOCK_OFFSET_MAX;
+        }
+        self.start.saturating_add(self.len - 1).min(LOCK_OFFSET_MAX)
+    }
+
+    pub fn overlaps(&self, other: &LockRange) -> bool {
+        self.start <= other.end() && other.start <= self.end()
+    }
+
+    /// The range with `start..=end`.
+    pub fn from_ends(start: u64, end: u64) -> Self {
+        if end >= LOCK_OFFSET_MAX { LockRange { start, len: 0 } } else { LockRange { start, len: end - start + 1 } }
+    }
+}
+
+/// A lock held through another description that stands in the way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockConflict {
+    pub kind: LockKind,
+    pub range: LockRange,
+}
+
+/// One open file description holding byte-range locks (see the module
+/// documentation). Dropping it releases its locks.
+pub trait LockFile: Send + Sync + 'static {
+    /// Takes `kind` over `range` unless a lock of another description
+    /// conflicts: `Ok(None)` when taken, the conflict otherwise. EFBIG for
+    /// a start past [`LOCK_OFFSET_MAX`].
+    fn try_lock(&self, kind: LockKind, range: LockRange) -> StoreResult<Option<LockConflict>>;
+
+    /// What `try_lock` would run into, changing nothing.
+    fn test(&self, kind: LockKind, range: LockRange) -> StoreResult<Option<LockConflict>>;
+
+    /// Releases what this description holds over `range`.
+    fn unlock(&self, range: LockRange) -> StoreResult<()>;
+}

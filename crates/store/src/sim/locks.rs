@@ -1,0 +1,146 @@
+//! Byte-range locks of the simulated store, with the semantics of Linux's
+//! open file description locks (see [`crate::lock`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::lock::{LOCK_OFFSET_MAX, LockConflict, LockFile, LockKind, LockRange};
+use crate::{StoreError, StoreResult};
+
+/// One held lock: its description, kind and inclusive ends.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    ofd: u64,
+    kind: LockKind,
+    start: u64,
+    end: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct LockTable {
+    next_ofd: u64,
+    by_ino: HashMap<u64, Vec<Held>>,
+}
+
+pub(crate) type SharedLocks = Arc<Mutex<LockTable>>;
+
+fn table(locks: &SharedLocks) -> MutexGuard<'_, LockTable> {
+    locks.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An open file description of a simulated file, for locks.
+#[derive(Debug)]
+pub struct SimLockFile {
+    locks: SharedLocks,
+    ino: u64,
+    ofd: u64,
+}
+
+impl SimLockFile {
+    pub(crate) fn open(locks: &SharedLocks, ino: u64) -> Self {
+        let mut t = table(locks);
+        t.next_ofd += 1;
+        SimLockFile { locks: locks.clone(), ino, ofd: t.next_ofd }
+    }
+
+    fn conflict(&self, held: &[Held], kind: LockKind, range: LockRange) -> Option<LockConflict> {
+        held.iter()
+            .find(|h| {
+                h.ofd != self.ofd
+                    && h.start <= range.end()
+                    && range.start <= h.end
+                    && (kind == LockKind::Exclusive || h.kind == LockKind::Exclusive)
+            })
+            .map(|h| LockConflict { kind: h.kind, range: LockRange::from_ends(h.start, h.end) })
+    }
+
+    /// Removes this description's locks over `start..=end`, keeping what
+    /// lies outside it.
+    fn cut(&self, held: &mut Vec<Held>, start: u64, end: u64) {
+        let mut kept = Vec::with_capacity(held.len() + 1);
+        for h in held.drain(..) {
+            if h.ofd != self.ofd || h.end < start || end < h.start {
+                kept.push(h);
+                continue;
+            }
+            if h.start < start {
+                kept.push(Held { end: start - 1, ..h });
+            }
+            if end < h.end {
+                kept.push(Held { start: end + 1, ..h });
+            }
+        }
+        *held = kept;
+    }
+}
+
+fn check(range: LockRange) -> StoreResult<()> {
+    if range.start > LOCK_OFFSET_MAX {
+        return Err(StoreError::errno(libc::EFBIG));
+    }
+    Ok(())
+}
+
+impl LockFile for SimLockFile {
+    fn try_lock(&self, kind: LockKind, range: LockRange) -> StoreResult<Option<LockConflict>> {
+        check(range)?;
+        let mut t = table(&self.locks);
+        let held = t.by_ino.entry(self.ino).or_default();
+        if let Some(c) = self.conflict(held, kind, range) {
+            return Ok(Some(c));
+        }
+        self.cut(held, range.start, range.end());
+        held.push(Held { ofd: self.ofd, kind, start: range.start, end: range.end() });
+        Ok(None)
+    }
+
+    fn test(&self, kind: LockKind, range: LockRange) -> StoreResult<Option<LockConflict>> {
+        check(range)?;
+        let t = table(&self.locks);
+        Ok(t.by_ino.get(&self.ino).and_then(|held| self.conflict(held, kind, range)))
+    }
+
+    fn unlock(&self, range: LockRange) -> StoreResult<()> {
+        check(range)?;
+        let mut t = table(&self.locks);
+        if let Some(held) = t.by_ino.get_mut(&self.ino) {
+            self.cut(held, range.start, range.end());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SimLockFile {
+    fn drop(&mut self) {
+        let mut t = table(&self.locks);
+        if let Some(held) = t.by_ino.get_mut(&self.ino) {
+            held.retain(|h| h.ofd != self.ofd);
+            if held.is_empty() {
+                t.by_ino.remove(&self.ino);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_conflict_and_their_own_locks_merge() {
+        let locks = SharedLocks::default();
+        let (a, b) = (SimLockFile::open(&locks, 7), SimLockFile::open(&locks, 7));
+        assert_eq!(a.try_lock(LockKind::Exclusive, LockRange::new(0, 10)).unwrap(), None);
+        let c = b.try_lock(LockKind::Shared, LockRange::new(5, 1)).unwrap().expect("conflict");
+        assert_eq!(c.range, LockRange::new(0, 10));
+        assert_eq!(a.try_lock(LockKind::Shared, LockRange::new(0, 0)).unwrap(), None, "own locks never conflict");
+        assert_eq!(b.try_lock(LockKind::Shared, LockRange::new(100, 1)).unwrap(), None, "shared with shared");
+        a.unlock(LockRange::new(0, 100)).unwrap();
+        assert!(b.test(LockKind::Exclusive, LockRange::new(0, 100)).unwrap().is_none());
+        assert!(a.test(LockKind::Exclusive, LockRange::new(100, 1)).unwrap().is_some(), "b holds a shared lock at 100");
+        drop(a);
+        assert_eq!(b.try_lock(LockKind::Exclusive, LockRange::new(0, 0)).unwrap(), None);
+        drop(b);
+        assert!(table(&locks).by_ino.is_empty());
+    }
+}
