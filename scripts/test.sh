@@ -2,9 +2,13 @@
 # Keel's whole test suite, on a fresh Debian machine: installs the Debian
 # packages the tests use (real NFS clients, qemu and a kernel for the Linux
 # client, NFS-Ganesha as a peer server, XFS tools, rpcbind, a font for the
-# report's PNGs), then checks formatting and lints and runs every test. Needs root: the server opens files by handle and switches
-# identities, and the tests make loop devices, XFS file systems and network
-# namespaces.
+# report's PNGs, debootstrap and systemd-nspawn for the package test), then
+# checks formatting and lints, runs every test, and installs the Debian
+# packages in a booted Debian container (scripts/test-package.sh; its
+# first run debootstraps a root from deb.debian.org, about 2 minutes, and
+# caches it in /var/cache/keel-ci). Needs root: the server opens files by
+# handle and switches identities, and the tests make loop devices, XFS file
+# systems, network namespaces and containers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +31,11 @@ wanted=(
   util-linux:setpriv
   mount:losetup
   fonts-dejavu-core:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
+  python3-prometheus-client:/usr/lib/python3/dist-packages/prometheus_client
+  debootstrap:debootstrap
+  systemd-container:systemd-nspawn
+  dpkg-dev:dpkg-shlibdeps
+  binutils:strip
 )
 missing=()
 for w in "${wanted[@]}"; do
@@ -42,3 +51,6 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# The packages from the build the tests used (the packaging and the unit
+# are what is tested; scripts/package.sh builds release packages).
+scripts/test-package.sh --profile dev

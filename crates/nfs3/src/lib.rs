@@ -15,6 +15,7 @@ mod errno;
 pub mod export;
 mod mount;
 mod nfs;
+mod report;
 mod service;
 
 pub use mount::MountProgram;

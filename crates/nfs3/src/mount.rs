@@ -29,22 +29,18 @@ const MOUNT_ENTRY_BYTES_MAX: usize = 4 + 4 + MOUNT_HOST_BYTES_MAX + 4 + DIRPATH_
 pub struct MountProgram<S: Store> {
     svc: Arc<NfsService<S>>,
     mounts: Mutex<VecDeque<Mountbody>>,
-    /// The EXPORT reply's size: the export list is fixed from the start.
-    export_reply_bytes: usize,
 }
 
 impl<S: Store> MountProgram<S> {
     pub fn new(svc: Arc<NfsService<S>>) -> Self {
-        let mut m = MountProgram { svc, mounts: Mutex::new(VecDeque::new()), export_reply_bytes: 0 };
-        let mut reply = Encoder::new();
-        reply.put(&m.exports());
-        m.export_reply_bytes = reply.len();
-        m
+        MountProgram { svc, mounts: Mutex::new(VecDeque::new()) }
     }
 
-    fn mnt(&self, peer: SocketAddr, path: &Dirpath) -> Mountres3 {
+    fn mnt(&self, ctx: &CallContext, path: &Dirpath) -> Mountres3 {
+        let peer = ctx.peer;
         let path = path.as_bytes();
-        let Some((served, rest)) = find_export(self.svc.exports(), path) else {
+        let exports = self.svc.exports();
+        let Some((served, rest)) = find_export(&exports, path) else {
             tracing::info!(%peer, path = %String::from_utf8_lossy(path), "mount refused: not exported");
             return Mountres3::Fail(Mountstat3::Noent);
         };
@@ -60,6 +56,7 @@ impl<S: Store> MountProgram<S> {
             tracing::warn!(%peer, path = %String::from_utf8_lossy(path), "mount refused: {why}");
             return Mountres3::Fail(Mountstat3::Acces);
         }
+        ctx.report.set_export(served.export.id);
         match self.svc.store.lookup_path(served.export.id, rest) {
             Ok(root) => {
                 tracing::info!(%peer, path = %String::from_utf8_lossy(path), "mounted");
@@ -84,6 +81,10 @@ impl<S: Store> MountProgram<S> {
     }
 
     fn umnt(&self, peer: SocketAddr, path: Option<&Dirpath>) {
+        match path {
+            Some(p) => tracing::info!(%peer, path = %String::from_utf8_lossy(p.as_bytes()), "unmounted"),
+            None => tracing::info!(%peer, "unmounted everything (UMNTALL)"),
+        }
         let host = peer.ip().to_string();
         let mut mounts = self.mounts.lock().expect("mount list lock");
         mounts.retain(|m| m.ml_hostname.as_bytes() != host.as_bytes() || path.is_some_and(|p| p != &m.ml_directory));
@@ -105,7 +106,7 @@ impl<S: Store> MountProgram<S> {
 
 /// The export whose path is the longest whole-component prefix of `path`,
 /// and the rest of `path` below it.
-fn find_export<'a, 'p>(exports: &'a [ServedExport], path: &'p [u8]) -> Option<(&'a ServedExport, &'p [u8])> {
+fn find_export<'a, 'p>(exports: &'a [Arc<ServedExport>], path: &'p [u8]) -> Option<(&'a ServedExport, &'p [u8])> {
     let path_trimmed = if path.len() > 1 { path.strip_suffix(b"/").unwrap_or(path) } else { path };
     exports
         .iter()
@@ -115,7 +116,7 @@ fn find_export<'a, 'p>(exports: &'a [ServedExport], path: &'p [u8]) -> Option<(&
             (root == b"/" || rest.is_empty() || rest.starts_with(b"/")).then_some((s, rest, root.len()))
         })
         .max_by_key(|(_, _, len)| *len)
-        .map(|(s, rest, _)| (s, rest))
+        .map(|(s, rest, _)| (&**s, rest))
 }
 
 impl<S: Store> RpcProgram for MountProgram<S> {
@@ -130,7 +131,12 @@ impl<S: Store> RpcProgram for MountProgram<S> {
     fn reply_bytes_max(&self, _vers: u32, proc_: u32, _args: Bytes) -> usize {
         match MountProc::from_u32(proc_) {
             Some(MountProc::Dump) => 4 + MOUNT_LIST_ENTRIES_MAX * MOUNT_ENTRY_BYTES_MAX,
-            Some(MountProc::Export) => self.export_reply_bytes,
+            // The list as it is now (an export reload may change it).
+            Some(MountProc::Export) => {
+                let mut reply = Encoder::new();
+                reply.put(&self.exports());
+                reply.len()
+            }
             _ => REPLY_RESULTS_BYTES_DEFAULT,
         }
     }
@@ -138,7 +144,7 @@ impl<S: Store> RpcProgram for MountProgram<S> {
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
         match MountProc::from_u32(ctx.proc_).ok_or(AcceptError::ProcUnavail)? {
             MountProc::Null => {}
-            MountProc::Mnt => reply.put(&self.mnt(ctx.peer, &Dirpath::decode(args)?)),
+            MountProc::Mnt => reply.put(&self.mnt(ctx, &Dirpath::decode(args)?)),
             MountProc::Dump => {
                 reply.put(&Mountlist(self.mounts.lock().expect("mount list lock").iter().cloned().collect()))
             }

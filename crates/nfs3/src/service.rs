@@ -3,7 +3,7 @@
 //! use it, and as whom.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use keel_nfs3_proto::nfs3::{NfsFh3, Nfsstat3};
 use keel_rpc::Auth;
@@ -20,7 +20,9 @@ pub struct ServedExport {
 
 pub struct NfsService<S: Store> {
     pub store: Arc<S>,
-    exports: Vec<ServedExport>,
+    /// The exports served now with their client lists, swapped whole by an
+    /// export reload ([`NfsService::exports_changed`]).
+    exports: RwLock<Arc<[Arc<ServedExport>]>>,
 }
 
 /// Who is calling, after the export's rules applied: the identity the
@@ -43,31 +45,49 @@ impl<C> Caller<'_, C> {
 impl<S: Store> NfsService<S> {
     /// `rules` gives each export (by id) its client list; every export of
     /// `store` must have one.
-    pub fn new(store: Arc<S>, mut rules: Vec<(u32, Vec<ClientRule>)>) -> Self {
-        let exports = store
+    pub fn new(store: Arc<S>, rules: Vec<(u32, Vec<ClientRule>)>) -> Self {
+        let exports = RwLock::new(Self::pair(&*store, rules));
+        NfsService { store, exports }
+    }
+
+    /// The exports served now.
+    pub fn exports(&self) -> Arc<[Arc<ServedExport>]> {
+        self.exports.read().expect("exports lock").clone()
+    }
+
+    /// After the store changed the exports it serves (an export reload):
+    /// serves the store's exports from now on, each with its client list
+    /// from `rules`, as [`NfsService::new`]. Changed client lists apply to
+    /// the next call; calls in flight finish with the rules they started
+    /// with. An export the store no longer serves is stale, whatever
+    /// `rules` holds for it.
+    pub fn exports_changed(&self, rules: Vec<(u32, Vec<ClientRule>)>) {
+        let exports = Self::pair(&*self.store, rules);
+        *self.exports.write().expect("exports lock") = exports;
+    }
+
+    fn pair(store: &S, mut rules: Vec<(u32, Vec<ClientRule>)>) -> Arc<[Arc<ServedExport>]> {
+        store
             .exports()
             .into_iter()
             .map(|export| {
                 let i = rules.iter().position(|(id, _)| *id == export.id).expect("client rules for every export");
-                ServedExport { export, rules: rules.swap_remove(i).1 }
+                Arc::new(ServedExport { export, rules: rules.swap_remove(i).1 })
             })
-            .collect();
-        NfsService { store, exports }
-    }
-
-    pub fn exports(&self) -> &[ServedExport] {
-        &self.exports
+            .collect()
     }
 
     /// Whether some export's client list admits `client`: a connection
     /// from any other host can do nothing but be refused, and is closed at
     /// accept, before it holds a connection slot.
     pub fn admits(&self, client: IpAddr) -> bool {
-        self.exports.iter().any(|s| options_for(&s.rules, client).is_some())
+        self.exports().iter().any(|s| options_for(&s.rules, client).is_some())
     }
 
-    fn served(&self, export_id: u32) -> Option<&ServedExport> {
-        self.exports.iter().find(|s| s.export.id == export_id)
+    /// The export served now under `export_id`, with its client list. The
+    /// store makes objects of an export it no longer serves stale itself.
+    fn served(&self, export_id: u32) -> Option<Arc<ServedExport>> {
+        self.exports.read().expect("exports lock").iter().find(|s| s.export.id == export_id).cloned()
     }
 
     /// The options for `peer` on an export, checking the client list and
@@ -89,7 +109,7 @@ impl<S: Store> NfsService<S> {
     pub(crate) fn authorize(&self, peer: SocketAddr, fh: &NfsFh3) -> Result<(S::Object, ClientOptions), Nfsstat3> {
         let admit = |export_id: u32| {
             let served = self.served(export_id).ok_or(Status(Nfsstat3::Stale))?;
-            self.client_options(served, peer).map_err(Status)
+            self.client_options(&served, peer).map_err(Status)
         };
         self.store.resolve(&fh.data, admit).map_err(|Status(s)| s)
     }

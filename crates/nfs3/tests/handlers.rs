@@ -68,7 +68,15 @@ impl Client<'_> {
         let mut enc = Encoder::new();
         enc.put(args);
         let local: SocketAddr = "127.0.0.1:2049".parse().unwrap();
-        let ctx = CallContext { xid: 1, vers: 3, proc_, auth: &self.auth, peer: self.peer, local };
+        let ctx = CallContext {
+            xid: 1,
+            vers: 3,
+            proc_,
+            auth: &self.auth,
+            peer: self.peer,
+            local,
+            report: Default::default(),
+        };
         let mut reply = Encoder::new();
         program.call(&ctx, &mut Decoder::new(flatten(enc.finish())), &mut reply).expect("accepted");
         let mut dec = Decoder::new(flatten(reply.finish()));

@@ -12,6 +12,7 @@ use crate::msg::{
     AUTH_NONE, AUTH_SYS, AcceptStat, Auth, AuthStat, AuthSys, CallHeader, CallHeaderError, RPC_VERSION, RejectStat,
     ReplyStat, encode_reply_header,
 };
+use crate::report::CallReport;
 
 /// What a program needs to know about a call besides its arguments.
 #[derive(Debug)]
@@ -22,6 +23,8 @@ pub struct CallContext<'a> {
     pub auth: &'a Auth,
     pub peer: SocketAddr,
     pub local: SocketAddr,
+    /// What the program reports about the call, for statistics.
+    pub report: CallReport,
 }
 
 /// A call the program accepted but cannot answer with results.
@@ -180,7 +183,15 @@ impl Dispatcher {
             }
         }
 
-        let ctx = CallContext { xid, vers: header.vers, proc_: header.proc_, auth: &auth, peer, local };
+        let ctx = CallContext {
+            xid,
+            vers: header.vers,
+            proc_: header.proc_,
+            auth: &auth,
+            peer,
+            local,
+            report: CallReport::default(),
+        };
         let mut reply = Encoder::with_capacity(256);
         encode_reply_header(&mut reply, xid, ReplyStat::Accepted(AcceptStat::Success));
         let segments = match program.call(&ctx, &mut dec, &mut reply) {

@@ -91,6 +91,24 @@ struct Inner {
     next_generation: u64,
     /// Sum of the slots' `bytes`.
     bytes: usize,
+    counts: ReplyCacheCounts,
+}
+
+/// What the cache has done since it was made (knfsd's `/proc/net/rpc/nfsd`
+/// "rc" line: hits, misses, nocache), for statistics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplyCacheCounts {
+    /// Retransmissions answered with the cached reply.
+    pub hits: u64,
+    /// Calls seen for the first time (then executed).
+    pub misses: u64,
+    /// Retransmissions of a call still running, dropped.
+    pub in_progress: u64,
+    /// Completed entries dropped to keep the bounds.
+    pub evictions: u64,
+    /// Entries and bytes held now.
+    pub entries: u64,
+    pub bytes: u64,
 }
 
 impl Inner {
@@ -117,19 +135,28 @@ impl ReplyCache {
     }
 
     pub fn begin(&self, key: &DrcKey) -> CacheLookup {
-        let mut inner = self.inner.lock().expect("reply cache lock");
+        let mut guard = self.inner.lock().expect("reply cache lock");
+        let inner = &mut *guard;
         let generation = inner.next_generation;
         match inner.slots.entry(key.clone()) {
             Entry::Occupied(e) => match &e.get().state {
-                State::InProgress => CacheLookup::InProgress,
-                State::Done(reply) => CacheLookup::Replay(reply.clone()),
+                State::InProgress => {
+                    inner.counts.in_progress += 1;
+                    CacheLookup::InProgress
+                }
+                State::Done(reply) => {
+                    let reply = reply.clone();
+                    inner.counts.hits += 1;
+                    CacheLookup::Replay(reply)
+                }
             },
             Entry::Vacant(e) => {
+                inner.counts.misses += 1;
                 e.insert(Slot { generation, state: State::InProgress, bytes: ENTRY_OVERHEAD_BYTES });
                 inner.bytes += ENTRY_OVERHEAD_BYTES;
                 inner.next_generation += 1;
                 inner.order.push_back((key.clone(), generation));
-                self.evict(&mut inner);
+                self.evict(inner);
                 CacheLookup::New
             }
         }
@@ -164,6 +191,7 @@ impl ReplyCache {
                 kept.push(oldest);
             } else {
                 inner.remove(&oldest.0);
+                inner.counts.evictions += 1;
             }
         }
         // Back at the front, oldest first, so they go first once done.
@@ -197,6 +225,12 @@ impl ReplyCache {
     pub fn bytes(&self) -> usize {
         self.inner.lock().expect("reply cache lock").bytes
     }
+
+    /// Hits, misses, drops and evictions so far, and what is held now.
+    pub fn counts(&self) -> ReplyCacheCounts {
+        let inner = self.inner.lock().expect("reply cache lock");
+        ReplyCacheCounts { entries: inner.slots.len() as u64, bytes: inner.bytes as u64, ..inner.counts }
+    }
 }
 
 #[cfg(test)]
@@ -221,6 +255,8 @@ mod tests {
         assert_eq!(c.begin(&key(1)), CacheLookup::InProgress);
         c.complete(&key(1), vec![Bytes::from_static(b"reply")]);
         assert_eq!(c.begin(&key(1)), CacheLookup::Replay(vec![Bytes::from_static(b"reply")]));
+        let counts = c.counts();
+        assert_eq!((counts.misses, counts.in_progress, counts.hits, counts.entries), (1, 1, 1, 1));
     }
 
     #[test]

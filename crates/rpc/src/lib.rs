@@ -14,6 +14,7 @@ mod dispatch;
 pub mod drc;
 pub mod msg;
 pub mod record;
+mod report;
 
 pub use dispatch::{
     AcceptError, CallContext, Dispatcher, REPLY_HEADER_BYTES_MAX, REPLY_RESULTS_BYTES_DEFAULT, ReplySegments,
@@ -21,3 +22,4 @@ pub use dispatch::{
 };
 pub use drc::ReplyCache;
 pub use msg::{Auth, AuthSys};
+pub use report::CallReport;

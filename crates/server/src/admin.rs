@@ -1,7 +1,8 @@
 //! The local administration interface: a Unix socket in the state
 //! directory through which the `keel` command asks the running server
-//! (`keel status`, `keel debug fault`). Root only: the socket is mode 0600
-//! in a 0700 directory, and the peer's uid is checked on every connection.
+//! (`keel status`, `keel stat`, `keel exports`, `keel exports reload`,
+//! `keel debug fault`). Root only: the socket is mode 0600 in a 0700
+//! directory, and the peer's uid is checked on every connection.
 //!
 //! The protocol (docs/admin-protocol.md): one JSON object per line each
 //! way. A request carries `"version": 1` and a `"command"`; the answer is
@@ -22,6 +23,9 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Semaphore, watch};
+
+use crate::reload::{ReloadOutcome, Reloader};
+use crate::stats::ServerStats;
 
 pub const SOCKET_NAME: &str = "keel.sock";
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -54,6 +58,12 @@ pub enum Request {
     FaultClear {},
     /// Lists the armed faults.
     FaultList {},
+    /// Every statistic now (a `keel_stats::Snapshot`).
+    Stats {},
+    /// The exports served now, with their client lists.
+    Exports {},
+    /// Reads the configuration file again and applies its exports.
+    ExportsReload {},
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -95,6 +105,24 @@ pub struct Status {
     pub exports: Vec<ExportStatus>,
     /// Objects held open in the inode cache.
     pub cached_inodes: usize,
+    /// Whether the server is healthy, and what is wrong if not (see
+    /// docs/admin-protocol.md, "Health").
+    #[serde(default)]
+    pub healthy: bool,
+    #[serde(default)]
+    pub problems: Vec<String>,
+    /// The configuration file, if the server was started with one.
+    #[serde(default)]
+    pub config_file: Option<String>,
+    /// Open connections, and the distinct client hosts they come from.
+    #[serde(default)]
+    pub connections: u64,
+    #[serde(default)]
+    pub clients: u64,
+    #[serde(default)]
+    pub workers: u64,
+    #[serde(default)]
+    pub workers_busy: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,6 +130,24 @@ pub struct ExportStatus {
     pub id: u32,
     pub path: String,
     pub fsid: String,
+}
+
+/// One export as `exports` lists it (like `exportfs -v`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportListing {
+    pub id: u32,
+    pub path: String,
+    pub fsid: String,
+    /// Whether the export is a subdirectory of its file system.
+    pub subtree: bool,
+    pub clients: Vec<ClientListing>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientListing {
+    pub host: String,
+    /// exports(5) style: `rw,sync,no_root_squash,secure,anonuid=65534,anongid=65534`.
+    pub options: String,
 }
 
 /// An armed fault as `fault-list` shows it.
@@ -113,18 +159,36 @@ pub struct FaultStatus {
     pub count: u32,
 }
 
+/// Export roots that take longer than this to answer `stat` make the
+/// server unhealthy (a hung device or network file system under them).
+const EXPORT_ROOT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// What the administration interface answers from.
 pub struct AdminState {
-    pub vfs: Arc<LocalStore>,
+    pub store: Arc<LocalStore>,
     pub started: SystemTime,
     pub listen: Vec<String>,
     pub fault_injection: bool,
+    pub stats: Arc<ServerStats>,
+    pub reloader: Arc<Reloader>,
 }
 
 impl AdminState {
-    fn answer(&self, request: Request) -> Result<serde_json::Value, String> {
+    async fn answer(self: &Arc<Self>, request: Request) -> Result<serde_json::Value, String> {
         match request {
-            Request::Status {} => Ok(to_json(self.status())),
+            Request::Status {} => Ok(to_json(self.status().await)),
+            Request::Stats {} => Ok(to_json(self.stats.snapshot())),
+            Request::Exports {} => Ok(to_json(self.exports())),
+            Request::ExportsReload {} => {
+                let me = self.clone();
+                crate::notify::notify("RELOADING=1\nSTATUS=reloading exports");
+                let outcome: Result<ReloadOutcome, String> =
+                    tokio::task::spawn_blocking(move || me.reloader.reload(&me.stats.reloads))
+                        .await
+                        .map_err(|e| format!("the reload failed: {e}"))?;
+                crate::notify::notify("READY=1\nSTATUS=serving");
+                outcome.map(to_json)
+            }
             Request::FaultArm { point, inode, errno, count } => {
                 self.faults_allowed()?;
                 let point = match point {
@@ -136,17 +200,17 @@ impl AdminState {
                     Some(e) => return Err(format!("errno {e} is not an error number (1 to 4095)")),
                     None => FaultAction::Panic,
                 };
-                self.vfs.faults().arm(Fault { point, inode, action, count })?;
+                self.store.faults().arm(Fault { point, inode, action, count })?;
                 tracing::warn!(?point, inode, ?action, count, "fault armed through the administration socket");
                 Ok(serde_json::Value::Null)
             }
             Request::FaultClear {} => {
                 self.faults_allowed()?;
-                Ok(serde_json::json!({ "cleared": self.vfs.faults().clear() }))
+                Ok(serde_json::json!({ "cleared": self.store.faults().clear() }))
             }
             Request::FaultList {} => {
                 self.faults_allowed()?;
-                let list: Vec<FaultStatus> = self.vfs.faults().armed().iter().map(fault_status).collect();
+                let list: Vec<FaultStatus> = self.store.faults().armed().iter().map(fault_status).collect();
                 Ok(to_json(list))
             }
         }
@@ -160,22 +224,97 @@ impl AdminState {
         }
     }
 
-    fn status(&self) -> Status {
+    fn exports(&self) -> Vec<ExportListing> {
+        let open = self.store.open_exports();
+        self.stats
+            .svc
+            .exports()
+            .iter()
+            .map(|s| ExportListing {
+                id: s.export.id,
+                path: s.export.path.display().to_string(),
+                fsid: format!("{:#x}", s.export.fsid),
+                subtree: open.iter().any(|e| e.id == s.export.id && e.is_subtree()),
+                clients: s
+                    .rules
+                    .iter()
+                    .map(|r| ClientListing { host: r.host.to_string(), options: crate::option_list(&r.options) })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// What makes the server unhealthy, if anything: a worker thread gone,
+    /// an export root that does not answer, every worker stuck in one call.
+    async fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let pool = self.stats.pool.usage();
+        if pool.workers_alive < pool.workers {
+            problems.push(format!(
+                "only {} of {} worker threads are running (see the log for the panic)",
+                pool.workers_alive, pool.workers
+            ));
+        }
+        for export in self.store.open_exports().iter() {
+            let path = export.path.clone();
+            let checked = tokio::task::spawn_blocking(move || std::fs::metadata(&path));
+            match tokio::time::timeout(EXPORT_ROOT_TIMEOUT, checked).await {
+                Ok(Ok(Ok(meta))) if meta.is_dir() => {}
+                Ok(Ok(Ok(_))) => problems.push(format!(
+                    "export {} root {} is no longer a directory",
+                    export.id,
+                    export.path.display()
+                )),
+                Ok(Ok(Err(e))) => problems.push(format!("export {} root {}: {e}", export.id, export.path.display())),
+                Ok(Err(e)) => problems.push(format!("export {} root {}: {e}", export.id, export.path.display())),
+                Err(_) => problems.push(format!(
+                    "export {} root {} did not answer within {} s",
+                    export.id,
+                    export.path.display(),
+                    EXPORT_ROOT_TIMEOUT.as_secs()
+                )),
+            }
+        }
+        let calls = self.stats.calls.snapshot();
+        let workers = pool.workers as u64;
+        if workers > 0 && calls.stuck >= workers {
+            problems.push(format!(
+                "all {workers} workers are stuck: each has run one call for more than {} s",
+                keel_stats::STUCK_AFTER_SECONDS
+            ));
+        }
+        problems
+    }
+
+    async fn status(&self) -> Status {
         let since = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        let problems = self.problems().await;
+        let pool = self.stats.pool.usage();
+        let table = self.stats.conns.state();
+        let mut hosts: Vec<std::net::IpAddr> = table.open.iter().map(|c| c.peer.ip()).collect();
+        hosts.sort();
+        hosts.dedup();
         Status {
+            healthy: problems.is_empty(),
+            problems,
+            config_file: self.reloader.file().map(|f| f.display().to_string()),
+            connections: table.open.len() as u64,
+            clients: hosts.len() as u64,
+            workers: pool.workers as u64,
+            workers_busy: pool.workers_busy as u64,
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").into(),
             started_unix: since(self.started),
             uptime_seconds: SystemTime::now().duration_since(self.started).unwrap_or_default().as_secs(),
-            write_verifier: format!("{:016x}", u64::from_be_bytes(self.vfs.write_verifier())),
+            write_verifier: format!("{:016x}", u64::from_be_bytes(self.store.write_verifier())),
             listen: self.listen.clone(),
             exports: self
-                .vfs
+                .store
                 .exports()
                 .iter()
                 .map(|e| ExportStatus { id: e.id, path: e.path.display().to_string(), fsid: format!("{:#x}", e.fsid) })
                 .collect(),
-            cached_inodes: self.vfs.cached_inodes(),
+            cached_inodes: self.store.cached_inodes(),
         }
     }
 }
@@ -256,7 +395,7 @@ pub async fn serve(listener: UnixListener, state: Arc<AdminState>, mut shutdown:
     }
 }
 
-async fn serve_connection(stream: UnixStream, state: &AdminState) -> std::io::Result<()> {
+async fn serve_connection(stream: UnixStream, state: &Arc<AdminState>) -> std::io::Result<()> {
     let uid = stream.peer_cred()?.uid();
     let (rd, mut wr) = stream.into_split();
     if uid != 0 {
@@ -279,7 +418,7 @@ async fn serve_connection(stream: UnixStream, state: &AdminState) -> std::io::Re
             let why = format!("request longer than {REQUEST_BYTES_MAX} bytes, or not ended by a newline");
             return wr.write_all(&failure(why)).await;
         }
-        wr.write_all(&handle(&line, state)).await?;
+        wr.write_all(&handle(&line, state).await).await?;
     }
 }
 
@@ -288,7 +427,7 @@ async fn read_line(mut rd: impl tokio::io::AsyncBufRead + Unpin, line: &mut Vec<
 }
 
 /// One request line to one answer line.
-fn handle(line: &[u8], state: &AdminState) -> Vec<u8> {
+async fn handle(line: &[u8], state: &Arc<AdminState>) -> Vec<u8> {
     let mut object = match serde_json::from_slice::<serde_json::Value>(line) {
         Ok(serde_json::Value::Object(map)) => map,
         Ok(_) => return failure("not a JSON object".into()),
@@ -307,7 +446,7 @@ fn handle(line: &[u8], state: &AdminState) -> Vec<u8> {
         Ok(r) => r,
         Err(e) => return failure(format!("bad request: {e}")),
     };
-    match state.answer(request) {
+    match state.answer(request).await {
         Ok(result) => encode(&Answer { version: PROTOCOL_VERSION, ok: true, result: Some(result), error: None }),
         Err(e) => failure(e),
     }
@@ -367,16 +506,10 @@ mod tests {
         assert_eq!(text, r#"{"version":1,"command":"fault-arm","point":"fsync","inode":7,"errno":5,"count":1}"#);
         let back: Envelope<Request> = serde_json::from_str(&text).unwrap();
         assert_eq!(back.body, r);
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let state = test_state();
         let answer = |line: &str| -> serde_json::Value {
-            let state = AdminState {
-                vfs: Arc::new(
-                    LocalStore::new(Vec::new(), keel_store_local::HandleKey::from_bytes([1; 16]), 16).unwrap(),
-                ),
-                started: SystemTime::now(),
-                listen: vec!["127.0.0.1:2049".into()],
-                fault_injection: false,
-            };
-            serde_json::from_slice(&handle(format!("{line}\n").as_bytes(), &state)).unwrap()
+            serde_json::from_slice(&rt.block_on(handle(format!("{line}\n").as_bytes(), &state))).unwrap()
         };
         assert_eq!(answer(r#"{"version":1,"command":"status"}"#)["result"]["listen"][0], "127.0.0.1:2049");
         let refused = |line: &str| answer(line)["error"].as_str().unwrap().to_string();
@@ -384,5 +517,46 @@ mod tests {
         assert!(refused(r#"{"version":1,"command":"status","x":1}"#).contains("unknown field"));
         assert!(refused(r#"{"version":"1","command":"status"}"#).contains("version"));
         assert!(refused(r#"[1]"#).contains("not a JSON object"));
+        assert_eq!(answer(r#"{"version":1,"command":"status"}"#)["result"]["healthy"], true);
+        assert_eq!(answer(r#"{"version":1,"command":"exports"}"#)["result"], serde_json::json!([]));
+        assert!(refused(r#"{"version":1,"command":"exports-reload"}"#).contains("without a configuration file"));
+        let stats = answer(r#"{"version":1,"command":"stats"}"#);
+        assert_eq!(stats["result"]["calls"]["programs"][0]["name"], "nfs");
+    }
+
+    /// A server with no exports, listeners or workers.
+    fn test_state() -> Arc<AdminState> {
+        use keel_nfs3::NfsService;
+        use keel_rpc::{Dispatcher, ReplyCache};
+
+        use crate::stats::{ReloadCounts, ServerStats};
+        let key = keel_store_local::HandleKey::from_bytes([1; 16]);
+        let store = Arc::new(LocalStore::new(Vec::new(), key.clone(), 16).unwrap());
+        let svc = Arc::new(NfsService::new(store.clone(), Vec::new()));
+        let calls = keel_stats::CallStats::new(&crate::stats::programs());
+        let stats = Arc::new(ServerStats {
+            calls: calls.clone(),
+            svc: svc.clone(),
+            dispatcher: Arc::new(Dispatcher::new(Vec::new(), ReplyCache::new(16, 1 << 20))),
+            conns: crate::conns::Connections::new(4, Duration::from_secs(60), Duration::from_secs(60)),
+            budget: crate::budget::Budget::new(64 << 20, 16 << 20),
+            pool: crate::transport::PoolProbe::none(),
+            started: SystemTime::now(),
+            reloads: ReloadCounts::default(),
+        });
+        let config = crate::config::Config {
+            server: crate::config::ServerConfig::default(),
+            exports: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let reloader = Reloader::new(None, Default::default(), key, svc, calls, config);
+        Arc::new(AdminState {
+            store,
+            started: SystemTime::now(),
+            listen: vec!["127.0.0.1:2049".into()],
+            fault_injection: false,
+            stats,
+            reloader: Arc::new(reloader),
+        })
     }
 }

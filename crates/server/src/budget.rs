@@ -83,6 +83,11 @@ impl Budget {
         Arc::new(Account { budget: self.clone(), used_bytes: AtomicUsize::new(0) })
     }
 
+    /// The bound on bytes in flight, whole server.
+    pub fn total_bytes_max(&self) -> usize {
+        self.total_bytes_max
+    }
+
     pub fn used_bytes(&self) -> usize {
         self.lock().used_bytes
     }

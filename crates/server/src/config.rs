@@ -67,6 +67,9 @@ pub struct ServerConfig {
     /// A connection whose replies wait this long without the client
     /// reading any of them is closed.
     pub stall_timeout: Duration,
+    /// Where Prometheus metrics are served over HTTP (`GET /metrics`);
+    /// `None` (the default): not served.
+    pub metrics_listen: Option<SocketAddr>,
     /// Where the NSM state (state number, monitored clients) lives;
     /// `None`: `nsm` under `state_dir`. Absolute.
     pub nsm_state_dir: Option<PathBuf>,
@@ -155,6 +158,7 @@ impl Default for ServerConfig {
             max_inflight_bytes_per_connection: 16 * MIB,
             idle_timeout: Duration::from_secs(360),
             stall_timeout: Duration::from_secs(60),
+            metrics_listen: None,
             nsm_state_dir: None,
             grace_max: Duration::from_secs(90),
             max_locks_per_client: 4096,
@@ -238,6 +242,24 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 /// Parses and checks configuration `text`; `origin` (normally the file
 /// name) begins every message. Host names are resolved with the system
 /// resolver; export paths must exist.
+/// The state directory a configuration file names, without validating
+/// the rest (the `keel` command finds the administration socket with it,
+/// also when the file has a problem that a reload is to report): from the
+/// parsed `[server]` table, or, if the file does not parse, from its
+/// `state_dir = "..."` line; the default if it names none.
+pub fn state_dir_of(path: &Path) -> Result<PathBuf, ConfigError> {
+    let text = std::fs::read(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    let text = String::from_utf8_lossy(&text);
+    let named = match toml::from_str::<toml::Table>(&text) {
+        Ok(table) => table.get("server").and_then(|s| s.get("state_dir")).and_then(|d| d.as_str()).map(str::to_owned),
+        Err(_) => text.lines().find_map(|line| {
+            let (key, value) = line.split_once('=')?;
+            (key.trim() == "state_dir").then(|| value.trim().trim_matches(|c| c == '"' || c == '\'').to_owned())
+        }),
+    };
+    Ok(named.map_or_else(|| PathBuf::from(DEFAULT_STATE_DIR), PathBuf::from))
+}
+
 pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
     parse_with(text, origin, &resolve_host)
 }
@@ -394,6 +416,22 @@ impl Checker<'_> {
                 }
             }
         }
+        if let Some(v) = &raw.metrics_listen {
+            match v.get_ref().parse::<SocketAddr>() {
+                Ok(a) if seen.iter().any(|(s, _)| *s == a) => {
+                    self.error(&v.span(), format!("metrics_listen address {a} is also an NFS or MOUNT address"));
+                }
+                Ok(a) => s.metrics_listen = Some(a),
+                Err(_) => {
+                    let msg = format!(
+                        "invalid metrics_listen address {:?}: expected an IP address and a port, \
+                         e.g. \"127.0.0.1:9049\"",
+                        v.get_ref()
+                    );
+                    self.error(&v.span(), msg);
+                }
+            }
+        }
         if let Some(addrs) = listen {
             s.listen = addrs.into_iter().map(|(a, _)| a).collect();
         }
@@ -500,14 +538,30 @@ impl Checker<'_> {
 
     fn exports(&mut self, raw: Option<&Spanned<Vec<Spanned<RawExport>>>>) -> Vec<ExportConfig> {
         let list = raw.map_or(&[][..], |l| l.get_ref().as_slice());
-        if list.is_empty() {
-            let problem = Problem {
-                line: raw.map(|l| self.line(&l.span())),
-                message: "no exports: add an [[export]] table for each directory to serve".into(),
-                snippet: None,
-            };
-            self.problems.push(problem);
-            return Vec::new();
+        match raw {
+            // Said on purpose (the packaged configuration): serve nothing
+            // until exports are added and reloaded, as knfsd does with an
+            // empty /etc/exports.
+            Some(l) if list.is_empty() => {
+                self.warn(
+                    &l.span(),
+                    "export = []: nothing is exported; add [[export]] tables in its place and run \
+                     `keel exports reload`",
+                );
+                return Vec::new();
+            }
+            Some(_) => {}
+            None => {
+                let problem = Problem {
+                    line: None,
+                    message: "no exports: add an [[export]] table for each directory to serve (or write \
+                              `export = []` to serve nothing until exports are added and reloaded)"
+                        .into(),
+                    snippet: None,
+                };
+                self.problems.push(problem);
+                return Vec::new();
+            }
         }
 
         let mut exports = Vec::new();

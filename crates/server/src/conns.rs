@@ -51,6 +51,43 @@ pub struct Connections {
     table: Mutex<Table>,
     /// Wakes whoever waits for the table to empty.
     emptied: Condvar,
+    counts: Counts,
+}
+
+/// Connections admitted, refused and closed since the start (statistics).
+#[derive(Default)]
+struct Counts {
+    accepted: AtomicU64,
+    refused: AtomicU64,
+    /// By [`CloseReason`], in the order of `REASONS`.
+    closed: [AtomicU64; REASONS.len()],
+}
+
+/// What the table holds now and has done, for statistics.
+#[derive(Debug, Clone, Default)]
+pub struct TableState {
+    pub max: usize,
+    pub accepted: u64,
+    /// Refused at the limit with none idle.
+    pub refused: u64,
+    /// Closed by the server, by reason: idle, stalled, evicted.
+    pub closed_idle: u64,
+    pub closed_stalled: u64,
+    pub closed_evicted: u64,
+    pub open: Vec<ConnState>,
+}
+
+/// One open connection as the table sees it.
+#[derive(Debug, Clone)]
+pub struct ConnState {
+    pub peer: SocketAddr,
+    pub calls_in_flight: usize,
+    /// Since the last call received or reply done.
+    pub idle: Duration,
+    /// Replies have waited for this long without being written.
+    pub stalled_for: Option<Duration>,
+    /// Told to close (and why).
+    pub closing: Option<CloseReason>,
 }
 
 #[derive(Default)]
@@ -101,6 +138,7 @@ impl Connections {
             epoch: Instant::now(),
             table: Mutex::new(Table::default()),
             emptied: Condvar::new(),
+            counts: Counts::default(),
         })
     }
 
@@ -124,10 +162,15 @@ impl Connections {
                 .values()
                 .filter(|c| c.calls_in_flight.load(Ordering::Acquire) == 0)
                 .min_by_key(|c| c.active_ms.load(Ordering::Relaxed))
-                .cloned()?;
+                .cloned();
+            let Some(oldest) = oldest else {
+                self.counts.refused.fetch_add(1, Ordering::Relaxed);
+                return None;
+            };
             table.open.remove(&oldest.id);
             evicted = Some(oldest);
         }
+        self.counts.accepted.fetch_add(1, Ordering::Relaxed);
         let id = table.next_id;
         table.next_id += 1;
         let conn = Arc::new(Conn {
@@ -144,8 +187,10 @@ impl Connections {
         drop(table);
         // Closers run outside the lock: closing may drop a connection,
         // whose place then goes back to the table.
-        if let Some(oldest) = evicted {
-            oldest.close(CloseReason::Evicted);
+        if let Some(oldest) = evicted
+            && oldest.close(CloseReason::Evicted)
+        {
+            self.count_close(CloseReason::Evicted);
         }
         Some(Slot { table: self.clone(), conn })
     }
@@ -171,11 +216,50 @@ impl Connections {
                 continue;
             };
             if c.close(reason) {
+                self.count_close(reason);
                 tracing::debug!(peer = %c.peer, reason = reason.as_str(), "telling a connection to close");
                 told += 1;
             }
         }
         told
+    }
+
+    fn count_close(&self, reason: CloseReason) {
+        let i = REASONS.iter().position(|r| *r == reason).expect("listed");
+        self.counts.closed[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The open connections and what the table has done so far.
+    pub fn state(&self) -> TableState {
+        let now = self.now_ms();
+        let open = self
+            .lock()
+            .open
+            .values()
+            .map(|c| {
+                let since = c.stalled_since_ms.load(Ordering::Relaxed);
+                ConnState {
+                    peer: c.peer,
+                    calls_in_flight: c.calls_in_flight.load(Ordering::Acquire),
+                    idle: Duration::from_millis(now.saturating_sub(c.active_ms.load(Ordering::Relaxed))),
+                    stalled_for: (since != 0).then(|| Duration::from_millis(now.saturating_sub(since - 1))),
+                    closing: c.close_reason(),
+                }
+            })
+            .collect();
+        let closed = |r: CloseReason| {
+            let i = REASONS.iter().position(|x| *x == r).expect("listed");
+            self.counts.closed[i].load(Ordering::Relaxed)
+        };
+        TableState {
+            max: self.connections_max,
+            accepted: self.counts.accepted.load(Ordering::Relaxed),
+            refused: self.counts.refused.load(Ordering::Relaxed),
+            closed_idle: closed(CloseReason::Idle),
+            closed_stalled: closed(CloseReason::Stalled),
+            closed_evicted: closed(CloseReason::Evicted),
+            open,
+        }
     }
 
     /// Often enough that a timeout is overshot by a quarter at most.
@@ -295,6 +379,9 @@ mod tests {
         let _c_busy = c.conn.call_started();
         let _d_busy = d.conn.call_started();
         assert!(t.admit(peer(5)).is_none(), "none idle: refused");
+        let state = t.state();
+        assert_eq!((state.accepted, state.refused, state.closed_evicted, state.open.len()), (4, 1, 1, 3));
+        assert!(state.open.iter().all(|c| c.calls_in_flight == 1));
     }
 
     #[test]

@@ -7,16 +7,22 @@ mod admin;
 mod budget;
 mod config;
 mod conns;
+mod metrics;
+mod notify;
 mod portmap;
+mod reload;
 mod serve;
+mod stats;
 #[allow(unsafe_code)]
 mod sys;
+mod tools;
 mod transport;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use keel_nfs3::export::{Access, ClientOptions, ClientRule, HostMatch, Squash};
 
@@ -36,27 +42,29 @@ enum Command {
     /// host only, on 127.0.0.1:2049.
     Serve(ServeArgs),
     /// Measure an NFS server the way the seed papers did (IOzone, mdtest,
-    /// IOR): sweeps over clients, repetitions, JSON and CSV results.
-    #[command(subcommand)]
-    Bench(Box<keel_bench::bench::BenchCommand>),
+    /// IOR): sweeps over clients, repetitions, JSON and CSV results. Runs
+    /// keel-tools (the keel-tools package); `keel bench --help` for more.
+    #[command(disable_help_flag = true)]
+    Bench(Tool),
     /// Write self-describing data streams, recording what the server
     /// acknowledged as stable, and check them after failures (genstream and
-    /// checkstream). `check` exits 1 when acknowledged data is missing or
-    /// wrong, 2 on an error.
-    Verify {
-        #[command(subcommand)]
-        cmd: keel_bench::verify::VerifyCommand,
-    },
-    /// Draw result files of keel bench as an HTML page with figures (PNG,
-    /// SVG) and tables, side by side and against the seed papers' numbers.
-    Report(keel_bench::report::ReportArgs),
+    /// checkstream). Runs keel-tools; `keel verify --help` for more.
+    #[command(disable_help_flag = true)]
+    Verify(Tool),
+    /// Draw result files of keel bench as an HTML page with figures and
+    /// tables, against the seed papers' numbers. Runs keel-tools; `keel
+    /// report --help` for more.
+    #[command(disable_help_flag = true)]
+    Report(Tool),
     /// Check a configuration file and print what it would serve.
     CheckConfig {
         /// The configuration file (see keel.example.toml).
         file: PathBuf,
     },
-    /// Ask the running server whether it is serving, since when and what.
-    /// Exits 1 if no server answers.
+    /// Ask the running server whether it is serving and healthy, since
+    /// when, with what. Exits 0 when healthy, 1 when it answers but is
+    /// unhealthy (a worker thread gone, an export root that does not answer,
+    /// every worker stuck), 3 when no server answers.
     Status {
         #[command(flatten)]
         server: AdminArgs,
@@ -64,9 +72,38 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Statistics of the running server, like nfsstat -s: calls per
+    /// procedure with latency percentiles, per export and per client,
+    /// bytes, errors by status, reply cache, connections, workers. With
+    /// --interval, rates over each interval, like nfsiostat.
+    Stat(StatArgs),
+    /// List what the running server exports now, like exportfs -v; `keel
+    /// exports reload` re-reads the configuration and applies its exports
+    /// without a restart (as SIGHUP does).
+    Exports {
+        #[command(flatten)]
+        server: AdminArgs,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(subcommand)]
+        cmd: Option<ExportsCommand>,
+    },
     /// Tools for testing a running server.
     #[command(subcommand)]
     Debug(DebugCommand),
+    /// Write the man pages of keel and its commands into DIR (for
+    /// packaging); those of bench, verify and report come from
+    /// `keel-tools manpages`, which knows their options.
+    #[command(hide = true)]
+    Manpages { dir: PathBuf },
+}
+
+/// The arguments of a command that keel-tools runs, passed as they are.
+#[derive(clap::Args)]
+struct Tool {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    args: Vec<std::ffi::OsString>,
 }
 
 /// Which running server to ask, through its administration socket.
@@ -84,7 +121,7 @@ struct AdminArgs {
 impl AdminArgs {
     fn socket(&self) -> anyhow::Result<PathBuf> {
         let dir = match (&self.config, &self.state_dir) {
-            (Some(file), _) => config::load(file)?.server.state_dir,
+            (Some(file), _) => config::state_dir_of(file)?,
             (None, Some(dir)) => dir.clone(),
             (None, None) => {
                 let local = std::env::current_dir()?.join("keel-state");
@@ -95,6 +132,51 @@ impl AdminArgs {
         };
         Ok(admin::socket_path(&dir))
     }
+}
+
+#[derive(clap::Args)]
+struct StatArgs {
+    #[command(flatten)]
+    server: AdminArgs,
+    /// Print rates over every interval of SECONDS instead of totals since
+    /// the start, until interrupted (or --count intervals).
+    #[arg(short, long, value_name = "SECONDS", value_parser = parse_interval)]
+    interval: Option<f64>,
+    /// With --interval: stop after this many intervals.
+    #[arg(long, value_name = "N", requires = "interval")]
+    count: Option<u64>,
+    /// Print the statistics as JSON (one object per line with --interval:
+    /// the difference over the interval, with `interval_seconds`).
+    #[arg(long)]
+    json: bool,
+    /// Clients listed at most (the busiest first).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    clients: usize,
+    /// Also list every open connection with its state.
+    #[arg(long)]
+    connections: bool,
+}
+
+fn parse_interval(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.1..=86400.0).contains(&v) => Ok(v),
+        _ => Err("expected a number of seconds from 0.1 to 86400".into()),
+    }
+}
+
+#[derive(Subcommand)]
+enum ExportsCommand {
+    /// Re-read the configuration file and apply its exports: new ones are
+    /// served, removed ones become stale for their clients, changed client
+    /// lists apply to the next call. A file with any problem changes
+    /// nothing. Exits 1 if the reload was refused.
+    Reload {
+        #[command(flatten)]
+        server: AdminArgs,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -187,25 +269,35 @@ fn parse_log_level(s: &str) -> Result<LogLevel, String> {
     })
 }
 
+/// `keel.1` and a page per command (`keel-exports-reload.1`), except the
+/// commands keel-tools runs: the keel-tools package installs their pages.
+fn manpages(dir: &Path) -> anyhow::Result<()> {
+    fn generate(cmd: &clap::Command, dir: &Path) -> std::io::Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && !tools::COMMANDS.contains(&s.get_name())) {
+            generate(sub, dir)?;
+        }
+        clap_mangen::Man::new(cmd.clone()).generate_to(dir).map(drop)
+    }
+    use clap::CommandFactory;
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    generate(&cmd, dir).with_context(|| format!("cannot write man pages into {}", dir.display()))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Verify { cmd } => {
-            return match keel_bench::verify::run(cmd) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::from(1),
-                Err(e) => {
-                    eprintln!("keel: {e:#}");
-                    ExitCode::from(2)
-                }
-            };
-        }
+        Command::Bench(t) => return tools::run("bench", t.args),
+        Command::Verify(t) => return tools::run("verify", t.args),
+        Command::Report(t) => return tools::run("report", t.args),
         Command::Serve(args) => serve_command(args),
         Command::CheckConfig { file } => check_config(&file),
-        Command::Status { server, json } => status(&server, json),
+        Command::Status { server, json } => return status(&server, json),
+        Command::Stat(args) => stat(args),
+        Command::Exports { server, json, cmd: None } => exports(&server, json),
+        Command::Exports { cmd: Some(ExportsCommand::Reload { server, json }), .. } => reload(&server, json),
         Command::Debug(DebugCommand::Fault(cmd)) => fault(cmd),
-        Command::Report(args) => keel_bench::report::run(args),
-        Command::Bench(cmd) => keel_bench::bench::run(*cmd, std::env::args().collect()).map(drop),
+        Command::Manpages { dir } => manpages(&dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -220,31 +312,24 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
     // Before anything touches the disk (the zero-configuration start
     // creates directories), so an ordinary user learns what is wrong.
     keel_store_local::ident::check_privileges().map_err(anyhow::Error::msg)?;
-    let mut config = match &args.config {
+    let file = args.config.as_ref().map(std::path::absolute).transpose()?;
+    let mut config = match &file {
         Some(file) => config::load(file)?,
         None => default_config(args.dir.clone())?,
     };
-    let s = &mut config.server;
-    if !args.listen.is_empty() {
-        s.listen = args.listen.clone();
-    }
-    if let Some(p) = args.portmap {
-        s.portmap = p;
-    }
-    if let Some(w) = args.workers {
-        s.workers = usize::from(w);
-    }
-    if let Some(l) = args.log_level {
-        s.log_level = l;
-    }
-    if let Some(d) = &args.state_dir {
-        s.state_dir = std::path::absolute(d)?;
-    }
+    let overrides = reload::Overrides {
+        listen: args.listen.clone(),
+        portmap: args.portmap,
+        workers: args.workers.map(usize::from),
+        log_level: args.log_level,
+        state_dir: args.state_dir.as_ref().map(std::path::absolute).transpose()?,
+    };
+    overrides.apply(&mut config.server);
     init_logging(config.server.log_level);
     warn_if_reserved_ports_prove_nothing(&config);
     let exports: Vec<(PathBuf, String)> =
         config.exports.iter().map(|e| (e.path.clone(), describe_options(&e.clients))).collect();
-    serve::run(config, move |bound, mount_port| banner(&exports, bound, mount_port))
+    serve::run(config, file, overrides, move |bound, mount_port| banner(&exports, bound, mount_port))
 }
 
 /// The zero-configuration server: one directory, read-write, to this host
@@ -312,7 +397,7 @@ fn warn_if_reserved_ports_prove_nothing(config: &Config) {
     }
 }
 
-fn describe_options(rules: &[ClientRule]) -> String {
+pub(crate) fn describe_options(rules: &[ClientRule]) -> String {
     rules
         .iter()
         .map(|r| {
@@ -331,12 +416,29 @@ fn describe_options(rules: &[ClientRule]) -> String {
         .join(" ")
 }
 
+/// Every option of a client entry, as `exportfs -v` lists them.
+pub(crate) fn option_list(o: &ClientOptions) -> String {
+    let access = if o.access == Access::ReadWrite { "rw" } else { "ro" };
+    let sync = if o.sync { "sync" } else { "async" };
+    let squash = match o.squash {
+        Squash::None => "no_root_squash",
+        Squash::Root => "root_squash",
+        Squash::All => "all_squash",
+    };
+    let secure = if o.secure { "secure" } else { "insecure" };
+    format!("{access},{sync},{squash},{secure},anonuid={},anongid={}", o.anonuid, o.anongid)
+}
+
 fn banner(exports: &[(PathBuf, String)], bound: &[SocketAddr], mount_port: u16) -> String {
     let addr = bound[0];
     let host = if addr.ip().is_unspecified() { hostname() } else { addr.ip().to_string() };
     let mut out = format!("keel {} serving NFSv3 on {}", env!("CARGO_PKG_VERSION"), list(bound));
     for (path, options) in exports {
         out += &format!("\n  export {} {}", path.display(), options);
+    }
+    if exports.is_empty() {
+        out += "\nNothing is exported yet: add [[export]] tables to the configuration and run `keel exports reload`";
+        return out;
     }
     out += "\nMount from a Linux client with:";
     for (path, _) in exports {
@@ -368,12 +470,13 @@ fn init_logging(level: LogLevel) {
         LogLevel::Trace => tracing::Level::TRACE,
     };
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
+    let log = tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .init();
+        .with_target(false);
+    // Under systemd, stderr goes to the journal, which stamps every line.
+    if std::env::var_os("JOURNAL_STREAM").is_some() { log.without_time().init() } else { log.init() }
 }
 
 fn check_config(file: &Path) -> anyhow::Result<()> {
@@ -383,7 +486,9 @@ fn check_config(file: &Path) -> anyhow::Result<()> {
     }
     let s = &config.server;
     println!("{}: valid", file.display());
-    println!("listen {} (MOUNT also on {}), portmap {}", list(&s.listen), list(&s.mount_listen), s.portmap);
+    let mount_also =
+        if s.mount_listen.is_empty() { String::new() } else { format!(" (MOUNT also on {})", list(&s.mount_listen)) };
+    println!("listen {}{mount_also}, portmap {}", list(&s.listen), s.portmap);
     println!("{} workers, state in {}", s.workers, s.state_dir.display());
     println!(
         "at most {} connections, idle ones closed after {} s; {} MiB for calls in flight ({} MiB per connection), \
@@ -401,26 +506,127 @@ fn check_config(file: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn status(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
-    let answer = admin::call(&server.socket()?, &admin::Request::Status {})?;
+/// `keel status`: 0 healthy, 1 unhealthy, 3 no answer (as LSB's "not
+/// running"), so that a monitoring check or a resource agent can use it.
+fn status(server: &AdminArgs, json: bool) -> ExitCode {
+    let answer = match server.socket().and_then(|socket| admin::call(&socket, &admin::Request::Status {})) {
+        Ok(answer) => answer,
+        Err(e) => {
+            eprintln!("keel: {e:#}");
+            return ExitCode::from(3);
+        }
+    };
+    let s: admin::Status = match serde_json::from_value(answer.clone()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("keel: the server's status does not parse: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if json {
+        println!("{answer}");
+    } else {
+        let started = std::time::UNIX_EPOCH + std::time::Duration::from_secs(s.started_unix);
+        let health = if s.healthy { "healthy".to_string() } else { format!("UNHEALTHY: {}", s.problems.join("; ")) };
+        println!("keel {}: {health}", s.version);
+        println!("serving since {} (up {} s), pid {}", keel_stats::time::rfc3339(started), s.uptime_seconds, s.pid);
+        if let Some(file) = &s.config_file {
+            println!("configuration {file}");
+        }
+        println!("listen {}", s.listen.join(", "));
+        println!("write verifier {}", s.write_verifier);
+        println!(
+            "{} connections from {} client hosts; {} of {} workers busy",
+            s.connections, s.clients, s.workers_busy, s.workers
+        );
+        println!("{} objects open in the inode cache", s.cached_inodes);
+        for e in &s.exports {
+            println!("export {} {} fsid {}", e.id, e.path, e.fsid);
+        }
+    }
+    if s.healthy { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+fn snapshot(socket: &Path) -> anyhow::Result<keel_stats::Snapshot> {
+    let answer = admin::call(socket, &admin::Request::Stats {})?;
+    serde_json::from_value(answer).context("the server's statistics do not parse")
+}
+
+fn stat(args: StatArgs) -> anyhow::Result<()> {
+    let socket = args.server.socket()?;
+    let opts =
+        |interval| keel_stats::text::Options { interval, clients_max: args.clients, connections: args.connections };
+    let mut before = snapshot(&socket)?;
+    let Some(seconds) = args.interval else {
+        if args.json {
+            println!("{}", serde_json::to_string(&before)?);
+        } else {
+            print!("{}", keel_stats::text::render(&before, opts(None)));
+        }
+        return Ok(());
+    };
+    let mut printed = 0;
+    while args.count.is_none_or(|n| printed < n) {
+        std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+        let now = snapshot(&socket)?;
+        let elapsed = now.taken_unix_ms.saturating_sub(before.taken_unix_ms) as f64 / 1000.0;
+        let delta = now.since(&before);
+        if args.json {
+            let mut value = serde_json::to_value(&delta)?;
+            value["interval_seconds"] = serde_json::json!(elapsed);
+            println!("{value}");
+        } else {
+            println!("{}", keel_stats::text::render(&delta, opts(Some(elapsed.max(0.001)))));
+        }
+        use std::io::Write;
+        std::io::stdout().flush()?;
+        before = now;
+        printed += 1;
+    }
+    Ok(())
+}
+
+fn exports(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
+    let answer = admin::call(&server.socket()?, &admin::Request::Exports {})?;
     if json {
         println!("{answer}");
         return Ok(());
     }
-    let s: admin::Status = serde_json::from_value(answer)?;
-    let started = std::time::UNIX_EPOCH + std::time::Duration::from_secs(s.started_unix);
+    let list: Vec<admin::ExportListing> = serde_json::from_value(answer)?;
+    for e in &list {
+        let subtree = if e.subtree { ", a subdirectory of its file system" } else { "" };
+        println!("{} (id {}, fsid {}{subtree})", e.path, e.id, e.fsid);
+        for c in &e.clients {
+            println!("\t{}({})", c.host, c.options);
+        }
+    }
+    Ok(())
+}
+
+fn reload(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
+    let answer = admin::call(&server.socket()?, &admin::Request::ExportsReload {})?;
+    if json {
+        println!("{answer}");
+        return Ok(());
+    }
+    let o: reload::ReloadOutcome = serde_json::from_value(answer)?;
+    for w in &o.warnings {
+        println!("warning: {w}");
+    }
+    for (what, list) in [("added", &o.added), ("removed", &o.removed), ("changed", &o.changed)] {
+        for e in list {
+            println!("{what} export {} {} {}", e.id, e.path, e.clients);
+        }
+    }
     println!(
-        "keel {} serving since {} (up {} s), pid {}",
-        s.version,
-        keel_bench::time::rfc3339(started),
-        s.uptime_seconds,
-        s.pid
+        "exports reloaded: {} added, {} removed, {} changed, {} unchanged",
+        o.added.len(),
+        o.removed.len(),
+        o.changed.len(),
+        o.unchanged
     );
-    println!("listen {}", s.listen.join(", "));
-    println!("write verifier {}", s.write_verifier);
-    println!("{} objects open in the inode cache", s.cached_inodes);
-    for e in &s.exports {
-        println!("export {} {} fsid {}", e.id, e.path, e.fsid);
+    for change in &o.needs_restart {
+        println!("not applied until keel restarts: {change}");
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! again on SIGTERM.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -20,9 +20,12 @@ use crate::admin::{self, AdminState};
 use crate::budget::Budget;
 use crate::config::{Config, PortmapMode};
 use crate::conns::Connections;
+use crate::notify::notify;
 use crate::portmap::{self, PortmapProgram};
-use crate::sys;
+use crate::reload::{Overrides, Reloader};
+use crate::stats::{ReloadCounts, ServerStats};
 use crate::transport::{Admit, Transport, TransportConfig};
+use crate::{metrics, sys};
 
 /// Open objects kept cached (each holds one or two descriptors).
 const CACHED_INODES_MAX: usize = 65536;
@@ -46,7 +49,14 @@ const UDP_REPLY_CACHE_BYTES_MAX: usize = 4 << 20;
 /// How long a stop waits for calls in flight before giving up on them.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) -> anyhow::Result<()> {
+/// Serves `config` (read from `file`, if any, with `overrides` applied:
+/// an export reload reads the file again) until SIGTERM or SIGINT.
+pub fn run(
+    config: Config,
+    file: Option<PathBuf>,
+    overrides: Overrides,
+    banner: impl FnOnce(&[SocketAddr], u16) -> String,
+) -> anyhow::Result<()> {
     for w in &config.warnings {
         tracing::warn!("{w}");
     }
@@ -82,8 +92,11 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
     let lock_files_max = lock_files_max(nofile);
     let cached_max = cached_inodes_max(nofile, config.server.max_connections + lock_files_max);
     tracing::info!(open_files_limit = nofile, cached_inodes_max = cached_max, "descriptor budget");
-    let store = Arc::new(LocalStore::new(exports, key, cached_max)?);
+    let store = Arc::new(LocalStore::new(exports, key.clone(), cached_max)?);
     let svc = Arc::new(NfsService::new(store.clone(), rules));
+    let calls = keel_stats::CallStats::new(&crate::stats::programs());
+    calls.set_exports(&config.exports.iter().map(|e| e.id).collect::<Vec<_>>());
+    let reloader = Arc::new(Reloader::new(file, overrides, key, svc.clone(), calls.clone(), config.clone()));
     // Logged so an operator can match a start with what clients saw.
     let verifier = u64::from_be_bytes(store.write_verifier());
     tracing::info!(verifier = format_args!("{verifier:016x}"), "write verifier for this start");
@@ -99,7 +112,7 @@ pub fn run(config: Config, banner: impl FnOnce(&[SocketAddr], u16) -> String) ->
     lock_config.lock_files_max = lock_files_max;
     let locks = Arc::new(LockManager::new(svc.clone(), lock_config).context("cannot open the NSM state")?);
     let lock_threads = keel_nlm::courier::start(&locks)?;
-    let stopped = runtime.block_on(serve(&config, svc, locks.clone(), banner))?;
+    let stopped = runtime.block_on(serve(&config, svc, locks.clone(), calls, reloader, banner))?;
     // Calls in flight finish and their replies go out before the file
     // systems are synced.
     stopped.transport.stop(DRAIN_TIMEOUT);
@@ -130,6 +143,8 @@ async fn serve(
     config: &Config,
     svc: Arc<NfsService<LocalStore>>,
     locks: Arc<LockManager<LocalStore>>,
+    calls: Arc<keel_stats::CallStats>,
+    reloader: Arc<Reloader>,
     banner: impl FnOnce(&[SocketAddr], u16) -> String,
 ) -> anyhow::Result<Stopped> {
     let server = &config.server;
@@ -143,6 +158,10 @@ async fn serve(
     for addr in &server.mount_listen {
         mount_listeners.push(listen(*addr).with_context(|| format!("cannot listen on {addr}"))?);
     }
+    let metrics_listener = match server.metrics_listen {
+        Some(addr) => Some(metrics::bind(addr).await?),
+        None => None,
+    };
     let bound: Vec<SocketAddr> = nfs_listeners.iter().map(|l| l.local_addr()).collect::<Result<_, _>>()?;
     let nfs_port = bound[0].port();
     let mount_port = match mount_listeners.first() {
@@ -151,16 +170,10 @@ async fn serve(
     };
 
     let (shutdown_tx, shutdown) = watch::channel(false);
-    let admin_state = Arc::new(AdminState {
-        vfs: svc.store.clone(),
-        started: SystemTime::now(),
-        listen: bound.iter().map(|a| a.to_string()).collect(),
-        fault_injection: server.fault_injection,
-    });
+    let started = SystemTime::now();
     if server.fault_injection {
         tracing::warn!("fault injection is on: the administration socket can make storage calls fail (for tests)");
     }
-    tokio::spawn(admin::serve(admin_listener, admin_state, shutdown.clone()));
     let nfs: Arc<dyn RpcProgram> = Arc::new(Nfs3Program::new(svc.clone()));
     let mount: Arc<dyn RpcProgram> = Arc::new(MountProgram::new(svc.clone()));
     let nlm: Arc<dyn RpcProgram> = Arc::new(NlmProgram::new(locks.clone()));
@@ -168,7 +181,7 @@ async fn serve(
     // NLM and NSM share the NFS ports, over TCP and UDP (clients use both).
     let mut datagrams = Vec::new();
     let udp_dispatcher = Arc::new(Dispatcher::new(
-        vec![nlm.clone(), nsm.clone()],
+        vec![calls.counted(nlm.clone()), calls.counted(nsm.clone())],
         ReplyCache::new(UDP_REPLY_CACHE_ENTRIES_MAX, UDP_REPLY_CACHE_BYTES_MAX),
     ));
     for addr in &bound {
@@ -188,8 +201,10 @@ async fn serve(
     let mut portmap_listeners = Vec::new();
     match start_portmap(server.portmap, &bound, &mappings).await? {
         PortmapRole::Serving(program, sockets) => {
-            let udp_dispatcher =
-                Arc::new(Dispatcher::new(vec![program.clone() as Arc<dyn RpcProgram>], ReplyCache::new(16, 64 << 10)));
+            let udp_dispatcher = Arc::new(Dispatcher::new(
+                vec![calls.counted(program.clone() as Arc<dyn RpcProgram>)],
+                ReplyCache::new(16, 64 << 10),
+            ));
             for (tcp, udp) in sockets {
                 portmap_listeners.push(tcp);
                 datagrams.push((udp, udp_dispatcher.clone()));
@@ -200,25 +215,54 @@ async fn serve(
         PortmapRole::None => {}
     }
 
+    let programs = programs.into_iter().map(|p| calls.counted(p)).collect();
     let cache = ReplyCache::new(REPLY_CACHE_ENTRIES_MAX, REPLY_CACHE_BYTES_MAX);
     let dispatcher = Arc::new(Dispatcher::new(programs, cache));
+    let conns = Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout);
+    let budget = Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection);
+    let admitting = svc.clone();
     let mut listeners: Vec<(TcpListener, Admit)> =
         nfs_listeners.into_iter().chain(mount_listeners).map(|l| (l, Admit::Clients)).collect();
     listeners.extend(portmap_listeners.into_iter().map(|l| (l, Admit::Anyone)));
     let transport = Transport::start(TransportConfig {
         workers: server.workers,
         requests_per_connection: server.max_requests_per_connection,
-        dispatcher,
-        budget: Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection),
-        conns: Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout),
-        admits: Box::new(move |ip| svc.admits(ip)),
+        dispatcher: dispatcher.clone(),
+        budget: budget.clone(),
+        conns: conns.clone(),
+        admits: Box::new(move |ip| admitting.admits(ip)),
         listeners,
         datagrams,
     })?;
+    let stats = Arc::new(ServerStats {
+        calls,
+        svc: svc.clone(),
+        dispatcher,
+        conns,
+        budget,
+        pool: transport.probe(),
+        started,
+        reloads: ReloadCounts::default(),
+    });
+    if let Some(listener) = metrics_listener {
+        tracing::info!(address = ?listener.local_addr().ok(), "serving Prometheus metrics at /metrics");
+        tokio::spawn(metrics::serve(listener, stats.clone(), shutdown.clone()));
+    }
+    let admin_state = Arc::new(AdminState {
+        store: svc.store.clone(),
+        started,
+        listen: bound.iter().map(|a| a.to_string()).collect(),
+        fault_injection: server.fault_injection,
+        stats: stats.clone(),
+        reloader: reloader.clone(),
+    });
+    tokio::spawn(admin::serve(admin_listener, admin_state, shutdown.clone()));
     tracing::info!(listen = ?bound, mount_port, workers = server.workers, "serving NFSv3, MOUNT v3, NLM v4 and NSM");
     println!("{}", banner(&bound, mount_port));
+    notify("READY=1\nSTATUS=serving");
 
-    wait_for_stop_signal().await?;
+    wait_for_stop_signal(&reloader, &stats).await?;
+    notify("STOPPING=1\nSTATUS=stopping");
     tracing::info!("stopping: no new connections or calls; finishing calls in flight");
     let _ = shutdown_tx.send(true);
     Ok(Stopped { transport, registered })
@@ -287,15 +331,32 @@ fn bind_portmap(ips: &[IpAddr]) -> anyhow::Result<Vec<(TcpListener, UdpSocket)>>
     Ok(out)
 }
 
-async fn wait_for_stop_signal() -> anyhow::Result<()> {
+/// Waits for SIGTERM or SIGINT; reloads the exports on SIGHUP meanwhile.
+async fn wait_for_stop_signal(reloader: &Arc<Reloader>, stats: &Arc<ServerStats>) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
+    let mut hup = signal(SignalKind::hangup())?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => {
+                tracing::info!("SIGTERM received");
+                return Ok(());
+            }
+            _ = int.recv() => {
+                tracing::info!("SIGINT received");
+                return Ok(());
+            }
+            _ = hup.recv() => {
+                tracing::info!("SIGHUP received: reloading the exports");
+                notify("RELOADING=1\nSTATUS=reloading exports");
+                let (reloader, stats) = (reloader.clone(), stats.clone());
+                // The outcome is logged by the reload itself.
+                let _ = tokio::task::spawn_blocking(move || reloader.reload(&stats.reloads)).await;
+                notify("READY=1\nSTATUS=serving");
+            }
+        }
     }
-    Ok(())
 }
 
 /// Creates the state directory (mode 0700) if needed, and refuses one that

@@ -50,6 +50,7 @@ fn status_without_a_server_fails_readably() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("is keel running"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

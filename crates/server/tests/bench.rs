@@ -277,3 +277,32 @@ fn a_secure_export_takes_root_and_tells_others_what_to_do() {
         assert!(text.contains(hint), "no {hint:?} in what keel bench said:\n{text}");
     }
 }
+
+/// The daemon does not link the tools: `keel bench|verify|report` run
+/// `keel-tools` from beside `keel` or from the PATH. Without it, each says
+/// which package holds it and exits 127 (as a shell does for a missing
+/// command); with it on the PATH only, it is found there.
+#[test]
+fn without_keel_tools_the_tool_commands_say_what_to_install() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("no-tools-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let lone = dir.join("keel");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_keel"), &lone).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_keel"), &lone).unwrap();
+    }
+    for command in ["bench", "verify", "report"] {
+        let o = Command::new(&lone).args([command, "--help"]).env("PATH", &dir).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(127), "keel {command} without keel-tools:\n{err}");
+        for hint in [format!("`keel {command}`"), "keel-tools package".into(), "apt install keel-tools".into()] {
+            assert!(err.contains(&hint), "no {hint:?} in:\n{err}");
+        }
+    }
+    let beside = Path::new(env!("CARGO_BIN_EXE_keel")).parent().unwrap();
+    assert!(beside.join("keel-tools").is_file(), "build keel-tools first: cargo build -p keel-tools");
+    let o = Command::new(&lone).args(["report", "--help"]).env("PATH", beside).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && out.contains("Usage: keel report"), "keel-tools on the PATH:\n{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -4,6 +4,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::handle::{self, FileHandle, HandleKey};
 use crate::sys;
@@ -47,6 +48,9 @@ pub struct Export {
     /// handle may lie outside the export and directories are checked.
     pub(crate) subtree: bool,
     pub root_handle: FileHandle,
+    /// No longer served (an export reload removed it): objects opened
+    /// through it are stale.
+    retired: AtomicBool,
 }
 
 impl Export {
@@ -71,7 +75,16 @@ impl Export {
             mount_id,
             subtree,
             root_handle,
+            retired: AtomicBool::new(false),
         })
+    }
+
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
     }
 
     pub fn root_fd(&self) -> BorrowedFd<'_> {

@@ -102,4 +102,9 @@ impl InodeCache {
     pub fn len(&self) -> usize {
         self.cache.len()
     }
+
+    /// Keeps only the inodes for which `keep` holds.
+    pub fn retain(&self, keep: impl Fn(&Inode) -> bool) {
+        self.cache.retain(|_, inode| keep(inode));
+    }
 }

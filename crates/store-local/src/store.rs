@@ -242,7 +242,7 @@ impl Store for LocalStore {
     /// the last one returned.
     fn sync_all(&self) -> StoreResult<()> {
         let mut result = Ok(());
-        for export in self.open_exports() {
+        for export in self.open_exports().iter() {
             if let Err(e) = export.sync() {
                 tracing::error!(export = export.id, error = %e, "sync of the export's file system failed");
                 result = Err(e);

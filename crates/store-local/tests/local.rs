@@ -382,3 +382,41 @@ fn commit_needs_write_access() {
         act(ROOT, |w| vfs.commit(w, &f, true)).unwrap();
     });
 }
+
+/// An export reload: the exports kept are passed as the same `Arc`s and
+/// their objects stay cached; a removed one is retired at once, its
+/// handles (cached or not) stale and its objects out of the cache; served
+/// again (opened afresh, same id and directory), its handles resolve again.
+#[test]
+fn set_exports_retires_a_removed_export_and_keeps_the_others() {
+    let fx = Fixture::new("reload");
+    let second_dir = fx.base.join("second");
+    std::fs::create_dir_all(&second_dir).unwrap();
+    std::fs::write(second_dir.join("f"), b"x").unwrap();
+    let open = |id: u32, path: &PathBuf| Export::open(&ExportSpec { id, path: path.clone(), fsid: None }, &fx.key);
+    let store =
+        LocalStore::new(vec![open(1, &fx.export_dir).unwrap(), open(2, &second_dir).unwrap()], fx.key.clone(), 64)
+            .unwrap();
+    let keep = fx.root(&store);
+    let second_root = store.lookup_path(2, b"").unwrap();
+    let file = act(ROOT, |who| store.lookup(who, &second_root, b"f")).unwrap().0;
+    let (keep_fh, file_fh) = (keep.handle().clone(), file.handle().clone());
+    let cached = store.cached_inodes();
+
+    let first = store.open_exports().iter().find(|e| e.id == 1).unwrap().clone();
+    store.set_exports(vec![first.clone()]);
+    assert!(!first.is_retired());
+    assert_eq!(store.exports().iter().map(|e| e.id).collect::<Vec<_>>(), vec![1]);
+    assert_eq!(store.cached_inodes(), cached - 2, "the removed export's root and file left the cache");
+    assert!(matches!(resolve(&store, &file_fh), Err(StoreError::Stale)));
+    assert!(matches!(store.lookup_path(2, b""), Err(StoreError::Stale)));
+    assert_eq!(resolve(&store, &keep_fh).unwrap().inode().handle.as_bytes(), &keep_fh, "kept, and cached still");
+
+    // A call that held the object across the reload finishes with it; the
+    // object knows its export is retired.
+    assert!(file.inode().export.is_retired());
+
+    store.set_exports(vec![first, Arc::new(open(2, &second_dir).unwrap())]);
+    let again = resolve(&store, &file_fh).expect("served again: its handles resolve");
+    assert!(!again.inode().export.is_retired());
+}

@@ -96,6 +96,24 @@ impl Encoder {
         }
     }
 
+    /// The u32 encoded at byte `offset` of what was written so far (to read
+    /// back a status after a handler encoded its results), if four bytes
+    /// are there.
+    pub fn u32_at(&self, offset: usize) -> Option<u32> {
+        let mut word = [0u8; 4];
+        let mut got = 0;
+        let mut start = 0;
+        for part in self.done.iter().map(|b| &b[..]).chain(std::iter::once(&self.buf[..])) {
+            let end = start + part.len();
+            while got < 4 && offset + got >= start && offset + got < end {
+                word[got] = part[offset + got - start];
+                got += 1;
+            }
+            start = end;
+        }
+        (got == 4).then(|| u32::from_be_bytes(word))
+    }
+
     /// Appends a value that implements [`Encode`].
     pub fn put<T: Encode + ?Sized>(&mut self, v: &T) {
         v.encode(self);

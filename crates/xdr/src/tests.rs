@@ -116,3 +116,17 @@ fn decoded_opaque_shares_the_input_buffer() {
     let data = dec.opaque(100).unwrap();
     assert_eq!(data.as_ptr(), input[4..].as_ptr());
 }
+
+#[test]
+fn a_word_reads_back_across_spliced_segments() {
+    let mut enc = Encoder::new();
+    enc.u32(7);
+    enc.opaque_shared(Bytes::from(vec![0xab; 2048]));
+    enc.u32(0x0102_0304);
+    assert_eq!(enc.u32_at(0), Some(7));
+    assert_eq!(enc.u32_at(4), Some(2048));
+    assert_eq!(enc.u32_at(8), Some(0xabab_abab));
+    assert_eq!(enc.u32_at(8 + 2048), Some(0x0102_0304));
+    assert_eq!(enc.u32_at(6), Some(0x0800_abab), "a word that straddles two segments");
+    assert_eq!(enc.u32_at(8 + 2048 + 1), None);
+}

@@ -16,7 +16,7 @@ use keel_nfs3_proto::nfs3::{
 };
 use keel_nfs3_proto::{NFS_PROGRAM, NFS_V3};
 use keel_rpc::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
-use keel_store::{Caller as _, Store};
+use keel_store::{Caller as _, Object as _, Store};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
 use crate::convert::{fattr, wcc_attr};
@@ -83,15 +83,16 @@ impl<S: Store> RpcProgram for Nfs3Program<S> {
         let s = &*self.svc;
         let r = Request { svc: s, ctx, acting: OnceCell::new() };
         tracing::trace!(peer = %ctx.peer, xid = ctx.xid, "{}", proc_.name());
-        match proc_ {
+        let results_at = reply.len();
+        let done = match proc_ {
             Nfs3Proc::Null => Ok(()),
             Nfs3Proc::Getattr => run(args, reply, |a| attr::getattr(&r, a)),
             Nfs3Proc::Setattr => run(args, reply, |a| attr::setattr(&r, a)),
             Nfs3Proc::Lookup => run(args, reply, |a| dir::lookup(&r, a)),
             Nfs3Proc::Access => run(args, reply, |a| attr::access(&r, a)),
             Nfs3Proc::Readlink => run(args, reply, |a| attr::readlink(&r, a)),
-            Nfs3Proc::Read => run(args, reply, |a| io::read(&r, a)),
-            Nfs3Proc::Write => run(args, reply, |a| io::write(&r, a)),
+            Nfs3Proc::Read => run(args, reply, |a| crate::report::read(ctx, io::read(&r, a))),
+            Nfs3Proc::Write => run(args, reply, |a| crate::report::write(ctx, io::write(&r, a))),
             Nfs3Proc::Create => run(args, reply, |a| create::create(&r, a)),
             Nfs3Proc::Mkdir => run(args, reply, |a| create::mkdir(&r, a)),
             Nfs3Proc::Symlink => run(args, reply, |a| create::symlink(&r, a)),
@@ -114,7 +115,9 @@ impl<S: Store> RpcProgram for Nfs3Program<S> {
             Nfs3Proc::Fsinfo => run(args, reply, |a| attr::fsinfo(&r, a)),
             Nfs3Proc::Pathconf => run(args, reply, |a| attr::pathconf(&r, a)),
             Nfs3Proc::Commit => run(args, reply, |a| io::commit(&r, a)),
-        }
+        };
+        crate::report::status(ctx, proc_, reply, results_at);
+        done
     }
 }
 
@@ -149,6 +152,7 @@ impl<S: Store> Request<'_, S> {
     /// identity for the rest of the call.
     fn authorize(&self, fh: &NfsFh3) -> Result<(S::Object, Caller<'_, S::Caller>), Nfsstat3> {
         let (obj, opts) = self.svc.authorize(self.ctx.peer, fh)?;
+        self.ctx.report.set_export(obj.export_id());
         let cred = squash(self.ctx.auth, &opts);
         let who = match self.acting.get() {
             Some(who) if *who.cred() == cred => who,
@@ -166,7 +170,9 @@ impl<S: Store> Request<'_, S> {
     /// Resolves `fh` for this client, for procedures that only read
     /// attributes the server holds open (no identity needed).
     fn resolve(&self, fh: &NfsFh3) -> Result<S::Object, Nfsstat3> {
-        self.svc.authorize(self.ctx.peer, fh).map(|(obj, _)| obj)
+        let (obj, _) = self.svc.authorize(self.ctx.peer, fh)?;
+        self.ctx.report.set_export(obj.export_id());
+        Ok(obj)
     }
 
     fn post(&self, obj: &S::Object) -> PostOpAttr {

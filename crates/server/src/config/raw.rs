@@ -33,6 +33,7 @@ pub(super) struct RawServer {
     pub max_inflight_mib_per_connection: Option<Spanned<Int>>,
     pub idle_timeout_seconds: Option<Spanned<Int>>,
     pub stall_timeout_seconds: Option<Spanned<Int>>,
+    pub metrics_listen: Option<Spanned<String>>,
     pub nsm_state_dir: Option<Spanned<String>>,
     pub grace_seconds_max: Option<Spanned<Int>>,
     pub max_locks_per_client: Option<Spanned<Int>>,

@@ -107,6 +107,7 @@ max_inflight_mib = 512
 max_inflight_mib_per_connection = 32
 idle_timeout_seconds = 600
 stall_timeout_seconds = 20
+metrics_listen = "127.0.0.1:9049"
 nsm_state_dir = "/shared/keel/nsm"
 grace_seconds_max = 15
 max_locks_per_client = 100
@@ -165,6 +166,7 @@ clients = [{{ host = "192.0.2.7" }}]
             max_inflight_bytes_per_connection: 32 << 20,
             idle_timeout: std::time::Duration::from_secs(600),
             stall_timeout: std::time::Duration::from_secs(20),
+            metrics_listen: Some("127.0.0.1:9049".parse().unwrap()),
             nsm_state_dir: Some(PathBuf::from("/shared/keel/nsm")),
             grace_max: std::time::Duration::from_secs(15),
             max_locks_per_client: 100,
@@ -203,14 +205,14 @@ clients = [{{ host = "192.0.2.7" }}]
                         options: ClientOptions { access: Access::ReadOnly, squash: Squash::All, ..export_wide },
                     },
                 ],
-                line: 20,
+                line: 21,
             },
             ExportConfig {
                 path: PathBuf::from(&scratch),
                 id: u32::MAX,
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
-                line: 51,
+                line: 52,
             },
         ]
     );
@@ -683,6 +685,12 @@ fn no_exports() {
     assert!(msg.starts_with("keel.toml: no exports"), "{msg}");
     let msg = parse_err("");
     assert!(msg.starts_with("keel.toml: no exports"), "{msg}");
+    assert!(msg.contains("export = []"), "{msg}");
+    // On purpose: valid, with a warning (the packaged configuration).
+    let config = parse_ok("export = []\n\n[server]\nworkers = 4\n");
+    assert!(config.exports.is_empty());
+    assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+    assert!(config.warnings[0].starts_with("keel.toml:1: export = []: nothing is exported"), "{:?}", config.warnings);
 }
 
 #[test]
@@ -896,6 +904,7 @@ fn example_file_parses() {
         "max_inflight_mib_per_connection",
         "idle_timeout_seconds",
         "stall_timeout_seconds",
+        "metrics_listen",
         "path",
         "id",
         "fsid",
@@ -935,4 +944,18 @@ fn no_panics_on_odd_input() {
     ] {
         let _ = parse_with(text, ORIGIN, &resolver).map_err(|e| e.to_string());
     }
+}
+
+#[test]
+fn metrics_listen_is_an_address_of_its_own() {
+    assert_problem(
+        &format!("[server]\nlisten = [\"0.0.0.0:2049\"]\nmetrics_listen = \"0.0.0.0:2049\"\n{SIMPLE_EXPORT}"),
+        3,
+        &["metrics_listen address 0.0.0.0:2049 is also an NFS or MOUNT address"],
+    );
+    assert_problem(
+        &format!("[server]\nmetrics_listen = \"localhost:9049\"\n{SIMPLE_EXPORT}"),
+        2,
+        &["invalid metrics_listen address \"localhost:9049\""],
+    );
 }

@@ -33,6 +33,13 @@ const PARKED_SLOTS: u8 = 1;
 /// The memory budget has not granted the next call's bytes yet.
 const PARKED_BUDGET: u8 = 2;
 
+/// What a parked read turn waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parked {
+    Slots,
+    Budget,
+}
+
 pub struct Connection {
     shared: Weak<Shared>,
     stream: TcpStream,
@@ -178,6 +185,15 @@ impl Connection {
             }
         }));
         sh.poller.add_read(&self.stream, Token::Read(self.slot, self.generation))
+    }
+
+    /// What the read turn waits for, if it is parked.
+    pub(super) fn parked_for(&self) -> Option<Parked> {
+        match self.parked.load(Ordering::SeqCst) {
+            PARKED_SLOTS => Some(Parked::Slots),
+            PARKED_BUDGET => Some(Parked::Budget),
+            _ => None,
+        }
     }
 
     fn token_read(&self) -> Token {

@@ -34,7 +34,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -81,6 +81,60 @@ pub struct TransportConfig {
     pub datagrams: Vec<(UdpSocket, Arc<Dispatcher>)>,
 }
 
+/// What the worker pool is doing now (statistics: `keel stat`, metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolUsage {
+    pub workers: usize,
+    /// Worker threads running: fewer than `workers` only if some died
+    /// (a panic outside a call), which makes the server unhealthy.
+    pub workers_alive: usize,
+    /// Workers not waiting for work: taking a call, running it, writing
+    /// replies, accepting.
+    pub workers_busy: usize,
+    /// Connections with a whole call buffered, waiting for an idle worker.
+    pub ready_queue: usize,
+    /// Connections whose next call waits for a slot: all of
+    /// `max_requests_per_connection` are in flight.
+    pub parked_for_slots: usize,
+    /// Connections whose next call waits for bytes of the memory budget.
+    pub parked_for_budget: usize,
+}
+
+/// Reads the pool's [`PoolUsage`] without keeping the transport alive.
+#[derive(Clone)]
+pub struct PoolProbe {
+    shared: Weak<Shared>,
+}
+
+impl PoolProbe {
+    /// The usage now; all zeros once the transport is gone (or for a probe
+    /// of no transport, in tests).
+    pub fn usage(&self) -> PoolUsage {
+        let Some(sh) = self.shared.upgrade() else { return PoolUsage::default() };
+        let alive = sh.alive_workers.load(Ordering::SeqCst);
+        let mut usage = PoolUsage {
+            workers: sh.workers,
+            workers_alive: alive,
+            workers_busy: alive.saturating_sub(sh.idle_workers.load(Ordering::SeqCst)),
+            ready_queue: sh.ready.lock().expect("ready queue lock").len(),
+            ..PoolUsage::default()
+        };
+        for c in sh.connections() {
+            match c.parked_for() {
+                Some(conn::Parked::Slots) => usage.parked_for_slots += 1,
+                Some(conn::Parked::Budget) => usage.parked_for_budget += 1,
+                None => {}
+            }
+        }
+        usage
+    }
+
+    #[cfg(test)]
+    pub fn none() -> PoolProbe {
+        PoolProbe { shared: Weak::new() }
+    }
+}
+
 /// The running transport.
 pub struct Transport {
     shared: Arc<Shared>,
@@ -109,6 +163,9 @@ pub(crate) struct Shared {
     ready: Mutex<VecDeque<Arc<Connection>>>,
     /// Workers in (or about to enter) epoll_wait.
     idle_workers: AtomicUsize,
+    /// The pool's size, and its threads running now.
+    workers: usize,
+    alive_workers: AtomicUsize,
     state: AtomicU8,
     /// Lets the sweeper sleep until the next sweep or the stop.
     sweeper_wake: (Mutex<bool>, std::sync::Condvar),
@@ -155,13 +212,19 @@ impl Transport {
             table: Mutex::default(),
             ready: Mutex::default(),
             idle_workers: AtomicUsize::new(0),
+            workers: workers.max(1),
+            alive_workers: AtomicUsize::new(0),
             state: AtomicU8::new(SERVING),
             sweeper_wake: (Mutex::new(false), std::sync::Condvar::new()),
         });
         let workers = (0..workers.max(1))
             .map(|i| {
                 let shared = shared.clone();
-                std::thread::Builder::new().name(format!("keel-worker-{i}")).spawn(move || shared.work())
+                shared.alive_workers.fetch_add(1, Ordering::SeqCst);
+                std::thread::Builder::new().name(format!("keel-worker-{i}")).spawn(move || {
+                    let _alive = Alive(shared.clone());
+                    shared.work()
+                })
             })
             .collect::<io::Result<Vec<_>>>()?;
         let sweeper = {
@@ -169,6 +232,10 @@ impl Transport {
             std::thread::Builder::new().name("keel-sweeper".into()).spawn(move || shared.sweep_until_stopped())?
         };
         Ok(Transport { shared, workers, sweeper: Some(sweeper) })
+    }
+
+    pub fn probe(&self) -> PoolProbe {
+        PoolProbe { shared: Arc::downgrade(&self.shared) }
     }
 
     /// Stops: no new connections or calls; the calls in flight finish and
@@ -220,6 +287,18 @@ impl Transport {
         }
         if let Some(s) = self.sweeper.take() {
             let _ = s.join();
+        }
+    }
+}
+
+/// Counts a worker thread out when it ends, by return or by panic.
+struct Alive(Arc<Shared>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.alive_workers.fetch_sub(1, Ordering::SeqCst);
+        if std::thread::panicking() {
+            tracing::error!("a worker thread panicked outside a call and is gone");
         }
     }
 }

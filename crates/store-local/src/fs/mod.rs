@@ -17,7 +17,7 @@ mod io;
 mod remove;
 
 use std::os::fd::AsFd;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 
@@ -39,7 +39,9 @@ use crate::verifier::WriteVerifier;
 const SUBTREE_DEPTH_MAX: usize = 4096;
 
 pub struct LocalStore {
-    exports: Vec<Arc<Export>>,
+    /// Swapped whole by [`LocalStore::set_exports`] (an export reload); a
+    /// call works on the set it found when it resolved its handle.
+    exports: RwLock<Arc<[Arc<Export>]>>,
     key: HandleKey,
     cache: InodeCache,
     verifier: WriteVerifier,
@@ -53,7 +55,7 @@ impl LocalStore {
     /// A storage layer over `exports`, with a fresh write verifier.
     pub fn new(exports: Vec<Export>, key: HandleKey, cached_inodes_max: usize) -> StoreResult<Self> {
         Ok(LocalStore {
-            exports: exports.into_iter().map(Arc::new).collect(),
+            exports: RwLock::new(exports.into_iter().map(Arc::new).collect()),
             key,
             cache: InodeCache::new(cached_inodes_max),
             verifier: WriteVerifier::new()?,
@@ -100,13 +102,30 @@ impl LocalStore {
         &self.faults
     }
 
-    /// The exports, open.
-    pub fn open_exports(&self) -> &[Arc<Export>] {
-        &self.exports
+    /// The exports served now, open.
+    pub fn open_exports(&self) -> Arc<[Arc<Export>]> {
+        self.exports.read().expect("exports lock").clone()
     }
 
-    pub fn export(&self, id: u32) -> Option<&Arc<Export>> {
-        self.exports.iter().find(|e| e.id == id)
+    pub fn export(&self, id: u32) -> Option<Arc<Export>> {
+        self.exports.read().expect("exports lock").iter().find(|e| e.id == id).cloned()
+    }
+
+    /// Serves `exports` from now on (an export reload); those kept from
+    /// the current set are passed as the same `Arc`s ([`open_exports`]),
+    /// and their cached objects stay. An export not passed is retired: its
+    /// handles are stale from the next call on (calls in flight finish),
+    /// and its open objects leave the cache, so that its file system is
+    /// not kept busy.
+    ///
+    /// [`open_exports`]: LocalStore::open_exports
+    pub fn set_exports(&self, exports: Vec<Arc<Export>>) {
+        let exports: Arc<[Arc<Export>]> = exports.into();
+        let old = std::mem::replace(&mut *self.exports.write().expect("exports lock"), exports.clone());
+        for gone in old.iter().filter(|o| !exports.iter().any(|e| Arc::ptr_eq(e, o))) {
+            gone.retire();
+        }
+        self.cache.retain(|inode| !inode.export.is_retired());
     }
 
     pub fn cached_inodes(&self) -> usize {
@@ -126,7 +145,16 @@ impl LocalStore {
         fh: &Bytes,
         admit: impl FnOnce(u32) -> Result<T, E>,
     ) -> Result<(Arc<Inode>, T), E> {
-        if let Some(inode) = self.cache.get(fh) {
+        // An object cached through an export since retired (opened by a
+        // call that raced the reload) goes, and its handle is resolved
+        // afresh against the exports served now.
+        if let Some(inode) = self.cache.get(fh).filter(|inode| {
+            let retired = inode.export.is_retired();
+            if retired {
+                self.cache.remove(&inode.handle);
+            }
+            !retired
+        }) {
             let admitted = admit(inode.export.id)?;
             // Removed since it was cached (on the host, or through another
             // export): stale, as knfsd's file cache makes it.
@@ -142,7 +170,7 @@ impl LocalStore {
             return Err(StoreError::Stale.into());
         }
         let admitted = admit(export.id)?;
-        let inode = self.open_inode(export, handle::from_wire(fh.clone()), parsed.ftype, parsed.kernel, false)?;
+        let inode = self.open_inode(&export, handle::from_wire(fh.clone()), parsed.ftype, parsed.kernel, false)?;
         Ok((inode, admitted))
     }
 
@@ -306,13 +334,13 @@ impl LocalStore {
                 sys::openat(dir, component, libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY, 0)
             })?);
         }
-        let Some(fd) = fd else { return self.root(export) };
+        let Some(fd) = fd else { return self.root(&export) };
         let (kernel, mount_id) = sys::name_to_handle(fd.as_fd(), b"")?;
         if mount_id != export.mount_id {
             return Err(StoreError::CrossesMount);
         }
         let st = sys::fstat(fd.as_fd())?;
-        self.adopt(export, &st, kernel)
+        self.adopt(&export, &st, kernel)
     }
 
     /// COMMIT: flushes a file's data and metadata to disk when `flush`

@@ -1,0 +1,12 @@
+//! What the evaluation tools share (`keel bench`, `keel verify` and `keel
+//! report`, each a crate of its own): the result file format that ties
+//! them together, units and timestamps, the facts about a client host, and
+//! the explanation of a `secure` export's refusal.
+
+#![forbid(unsafe_code)]
+
+pub mod host;
+pub mod result;
+pub mod secure;
+pub mod time;
+pub mod units;

@@ -1,0 +1,31 @@
+//! What the NFS program tells the statistics about each call (through
+//! [`keel_rpc::CallReport`]): the status of the reply and the bytes of file
+//! data moved. The export is reported where a handle is authorized.
+
+use keel_nfs3_proto::nfs3::{Nfs3Proc, NfsResult, Read3ResOk, Write3ResOk};
+use keel_rpc::CallContext;
+use keel_xdr::Encoder;
+
+/// Every NFSv3 reply but NULL's starts with its `nfsstat3`: read it back
+/// from where the results begin.
+pub(crate) fn status(ctx: &CallContext, proc_: Nfs3Proc, reply: &Encoder, results_at: usize) {
+    if proc_ != Nfs3Proc::Null
+        && let Some(status) = reply.u32_at(results_at)
+    {
+        ctx.report.set_status(status);
+    }
+}
+
+pub(crate) fn read<F>(ctx: &CallContext, res: NfsResult<Read3ResOk, F>) -> NfsResult<Read3ResOk, F> {
+    if let NfsResult::Ok(ok) = &res {
+        ctx.report.add_read_bytes(u64::from(ok.count));
+    }
+    res
+}
+
+pub(crate) fn write<F>(ctx: &CallContext, res: NfsResult<Write3ResOk, F>) -> NfsResult<Write3ResOk, F> {
+    if let NfsResult::Ok(ok) = &res {
+        ctx.report.add_write_bytes(u64::from(ok.count));
+    }
+    res
+}

@@ -1,0 +1,291 @@
+//! Changing exports without a restart (`keel exports reload`, SIGHUP):
+//! the configuration file is read and validated whole first (a file with
+//! any problem changes nothing, and the answer says why), then exports are
+//! added, removed and changed by id while clients stay connected.
+//!
+//! - A new id is opened and served.
+//! - A removed id is no longer served: its handles are stale (clients get
+//!   NFS3ERR_STALE, MNT of its path MNT3ERR_NOENT); the others notice
+//!   nothing.
+//! - A changed client list (or options) applies from the next call on.
+//! - An id whose `path` or `fsid` changed is refused: the id is part of
+//!   every handle clients hold, and would then name another directory.
+//! - `[server]` keys cannot change while serving (listeners, workers,
+//!   state, limits): a change is reported as needing a restart and not
+//!   applied; the exports are reloaded all the same.
+//!
+//! Calls in flight finish with the exports they started with.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use keel_nfs3::NfsService;
+use keel_stats::CallStats;
+use keel_store_local::{Export, ExportSpec, HandleKey, LocalStore};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{self, Config, ExportConfig, ServerConfig};
+use crate::describe_options;
+use crate::stats::ReloadCounts;
+
+/// Command-line options that override the configuration file; a reload
+/// applies them again, so they are not mistaken for changes.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub listen: Vec<std::net::SocketAddr>,
+    pub portmap: Option<config::PortmapMode>,
+    pub workers: Option<usize>,
+    pub log_level: Option<config::LogLevel>,
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Overrides {
+    pub fn apply(&self, s: &mut ServerConfig) {
+        if !self.listen.is_empty() {
+            s.listen = self.listen.clone();
+        }
+        if let Some(p) = self.portmap {
+            s.portmap = p;
+        }
+        if let Some(w) = self.workers {
+            s.workers = w;
+        }
+        if let Some(l) = self.log_level {
+            s.log_level = l;
+        }
+        if let Some(d) = &self.state_dir {
+            s.state_dir = d.clone();
+        }
+    }
+}
+
+/// One export in a reload's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportChange {
+    pub id: u32,
+    pub path: String,
+    pub clients: String,
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReloadOutcome {
+    pub added: Vec<ExportChange>,
+    pub removed: Vec<ExportChange>,
+    /// Client lists or options changed.
+    pub changed: Vec<ExportChange>,
+    pub unchanged: usize,
+    /// `[server]` changes that wait for a restart.
+    pub needs_restart: Vec<String>,
+    /// The configuration's warnings (`FILE:LINE: ...`).
+    pub warnings: Vec<String>,
+}
+
+pub struct Reloader {
+    /// `None`: the server runs without a configuration file.
+    file: Option<PathBuf>,
+    overrides: Overrides,
+    key: HandleKey,
+    svc: Arc<NfsService<LocalStore>>,
+    calls: Arc<CallStats>,
+    /// The configuration served now; also serialises reloads.
+    current: Mutex<Config>,
+}
+
+impl Reloader {
+    pub fn new(
+        file: Option<PathBuf>,
+        overrides: Overrides,
+        key: HandleKey,
+        svc: Arc<NfsService<LocalStore>>,
+        calls: Arc<CallStats>,
+        current: Config,
+    ) -> Self {
+        Reloader { file, overrides, key, svc, calls, current: Mutex::new(current) }
+    }
+
+    pub fn file(&self) -> Option<&PathBuf> {
+        self.file.as_ref()
+    }
+
+    /// Reloads, counting the result in `counts` and logging every change.
+    pub fn reload(&self, counts: &ReloadCounts) -> Result<ReloadOutcome, String> {
+        let result = self.reload_inner();
+        match &result {
+            Ok(outcome) => {
+                counts.applied.fetch_add(1, Ordering::Relaxed);
+                let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+                counts.last_applied_unix.store(now, Ordering::Relaxed);
+                tracing::info!(
+                    added = outcome.added.len(),
+                    removed = outcome.removed.len(),
+                    changed = outcome.changed.len(),
+                    unchanged = outcome.unchanged,
+                    "exports reloaded"
+                );
+            }
+            Err(why) => {
+                counts.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::error!("export reload refused, nothing changed: {why}");
+            }
+        }
+        result
+    }
+
+    fn reload_inner(&self) -> Result<ReloadOutcome, String> {
+        let Some(file) = &self.file else {
+            return Err("this server was started without a configuration file (keel serve DIR): \
+                        there is nothing to reload; start it with --config FILE"
+                .into());
+        };
+        let mut current = self.current.lock().expect("reload lock");
+        let mut next = config::load(file).map_err(|e| e.to_string())?;
+        self.overrides.apply(&mut next.server);
+        let needs_restart = server_changes(&current.server, &next.server);
+
+        // Every check before anything changes.
+        for e in &next.exports {
+            if let Some(old) = current.exports.iter().find(|o| o.id == e.id) {
+                if old.path != e.path {
+                    return Err(format!(
+                        "export id {} changed its path from {} to {}: the id is part of every file handle \
+                         clients hold, so it must keep naming the same directory; give {} a new id \
+                         (and remove id {} if it is no longer served)",
+                        e.id,
+                        old.path.display(),
+                        e.path.display(),
+                        e.path.display(),
+                        e.id
+                    ));
+                }
+                if old.fsid != e.fsid {
+                    return Err(format!(
+                        "export id {} ({}) changed its fsid: every handle clients hold would become stale; \
+                         to do that on purpose, remove the export, reload, then add it again",
+                        e.id,
+                        e.path.display()
+                    ));
+                }
+            }
+        }
+        let served = self.svc.store.open_exports();
+        let mut opened: Vec<(u32, Arc<Export>)> = Vec::new();
+        for e in next.exports.iter().filter(|e| !current.exports.iter().any(|o| o.id == e.id)) {
+            let spec = ExportSpec { id: e.id, path: e.path.clone(), fsid: e.fsid };
+            let export = Export::open(&spec, &self.key)
+                .map_err(|err| format!("cannot export {} (id {}): {err}", e.path.display(), e.id))?;
+            if let Some(clash) = served.iter().find(|s| s.fsid == export.fsid && s.path == e.path) {
+                return Err(format!("{} is already exported as id {}", e.path.display(), clash.id));
+            }
+            opened.push((e.id, Arc::new(export)));
+        }
+
+        // Apply.
+        let mut outcome = ReloadOutcome { needs_restart, warnings: next.warnings.clone(), ..Default::default() };
+        let mut list = Vec::with_capacity(next.exports.len());
+        for e in &next.exports {
+            let change = change_of(e);
+            let export = match served.iter().find(|s| s.id == e.id) {
+                Some(s) => {
+                    let old = current.exports.iter().find(|o| o.id == e.id);
+                    if old.is_some_and(|o| o.clients != e.clients) {
+                        tracing::info!(export = e.id, path = %e.path.display(), clients = %change.clients, "export changed its clients");
+                        outcome.changed.push(change);
+                    } else {
+                        outcome.unchanged += 1;
+                    }
+                    s.clone()
+                }
+                None => {
+                    let (_, export) = opened.iter().find(|(id, _)| *id == e.id).expect("opened above");
+                    tracing::info!(
+                        export = e.id,
+                        path = %e.path.display(),
+                        fsid = format_args!("{:#x}", export.fsid),
+                        clients = %change.clients,
+                        "export added"
+                    );
+                    outcome.added.push(change);
+                    export.clone()
+                }
+            };
+            list.push(export);
+        }
+        for old in current.exports.iter().filter(|o| !next.exports.iter().any(|e| e.id == o.id)) {
+            tracing::info!(export = old.id, path = %old.path.display(), "export removed: its clients now get NFS3ERR_STALE");
+            outcome.removed.push(change_of(old));
+        }
+        for change in &outcome.needs_restart {
+            tracing::warn!("not applied until keel restarts: {change}");
+        }
+        for w in &outcome.warnings {
+            tracing::warn!("{w}");
+        }
+        // The store first: a removed export is stale before its client list
+        // goes, and an added one is opened before clients are admitted.
+        let ids: Vec<u32> = list.iter().map(|e| e.id).collect();
+        self.svc.store.set_exports(list);
+        self.svc.exports_changed(next.exports.iter().map(|e| (e.id, e.clients.clone())).collect());
+        self.calls.set_exports(&ids);
+        current.exports = next.exports;
+        Ok(outcome)
+    }
+}
+
+fn change_of(e: &ExportConfig) -> ExportChange {
+    ExportChange { id: e.id, path: e.path.display().to_string(), clients: describe_options(&e.clients) }
+}
+
+/// The `[server]` keys whose values differ, as `key: old -> new`.
+fn server_changes(old: &ServerConfig, new: &ServerConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut check = |key: &str, a: String, b: String| {
+        if a != b {
+            out.push(format!("{key}: {a} -> {b}"));
+        }
+    };
+    let addrs = |v: &[std::net::SocketAddr]| format!("{v:?}");
+    check("listen", addrs(&old.listen), addrs(&new.listen));
+    check("mount_listen", addrs(&old.mount_listen), addrs(&new.mount_listen));
+    check("portmap", old.portmap.to_string(), new.portmap.to_string());
+    check("workers", old.workers.to_string(), new.workers.to_string());
+    check("log_level", old.log_level.to_string(), new.log_level.to_string());
+    check("state_dir", old.state_dir.display().to_string(), new.state_dir.display().to_string());
+    check("max_connections", old.max_connections.to_string(), new.max_connections.to_string());
+    check(
+        "max_requests_per_connection",
+        old.max_requests_per_connection.to_string(),
+        new.max_requests_per_connection.to_string(),
+    );
+    check("fault_injection", old.fault_injection.to_string(), new.fault_injection.to_string());
+    check("max_inflight_mib", (old.max_inflight_bytes >> 20).to_string(), (new.max_inflight_bytes >> 20).to_string());
+    check(
+        "max_inflight_mib_per_connection",
+        (old.max_inflight_bytes_per_connection >> 20).to_string(),
+        (new.max_inflight_bytes_per_connection >> 20).to_string(),
+    );
+    check("idle_timeout_seconds", old.idle_timeout.as_secs().to_string(), new.idle_timeout.as_secs().to_string());
+    check("stall_timeout_seconds", old.stall_timeout.as_secs().to_string(), new.stall_timeout.as_secs().to_string());
+    check("metrics_listen", format!("{:?}", old.metrics_listen), format!("{:?}", new.metrics_listen));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_changes_name_each_key() {
+        let old = ServerConfig::default();
+        let mut new = old.clone();
+        assert!(server_changes(&old, &new).is_empty());
+        new.workers = old.workers + 1;
+        new.metrics_listen = Some("127.0.0.1:9049".parse().unwrap());
+        let changes = server_changes(&old, &new);
+        assert_eq!(changes.len(), 2, "{changes:?}");
+        assert!(changes[0].starts_with("workers: "), "{changes:?}");
+        assert!(changes[1].contains("127.0.0.1:9049"), "{changes:?}");
+    }
+}

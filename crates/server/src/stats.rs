@@ -1,0 +1,302 @@
+//! The server's side of the statistics: which programs are counted (with
+//! their procedure and status names), and a [`Snapshot`] of everything at
+//! one moment, gathered from the call counters (`keel-stats`), the reply
+//! cache, the connection table, the transport's worker pool and the memory
+//! budget.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use keel_nfs3::NfsService;
+use keel_nfs3_proto::nfs3::Nfsstat3;
+use keel_rpc::Dispatcher;
+use keel_stats::{
+    CallStats, ConnectionInfo, ConnectionsSnapshot, MemorySnapshot, ProgramSpec, ReloadsSnapshot, ReplyCacheSnapshot,
+    ServerInfo, Snapshot, WorkersSnapshot,
+};
+use keel_store::Store;
+use keel_store_local::LocalStore;
+
+use crate::budget::Budget;
+use crate::conns::Connections;
+use crate::transport::PoolProbe;
+
+/// NFSv3's procedures by number (RFC 1813), as statistics name them.
+const NFS_PROCEDURES: &[&str] = &[
+    "null",
+    "getattr",
+    "setattr",
+    "lookup",
+    "access",
+    "readlink",
+    "read",
+    "write",
+    "create",
+    "mkdir",
+    "symlink",
+    "mknod",
+    "remove",
+    "rmdir",
+    "rename",
+    "link",
+    "readdir",
+    "readdirplus",
+    "fsstat",
+    "fsinfo",
+    "pathconf",
+    "commit",
+];
+const MOUNT_PROCEDURES: &[&str] = &["null", "mnt", "dump", "umnt", "umntall", "export"];
+/// NLM v4's procedures by number (16 to 19 do not exist).
+const NLM_PROCEDURES: &[&str] = &[
+    "null",
+    "test",
+    "lock",
+    "cancel",
+    "unlock",
+    "granted",
+    "test_msg",
+    "lock_msg",
+    "cancel_msg",
+    "unlock_msg",
+    "granted_msg",
+    "test_res",
+    "lock_res",
+    "cancel_res",
+    "unlock_res",
+    "granted_res",
+    "none_16",
+    "none_17",
+    "none_18",
+    "none_19",
+    "share",
+    "unshare",
+    "nm_lock",
+    "free_all",
+];
+const NSM_PROCEDURES: &[&str] = &["null", "stat", "mon", "unmon", "unmon_all", "simu_crash", "notify"];
+const PORTMAP_PROCEDURES: &[&str] = &["null", "set", "unset", "getport", "dump", "callit"];
+
+/// Every nfsstat3 (RFC 1813), success first.
+const NFS_STATUS_LIST: [Nfsstat3; 29] = {
+    use Nfsstat3::*;
+    [
+        Ok,
+        Perm,
+        Noent,
+        Io,
+        Nxio,
+        Acces,
+        Exist,
+        Xdev,
+        Nodev,
+        Notdir,
+        Isdir,
+        Inval,
+        Fbig,
+        Nospc,
+        Rofs,
+        Mlink,
+        Nametoolong,
+        Notempty,
+        Dquot,
+        Stale,
+        Remote,
+        Badhandle,
+        NotSync,
+        BadCookie,
+        Notsupp,
+        Toosmall,
+        Serverfault,
+        Badtype,
+        Jukebox,
+    ]
+};
+static NFS_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
+    LazyLock::new(|| NFS_STATUS_LIST.iter().map(|s| (*s as u32, s.name())).collect());
+
+/// The programs Keel serves, as the statistics count them.
+pub fn programs() -> [ProgramSpec; 5] {
+    use keel_nfs3_proto::*;
+    [
+        ProgramSpec {
+            program: NFS_PROGRAM,
+            version: NFS_V3,
+            name: "nfs",
+            procedures: NFS_PROCEDURES,
+            statuses: &NFS_STATUSES,
+        },
+        ProgramSpec {
+            program: MOUNT_PROGRAM,
+            version: MOUNT_V3,
+            name: "mount",
+            procedures: MOUNT_PROCEDURES,
+            statuses: &[],
+        },
+        ProgramSpec {
+            program: keel_nlm_proto::nlm4::NLM_PROGRAM,
+            version: keel_nlm_proto::nlm4::NLM_V4,
+            name: "nlm",
+            procedures: NLM_PROCEDURES,
+            statuses: &[],
+        },
+        ProgramSpec {
+            program: keel_nlm_proto::nsm::SM_PROGRAM,
+            version: keel_nlm_proto::nsm::SM_V1,
+            name: "nsm",
+            procedures: NSM_PROCEDURES,
+            statuses: &[],
+        },
+        ProgramSpec {
+            program: PMAP_PROGRAM,
+            version: PMAP_V2,
+            name: "portmap",
+            procedures: PORTMAP_PROCEDURES,
+            statuses: &[],
+        },
+    ]
+}
+
+/// Export reloads applied and refused.
+#[derive(Default)]
+pub struct ReloadCounts {
+    pub applied: AtomicU64,
+    pub refused: AtomicU64,
+    pub last_applied_unix: AtomicU64,
+}
+
+/// Where every number of a [`Snapshot`] comes from.
+pub struct ServerStats {
+    pub calls: Arc<CallStats>,
+    pub svc: Arc<NfsService<LocalStore>>,
+    pub dispatcher: Arc<Dispatcher>,
+    pub conns: Arc<Connections>,
+    pub budget: Arc<Budget>,
+    pub pool: PoolProbe,
+    pub started: SystemTime,
+    pub reloads: ReloadCounts,
+}
+
+fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs()
+}
+
+impl ServerStats {
+    pub fn snapshot(&self) -> Snapshot {
+        let now = SystemTime::now();
+        let mut calls = self.calls.snapshot();
+        let exports = self.svc.exports();
+        for e in &mut calls.exports {
+            if let Some(s) = exports.iter().find(|s| s.export.id == e.id) {
+                e.path = s.export.path.display().to_string();
+            }
+        }
+        let rc = self.dispatcher.reply_cache().counts();
+        let table = self.conns.state();
+        let mut connections = ConnectionsSnapshot {
+            open: table.open.len() as u64,
+            max: table.max as u64,
+            accepted: table.accepted,
+            refused: table.refused,
+            closed_idle: table.closed_idle,
+            closed_stalled: table.closed_stalled,
+            closed_evicted: table.closed_evicted,
+            ..Default::default()
+        };
+        for c in &table.open {
+            let state = if c.closing.is_some() {
+                connections.closing += 1;
+                "closing"
+            } else if c.stalled_for.is_some_and(|d| d.as_secs() >= 1) {
+                connections.stalled += 1;
+                "stalled"
+            } else if c.calls_in_flight > 0 {
+                connections.busy += 1;
+                "busy"
+            } else {
+                connections.idle += 1;
+                "idle"
+            };
+            connections.list.push(ConnectionInfo {
+                peer: c.peer.to_string(),
+                state: state.into(),
+                calls_in_flight: c.calls_in_flight as u64,
+                idle_seconds: c.idle.as_secs(),
+            });
+        }
+        connections.list.sort_by(|a, b| a.peer.cmp(&b.peer));
+        let pool = self.pool.usage();
+        let workers = WorkersSnapshot {
+            workers: pool.workers as u64,
+            alive: pool.workers_alive as u64,
+            busy: pool.workers_busy as u64,
+            ready_queue: pool.ready_queue as u64,
+            parked_for_slots: pool.parked_for_slots as u64,
+            parked_for_budget: pool.parked_for_budget as u64,
+        };
+        let store = &self.svc.store;
+        Snapshot {
+            taken_unix_ms: now.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64,
+            server: ServerInfo {
+                version: env!("CARGO_PKG_VERSION").into(),
+                pid: std::process::id(),
+                started_unix: unix_secs(self.started),
+                write_verifier: format!("{:016x}", u64::from_be_bytes(store.write_verifier())),
+                cached_inodes: store.cached_inodes() as u64,
+            },
+            calls,
+            reply_cache: ReplyCacheSnapshot {
+                hits: rc.hits,
+                misses: rc.misses,
+                in_progress: rc.in_progress,
+                evictions: rc.evictions,
+                entries: rc.entries,
+                bytes: rc.bytes,
+            },
+            connections,
+            workers,
+            memory: MemorySnapshot {
+                inflight_bytes: self.budget.used_bytes() as u64,
+                inflight_bytes_max: self.budget.total_bytes_max() as u64,
+            },
+            reloads: ReloadsSnapshot {
+                applied: self.reloads.applied.load(Ordering::Relaxed),
+                refused: self.reloads.refused.load(Ordering::Relaxed),
+                last_applied_unix: self.reloads.last_applied_unix.load(Ordering::Relaxed),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_nfs3_proto::nfs3::Nfs3Proc;
+
+    use super::*;
+
+    #[test]
+    fn procedure_names_follow_the_protocol_numbers() {
+        for p in Nfs3Proc::ALL {
+            assert_eq!(NFS_PROCEDURES[*p as usize], p.name().to_lowercase());
+        }
+        for p in keel_nfs3_proto::MountProc::ALL {
+            assert_eq!(MOUNT_PROCEDURES[*p as usize], p.name().to_lowercase());
+        }
+        for p in keel_nfs3_proto::PmapProc::ALL {
+            assert_eq!(PORTMAP_PROCEDURES[*p as usize], p.name().to_lowercase());
+        }
+        use keel_nlm_proto::nlm4::Nlm4Proc;
+        use keel_nlm_proto::nsm::SmProc;
+        for p in Nlm4Proc::ALL {
+            let name = NLM_PROCEDURES[*p as usize];
+            assert_eq!(name.replace('_', ""), format!("{p:?}").to_lowercase(), "NLM procedure {}", *p as u32);
+        }
+        assert_eq!(NLM_PROCEDURES.len(), Nlm4Proc::FreeAll as usize + 1);
+        for n in 0..NSM_PROCEDURES.len() as u32 {
+            let p = SmProc::from_u32(n).expect("an NSM procedure");
+            assert_eq!(NSM_PROCEDURES[n as usize].replace('_', ""), format!("{p:?}").to_lowercase());
+        }
+        assert_eq!(NFS_STATUSES[0], (0, "NFS3_OK"));
+    }
+}

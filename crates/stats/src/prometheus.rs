@@ -1,0 +1,289 @@
+//! The Prometheus text exposition format (version 0.0.4) of a
+//! [`Snapshot`]: base units in names (`_seconds`, `_bytes`), `_total` on
+//! counters, latency histograms whose buckets are the statistics' own
+//! bucket bounds taken every power of two (the cumulative counts at those
+//! bounds are exact: finer buckets nest inside them).
+
+use std::fmt::Write;
+
+use crate::histogram::{BUCKETS, bucket_upper_ns};
+use crate::snapshot::Snapshot;
+
+/// The content type of the text format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Every metric family this module writes, with its type: the Grafana
+/// dashboard's test checks its expressions against these names.
+pub const FAMILIES: &[(&str, &str)] = &[
+    ("keel_info", "gauge"),
+    ("keel_start_time_seconds", "gauge"),
+    ("keel_calls_total", "counter"),
+    ("keel_call_errors_total", "counter"),
+    ("keel_call_duration_seconds", "histogram"),
+    ("keel_rpc_errors_total", "counter"),
+    ("keel_replies_total", "counter"),
+    ("keel_read_bytes_total", "counter"),
+    ("keel_write_bytes_total", "counter"),
+    ("keel_export_calls_total", "counter"),
+    ("keel_export_errors_total", "counter"),
+    ("keel_export_read_bytes_total", "counter"),
+    ("keel_export_write_bytes_total", "counter"),
+    ("keel_client_calls_total", "counter"),
+    ("keel_client_errors_total", "counter"),
+    ("keel_client_read_bytes_total", "counter"),
+    ("keel_client_write_bytes_total", "counter"),
+    ("keel_clients_evicted_total", "counter"),
+    ("keel_calls_running", "gauge"),
+    ("keel_calls_stuck", "gauge"),
+    ("keel_reply_cache_hits_total", "counter"),
+    ("keel_reply_cache_misses_total", "counter"),
+    ("keel_reply_cache_in_progress_drops_total", "counter"),
+    ("keel_reply_cache_evictions_total", "counter"),
+    ("keel_reply_cache_entries", "gauge"),
+    ("keel_reply_cache_bytes", "gauge"),
+    ("keel_connections", "gauge"),
+    ("keel_connections_max", "gauge"),
+    ("keel_connections_accepted_total", "counter"),
+    ("keel_connections_refused_total", "counter"),
+    ("keel_connections_closed_total", "counter"),
+    ("keel_workers", "gauge"),
+    ("keel_workers_alive", "gauge"),
+    ("keel_workers_busy", "gauge"),
+    ("keel_ready_connections", "gauge"),
+    ("keel_parked_connections", "gauge"),
+    ("keel_inflight_bytes", "gauge"),
+    ("keel_inflight_max_bytes", "gauge"),
+    ("keel_cached_inodes", "gauge"),
+    ("keel_export_reloads_total", "counter"),
+];
+
+struct Out {
+    text: String,
+}
+
+impl Out {
+    fn family(&mut self, name: &str, help: &str) {
+        let kind = FAMILIES.iter().find(|(n, _)| *n == name).map(|(_, k)| *k).expect("family listed in FAMILIES");
+        let _ = writeln!(self.text, "# HELP {name} {help}");
+        let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        self.text.push_str(name);
+        if !labels.is_empty() {
+            self.text.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.text.push(',');
+                }
+                let _ = write!(self.text, "{k}=\"{}\"", escape(v));
+            }
+            self.text.push('}');
+        }
+        let _ = writeln!(self.text, " {value}");
+    }
+
+    fn one(&mut self, name: &str, help: &str, value: u64) {
+        self.family(name, help);
+        self.sample(name, &[], value);
+    }
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn seconds(ns: u64) -> String {
+    format!("{}", ns as f64 / 1e9)
+}
+
+/// A metric family over a list: its name, its help and its value for one item.
+type PerItem<T> = (&'static str, &'static str, fn(&T) -> u64);
+
+/// The snapshot in the text exposition format.
+pub fn render(s: &Snapshot) -> String {
+    let mut o = Out { text: String::with_capacity(64 << 10) };
+    o.family("keel_info", "The running server: its version and write verifier (value 1).");
+    o.sample("keel_info", &[("version", &s.server.version), ("write_verifier", &s.server.write_verifier)], 1);
+    o.one(
+        "keel_start_time_seconds",
+        "When the server started, in seconds since the Unix epoch.",
+        s.server.started_unix,
+    );
+
+    let programs = &s.calls.programs;
+    o.family(
+        "keel_calls_total",
+        "RPC calls executed, by program and procedure (replays from the reply cache excluded).",
+    );
+    for p in programs {
+        for c in &p.procedures {
+            o.sample("keel_calls_total", &[("program", &p.name), ("proc", &c.name)], c.calls);
+        }
+    }
+    o.family(
+        "keel_call_errors_total",
+        "Calls answered with an error status or an RPC error, by program and procedure.",
+    );
+    for p in programs {
+        for c in &p.procedures {
+            o.sample("keel_call_errors_total", &[("program", &p.name), ("proc", &c.name)], c.errors);
+        }
+    }
+    o.family(
+        "keel_call_duration_seconds",
+        "Service time of calls: from the program taking the call to its reply encoded.",
+    );
+    for p in programs {
+        for c in &p.procedures {
+            let labels = [("program", p.name.as_str()), ("proc", c.name.as_str())];
+            let dense = c.latency.dense();
+            let mut cumulative = 0;
+            for (i, n) in dense.iter().enumerate() {
+                cumulative += n;
+                let Some(upper) = bucket_upper_ns(i) else { continue };
+                // Every power of two: the exposition stays small and its
+                // buckets are exact sums of the statistics' buckets.
+                if upper.is_power_of_two() {
+                    let le = seconds(upper);
+                    o.sample("keel_call_duration_seconds_bucket", &[labels[0], labels[1], ("le", &le)], cumulative);
+                }
+            }
+            debug_assert_eq!(dense.len(), BUCKETS);
+            o.sample("keel_call_duration_seconds_bucket", &[labels[0], labels[1], ("le", "+Inf")], cumulative);
+            o.sample("keel_call_duration_seconds_sum", &labels, seconds(c.latency.sum_ns));
+            o.sample("keel_call_duration_seconds_count", &labels, cumulative);
+        }
+    }
+    o.family("keel_rpc_errors_total", "Calls a program answered with an RPC error instead of results.");
+    for p in programs {
+        for (error, n) in
+            [("garbage_args", p.garbage_args), ("proc_unavail", p.proc_unavail), ("system_err", p.system_err)]
+        {
+            o.sample("keel_rpc_errors_total", &[("program", &p.name), ("error", error)], n);
+        }
+    }
+    o.family("keel_replies_total", "Replies by the status they carry (NFS: nfsstat3), statuses seen so far.");
+    for p in programs {
+        for st in &p.statuses {
+            o.sample("keel_replies_total", &[("program", &p.name), ("status", &st.name)], st.count);
+        }
+    }
+    o.one("keel_read_bytes_total", "File data read by clients.", s.calls.read_bytes);
+    o.one("keel_write_bytes_total", "File data written by clients.", s.calls.write_bytes);
+
+    let exports = &s.calls.exports;
+    let per_export: [PerItem<crate::ExportSnapshot>; 4] = [
+        ("keel_export_calls_total", "Calls on each export.", |e| e.calls),
+        ("keel_export_errors_total", "Calls on each export answered with an error.", |e| e.errors),
+        ("keel_export_read_bytes_total", "File data read from each export.", |e| e.read_bytes),
+        ("keel_export_write_bytes_total", "File data written to each export.", |e| e.write_bytes),
+    ];
+    for (name, help, value) in per_export {
+        o.family(name, help);
+        for e in exports {
+            o.sample(name, &[("export", &e.id.to_string()), ("path", &e.path)], value(e));
+        }
+    }
+    let clients = &s.calls.clients;
+    let per_client: [PerItem<crate::ClientSnapshot>; 4] = [
+        ("keel_client_calls_total", "Calls from each client host (a bounded table).", |c| c.calls),
+        ("keel_client_errors_total", "Calls from each client host answered with an error.", |c| c.errors),
+        ("keel_client_read_bytes_total", "File data read by each client host.", |c| c.read_bytes),
+        ("keel_client_write_bytes_total", "File data written by each client host.", |c| c.write_bytes),
+    ];
+    for (name, help, value) in per_client {
+        o.family(name, help);
+        for c in clients {
+            o.sample(name, &[("client", &c.address)], value(c));
+        }
+    }
+    o.one(
+        "keel_clients_evicted_total",
+        "Clients dropped from the per-client table to make room.",
+        s.calls.clients_evicted,
+    );
+    o.one("keel_calls_running", "Calls running now.", s.calls.running);
+    o.one("keel_calls_stuck", "Calls running for longer than a minute.", s.calls.stuck);
+
+    let r = &s.reply_cache;
+    o.one("keel_reply_cache_hits_total", "Retransmissions answered from the duplicate reply cache.", r.hits);
+    o.one("keel_reply_cache_misses_total", "Cacheable calls seen for the first time.", r.misses);
+    o.one(
+        "keel_reply_cache_in_progress_drops_total",
+        "Retransmissions of a call still running, dropped.",
+        r.in_progress,
+    );
+    o.one("keel_reply_cache_evictions_total", "Completed entries dropped to keep the cache's bounds.", r.evictions);
+    o.one("keel_reply_cache_entries", "Entries in the duplicate reply cache.", r.entries);
+    o.one("keel_reply_cache_bytes", "Bytes the duplicate reply cache holds.", r.bytes);
+
+    let c = &s.connections;
+    o.family("keel_connections", "Open connections by state.");
+    for (state, n) in [("busy", c.busy), ("idle", c.idle), ("stalled", c.stalled), ("closing", c.closing)] {
+        o.sample("keel_connections", &[("state", state)], n);
+    }
+    o.one("keel_connections_max", "The connection limit (max_connections).", c.max);
+    o.one("keel_connections_accepted_total", "Connections accepted.", c.accepted);
+    o.one("keel_connections_refused_total", "Connections refused at the limit with none idle to close.", c.refused);
+    o.family("keel_connections_closed_total", "Connections the server closed, by reason.");
+    for (reason, n) in [("idle", c.closed_idle), ("stalled", c.closed_stalled), ("evicted", c.closed_evicted)] {
+        o.sample("keel_connections_closed_total", &[("reason", reason)], n);
+    }
+    let w = &s.workers;
+    o.one("keel_workers", "File-system worker threads.", w.workers);
+    o.one("keel_workers_alive", "Worker threads running (fewer than keel_workers if some died).", w.alive);
+    o.one("keel_workers_busy", "Workers not waiting for work: taking, running or answering calls.", w.busy);
+    o.one("keel_ready_connections", "Connections with a call ready, waiting for an idle worker.", w.ready_queue);
+    o.family("keel_parked_connections", "Connections whose next call waits, by what it waits for.");
+    o.sample("keel_parked_connections", &[("waiting_for", "slots")], w.parked_for_slots);
+    o.sample("keel_parked_connections", &[("waiting_for", "budget")], w.parked_for_budget);
+    o.one("keel_inflight_bytes", "Bytes of calls in flight and unsent replies.", s.memory.inflight_bytes);
+    o.one("keel_inflight_max_bytes", "The bound on bytes in flight (max_inflight_mib).", s.memory.inflight_bytes_max);
+    o.one("keel_cached_inodes", "Objects held open in the inode cache.", s.server.cached_inodes);
+    o.family("keel_export_reloads_total", "Export reloads, applied or refused.");
+    o.sample("keel_export_reloads_total", &[("result", "applied")], s.reloads.applied);
+    o.sample("keel_export_reloads_total", &[("result", "refused")], s.reloads.refused);
+    o.text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{HistogramSnapshot, ProcSnapshot, ProgramSnapshot};
+
+    #[test]
+    fn histograms_are_cumulative_and_end_at_the_count() {
+        let mut s = Snapshot::default();
+        let h = crate::Histogram::default();
+        for us in [1, 3, 3, 900, 70_000_000] {
+            h.record(std::time::Duration::from_micros(us));
+        }
+        s.calls.programs.push(ProgramSnapshot {
+            name: "nfs".into(),
+            procedures: vec![ProcSnapshot { name: "read".into(), calls: 5, errors: 0, latency: h.snapshot() }],
+            ..Default::default()
+        });
+        let text = render(&s);
+        let buckets: Vec<u64> = text
+            .lines()
+            .filter(|l| l.starts_with("keel_call_duration_seconds_bucket{program=\"nfs\",proc=\"read\""))
+            .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+        assert_eq!(*buckets.last().unwrap(), 5);
+        assert_eq!(buckets[0], 1, "1 µs is under the first bound, 1.024 µs");
+        assert!(text.contains("le=\"+Inf\"} 5"));
+        assert!(text.contains("keel_call_duration_seconds_count{program=\"nfs\",proc=\"read\"} 5"));
+        // Every family written is declared once, with a type.
+        for (name, _) in FAMILIES {
+            assert_eq!(text.matches(&format!("# TYPE {name} ")).count(), 1, "{name}");
+        }
+        let _ = HistogramSnapshot::default();
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}

@@ -1,0 +1,251 @@
+//! The statistics at one moment, as the administration socket sends them
+//! (`stats`) and as `keel stat` and the Prometheus endpoint show them.
+//! Counters only grow; [`Snapshot::since`] subtracts an earlier snapshot
+//! to give what happened in between (`keel stat --interval`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::histogram::HistogramSnapshot;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// When it was taken, in milliseconds since the Unix epoch.
+    pub taken_unix_ms: u64,
+    pub server: ServerInfo,
+    pub calls: CallsSnapshot,
+    pub reply_cache: ReplyCacheSnapshot,
+    pub connections: ConnectionsSnapshot,
+    pub workers: WorkersSnapshot,
+    pub memory: MemorySnapshot,
+    pub reloads: ReloadsSnapshot,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    pub version: String,
+    pub pid: u32,
+    pub started_unix: u64,
+    pub write_verifier: String,
+    pub cached_inodes: u64,
+}
+
+/// What the RPC programs did: counted by [`crate::CallStats`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CallsSnapshot {
+    pub programs: Vec<ProgramSnapshot>,
+    pub exports: Vec<ExportSnapshot>,
+    /// The clients in the bounded table, most calls first.
+    pub clients: Vec<ClientSnapshot>,
+    /// Clients dropped from the table to make room (their counts are gone
+    /// from `clients`, not from the other totals).
+    pub clients_evicted: u64,
+    /// File data read and written by every call.
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Calls running now, and for how long the oldest of them has run.
+    pub running: u64,
+    pub oldest_running_ms: u64,
+    /// Calls running for longer than the stuck threshold (a minute).
+    pub stuck: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgramSnapshot {
+    /// The short name: "nfs", "mount", "nlm", "nsm", "portmap".
+    pub name: String,
+    pub program: u32,
+    pub version: u32,
+    pub procedures: Vec<ProcSnapshot>,
+    /// Replies by the status they carry (NFS: nfsstat3), those seen only.
+    pub statuses: Vec<StatusCount>,
+    /// Calls the program answered with an RPC error instead of results.
+    pub garbage_args: u64,
+    pub proc_unavail: u64,
+    pub system_err: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcSnapshot {
+    pub name: String,
+    pub calls: u64,
+    /// Replies with a status other than success.
+    pub errors: u64,
+    /// Service time: from the program taking the call to its reply encoded.
+    pub latency: HistogramSnapshot,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusCount {
+    pub status: u32,
+    pub name: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExportSnapshot {
+    pub id: u32,
+    /// Filled in by the server (the statistics know exports by id).
+    pub path: String,
+    pub calls: u64,
+    pub errors: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientSnapshot {
+    pub address: String,
+    pub calls: u64,
+    pub errors: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub idle_seconds: u64,
+}
+
+/// The duplicate reply cache (knfsd's "rc" line).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyCacheSnapshot {
+    pub hits: u64,
+    pub misses: u64,
+    pub in_progress: u64,
+    pub evictions: u64,
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionsSnapshot {
+    pub open: u64,
+    pub max: u64,
+    /// Open connections by state: calls in flight, none, replies waiting
+    /// for a client that does not read, told to close.
+    pub busy: u64,
+    pub idle: u64,
+    pub stalled: u64,
+    pub closing: u64,
+    /// Connections accepted since the start, and refused (host in no
+    /// client list, or the limit reached with none idle).
+    pub accepted: u64,
+    pub refused: u64,
+    /// Connections the server closed: idle, stalled, evicted at the limit.
+    pub closed_idle: u64,
+    pub closed_stalled: u64,
+    pub closed_evicted: u64,
+    pub list: Vec<ConnectionInfo>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionInfo {
+    pub peer: String,
+    pub state: String,
+    pub calls_in_flight: u64,
+    pub idle_seconds: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkersSnapshot {
+    pub workers: u64,
+    /// Worker threads running (fewer than `workers` only if some died).
+    pub alive: u64,
+    /// Workers not waiting for work (taking, running or answering calls).
+    pub busy: u64,
+    /// Connections with a call ready, waiting for an idle worker.
+    pub ready_queue: u64,
+    /// Connections whose next call waits for a slot of
+    /// max_requests_per_connection, or for bytes of the memory budget.
+    pub parked_for_slots: u64,
+    pub parked_for_budget: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemorySnapshot {
+    /// Bytes of calls in flight and unsent replies, and the bound.
+    pub inflight_bytes: u64,
+    pub inflight_bytes_max: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadsSnapshot {
+    pub applied: u64,
+    pub refused: u64,
+    /// Seconds since the Unix epoch of the last reload applied (0: none).
+    pub last_applied_unix: u64,
+}
+
+impl Snapshot {
+    /// What happened between `earlier` and this snapshot: counters are
+    /// differences, gauges (connections open, workers busy, ...) are this
+    /// snapshot's. Programs, procedures, exports and clients are matched by
+    /// name; one that is new counts from zero.
+    pub fn since(&self, earlier: &Snapshot) -> Snapshot {
+        let mut out = self.clone();
+        for p in &mut out.calls.programs {
+            let Some(old) = earlier.calls.programs.iter().find(|o| o.program == p.program) else { continue };
+            for proc_ in &mut p.procedures {
+                if let Some(o) = old.procedures.iter().find(|o| o.name == proc_.name) {
+                    proc_.calls = proc_.calls.saturating_sub(o.calls);
+                    proc_.errors = proc_.errors.saturating_sub(o.errors);
+                    proc_.latency = proc_.latency.since(&o.latency);
+                }
+            }
+            for s in &mut p.statuses {
+                if let Some(o) = old.statuses.iter().find(|o| o.status == s.status) {
+                    s.count = s.count.saturating_sub(o.count);
+                }
+            }
+            p.statuses.retain(|s| s.count > 0);
+            p.garbage_args = p.garbage_args.saturating_sub(old.garbage_args);
+            p.proc_unavail = p.proc_unavail.saturating_sub(old.proc_unavail);
+            p.system_err = p.system_err.saturating_sub(old.system_err);
+        }
+        for e in &mut out.calls.exports {
+            if let Some(o) = earlier.calls.exports.iter().find(|o| o.id == e.id) {
+                e.calls = e.calls.saturating_sub(o.calls);
+                e.errors = e.errors.saturating_sub(o.errors);
+                e.read_bytes = e.read_bytes.saturating_sub(o.read_bytes);
+                e.write_bytes = e.write_bytes.saturating_sub(o.write_bytes);
+            }
+        }
+        for c in &mut out.calls.clients {
+            if let Some(o) = earlier.calls.clients.iter().find(|o| o.address == c.address) {
+                c.calls = c.calls.saturating_sub(o.calls);
+                c.errors = c.errors.saturating_sub(o.errors);
+                c.read_bytes = c.read_bytes.saturating_sub(o.read_bytes);
+                c.write_bytes = c.write_bytes.saturating_sub(o.write_bytes);
+            }
+        }
+        out.calls.clients.retain(|c| c.calls > 0);
+        out.calls.clients.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| a.address.cmp(&b.address)));
+        let c = &mut out.calls;
+        c.clients_evicted = c.clients_evicted.saturating_sub(earlier.calls.clients_evicted);
+        c.read_bytes = c.read_bytes.saturating_sub(earlier.calls.read_bytes);
+        c.write_bytes = c.write_bytes.saturating_sub(earlier.calls.write_bytes);
+        let (r, e) = (&mut out.reply_cache, &earlier.reply_cache);
+        r.hits = r.hits.saturating_sub(e.hits);
+        r.misses = r.misses.saturating_sub(e.misses);
+        r.in_progress = r.in_progress.saturating_sub(e.in_progress);
+        r.evictions = r.evictions.saturating_sub(e.evictions);
+        let (n, e) = (&mut out.connections, &earlier.connections);
+        n.accepted = n.accepted.saturating_sub(e.accepted);
+        n.refused = n.refused.saturating_sub(e.refused);
+        n.closed_idle = n.closed_idle.saturating_sub(e.closed_idle);
+        n.closed_stalled = n.closed_stalled.saturating_sub(e.closed_stalled);
+        n.closed_evicted = n.closed_evicted.saturating_sub(e.closed_evicted);
+        out
+    }
+
+    /// The program with this short name.
+    pub fn program(&self, name: &str) -> Option<&ProgramSnapshot> {
+        self.calls.programs.iter().find(|p| p.name == name)
+    }
+}
+
+impl ProgramSnapshot {
+    pub fn calls(&self) -> u64 {
+        self.procedures.iter().map(|p| p.calls).sum()
+    }
+
+    pub fn procedure(&self, name: &str) -> Option<&ProcSnapshot> {
+        self.procedures.iter().find(|p| p.name == name)
+    }
+}

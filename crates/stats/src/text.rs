@@ -1,0 +1,230 @@
+//! `keel stat` as text: totals since the start (like `nfsstat -s`), or
+//! rates over an interval (like `nfsiostat`) when given the difference of
+//! two snapshots and the seconds between them.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use crate::snapshot::{ProgramSnapshot, Snapshot};
+
+/// How much to show.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// `Some(seconds)`: `snapshot` is what happened in that many seconds;
+    /// show rates.
+    pub interval: Option<f64>,
+    /// Clients listed at most (the busiest).
+    pub clients_max: usize,
+    /// List every open connection.
+    pub connections: bool,
+}
+
+pub fn bytes(n: f64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{v:.0} B") } else { format!("{v:.1} {}", UNITS[unit]) }
+}
+
+pub fn duration(d: Option<Duration>) -> String {
+    match d {
+        None => "-".into(),
+        Some(d) if d < Duration::from_millis(1) => format!("{:.0}µs", d.as_secs_f64() * 1e6),
+        Some(d) if d < Duration::from_secs(1) => format!("{:.2}ms", d.as_secs_f64() * 1e3),
+        Some(d) => format!("{:.2}s", d.as_secs_f64()),
+    }
+}
+
+fn uptime(secs: u64) -> String {
+    let (d, h, m, s) = (secs / 86400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    if d > 0 { format!("{d}d {h}h{m:02}m") } else { format!("{h}h{m:02}m{s:02}s") }
+}
+
+pub fn render(s: &Snapshot, opts: Options) -> String {
+    let mut o = String::new();
+    let per = |n: u64| match opts.interval {
+        Some(secs) if secs > 0.0 => format!("{:.1}/s", n as f64 / secs),
+        _ => n.to_string(),
+    };
+    let per_bytes = |n: u64| match opts.interval {
+        Some(secs) if secs > 0.0 => format!("{}/s", bytes(n as f64 / secs)),
+        _ => bytes(n as f64),
+    };
+    let now = s.taken_unix_ms / 1000;
+    match opts.interval {
+        Some(secs) => {
+            let _ = writeln!(o, "keel {} pid {}: the last {secs:.1} s", s.server.version, s.server.pid);
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "keel {} pid {}, up {}, write verifier {}",
+                s.server.version,
+                s.server.pid,
+                uptime(now.saturating_sub(s.server.started_unix)),
+                s.server.write_verifier
+            );
+        }
+    }
+    let c = &s.calls;
+    let _ = writeln!(o, "data: read {}, written {}", per_bytes(c.read_bytes), per_bytes(c.write_bytes));
+    let r = &s.reply_cache;
+    let _ = writeln!(
+        o,
+        "reply cache: {} hits, {} misses, {} dropped in progress, {} evicted; {} entries, {}",
+        per(r.hits),
+        per(r.misses),
+        per(r.in_progress),
+        per(r.evictions),
+        r.entries,
+        bytes(r.bytes as f64)
+    );
+    let n = &s.connections;
+    let _ = writeln!(
+        o,
+        "connections: {} open of {} ({} busy, {} idle, {} stalled, {} closing); {} accepted, {} refused at the limit, \
+         closed {} idle, {} stalled, {} evicted",
+        n.open,
+        n.max,
+        n.busy,
+        n.idle,
+        n.stalled,
+        n.closing,
+        per(n.accepted),
+        per(n.refused),
+        per(n.closed_idle),
+        per(n.closed_stalled),
+        per(n.closed_evicted)
+    );
+    let w = &s.workers;
+    let _ = writeln!(
+        o,
+        "workers: {} of {} busy, {} connections ready for a worker, {} parked for slots, {} for memory; \
+         {} calls running, the oldest for {}, {} stuck; memory in flight {} of {}",
+        w.busy,
+        w.workers,
+        w.ready_queue,
+        w.parked_for_slots,
+        w.parked_for_budget,
+        c.running,
+        duration(Some(Duration::from_millis(c.oldest_running_ms))),
+        c.stuck,
+        bytes(s.memory.inflight_bytes as f64),
+        bytes(s.memory.inflight_bytes_max as f64)
+    );
+    for p in &c.programs {
+        program(&mut o, p, &per);
+    }
+    if !c.exports.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nexports:\n  {:>5}  {:>10}  {:>8}  {:>12}  {:>12}  path",
+            "id", "calls", "errors", "read", "written"
+        );
+        for e in &c.exports {
+            let _ = writeln!(
+                o,
+                "  {:>5}  {:>10}  {:>8}  {:>12}  {:>12}  {}",
+                e.id,
+                per(e.calls),
+                per(e.errors),
+                per_bytes(e.read_bytes),
+                per_bytes(e.write_bytes),
+                e.path
+            );
+        }
+    }
+    if !c.clients.is_empty() {
+        let shown = c.clients.len().min(opts.clients_max);
+        let evicted = if c.clients_evicted > 0 {
+            format!("; {} evicted from the table", c.clients_evicted)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(o, "\nclients ({shown} of {} by calls{evicted}):", c.clients.len());
+        let _ = writeln!(o, "  {:<40}  {:>10}  {:>8}  {:>12}  {:>12}", "address", "calls", "errors", "read", "written");
+        for cl in &c.clients[..shown] {
+            let _ = writeln!(
+                o,
+                "  {:<40}  {:>10}  {:>8}  {:>12}  {:>12}",
+                cl.address,
+                per(cl.calls),
+                per(cl.errors),
+                per_bytes(cl.read_bytes),
+                per_bytes(cl.write_bytes)
+            );
+        }
+    }
+    if opts.connections && !n.list.is_empty() {
+        let _ = writeln!(o, "\nopen connections:");
+        for conn in &n.list {
+            let _ = writeln!(
+                o,
+                "  {:<46}  {:<8}  {} calls in flight, idle {} s",
+                conn.peer, conn.state, conn.calls_in_flight, conn.idle_seconds
+            );
+        }
+    }
+    o
+}
+
+fn program(o: &mut String, p: &ProgramSnapshot, per: &dyn Fn(u64) -> String) {
+    let total = p.calls();
+    let _ = writeln!(
+        o,
+        "\n{} v{}: {} calls, {} garbage args, {} unknown procedures, {} system errors",
+        p.name,
+        p.version,
+        per(total),
+        p.garbage_args,
+        p.proc_unavail,
+        p.system_err
+    );
+    if total == 0 {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "  {:<12} {:>12} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "procedure", "calls", "%", "errors", "mean", "p50", "p99", "p99.9"
+    );
+    for c in p.procedures.iter().filter(|c| c.calls > 0) {
+        let l = &c.latency;
+        let _ = writeln!(
+            o,
+            "  {:<12} {:>12} {:>5.1}% {:>9} {:>9} {:>9} {:>9} {:>9}",
+            c.name,
+            per(c.calls),
+            100.0 * c.calls as f64 / total as f64,
+            per(c.errors),
+            duration(l.mean()),
+            duration(l.quantile(0.5)),
+            duration(l.quantile(0.99)),
+            duration(l.quantile(0.999))
+        );
+    }
+    let errors: Vec<_> = p.statuses.iter().filter(|s| Some(s.status) != Some(0) && s.count > 0).collect();
+    if !errors.is_empty() {
+        let list: Vec<String> = errors.iter().map(|s| format!("{} {}", s.name, per(s.count))).collect();
+        let _ = writeln!(o, "  errors by status: {}", list.join(", "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations_read_well() {
+        assert_eq!(bytes(512.0), "512 B");
+        assert_eq!(bytes(1536.0), "1.5 KiB");
+        assert_eq!(bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
+        assert_eq!(duration(Some(Duration::from_micros(85))), "85µs");
+        assert_eq!(duration(Some(Duration::from_micros(1500))), "1.50ms");
+        assert_eq!(duration(None), "-");
+    }
+}
