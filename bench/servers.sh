@@ -63,6 +63,7 @@ ns_start() {
   fs=$(findmnt -no FSTYPE -T "$run")
   mkdir -p "$run/keel-sync" "$run/keel-async" "$run/keel-state"
   trap servers_cleanup EXIT
+  trap 'exit 130' INT TERM
   ip netns add "$ns"
   ip netns exec "$ns" ip link set lo up
 }

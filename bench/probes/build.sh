@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the probes (nfsping, nfsmeta and nfslock against Debian's libnfs,
+# Builds the probes (nfsping, nfsmeta, nfslock and nfsrm against Debian's libnfs,
 # pingpong) into target/probes, installing libnfs-dev if needed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -10,6 +10,7 @@ if [ ! -e /usr/include/nfsc/libnfs.h ]; then
 fi
 cc -O2 -Wall -o "$out/nfsping" "$here/nfsping.c" -lnfs
 cc -O2 -Wall -o "$out/nfsmeta" "$here/nfsmeta.c" -lnfs
+cc -O2 -Wall -o "$out/nfsrm" "$here/nfsrm.c" -lnfs
 cc -O2 -Wall -o "$out/nfslock" "$here/nfslock.c" -lnfs
 cc -O2 -Wall -pthread -o "$out/pingpong" "$here/pingpong.c"
-echo "$out/nfsping $out/nfsmeta $out/pingpong $out/nfslock"
+echo "$out/nfsping $out/nfsmeta $out/pingpong $out/nfslock $out/nfsrm"
