@@ -8,5 +8,6 @@
 pub mod host;
 pub mod result;
 pub mod secure;
-pub mod time;
+/// UTC timestamps, shared with the server's statistics.
+pub use keel_stats::time;
 pub mod units;
