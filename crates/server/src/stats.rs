@@ -78,43 +78,8 @@ const NLM_PROCEDURES: &[&str] = &[
 const NSM_PROCEDURES: &[&str] = &["null", "stat", "mon", "unmon", "unmon_all", "simu_crash", "notify"];
 const PORTMAP_PROCEDURES: &[&str] = &["null", "set", "unset", "getport", "dump", "callit"];
 
-/// Every nfsstat3 (RFC 1813), success first.
-const NFS_STATUS_LIST: [Nfsstat3; 29] = {
-    use Nfsstat3::*;
-    [
-        Ok,
-        Perm,
-        Noent,
-        Io,
-        Nxio,
-        Acces,
-        Exist,
-        Xdev,
-        Nodev,
-        Notdir,
-        Isdir,
-        Inval,
-        Fbig,
-        Nospc,
-        Rofs,
-        Mlink,
-        Nametoolong,
-        Notempty,
-        Dquot,
-        Stale,
-        Remote,
-        Badhandle,
-        NotSync,
-        BadCookie,
-        Notsupp,
-        Toosmall,
-        Serverfault,
-        Badtype,
-        Jukebox,
-    ]
-};
 static NFS_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
-    LazyLock::new(|| NFS_STATUS_LIST.iter().map(|s| (*s as u32, s.name())).collect());
+    LazyLock::new(|| Nfsstat3::ALL.iter().map(|s| (*s as u32, s.name())).collect());
 
 /// The programs Keel serves, as the statistics count them.
 pub fn programs() -> [ProgramSpec; 5] {

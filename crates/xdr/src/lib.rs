@@ -220,6 +220,10 @@ macro_rules! xdr_enum {
                 Err($crate::XdrError::InvalidValue { what: stringify!($name), value: v })
             }
         }
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+        }
     };
 }
 
