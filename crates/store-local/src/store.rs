@@ -133,6 +133,10 @@ impl Store for LocalStore {
         LocalStore::entry_plus(self, who, &dir.0, name).map(|(fh, attrs)| (fh.as_bytes().clone(), attrs))
     }
 
+    fn check_io(&self, who: &Acting, obj: &LocalObject, write: bool) -> StoreResult<Attrs> {
+        LocalStore::check_io(self, who, &obj.0, write)
+    }
+
     fn read(&self, who: &Acting, obj: &LocalObject, offset: u64, count: usize) -> StoreResult<ReadOut> {
         LocalStore::read(self, who, &obj.0, offset, count)
     }

@@ -153,6 +153,12 @@ pub trait Store: Send + Sync + 'static {
     /// no permission).
     fn entry_plus(&self, who: &Self::Caller, dir: &Self::Object, name: &[u8]) -> Option<(Bytes, Attrs)>;
 
+    /// The checks READ (`write` false) or WRITE (`write` true) make before
+    /// they touch data: a regular file, and the caller's permission with
+    /// the owner's override. Returns the attributes. For a store that
+    /// stacks on this one and answers I/O itself (a cache hit).
+    fn check_io(&self, who: &Self::Caller, obj: &Self::Object, write: bool) -> StoreResult<Attrs>;
+
     /// Up to `count` bytes at `offset`.
     fn read(&self, who: &Self::Caller, obj: &Self::Object, offset: u64, count: usize) -> StoreResult<ReadOut>;
 

@@ -1,6 +1,6 @@
 //! READ and WRITE.
 
-use keel_store::{FileType, ReadOut, Stability, StoreError, StoreResult, WriteOut};
+use keel_store::{Attrs, FileType, ReadOut, Stability, StoreError, StoreResult, WriteOut};
 
 use super::{LocalStore, from_stat, permit};
 use crate::faults::FaultPoint;
@@ -17,6 +17,13 @@ fn require_regular(inode: &Inode) -> StoreResult<()> {
 }
 
 impl LocalStore {
+    pub(crate) fn check_io(&self, who: &Acting, inode: &Inode, write: bool) -> StoreResult<Attrs> {
+        require_regular(inode)?;
+        let st = sys::fstat(inode.fd())?;
+        permit(who.cred(), inode, &st, if write { libc::W_OK } else { libc::R_OK }, true)?;
+        from_stat(&st, inode.export.fsid).ok_or(StoreError::NotSupported)
+    }
+
     pub(crate) fn read(&self, who: &Acting, inode: &Inode, offset: u64, count: usize) -> StoreResult<ReadOut> {
         require_regular(inode)?;
         let st = sys::fstat(inode.fd())?;

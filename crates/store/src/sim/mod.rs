@@ -865,6 +865,14 @@ impl crate::Store for SimStore {
         Some((obj.handle, st.attrs(ino).ok()?))
     }
 
+    fn check_io(&self, who: &SimCaller, obj: &SimObject, write: bool) -> StoreResult<Attrs> {
+        let st = self.lock();
+        let n = st.node(obj)?;
+        require_regular(n)?;
+        permit_io(&who.cred, n, if write { W } else { R })?;
+        st.attrs(obj.ino)
+    }
+
     fn read(&self, who: &SimCaller, obj: &SimObject, offset: u64, count: usize) -> StoreResult<ReadOut> {
         let mut st = self.lock();
         let n = st.node(obj)?;

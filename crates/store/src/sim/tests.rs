@@ -266,3 +266,18 @@ fn a_crash_with_write_back_keeps_flushed_data_and_some_of_the_rest() {
     }
     assert!(kept_some, "write-back lets some un-flushed writes through");
 }
+
+#[test]
+fn check_io_makes_the_checks_of_read_and_write_with_the_owner_s_override() {
+    let s = SimStore::new(41);
+    let root = root_dir(&s);
+    let set = SetAttrs { mode: Some(0o444), uid: Some(5), gid: Some(5), ..SetAttrs::default() };
+    let who = s.act_as(&ROOT).unwrap();
+    let f = s.create(&who, &root, b"ro", CreateMode::Guarded, &set, true).unwrap().object;
+    let owner = s.act_as(&user(5)).unwrap();
+    let other = s.act_as(&user(6)).unwrap();
+    assert_eq!(s.check_io(&owner, &f, true).unwrap().uid, 5, "the owner may write a file it owns");
+    assert!(s.check_io(&other, &f, false).is_ok());
+    assert_eq!(errno(s.check_io(&other, &f, true).unwrap_err()), Some(libc::EACCES));
+    assert_eq!(errno(s.check_io(&who, &root, false).unwrap_err()), Some(libc::EISDIR));
+}

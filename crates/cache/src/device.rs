@@ -1,0 +1,267 @@
+//! Cache devices: what the log and the statistics need of a fast device,
+//! a block device or a file on an SSD file system ([`FileDevice`]), or an
+//! in-memory one that fails and loses power on demand ([`SimDevice`]).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use keel_store::sim::Rng;
+
+/// The smallest device the cache takes: room for the superblocks and a
+/// log that holds many of the largest writes (1 MiB).
+pub const DEVICE_BYTES_MIN: u64 = 64 << 20;
+
+/// Positional I/O on one cache device. Offsets and lengths are multiples
+/// of 512; `sync` makes every completed write durable (a flush of the
+/// device's write cache).
+pub trait DeviceIo: Send + Sync {
+    fn size(&self) -> u64;
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    fn sync(&self) -> io::Result<()>;
+}
+
+/// What makes two paths the same device: a block device's number, or a
+/// file's device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceId {
+    Block(u64),
+    File { dev: u64, ino: u64 },
+    Sim(u64),
+}
+
+/// A block device (opened O_EXCL: refused while mounted or in use) or a
+/// regular file of at least [`DEVICE_BYTES_MIN`].
+pub struct FileDevice {
+    file: File,
+    len: u64,
+    pub id: DeviceId,
+    pub path: PathBuf,
+}
+
+impl FileDevice {
+    pub fn open(path: &Path) -> Result<Self, String> {
+        let what = path.display();
+        let meta = std::fs::metadata(path).map_err(|e| format!("{what}: {e}"))?;
+        let ft = meta.file_type();
+        let (file, id) = if ft.is_block_device() {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_EXCL | libc::O_CLOEXEC)
+                .open(path)
+                .map_err(|e| match e.raw_os_error() {
+                    Some(libc::EBUSY) => format!("{what}: the device is in use (mounted, or already a cache device)"),
+                    _ => format!("{what}: {e}"),
+                })?;
+            (file, DeviceId::Block(meta.rdev()))
+        } else if ft.is_file() {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_CLOEXEC)
+                .open(path)
+                .map_err(|e| format!("{what}: {e}"))?;
+            (file, DeviceId::File { dev: meta.dev(), ino: meta.ino() })
+        } else {
+            return Err(format!("{what}: not a block device or a regular file"));
+        };
+        let len = device_size(&file).map_err(|e| format!("{what}: cannot find its size: {e}"))? & !511;
+        if len < DEVICE_BYTES_MIN {
+            return Err(format!(
+                "{what}: too small ({} MiB; a cache device needs at least {} MiB)",
+                len >> 20,
+                DEVICE_BYTES_MIN >> 20
+            ));
+        }
+        Ok(FileDevice { file, len, id, path: path.to_path_buf() })
+    }
+}
+
+fn device_size(file: &File) -> io::Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    // SEEK_END gives a block device's size as well as a file's.
+    let mut f = file;
+    f.seek(SeekFrom::End(0))
+}
+
+impl DeviceIo for FileDevice {
+    fn size(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
+/// An in-memory device for tests: writes land in a volatile image that a
+/// [`SimDevice::power_cut`] throws away except for what `sync` made
+/// durable (and, by the seed, some unsynced sectors, as a drive's write
+/// cache would let through); faults fail chosen operations.
+pub struct SimDevice {
+    state: Mutex<SimState>,
+    len: u64,
+}
+
+struct SimState {
+    live: Vec<u8>,
+    durable: Vec<u8>,
+    /// Sector ranges written since the last sync.
+    unsynced: Vec<(u64, u64)>,
+    rng: Rng,
+    /// Every I/O fails from now on (a pulled or dead device).
+    dead: bool,
+    /// The next `n` writes fail.
+    fail_writes: u32,
+    /// The next `n` syncs fail.
+    fail_syncs: u32,
+    /// The next `n` reads fail.
+    fail_reads: u32,
+}
+
+impl SimDevice {
+    pub fn new(len: u64, seed: u64) -> Self {
+        let len = len & !511;
+        SimDevice {
+            state: Mutex::new(SimState {
+                live: vec![0; len as usize],
+                durable: vec![0; len as usize],
+                unsynced: Vec::new(),
+                rng: Rng::new(seed),
+                dead: false,
+                fail_writes: 0,
+                fail_syncs: 0,
+                fail_reads: 0,
+            }),
+            len,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SimState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Power loss: the device keeps what was synced, plus (when
+    /// `keep_some`) a random choice of the sectors written since.
+    pub fn power_cut(&self, keep_some: bool) {
+        let mut st = self.lock();
+        let mut image = st.durable.clone();
+        if keep_some {
+            let ranges = std::mem::take(&mut st.unsynced);
+            for (off, len) in ranges {
+                for sector in (off..off + len).step_by(512) {
+                    if st.rng.below(2) == 1 {
+                        let s = sector as usize;
+                        image[s..s + 512].copy_from_slice(&st.live[s..s + 512]);
+                    }
+                }
+            }
+        }
+        st.unsynced.clear();
+        // A power cycle clears transient faults (not a dead device).
+        st.fail_writes = 0;
+        st.fail_syncs = 0;
+        st.fail_reads = 0;
+        st.live = image.clone();
+        st.durable = image;
+    }
+
+    pub fn kill(&self) {
+        self.lock().dead = true;
+    }
+
+    pub fn fail_next_writes(&self, n: u32) {
+        self.lock().fail_writes = n;
+    }
+
+    pub fn fail_next_syncs(&self, n: u32) {
+        self.lock().fail_syncs = n;
+    }
+
+    pub fn fail_next_reads(&self, n: u32) {
+        self.lock().fail_reads = n;
+    }
+
+    /// Flips a byte of the durable and live images (bit rot).
+    pub fn corrupt(&self, offset: u64) {
+        let mut st = self.lock();
+        st.live[offset as usize] ^= 0xff;
+        st.durable[offset as usize] ^= 0xff;
+    }
+}
+
+fn eio() -> io::Error {
+    io::Error::from_raw_os_error(libc::EIO)
+}
+
+impl DeviceIo for SimDevice {
+    fn size(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let mut st = self.lock();
+        if st.dead {
+            return Err(eio());
+        }
+        if st.fail_reads > 0 {
+            st.fail_reads -= 1;
+            return Err(eio());
+        }
+        let (from, to) = (offset as usize, offset as usize + buf.len());
+        if to > st.live.len() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        buf.copy_from_slice(&st.live[from..to]);
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let mut st = self.lock();
+        if st.dead {
+            return Err(eio());
+        }
+        if st.fail_writes > 0 {
+            st.fail_writes -= 1;
+            return Err(eio());
+        }
+        let (from, to) = (offset as usize, offset as usize + buf.len());
+        if to > st.live.len() {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        st.live[from..to].copy_from_slice(buf);
+        let first = offset & !511;
+        st.unsynced.push((first, (to as u64).next_multiple_of(512) - first));
+        Ok(())
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        let mut st = self.lock();
+        if st.dead {
+            return Err(eio());
+        }
+        if st.fail_syncs > 0 {
+            st.fail_syncs -= 1;
+            return Err(eio());
+        }
+        let ranges = std::mem::take(&mut st.unsynced);
+        for (off, len) in ranges {
+            let (a, b) = (off as usize, ((off + len) as usize).min(st.live.len()));
+            let chunk = st.live[a..b].to_vec();
+            st.durable[a..b].copy_from_slice(&chunk);
+        }
+        Ok(())
+    }
+}
