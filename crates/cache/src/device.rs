@@ -14,9 +14,9 @@ use keel_store::sim::Rng;
 /// log that holds many of the largest writes (1 MiB).
 pub const DEVICE_BYTES_MIN: u64 = 64 << 20;
 
-/// Positional I/O on one cache device. Offsets and lengths are multiples
-/// of 512; `sync` makes every completed write durable (a flush of the
-/// device's write cache).
+/// Positional I/O on one cache device (buffered: any offset and length;
+/// the log writes whole 512-byte sectors). `sync` makes every completed
+/// write durable (a flush of the device's write cache).
 pub trait DeviceIo: Send + Sync {
     fn size(&self) -> u64;
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;

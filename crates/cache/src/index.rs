@@ -10,7 +10,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
 
 use bytes::Bytes;
 use keel_store::{Attrs, Time};
@@ -34,7 +33,6 @@ pub struct FileState {
     pub ctime: Time,
     /// The newest record of this file.
     pub last_seq: u64,
-    pub since: Instant,
     /// Ranges destaged whose records are still in the log until the head
     /// passes them (offset, length, seq): a replay would write them again.
     pub shadow: Vec<(u64, u64, u64)>,
@@ -42,16 +40,7 @@ pub struct FileState {
 
 impl FileState {
     pub fn new(export_id: Option<u32>, size: u64, mtime: Time, ctime: Time) -> Self {
-        FileState {
-            export_id,
-            extents: BTreeMap::new(),
-            size,
-            mtime,
-            ctime,
-            last_seq: 0,
-            since: Instant::now(),
-            shadow: Vec::new(),
-        }
+        FileState { export_id, extents: BTreeMap::new(), size, mtime, ctime, last_seq: 0, shadow: Vec::new() }
     }
 
     /// Puts `len` bytes at `offset` over whatever was there; returns the
@@ -149,13 +138,13 @@ impl FileState {
     /// The back end's attributes as clients must see them. The back end
     /// is never longer than the file (truncations reach it at once), but
     /// may be longer than the logged size (writes that bypassed the log).
+    /// `used` stays the back end's: dirty data holds no space there yet.
     pub fn overlay(&self, attrs: &mut Attrs) {
         attrs.size = attrs.size.max(self.size);
         attrs.mtime = self.mtime;
         if later(self.ctime, attrs.ctime) {
             attrs.ctime = self.ctime;
         }
-        attrs.used = attrs.used.max(self.size.next_multiple_of(4096).min(attrs.used + self.dirty_bytes()));
     }
 }
 

@@ -143,7 +143,6 @@ pub struct Shared<S: Store> {
     flushers: AtomicU64,
     stop: AtomicBool,
     streams: Mutex<HashMap<Bytes, (u64, u64)>>,
-    started: Instant,
 }
 
 /// The cache tier in front of store `S`.
@@ -206,7 +205,6 @@ impl<S: Store> CacheStore<S> {
             flushers: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             streams: Mutex::new(HashMap::new()),
-            started: Instant::now(),
         });
         if !devices.is_empty() {
             let mirrors: Vec<Arc<Mirror>> =
@@ -274,14 +272,6 @@ impl<S: Store> Shared<S> {
 
     pub fn mode(&self, export_id: u32) -> CacheMode {
         self.modes.read().unwrap_or_else(|p| p.into_inner()).get(&export_id).copied().unwrap_or(CacheMode::Off)
-    }
-
-    pub fn modes(&self) -> HashMap<u32, CacheMode> {
-        self.modes.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    pub fn uptime(&self) -> Duration {
-        self.started.elapsed()
     }
 
     pub fn stopping(&self) -> bool {
@@ -572,6 +562,9 @@ impl<S: Store> Shared<S> {
         let (mut st, cut) =
             self.append_locked(&log, slot, RecordKind::Truncate, handle, size, &[], |_| size, &mut buf)?;
         log.sync_through(cut.seq).map_err(log_error)?;
+        // The file's state stays locked across the back end's truncation:
+        // a write of this file logged in between would be cut in the index
+        // but not by a replay.
         match self.inner.setattr(who, obj, set, None, commit) {
             Ok(()) => {
                 let a = self.inner.getattr(obj)?;

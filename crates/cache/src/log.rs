@@ -518,21 +518,16 @@ impl Log {
         Ok(())
     }
 
-    /// Reads payload bytes at `pos` from the first mirror that gives them.
+    /// Reads payload bytes at `pos` from the first mirror that gives them,
+    /// straight into `buf`.
     pub fn read_data(&self, buf: &mut [u8], pos: u64) -> io::Result<()> {
         let mut last = None;
         for m in &self.mirrors {
             if m.is_failed() {
                 continue;
             }
-            // Reads are 512-aligned on the device.
-            let start = pos & !(ALIGN - 1);
-            let end = (pos + buf.len() as u64).next_multiple_of(ALIGN);
-            let mut tmp = vec![0u8; (end - start) as usize];
-            match m.dev.read_at(&mut tmp, start) {
+            match m.dev.read_at(buf, pos) {
                 Ok(()) => {
-                    let skip = (pos - start) as usize;
-                    buf.copy_from_slice(&tmp[skip..skip + buf.len()]);
                     m.bytes_read.fetch_add(buf.len() as u64, Ordering::Relaxed);
                     return Ok(());
                 }
