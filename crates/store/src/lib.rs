@@ -30,6 +30,7 @@ pub mod attr;
 mod cred;
 mod error;
 pub mod lock;
+pub mod pipe;
 pub mod sim;
 mod types;
 
