@@ -64,7 +64,8 @@ pub struct PipePoolCounts {
     /// Pipes made now (free or in use) and the bound.
     pub made: u64,
     pub pipes_max: u64,
-    /// Pipes handed out (one per spliced READ).
+    /// Pipes handed out (one per spliced READ; the rare READ whose splice
+    /// fails then copies).
     pub taken: u64,
     /// Times none was left: the READ copied.
     pub exhausted: u64,

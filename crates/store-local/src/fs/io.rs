@@ -55,13 +55,10 @@ impl LocalStore {
     /// that failed or stopped short of EOF (the pread that follows reports
     /// a real error itself).
     fn splice_read(&self, inode: &Inode, offset: u64, count: usize, expected: usize) -> Option<FilePipe> {
-        if expected < SPLICE_READ_BYTES_MIN {
+        if expected < SPLICE_READ_BYTES_MIN || (offset % PAGE_BYTES) as usize + expected > self.pipe_bytes {
             return None;
         }
         let mut pipe = self.pipes.as_ref()?.take()?;
-        if (offset % PAGE_BYTES) as usize + expected > pipe.capacity() {
-            return None;
-        }
         let mut at = offset;
         while pipe.len() < count {
             match sys::splice_to_pipe(inode.fd(), at, pipe.write_fd(), count - pipe.len()) {

@@ -52,6 +52,8 @@ pub struct LocalStore {
     /// Pipes for spliced READs, once [`LocalStore::splice_reads`] made
     /// them; without them every READ copies.
     pipes: Option<Arc<keel_store::pipe::PipePool>>,
+    /// What each of them holds at least.
+    pipe_bytes: usize,
 }
 
 impl LocalStore {
@@ -66,6 +68,7 @@ impl LocalStore {
             commits: GroupCommit::new(),
             lock_files_open: Arc::default(),
             pipes: None,
+            pipe_bytes: 0,
         })
     }
 
@@ -82,6 +85,7 @@ impl LocalStore {
             return Err(e);
         }
         self.pipes = Some(pool);
+        self.pipe_bytes = read_bytes_max;
         Ok(())
     }
 
