@@ -766,12 +766,12 @@ impl<S: Store> Store for CacheStore<S> {
         // Writes that bypassed the log may have made the back end longer.
         let size = size.max(out.attrs.size);
         let len = (count as u64).min(size.saturating_sub(offset)) as usize;
+        // The back end never holds more than `len` here: `size` covers it.
         let disk = out.data.len().min(len);
-        if pieces.is_empty() && disk == len {
-            out.data.truncate(len);
-        } else {
+        if !(pieces.is_empty() && disk == len) {
             let mut buf = BytesMut::zeroed(len);
-            buf[..disk].copy_from_slice(&out.data[..disk]);
+            let on_disk = std::mem::take(&mut out.data).into_bytes()?;
+            buf[..disk].copy_from_slice(&on_disk[..disk]);
             let log = sh.log().ok_or_else(|| errno(libc::EIO))?;
             let mut from_log = 0;
             for (at, e) in &pieces {
@@ -780,7 +780,7 @@ impl<S: Store> Store for CacheStore<S> {
                 from_log += e.len;
             }
             sh.stats.read_from_log(obj.export_id(), from_log);
-            out.data = buf.freeze();
+            out.data = buf.freeze().into();
         }
         sh.stats.read_from_disk(obj.export_id(), disk as u64);
         out.eof = offset + len as u64 >= size;

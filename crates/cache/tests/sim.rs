@@ -85,7 +85,7 @@ impl Rig {
         let out = c.read(&who, f, 0, 1 << 24).unwrap();
         assert!(out.eof);
         assert_eq!(out.data.len() as u64, out.attrs.size, "a whole-file read returns the size GETATTR says");
-        out.data.to_vec()
+        out.data.into_bytes().unwrap().to_vec()
     }
 
     fn truncate(&self, f: &SimObject, size: u64) {
@@ -153,10 +153,10 @@ fn reads_lay_the_newest_data_over_the_back_end() {
     let c = rig.c();
     let who = c.act_as(&ROOT).unwrap();
     let part = c.read(&who, &f, 110, 20).unwrap();
-    assert_eq!(&part.data[..], &model[110..130]);
+    assert_eq!(&part.data.into_bytes().unwrap()[..], &model[110..130]);
     assert!(!part.eof);
     let tail = c.read(&who, &f, 29_999, 100).unwrap();
-    assert_eq!(&tail.data[..], &model[29_999..]);
+    assert_eq!(&tail.data.into_bytes().unwrap()[..], &model[29_999..]);
     assert!(tail.eof);
 }
 
@@ -445,7 +445,11 @@ fn random_run(seed: u64) {
                 let len = rng.below(50_000) as usize;
                 let out = c.read(&who, f, off, len).unwrap_or_else(|e| panic!("seed {seed} step {step}: read: {e}"));
                 let want = model[i].get(off as usize..(off as usize + len).min(model[i].len())).unwrap_or(&[]);
-                assert_same(&out.data, want, &format!("seed {seed} step {step}: read of f{i} at {off}+{len}"));
+                assert_same(
+                    &out.data.into_bytes().unwrap(),
+                    want,
+                    &format!("seed {seed} step {step}: read of f{i} at {off}+{len}"),
+                );
                 assert_eq!(c.getattr(f).unwrap().size, model[i].len() as u64, "seed {seed} step {step}");
             }
             _ => {

@@ -165,7 +165,7 @@ pub(crate) fn encode_call(
     CallHeader { xid, rpc_version: RPC_VERSION, prog, vers, proc_, cred: cred.clone(), verf: OpaqueAuth::default() }
         .encode(&mut enc);
     args(&mut enc);
-    enc.finish()
+    enc.finish_bytes()
 }
 
 /// A call ready to go on the wire: record mark, header, arguments. Sending

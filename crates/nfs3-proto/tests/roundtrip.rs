@@ -419,7 +419,7 @@ fn payloads_are_not_copied() {
     };
     let mut enc = Encoder::new();
     enc.put(&args);
-    let segs = enc.finish();
+    let segs = enc.finish_bytes();
     assert!(segs.iter().any(|s| s.as_ptr() == data.as_ptr() && s.len() == data.len()));
     assert_eq!(segs.last().map(|s| s.len()), Some(1), "padding after the payload");
 
@@ -436,7 +436,7 @@ fn payloads_are_not_copied() {
     });
     let mut enc = Encoder::new();
     enc.put(&res);
-    let segs = enc.finish();
+    let segs = enc.finish_bytes();
     assert!(segs.iter().any(|s| s.as_ptr() == data.as_ptr()));
     let wire = roundtrip(&res);
     let back = decode::<Read3Res>(wire.clone()).unwrap().ok().unwrap();

@@ -2,7 +2,7 @@
 //! [`keel_rpc::CallReport`]): the status of the reply and the bytes of file
 //! data moved. The export is reported where a handle is authorized.
 
-use keel_nfs3_proto::nfs3::{Nfs3Proc, NfsResult, Read3ResOk, Write3ResOk};
+use keel_nfs3_proto::nfs3::{Nfs3Proc, NfsResult, Write3ResOk};
 use keel_rpc::CallContext;
 use keel_xdr::Encoder;
 
@@ -16,11 +16,9 @@ pub(crate) fn status(ctx: &CallContext, proc_: Nfs3Proc, reply: &Encoder, result
     }
 }
 
-pub(crate) fn read<F>(ctx: &CallContext, res: NfsResult<Read3ResOk, F>) -> NfsResult<Read3ResOk, F> {
-    if let NfsResult::Ok(ok) = &res {
-        ctx.report.add_read_bytes(u64::from(ok.count));
-    }
-    res
+/// A READ succeeded with `bytes` of data (in memory or in a pipe).
+pub(crate) fn read(ctx: &CallContext, bytes: usize) {
+    ctx.report.add_read_bytes(bytes as u64);
 }
 
 pub(crate) fn write<F>(ctx: &CallContext, res: NfsResult<Write3ResOk, F>) -> NfsResult<Write3ResOk, F> {

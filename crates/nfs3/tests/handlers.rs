@@ -78,8 +78,8 @@ impl Client<'_> {
             report: Default::default(),
         };
         let mut reply = Encoder::new();
-        program.call(&ctx, &mut Decoder::new(flatten(enc.finish())), &mut reply).expect("accepted");
-        let mut dec = Decoder::new(flatten(reply.finish()));
+        program.call(&ctx, &mut Decoder::new(flatten(enc.finish_bytes())), &mut reply).expect("accepted");
+        let mut dec = Decoder::new(flatten(reply.finish_bytes()));
         let r = R::decode(&mut dec).expect("the reply decodes");
         dec.finish().expect("nothing after the reply");
         r

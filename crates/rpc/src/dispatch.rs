@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use keel_xdr::{Decoder, Encoder};
+use keel_xdr::{Decoder, Encoder, Segment};
 
 use crate::drc::{CacheLookup, DrcKey, ReplyCache};
 use crate::msg::{
@@ -93,10 +93,11 @@ pub struct Dispatcher {
     cache: ReplyCache,
 }
 
-/// The reply message to one call, as segments ready for `writev`. The
-/// transport frames it: a record mark before it on TCP
-/// ([`crate::record::record_mark`]), nothing on UDP.
-pub type ReplySegments = Vec<Bytes>;
+/// The reply message to one call, as segments ready for `writev` (and a
+/// spliced payload, such as a READ's pipe of file data, which the
+/// transport knows how to write). The transport frames it: a record mark
+/// before it on TCP ([`crate::record::record_mark`]), nothing on UDP.
+pub type ReplySegments = Vec<Segment>;
 
 impl Dispatcher {
     pub fn new(programs: Vec<Arc<dyn RpcProgram>>, cache: ReplyCache) -> Self {
@@ -178,7 +179,7 @@ impl Dispatcher {
                 CacheLookup::InProgress => return None,
                 CacheLookup::Replay(reply) => {
                     tracing::debug!(%peer, xid, proc = header.proc_, "replayed from the duplicate reply cache");
-                    return Some(reply);
+                    return Some(reply.into_iter().map(Segment::Bytes).collect());
                 }
             }
         }
@@ -207,7 +208,14 @@ impl Dispatcher {
             }
         };
         if let Some(mut pending) = in_cache {
-            pending.complete(segments.clone());
+            // A spliced payload can be sent once only: such a reply is not
+            // cached (dropping `pending` abandons the entry). The cached
+            // procedures are the non-idempotent ones, whose replies are
+            // small and never carry one.
+            let bytes: Option<Vec<Bytes>> = segments.iter().map(|s| s.as_bytes().cloned()).collect();
+            if let Some(bytes) = bytes {
+                pending.complete(bytes);
+            }
         }
         Some(segments)
     }
@@ -225,7 +233,7 @@ struct PendingEntry<'a> {
 }
 
 impl PendingEntry<'_> {
-    fn complete(&mut self, reply: ReplySegments) {
+    fn complete(&mut self, reply: Vec<Bytes>) {
         if let Some(key) = self.key.take() {
             self.cache.complete(&key, reply);
         }

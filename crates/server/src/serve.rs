@@ -46,6 +46,12 @@ const LOCK_HOSTS_MAX: usize = 4096;
 /// Replies kept for retransmitted NLM calls over UDP.
 const UDP_REPLY_CACHE_ENTRIES_MAX: usize = 4096;
 const UDP_REPLY_CACHE_BYTES_MAX: usize = 4 << 20;
+/// Pipes for spliced READs (each 1 MiB, the largest READ; two descriptors
+/// each, inside the reserve of `cached_inodes_max`). Their pages count
+/// against the user root's `pipe-user-pages-soft` (64 MiB by default):
+/// half of it, so other root processes without CAP_SYS_RESOURCE still get
+/// full-size pipes. A READ that finds none free copies.
+const READ_PIPES_MAX: usize = 32;
 /// How long a stop waits for calls in flight before giving up on them.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -90,9 +96,14 @@ pub fn run(
     }
     let rules = config.exports.iter().map(|e| (e.id, e.clients.clone())).collect();
     let lock_files_max = lock_files_max(nofile);
-    let cached_max = cached_inodes_max(nofile, config.server.max_connections + lock_files_max);
+    let cached_max = cached_inodes_max(nofile, config.server.max_connections + lock_files_max + 2 * READ_PIPES_MAX);
     tracing::info!(open_files_limit = nofile, cached_inodes_max = cached_max, "descriptor budget");
-    let store = Arc::new(LocalStore::new(exports, key.clone(), cached_max)?);
+    let mut store = LocalStore::new(exports, key.clone(), cached_max)?;
+    match store.splice_reads(READ_PIPES_MAX, keel_nfs3::IO_BYTES_MAX as usize) {
+        Ok(()) => tracing::info!(pipes = ?store.pipe_counts().map(|c| c.made), "READs are spliced from the page cache"),
+        Err(e) => tracing::warn!(error = %e, "cannot make pipes for spliced READs; READs copy their data"),
+    }
+    let store = Arc::new(store);
     let svc = Arc::new(NfsService::new(store.clone(), rules));
     let calls = keel_stats::CallStats::new(&crate::stats::programs());
     calls.set_exports(&config.exports.iter().map(|e| e.id).collect::<Vec<_>>());

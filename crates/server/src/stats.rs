@@ -12,8 +12,8 @@ use keel_nfs3::NfsService;
 use keel_nfs3_proto::nfs3::Nfsstat3;
 use keel_rpc::Dispatcher;
 use keel_stats::{
-    CallStats, ConnectionInfo, ConnectionsSnapshot, MemorySnapshot, ProgramSpec, ReloadsSnapshot, ReplyCacheSnapshot,
-    ServerInfo, Snapshot, WorkersSnapshot,
+    CallStats, ConnectionInfo, ConnectionsSnapshot, MemorySnapshot, ProgramSpec, ReadPipesSnapshot, ReloadsSnapshot,
+    ReplyCacheSnapshot, ServerInfo, Snapshot, WorkersSnapshot,
 };
 use keel_store::Store;
 use keel_store_local::LocalStore;
@@ -225,6 +225,14 @@ impl ServerStats {
                 inflight_bytes: self.budget.used_bytes() as u64,
                 inflight_bytes_max: self.budget.total_bytes_max() as u64,
             },
+            read_pipes: store.pipe_counts().map_or_else(Default::default, |p| ReadPipesSnapshot {
+                pipes: p.made,
+                pipes_max: p.pipes_max,
+                spliced: p.taken,
+                exhausted: p.exhausted,
+                make_failed: p.make_failed,
+                discarded: p.discarded,
+            }),
             reloads: ReloadsSnapshot {
                 applied: self.reloads.applied.load(Ordering::Relaxed),
                 refused: self.reloads.refused.load(Ordering::Relaxed),

@@ -108,3 +108,54 @@ pub fn read_into(fd: BorrowedFd, buf: &mut bytes::BytesMut, min_spare: usize) ->
         }
     }
 }
+
+/// One non-blocking sendmsg(2) of `slices` on the socket `fd`; with `more`,
+/// MSG_MORE says more of the same reply follows (TCP holds a partial
+/// segment back for it). The bytes sent.
+pub fn send_vectored(fd: BorrowedFd, slices: &[io::IoSlice], more: bool) -> io::Result<usize> {
+    let mut msg = empty_msghdr();
+    msg.msg_iov = slices.as_ptr().cast_mut().cast();
+    msg.msg_iovlen = slices.len();
+    let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
+    loop {
+        // SAFETY: `msg` points to `slices`, whose IoSlices are ABI-compatible
+        // with iovec (std guarantees it) and live for the call; no name, no
+        // control data. The kernel only reads them.
+        let n = unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, flags) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+fn empty_msghdr() -> libc::msghdr {
+    // SAFETY: msghdr is plain data (pointers and integers), for which all
+    // zeroes is a valid value: no name, no iovecs, no control data.
+    unsafe { std::mem::zeroed() }
+}
+
+/// One non-blocking splice(2) of up to `count` bytes from the pipe `pipe`
+/// to the socket `socket` (the pipe's pages go to the socket, not through
+/// user space); with `more`, SPLICE_F_MORE says more of the reply follows.
+/// The bytes moved.
+pub fn splice_to_socket(pipe: BorrowedFd, socket: BorrowedFd, count: usize, more: bool) -> io::Result<usize> {
+    let flags = libc::SPLICE_F_NONBLOCK | if more { libc::SPLICE_F_MORE } else { 0 };
+    loop {
+        // SAFETY: splice(2) between two live descriptors, with no offsets
+        // (both are streams): no memory of ours is read or written.
+        let n = unsafe {
+            libc::splice(pipe.as_raw_fd(), std::ptr::null_mut(), socket.as_raw_fd(), std::ptr::null_mut(), count, flags)
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}

@@ -54,6 +54,11 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("keel_inflight_bytes", "gauge"),
     ("keel_inflight_max_bytes", "gauge"),
     ("keel_cached_inodes", "gauge"),
+    ("keel_spliced_reads_total", "counter"),
+    ("keel_read_pipes_exhausted_total", "counter"),
+    ("keel_read_pipes", "gauge"),
+    ("keel_read_pipes_max", "gauge"),
+    ("keel_read_pipe_failures_total", "counter"),
     ("keel_export_reloads_total", "counter"),
 ];
 
@@ -241,6 +246,14 @@ pub fn render(s: &Snapshot) -> String {
     o.one("keel_inflight_bytes", "Bytes of calls in flight and unsent replies.", s.memory.inflight_bytes);
     o.one("keel_inflight_max_bytes", "The bound on bytes in flight (max_inflight_mib).", s.memory.inflight_bytes_max);
     o.one("keel_cached_inodes", "Objects held open in the inode cache.", s.server.cached_inodes);
+    let p = &s.read_pipes;
+    o.one("keel_spliced_reads_total", "READs whose data was spliced from the page cache.", p.spliced);
+    o.one("keel_read_pipes_exhausted_total", "READs that copied because every pipe was in use.", p.exhausted);
+    o.one("keel_read_pipes", "Pipes for spliced READs, free or in use.", p.pipes);
+    o.one("keel_read_pipes_max", "The bound on pipes for spliced READs (0: READs copy).", p.pipes_max);
+    o.family("keel_read_pipe_failures_total", "Pipes not made, or closed with data that could not be read.");
+    o.sample("keel_read_pipe_failures_total", &[("kind", "make")], p.make_failed);
+    o.sample("keel_read_pipe_failures_total", &[("kind", "discarded")], p.discarded);
     o.family("keel_export_reloads_total", "Export reloads, applied or refused.");
     o.sample("keel_export_reloads_total", &[("result", "applied")], s.reloads.applied);
     o.sample("keel_export_reloads_total", &[("result", "refused")], s.reloads.refused);

@@ -18,6 +18,8 @@ pub struct Snapshot {
     pub workers: WorkersSnapshot,
     pub memory: MemorySnapshot,
     pub reloads: ReloadsSnapshot,
+    #[serde(default)]
+    pub read_pipes: ReadPipesSnapshot,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -100,6 +102,22 @@ pub struct ClientSnapshot {
     pub read_bytes: u64,
     pub write_bytes: u64,
     pub idle_seconds: u64,
+}
+
+/// The pipes READ data is spliced through (all zero when READs copy).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadPipesSnapshot {
+    /// Pipes made now (free or holding a reply's data), and the bound.
+    pub pipes: u64,
+    pub pipes_max: u64,
+    /// READs given a pipe (the rare one whose splice fails then copies).
+    pub spliced: u64,
+    /// READs that found every pipe in use, and copied.
+    pub exhausted: u64,
+    /// Pipes that could not be made, and pipes closed with data left that
+    /// could not be read.
+    pub make_failed: u64,
+    pub discarded: u64,
 }
 
 /// The duplicate reply cache (knfsd's "rc" line).
@@ -225,6 +243,11 @@ impl Snapshot {
         r.misses = r.misses.saturating_sub(e.misses);
         r.in_progress = r.in_progress.saturating_sub(e.in_progress);
         r.evictions = r.evictions.saturating_sub(e.evictions);
+        let (p, e) = (&mut out.read_pipes, &earlier.read_pipes);
+        p.spliced = p.spliced.saturating_sub(e.spliced);
+        p.exhausted = p.exhausted.saturating_sub(e.exhausted);
+        p.make_failed = p.make_failed.saturating_sub(e.make_failed);
+        p.discarded = p.discarded.saturating_sub(e.discarded);
         let (n, e) = (&mut out.connections, &earlier.connections);
         n.accepted = n.accepted.saturating_sub(e.accepted);
         n.refused = n.refused.saturating_sub(e.refused);

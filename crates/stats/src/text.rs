@@ -83,6 +83,21 @@ pub fn render(s: &Snapshot, opts: Options) -> String {
         r.entries,
         bytes(r.bytes as f64)
     );
+    let p = &s.read_pipes;
+    if p.pipes_max == 0 {
+        let _ = writeln!(o, "spliced reads: off (READs copy)");
+    } else {
+        let _ = writeln!(
+            o,
+            "spliced reads: {}, {} copied with every pipe in use; pipes {} of {}, {} not made, {} discarded",
+            per(p.spliced),
+            per(p.exhausted),
+            p.pipes,
+            p.pipes_max,
+            per(p.make_failed),
+            per(p.discarded)
+        );
+    }
     let n = &s.connections;
     let _ = writeln!(
         o,

@@ -167,6 +167,54 @@ pub fn pread(fd: BorrowedFd, offset: u64, count: usize) -> io::Result<BytesMut> 
     Ok(buf)
 }
 
+/// A non-blocking pipe sized to hold `bytes` (`F_SETPIPE_SZ`); an error
+/// if the kernel will not make it that large (`pipe-max-size`, or the
+/// user's pipe pages beyond `pipe-user-pages-soft` without
+/// CAP_SYS_RESOURCE).
+pub fn pipe_sized(bytes: usize) -> io::Result<keel_store::pipe::Pipe> {
+    let mut fds = [-1 as libc::c_int; 2];
+    // SAFETY: pipe2(2) writes two descriptors into the array, which is
+    // live, properly aligned and two ints long.
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) })?;
+    // SAFETY: both descriptors were just returned by pipe2 and are owned
+    // by nothing else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let want = libc::c_int::try_from(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: fcntl(2) with F_SETPIPE_SZ takes an int and touches no memory
+    // of ours; the descriptor is a live pipe.
+    let got = cvt(unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, want) })?;
+    if (got as usize) < bytes {
+        return Err(io::Error::from_raw_os_error(libc::EPERM));
+    }
+    Ok(keel_store::pipe::Pipe::new(read, write, got as usize))
+}
+
+/// splice(2) of up to `count` bytes of the file `fd` at `offset` into the
+/// pipe `pipe` (non-blocking: EAGAIN when the pipe is full). The pipe
+/// references the page cache's pages; nothing is copied.
+pub fn splice_to_pipe(fd: BorrowedFd, offset: u64, pipe: BorrowedFd, count: usize) -> io::Result<usize> {
+    let mut off = offset as libc::loff_t;
+    loop {
+        // SAFETY: splice(2) reads and updates the offset through the
+        // pointer (a live local) and moves data between two live
+        // descriptors; no memory of ours is read or written otherwise.
+        let r = unsafe {
+            libc::splice(
+                fd.as_raw_fd(),
+                &mut off,
+                pipe.as_raw_fd(),
+                std::ptr::null_mut(),
+                count,
+                libc::SPLICE_F_NONBLOCK,
+            )
+        };
+        match cvt_size(r) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
 /// pwritev2(2) of all of `data`, with `flags` (RWF_DSYNC / RWF_SYNC or 0).
 pub fn pwrite_all(fd: BorrowedFd, mut data: &[u8], mut offset: u64, flags: libc::c_int) -> io::Result<()> {
     while !data.is_empty() {

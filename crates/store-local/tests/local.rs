@@ -90,7 +90,7 @@ fn handles_survive_a_new_server_instance() {
         let vfs = f.vfs(); // a "restarted" server: empty cache, same key
         let inode = resolve(&vfs, &fh).unwrap();
         assert_eq!(vfs.getattr(&inode).unwrap().fileid, ino);
-        assert_eq!(&act(ROOT, |w| vfs.read(w, &inode, 0, 100)).unwrap().data[..], b"hello");
+        assert_eq!(&act(ROOT, |w| vfs.read(w, &inode, 0, 100)).unwrap().data.into_bytes().unwrap()[..], b"hello");
     });
 }
 
@@ -419,4 +419,94 @@ fn set_exports_retires_a_removed_export_and_keeps_the_others() {
     store.set_exports(vec![first, Arc::new(open(2, &second_dir).unwrap())]);
     let again = resolve(&store, &file_fh).expect("served again: its handles resolve");
     assert!(!again.inode().export.is_retired());
+}
+
+/// The file's bytes, a pattern no shifted copy of itself matches.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len as u64).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8).collect()
+}
+
+#[test]
+fn spliced_reads_return_exactly_the_files_bytes() {
+    let fx = Fixture::new("splice");
+    let data = pattern((3 << 20) + 123);
+    std::fs::write(fx.export_dir.join("big"), &data).unwrap();
+    on_worker(move || {
+        let mut vfs = fx.vfs();
+        vfs.splice_reads(2, 1 << 20).expect("pipes of 1 MiB");
+        let root = fx.root(&vfs);
+        let (file, _) = act(ROOT, |w| vfs.lookup(w, &root, b"big")).unwrap();
+        let size = data.len() as u64;
+        let cases: &[(u64, usize)] = &[
+            (0, 0),
+            (0, 1),
+            (0, 4095),
+            (0, 4096),
+            (4096, 64 << 10),
+            (0, 1 << 20),
+            (1 << 20, 1 << 20),
+            (1, 1 << 20),            // one page more than the pipe: copied
+            (4095, 100 << 10),       // unaligned, fits
+            (size - 1000, 64 << 10), // across EOF
+            (size - 40_000, 1 << 20),
+            (size, 4096),        // at EOF
+            (size + 5000, 4096), // past EOF
+        ];
+        let mut spliced = 0;
+        for &(offset, count) in cases {
+            let out = act(ROOT, |w| vfs.read(w, &file, offset, count)).unwrap();
+            spliced += matches!(out.data, ReadData::Pipe(_)) as usize;
+            let start = (offset as usize).min(data.len());
+            let end = (start + count).min(data.len());
+            assert_eq!(out.eof, end == data.len(), "eof at {offset}+{count}");
+            let got = out.data.into_bytes().unwrap();
+            assert!(got[..] == data[start..end], "data at {offset}+{count}: {} bytes, want {}", got.len(), end - start);
+        }
+        assert_eq!(spliced, 5, "the large reads that fit a pipe were spliced");
+        let counts = vfs.pipe_counts().unwrap();
+        assert_eq!((counts.made, counts.discarded, counts.exhausted), (2, 0, 0));
+        // Both pipes held at once: the third read copies.
+        let a = act(ROOT, |w| vfs.read(w, &file, 0, 64 << 10)).unwrap();
+        let b = act(ROOT, |w| vfs.read(w, &file, 0, 64 << 10)).unwrap();
+        let c = act(ROOT, |w| vfs.read(w, &file, 0, 64 << 10)).unwrap();
+        assert!(matches!((&a.data, &b.data, &c.data), (ReadData::Pipe(_), ReadData::Pipe(_), ReadData::Bytes(_))));
+        assert_eq!(vfs.pipe_counts().unwrap().exhausted, 1);
+        // Dropped unread: drained and back in the pool.
+        drop((a, b));
+        let d = act(ROOT, |w| vfs.read(w, &file, 8192, 64 << 10)).unwrap();
+        assert!(matches!(d.data, ReadData::Pipe(_)));
+        assert!(d.data.into_bytes().unwrap()[..] == data[8192..8192 + (64 << 10)]);
+    });
+}
+
+#[test]
+fn a_spliced_read_of_a_file_truncated_before_it_is_sent_fails_rather_than_lying() {
+    let fx = Fixture::new("splice-trunc");
+    let path = fx.export_dir.join("shrinks");
+    let data = pattern(256 << 10);
+    std::fs::write(&path, &data).unwrap();
+    on_worker(move || {
+        let mut vfs = fx.vfs();
+        vfs.splice_reads(1, 1 << 20).unwrap();
+        let root = fx.root(&vfs);
+        let (file, _) = act(ROOT, |w| vfs.lookup(w, &root, b"shrinks")).unwrap();
+        let out = act(ROOT, |w| vfs.read(w, &file, 0, 256 << 10)).unwrap();
+        assert!(matches!(out.data, ReadData::Pipe(_)));
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(0).unwrap();
+        // The pipe references the pages the READ found: it yields the data
+        // as it was then (Linux 6.18 does), or an error for pages that
+        // left the file (ENODATA, as older kernels check; the transport
+        // closes the connection), never other bytes.
+        match out.data.into_bytes() {
+            Ok(got) => assert!(got[..] == data[..got.len()], "bytes that were never in the file"),
+            Err(e) => assert_eq!(errno(&e), Some(libc::ENODATA), "{e}"),
+        }
+        // The next READ sees the truncated file.
+        let out = act(ROOT, |w| vfs.read(w, &file, 0, 256 << 10)).unwrap();
+        assert!(out.eof && out.data.is_empty());
+        // And the pool still serves.
+        std::fs::write(&path, &data).unwrap();
+        let out = act(ROOT, |w| vfs.read(w, &file, 0, 256 << 10)).unwrap();
+        assert!(out.data.into_bytes().unwrap()[..] == data[..]);
+    });
 }

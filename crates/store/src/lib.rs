@@ -30,6 +30,7 @@ pub mod attr;
 mod cred;
 mod error;
 pub mod lock;
+pub mod pipe;
 pub mod sim;
 mod types;
 
@@ -39,7 +40,7 @@ pub use attr::{Attrs, FileType, FsStat, Limits, SetAttrs, SetTime, Time, access}
 pub use cred::{Cred, GROUPS_MAX};
 pub use error::{StoreError, StoreResult};
 pub use lock::{LockConflict, LockFile, LockKind, LockRange};
-pub use types::{CreateMode, Created, DirEntry, ExportInfo, NodeKind, ReadOut, Stability, WriteOut};
+pub use types::{CreateMode, Created, DirEntry, ExportInfo, NodeKind, ReadData, ReadOut, Stability, WriteOut};
 
 /// Longest name component (NFS3_MAXNAMLEN, and every Linux file system's).
 pub const NAME_BYTES_MAX: usize = 255;

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 
+use crate::StoreResult;
 use crate::attr::Attrs;
+use crate::pipe::FilePipe;
 
 /// An export as the store serves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,17 +31,60 @@ pub enum Stability {
 }
 
 /// What a READ found.
-///
-/// `data` is a shared buffer that the reply splices in without a copy.
-/// Room for sending from the page cache (`sendfile`/`splice`): the store
-/// owns this type, so a second form of the data (a file range the
-/// transport sends) is one more field or variant here and in the READ
-/// handler, and changes no other verb.
 #[derive(Debug)]
 pub struct ReadOut {
-    pub data: Bytes,
+    pub data: ReadData,
     pub eof: bool,
     pub attrs: Attrs,
+}
+
+/// A READ's data: in memory, or in a pipe the transport sends from.
+///
+/// A store that wraps another and must see or change the bytes (a cache
+/// tier overlaying what it holds) calls [`ReadData::into_bytes`], which
+/// always works; `ReadData::from(bytes)` builds the common form.
+#[derive(Debug)]
+pub enum ReadData {
+    /// A shared buffer that the reply splices in without a copy.
+    Bytes(Bytes),
+    /// File data spliced from the page cache into a pipe, which the
+    /// transport splices on to the socket (TCP) or reads (UDP).
+    Pipe(FilePipe),
+}
+
+impl ReadData {
+    /// Bytes of data.
+    pub fn len(&self) -> usize {
+        match self {
+            ReadData::Bytes(b) => b.len(),
+            ReadData::Pipe(p) => p.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The data in memory (a pipe is read out; its bytes are not copied
+    /// again after that).
+    pub fn into_bytes(self) -> StoreResult<Bytes> {
+        match self {
+            ReadData::Bytes(b) => Ok(b),
+            ReadData::Pipe(mut p) => Ok(p.read_to_bytes()?),
+        }
+    }
+}
+
+impl Default for ReadData {
+    fn default() -> Self {
+        ReadData::Bytes(Bytes::new())
+    }
+}
+
+impl From<Bytes> for ReadData {
+    fn from(b: Bytes) -> Self {
+        ReadData::Bytes(b)
+    }
 }
 
 #[derive(Debug)]

@@ -9,7 +9,9 @@
 //!
 //! [`Encoder`] writes into a growable buffer but can splice in large shared
 //! payloads as separate segments, so a reply is a list of buffers handed to
-//! `writev` as they are.
+//! `writev` as they are. A payload the encoder does not hold (a pipe of
+//! file data, say) is carried as an opaque [`Spliced`] segment of known
+//! length, for the transport to write.
 //!
 //! **Architecture invariant:** this crate knows nothing about RPC, NFS or I/O.
 
@@ -19,7 +21,7 @@ mod decode;
 mod encode;
 
 pub use decode::Decoder;
-pub use encode::Encoder;
+pub use encode::{Encoder, Segment, Spliced};
 
 use bytes::Bytes;
 

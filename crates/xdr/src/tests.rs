@@ -93,7 +93,7 @@ fn large_shared_payloads_are_spliced_not_copied() {
     enc.opaque_shared(payload.clone());
     enc.u32(2);
     assert_eq!(enc.len(), 4 + 4 + 4099 + 1 + 4);
-    let segments = enc.finish();
+    let segments = enc.finish_bytes();
     assert_eq!(segments.len(), 3);
     assert_eq!(segments[1].as_ptr(), payload.as_ptr(), "payload segment is the same memory");
     let mut all = Vec::new();
@@ -129,4 +129,28 @@ fn a_word_reads_back_across_spliced_segments() {
     assert_eq!(enc.u32_at(8 + 2048), Some(0x0102_0304));
     assert_eq!(enc.u32_at(6), Some(0x0800_abab), "a word that straddles two segments");
     assert_eq!(enc.u32_at(8 + 2048 + 1), None);
+}
+
+#[test]
+fn a_spliced_payload_is_carried_with_its_length_and_padding() {
+    let mut enc = Encoder::new();
+    enc.u32(7);
+    enc.opaque_spliced(Spliced::new(4097, "a pipe"));
+    assert_eq!(enc.len(), 4 + 4 + 4097 + 3);
+    assert_eq!(enc.u32_at(4), Some(4097));
+    assert_eq!(enc.u32_at(8), None, "the payload's bytes are not the encoder's");
+    let segments = enc.finish();
+    let lens: Vec<usize> = segments.iter().map(Segment::len).collect();
+    assert_eq!(lens, [8, 4097, 3]);
+    assert_eq!(segments[2].as_bytes().map(|b| &b[..]), Some(&[0u8; 3][..]));
+    let Segment::Spliced(s) = segments.into_iter().nth(1).unwrap() else { panic!("not spliced") };
+    let s = s.downcast::<u32>().expect_err("not a u32");
+    assert_eq!(s.downcast::<&str>().unwrap(), "a pipe");
+}
+
+#[test]
+fn an_aligned_spliced_payload_has_no_padding_segment() {
+    let mut enc = Encoder::new();
+    enc.opaque_spliced(Spliced::new(8192, ()));
+    assert_eq!(enc.finish().iter().map(Segment::len).collect::<Vec<_>>(), [4, 8192]);
 }

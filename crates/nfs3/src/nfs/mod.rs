@@ -91,7 +91,11 @@ impl<S: Store> RpcProgram for Nfs3Program<S> {
             Nfs3Proc::Lookup => run(args, reply, |a| dir::lookup(&r, a)),
             Nfs3Proc::Access => run(args, reply, |a| attr::access(&r, a)),
             Nfs3Proc::Readlink => run(args, reply, |a| attr::readlink(&r, a)),
-            Nfs3Proc::Read => run(args, reply, |a| crate::report::read(ctx, io::read(&r, a))),
+            Nfs3Proc::Read => {
+                let a = Decode::decode(args)?;
+                io::read(&r, a, reply);
+                Ok(())
+            }
             Nfs3Proc::Write => run(args, reply, |a| crate::report::write(ctx, io::write(&r, a))),
             Nfs3Proc::Create => run(args, reply, |a| create::create(&r, a)),
             Nfs3Proc::Mkdir => run(args, reply, |a| create::mkdir(&r, a)),

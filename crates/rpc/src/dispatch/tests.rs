@@ -5,7 +5,8 @@ use crate::msg::{OpaqueAuth, decode_reply_header};
 
 /// Program 7, versions 1..=2. Procedure 1 echoes a u32 (cached, counts its
 /// executions), 2 panics, 3 wants a u32 argument, 9 (after a gap) counts
-/// its executions and answers nothing.
+/// its executions and answers nothing, 10 (cached) counts its executions
+/// and answers with a spliced payload.
 struct Echo {
     executions: AtomicU32,
 }
@@ -18,7 +19,7 @@ impl RpcProgram for Echo {
         (1, 2)
     }
     fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
-        proc_ == 1 || proc_ == 2
+        proc_ == 1 || proc_ == 2 || proc_ == 10
     }
     fn reply_bytes_max(&self, _vers: u32, proc_: u32, _args: Bytes) -> usize {
         if proc_ == 1 { 8 } else { 0 }
@@ -49,6 +50,11 @@ impl RpcProgram for Echo {
                 self.executions.fetch_add(1, Ordering::SeqCst);
                 Ok(())
             }
+            10 => {
+                self.executions.fetch_add(1, Ordering::SeqCst);
+                reply.opaque_spliced(keel_xdr::Spliced::new(4096, "a pipe"));
+                Ok(())
+            }
             _ => Err(AcceptError::ProcUnavail),
         }
     }
@@ -72,12 +78,17 @@ const LOCAL: &str = "127.0.0.1:2049";
 fn run(d: &Dispatcher, record: Bytes) -> Option<(u32, ReplyStat, Decoder)> {
     let segments = d.handle(record, PEER.parse().unwrap(), LOCAL.parse().unwrap())?;
     let mut all = Vec::new();
-    for s in segments {
+    for s in bytes(segments) {
         all.extend_from_slice(&s);
     }
     let mut dec = Decoder::new(Bytes::from(all));
     let (xid, stat) = decode_reply_header(&mut dec).unwrap();
     Some((xid, stat, dec))
+}
+
+/// A reply's segments, which must all be bytes.
+fn bytes(segments: ReplySegments) -> Vec<Bytes> {
+    segments.into_iter().map(|s| s.as_bytes().cloned().expect("no spliced payload")).collect()
 }
 
 fn sys(uid: u32) -> OpaqueAuth {
@@ -133,8 +144,8 @@ fn garbage_and_replies_are_handled_without_panicking() {
 fn retransmissions_of_cached_procedures_are_replayed_not_executed() {
     let (d, echo) = dispatcher();
     let req = call(77, 7, 1, 1, sys(5), &[0, 0, 0, 3]);
-    let first = d.handle(req.clone(), PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap();
-    let again = d.handle(req, PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap();
+    let first = bytes(d.handle(req.clone(), PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap());
+    let again = bytes(d.handle(req, PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap());
     assert_eq!(first, again);
     assert_eq!(echo.executions.load(Ordering::SeqCst), 1);
     // Same xid, other arguments: a new call.
@@ -161,8 +172,8 @@ fn a_large_retransmitted_call_is_replayed_and_its_data_is_not_applied_twice() {
     let mut args = vec![0, 0, 0, 9];
     args.extend(std::iter::repeat_n(0xab, 1 << 20));
     let req = call(0x77, 7, 1, 1, sys(5), &args);
-    let first = d.handle(req.clone(), PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap();
-    let again = d.handle(req, PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap();
+    let first = bytes(d.handle(req.clone(), PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap());
+    let again = bytes(d.handle(req, PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap());
     assert_eq!(first, again);
     assert_eq!(echo.executions.load(Ordering::SeqCst), 1, "executed twice");
     // From another source port it is another client's call.
@@ -177,7 +188,7 @@ fn the_reply_bound_is_known_from_the_call_header_and_holds() {
     let echo = call(5, 7, 1, 1, sys(1000), &[0, 0, 0, 42]);
     assert_eq!(d.reply_bytes_max(&echo), REPLY_HEADER_BYTES_MAX + 8);
     let reply: usize =
-        d.handle(echo, PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap().iter().map(Bytes::len).sum();
+        d.handle(echo, PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap().iter().map(Segment::len).sum();
     assert!(reply <= REPLY_HEADER_BYTES_MAX + 8, "reply of {reply} bytes");
     // Refused before the program runs, or not a call: a header at most.
     for record in [
@@ -188,7 +199,7 @@ fn the_reply_bound_is_known_from_the_call_header_and_holds() {
     ] {
         assert_eq!(d.reply_bytes_max(&record), REPLY_HEADER_BYTES_MAX);
         if let Some(segments) = d.handle(record, PEER.parse().unwrap(), LOCAL.parse().unwrap()) {
-            let len: usize = segments.iter().map(Bytes::len).sum();
+            let len: usize = segments.iter().map(Segment::len).sum();
             assert!(len <= REPLY_HEADER_BYTES_MAX, "status reply of {len} bytes");
         }
     }
@@ -209,4 +220,16 @@ fn a_procedure_that_answers_nothing_runs_and_sends_nothing_unless_refused() {
         assert_eq!(stat, ReplyStat::Accepted(AcceptStat::ProcUnavail));
     }
     assert_eq!(echo.portmap_versions(), vec![2]);
+}
+
+#[test]
+fn a_reply_with_a_spliced_payload_is_never_cached() {
+    let (d, echo) = dispatcher();
+    let req = call(41, 7, 1, 10, sys(5), &[]);
+    for round in 1..=2 {
+        let reply = d.handle(req.clone(), PEER.parse().unwrap(), LOCAL.parse().unwrap()).unwrap();
+        assert!(matches!(reply.iter().find(|s| s.as_bytes().is_none()), Some(Segment::Spliced(_))));
+        assert_eq!(echo.executions.load(Ordering::SeqCst), round, "executed again, not replayed");
+        assert!(d.reply_cache().is_empty(), "the entry was abandoned");
+    }
 }

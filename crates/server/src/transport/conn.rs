@@ -2,9 +2,9 @@
 //! budget for each), the running of a call, and its outbox.
 
 use std::collections::VecDeque;
-use std::io::{self, IoSlice, Write};
+use std::io::{self, IoSlice};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -14,6 +14,8 @@ use bytes::{Bytes, BytesMut};
 use keel_rpc::msg::{AcceptStat, ReplyStat};
 use keel_rpc::record::{RecordAssembler, record_mark};
 use keel_rpc::status_reply;
+use keel_store::pipe::FilePipe;
+use keel_xdr::Segment;
 
 use super::poller::Token;
 use super::{RECORD_BYTES_MAX, Shared};
@@ -102,7 +104,8 @@ struct Outbox {
 }
 
 struct Pending {
-    segments: Vec<Bytes>,
+    /// Bytes, and pipes of file data (a READ's), drained as they are sent.
+    segments: Vec<Segment>,
     _hold: CallHold,
 }
 
@@ -411,7 +414,7 @@ impl Connection {
         let (peer, local) = (self.peer, self.local);
         match catch_unwind(AssertUnwindSafe(|| sh.dispatcher.handle(call, peer, local))) {
             Ok(Some(reply)) => {
-                let reply_bytes: usize = reply.iter().map(Bytes::len).sum::<usize>() + 4;
+                let reply_bytes: usize = reply.iter().map(Segment::len).sum::<usize>() + 4;
                 if reply_bytes > hold.charge.bytes() {
                     tracing::warn!(%peer, xid, reply_bytes, reserved_bytes = hold.charge.bytes(), "reply larger than its reserved bound");
                 }
@@ -436,9 +439,9 @@ impl Connection {
 
     /// Sends a reply (record mark first): written at once if nothing is
     /// queued ahead of it and the socket takes it, queued otherwise.
-    fn send(self: &Arc<Self>, sh: &Shared, mut reply: Vec<Bytes>, hold: CallHold) {
-        let len: usize = reply.iter().map(Bytes::len).sum();
-        reply.insert(0, Bytes::copy_from_slice(&record_mark(len)));
+    fn send(self: &Arc<Self>, sh: &Shared, mut reply: Vec<Segment>, hold: CallHold) {
+        let len: usize = reply.iter().map(Segment::len).sum();
+        reply.insert(0, Segment::Bytes(Bytes::copy_from_slice(&record_mark(len))));
         let mut out = self.out.lock().expect("outbox lock");
         if out.closed {
             drop(out);
@@ -446,7 +449,7 @@ impl Connection {
             return;
         }
         if out.queue.is_empty() {
-            match write_some(&self.stream, &reply, 0) {
+            match write_replies(self.stream.as_fd(), std::iter::once(&mut reply[..]), 0) {
                 Ok(n) if n == len + 4 => {
                     drop(out);
                     drop(hold);
@@ -485,22 +488,17 @@ impl Connection {
     /// The write turn: sends what is queued, as far as the socket takes it.
     pub(super) fn write_turn(self: &Arc<Self>, sh: &Arc<Shared>) {
         let mut done: Vec<Pending> = Vec::new();
-        let mut out = self.out.lock().expect("outbox lock");
-        if out.closed || out.queue.is_empty() {
+        let mut guard = self.out.lock().expect("outbox lock");
+        if guard.closed || guard.queue.is_empty() {
             return;
         }
-        let mut segments: Vec<Bytes> = Vec::new();
-        for p in &out.queue {
-            if segments.len() + p.segments.len() > WRITEV_SEGMENTS_MAX && !segments.is_empty() {
-                break;
-            }
-            segments.extend(p.segments.iter().cloned());
-        }
-        match write_some(&self.stream, &segments, out.front_written) {
+        let out = &mut *guard;
+        let queued = out.queue.iter_mut().map(|p| &mut p.segments[..]);
+        match write_replies(self.stream.as_fd(), queued, out.front_written) {
             Ok(n) => {
                 let mut written = out.front_written + n;
                 while let Some(front) = out.queue.front() {
-                    let len: usize = front.segments.iter().map(Bytes::len).sum();
+                    let len: usize = front.segments.iter().map(Segment::len).sum();
                     if written < len {
                         break;
                     }
@@ -510,20 +508,19 @@ impl Connection {
                 out.front_written = written;
                 self.place.conn.replies_waiting(!out.queue.is_empty(), n > 0);
                 if !out.queue.is_empty() {
-                    self.arm_write(sh, &mut out);
+                    self.arm_write(sh, out);
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.arm_write(sh, &mut out),
             Err(e) => {
                 tracing::debug!(peer = %self.peer, error = %e, "reply write failed");
-                done.extend(self.close_outbox(&mut out));
-                drop(out);
+                done.extend(self.close_outbox(out));
+                drop(guard);
                 drop(done);
                 self.stream_failed();
                 return;
             }
         }
-        drop(out);
+        drop(guard);
         // Their holds go (calls answered) outside the outbox lock.
         drop(done);
     }
@@ -657,23 +654,98 @@ impl Connection {
     }
 }
 
-/// One non-blocking writev of `segments` (skipping `skip` bytes); how much
-/// was written.
-fn write_some(stream: &TcpStream, segments: &[Bytes], mut skip: usize) -> io::Result<usize> {
-    let mut slices = Vec::with_capacity(segments.len());
-    for s in segments {
-        if skip >= s.len() {
-            skip -= s.len();
+/// Writes `replies` in order, the first with `skip` of its bytes sent
+/// already, as far as the socket takes them without blocking: bytes with
+/// sendmsg (MSG_MORE while more of a reply follows), a READ's pipe of file
+/// data with splice, so its pages go from the page cache to the socket. A
+/// pipe the socket took part of keeps the rest, for the next write turn.
+/// The bytes written (0 if the socket is full); any other failure, even
+/// after some bytes went out, fails the connection: a reply cut short
+/// cannot be finished, and a wrong one must never be sent.
+fn write_replies<'a>(
+    socket: BorrowedFd,
+    replies: impl Iterator<Item = &'a mut [Segment]>,
+    mut skip: usize,
+) -> io::Result<usize> {
+    let mut w = Gather { socket, slices: Vec::new(), gathered: 0, written: 0 };
+    let mut segments = replies.flat_map(|r| r.iter_mut()).peekable();
+    while let Some(segment) = segments.next() {
+        let len = segment.len();
+        if skip >= len {
+            skip -= len;
             continue;
         }
-        slices.push(IoSlice::new(&s[skip..]));
-        skip = 0;
-    }
-    loop {
-        match (&*stream).write_vectored(&slices) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Ok(0) if !slices.is_empty() => return Err(io::ErrorKind::WriteZero.into()),
-            r => return r,
+        let sent = std::mem::take(&mut skip);
+        match segment {
+            Segment::Bytes(b) => {
+                let b: &'a Bytes = b;
+                if w.slices.len() == WRITEV_SEGMENTS_MAX && !w.flush(true)? {
+                    return Ok(w.written);
+                }
+                w.slices.push(IoSlice::new(&b[sent..]));
+                w.gathered += len - sent;
+            }
+            Segment::Spliced(s) => {
+                let Some(pipe) = s.downcast_mut::<FilePipe>() else {
+                    return Err(io::Error::other("a reply carries a payload the transport cannot send"));
+                };
+                if len - pipe.len() != sent {
+                    return Err(io::Error::other("a pipe's content disagrees with what was sent of it"));
+                }
+                if !w.flush(true)? {
+                    return Ok(w.written);
+                }
+                let more = segments.peek().is_some();
+                if !splice_out(socket, pipe, more, &mut w.written)? {
+                    return Ok(w.written);
+                }
+            }
         }
     }
+    w.flush(false)?;
+    Ok(w.written)
+}
+
+/// Byte segments gathered for one sendmsg.
+struct Gather<'a> {
+    socket: BorrowedFd<'a>,
+    slices: Vec<IoSlice<'a>>,
+    gathered: usize,
+    written: usize,
+}
+
+impl Gather<'_> {
+    /// Sends what is gathered; true if the socket took it all.
+    fn flush(&mut self, more: bool) -> io::Result<bool> {
+        if self.slices.is_empty() {
+            return Ok(true);
+        }
+        let n = match sys::send_vectored(self.socket, &self.slices, more) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(e),
+        };
+        self.written += n;
+        let all = n == self.gathered;
+        self.slices.clear();
+        self.gathered = 0;
+        Ok(all)
+    }
+}
+
+/// Splices what is left in `pipe` to the socket; true if it all went,
+/// false if the socket is full.
+fn splice_out(socket: BorrowedFd, pipe: &mut FilePipe, more: bool, written: &mut usize) -> io::Result<bool> {
+    while !pipe.is_empty() {
+        match sys::splice_to_socket(pipe.read_fd(), socket, pipe.len(), more) {
+            Ok(0) => return Err(io::Error::other("a pipe of file data ran dry")),
+            Ok(n) => {
+                pipe.drained(n);
+                *written += n;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
 }

@@ -440,7 +440,11 @@ impl Shared {
             };
             let record = bytes::Bytes::copy_from_slice(&buf[..n]);
             let Some(segments) = dispatcher.handle(record, peer, local) else { continue };
-            let _ = socket.send_to(&segments.concat(), peer);
+            match datagram(segments) {
+                Ok(reply) => drop(socket.send_to(&reply, peer)),
+                // No answer rather than a wrong one: the client retries.
+                Err(e) => tracing::debug!(%peer, error = %e, "datagram reply dropped"),
+            }
         }
     }
 
@@ -492,4 +496,22 @@ impl Shared {
             self.conns.sweep();
         }
     }
+}
+
+/// A reply as one datagram: a pipe of file data (a READ's) is read out, as
+/// a datagram cannot be spliced into.
+fn datagram(segments: keel_rpc::ReplySegments) -> io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(segments.iter().map(keel_xdr::Segment::len).sum());
+    for s in segments {
+        match s {
+            keel_xdr::Segment::Bytes(b) => out.extend_from_slice(&b),
+            keel_xdr::Segment::Spliced(s) => match s.downcast::<keel_store::pipe::FilePipe>() {
+                Ok(mut pipe) => out.extend_from_slice(&pipe.read_to_bytes()?),
+                Err(s) => {
+                    return Err(io::Error::other(format!("a reply carries a payload a datagram cannot hold: {s:?}")));
+                }
+            },
+        }
+    }
+    Ok(out)
 }

@@ -49,6 +49,11 @@ pub struct LocalStore {
     commits: GroupCommit<FileHandle, Arc<Inode>>,
     /// Lock-holding open file descriptions open now (`LocalLockFile`).
     lock_files_open: Arc<std::sync::atomic::AtomicUsize>,
+    /// Pipes for spliced READs, once [`LocalStore::splice_reads`] made
+    /// them; without them every READ copies.
+    pipes: Option<Arc<keel_store::pipe::PipePool>>,
+    /// What each of them holds at least.
+    pipe_bytes: usize,
 }
 
 impl LocalStore {
@@ -62,7 +67,31 @@ impl LocalStore {
             faults: FaultInjector::default(),
             commits: GroupCommit::new(),
             lock_files_open: Arc::default(),
+            pipes: None,
+            pipe_bytes: 0,
         })
+    }
+
+    /// READs of at least [`io::SPLICE_READ_BYTES_MIN`] bytes will be
+    /// spliced from the page cache into a pipe of a pool of `pipes_max`,
+    /// each holding `read_bytes_max` bytes (made now, with the server's
+    /// privileges), rather than copied. An error if not one pipe can be
+    /// made that large: the store copies as before.
+    pub fn splice_reads(&mut self, pipes_max: usize, read_bytes_max: usize) -> std::io::Result<()> {
+        let pool = keel_store::pipe::PipePool::new(pipes_max, Box::new(move || sys::pipe_sized(read_bytes_max)));
+        if let Err(e) = pool.fill()
+            && pool.counts().made == 0
+        {
+            return Err(e);
+        }
+        self.pipes = Some(pool);
+        self.pipe_bytes = read_bytes_max;
+        Ok(())
+    }
+
+    /// The READ pipes' counters, if READs are spliced.
+    pub fn pipe_counts(&self) -> Option<keel_store::pipe::PipePoolCounts> {
+        self.pipes.as_ref().map(|p| p.counts())
     }
 
     /// The write verifier now. It changes whenever data acknowledged as

@@ -888,7 +888,7 @@ impl crate::Store for SimStore {
         let end = start.saturating_add(count).min(d.len());
         let data = Bytes::copy_from_slice(&d[start..end]);
         let eof = data.len() < count || offset + data.len() as u64 >= attrs.size;
-        Ok(ReadOut { data, eof, attrs })
+        Ok(ReadOut { data: data.into(), eof, attrs })
     }
 
     fn write(
