@@ -393,11 +393,13 @@ impl<S: Store> Shared<S> {
                 self.destage_round(old, u64::MAX)?;
             }
         }
+        let generation = slot.as_ref().map_or(0, |l| l.generation());
         *slot = match devices.len() {
             0 => None,
             _ => {
                 let mirrors = devices.iter().take(2).map(|d| Mirror::new(d.name.clone(), d.io.clone())).collect();
-                Some(Arc::new(Log::format(mirrors, self.log_bytes, self.events.clone()).map_err(|e| e.to_string())?))
+                let log = Log::format(mirrors, self.log_bytes, generation, self.events.clone());
+                Some(Arc::new(log.map_err(|e| e.to_string())?))
             }
         };
         if devices.len() < 2 {
@@ -441,6 +443,10 @@ impl<S: Store> Shared<S> {
         // The log lives on the first two devices; any other holds nothing.
         if at < 2 {
             self.relog(&next, &format!("removing {name}"), progress)?;
+            if let Err(e) = Log::erase(devices[at].io.as_ref()) {
+                // Harmless: the new log's superblocks are newer.
+                tracing::warn!(device = name, error = %e, "cannot erase the old log's superblocks");
+            }
         }
         *devices = next;
         self.events.push(Event::DeviceRemoved { device: name.into() });

@@ -269,7 +269,7 @@ impl Log {
         let sbs: Vec<Option<Superblock>> = mirrors.iter().map(|m| Superblock::read(m.dev.as_ref())).collect();
         let newest = sbs.iter().flatten().max_by_key(|sb| sb.generation).copied();
         let Some(sb) = newest else {
-            let log = Log::format(mirrors, ring_bytes, events)?;
+            let log = Log::format(mirrors, ring_bytes, 0, events)?;
             return Ok(Opened { log, records: Vec::new(), recovered: false });
         };
         for m in &mirrors {
@@ -319,8 +319,15 @@ impl Log {
         Ok(Opened { log, records, recovered: true })
     }
 
-    /// A new, empty log on `mirrors`.
-    pub fn format(mirrors: Vec<Arc<Mirror>>, ring_bytes: u64, events: Arc<Events>) -> io::Result<Log> {
+    /// A new, empty log on `mirrors`, its superblock generations after
+    /// `after_generation` (a log that replaces another must be newer than
+    /// it, for a copy of the old one left on some device never to win).
+    pub fn format(
+        mirrors: Vec<Arc<Mirror>>,
+        ring_bytes: u64,
+        after_generation: u64,
+        events: Arc<Events>,
+    ) -> io::Result<Log> {
         let smallest = mirrors.iter().map(|m| m.dev.size()).min().expect("a mirror");
         let ring_bytes = ring_bytes.min(smallest - RING_START) & !(ALIGN - 1);
         let log = Log {
@@ -330,12 +337,24 @@ impl Log {
             space: Condvar::new(),
             synced: Mutex::new(0),
             written: AtomicU64::new(0),
-            sb_generation: Mutex::new(0),
+            sb_generation: Mutex::new(after_generation),
             mirrors,
             events,
         };
         log.write_superblock(0, 1)?;
         Ok(log)
+    }
+
+    /// The superblock generation now.
+    pub fn generation(&self) -> u64 {
+        *self.sb_generation.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Erases the log's superblocks on a device leaving the cache, so that
+    /// no later start takes what is left on it for a log.
+    pub fn erase(dev: &dyn DeviceIo) -> io::Result<()> {
+        dev.write_at(&vec![0u8; RING_START as usize], 0)?;
+        dev.sync()
     }
 
     pub fn mirrors(&self) -> &[Arc<Mirror>] {

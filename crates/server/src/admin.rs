@@ -19,6 +19,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use keel_store::Store;
 use keel_store_local::{Fault, FaultAction, FaultPoint, LocalStore};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::cache::{self, Served};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
@@ -64,6 +67,20 @@ pub enum Request {
     Exports {},
     /// Reads the configuration file again and applies its exports.
     ExportsReload {},
+    /// The cache tier: devices, log, per-export modes and counters (the
+    /// `cache` part of `stats`).
+    CacheList {},
+    /// Adds a cache device (a block device or a file on a fast file
+    /// system). Answers progress lines while the log moves.
+    CacheAdd { device: String },
+    /// Removes a cache device; the dirty data on it is destaged first
+    /// (progress lines: dirty bytes left).
+    CacheRemove { device: String },
+    /// Sets an export's cache mode (by id or path); leaving write-back
+    /// flushes (progress lines).
+    CacheMode { export: String, mode: String },
+    /// The cache's event log, oldest first.
+    CacheEvents {},
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -83,6 +100,7 @@ struct Envelope<T> {
 #[derive(Debug, Serialize, Deserialize)]
 struct Answer {
     version: u32,
+    #[serde(default)]
     ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     result: Option<serde_json::Value>,
@@ -165,7 +183,8 @@ const EXPORT_ROOT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the administration interface answers from.
 pub struct AdminState {
-    pub store: Arc<LocalStore>,
+    pub served: Arc<Served>,
+    pub state_dir: PathBuf,
     pub started: SystemTime,
     pub listen: Vec<String>,
     pub fault_injection: bool,
@@ -174,8 +193,55 @@ pub struct AdminState {
 }
 
 impl AdminState {
-    async fn answer(self: &Arc<Self>, request: Request) -> Result<serde_json::Value, String> {
+    fn store(&self) -> &LocalStore {
+        self.served.inner()
+    }
+
+    /// Runs a cache operation that may take long (it destages) on a
+    /// blocking thread, sending its progress (dirty bytes left) on
+    /// `progress`.
+    async fn cache_op(
+        self: &Arc<Self>,
+        progress: UnboundedSender<serde_json::Value>,
+        op: impl FnOnce(&Served, &mut dyn FnMut(u64)) -> Result<(), String> + Send + 'static,
+    ) -> Result<serde_json::Value, String> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut p = cache::Progress::new(|dirty| {
+                let _ = progress.send(serde_json::json!({ "dirty_bytes": dirty }));
+            });
+            op(&me.served, &mut |dirty| p.tick(dirty))?;
+            cache::write_record(&me.reloader_state_dir(), &me.served)
+                .map_err(|e| format!("done, but the device record could not be written: {e}"))?;
+            Ok(to_json(cache::snapshot(&me.served, &me.stats.export_names())))
+        })
+        .await
+        .map_err(|e| format!("the cache operation failed: {e}"))?
+    }
+
+    fn reloader_state_dir(&self) -> PathBuf {
+        self.state_dir.clone()
+    }
+
+    async fn answer(
+        self: &Arc<Self>,
+        request: Request,
+        progress: UnboundedSender<serde_json::Value>,
+    ) -> Result<serde_json::Value, String> {
         match request {
+            Request::CacheList {} => Ok(to_json(cache::snapshot(&self.served, &self.stats.export_names()))),
+            Request::CacheEvents {} => Ok(to_json(cache::events(&self.served))),
+            Request::CacheAdd { device } => {
+                self.cache_op(progress, move |s, p| s.shared().add_device(Path::new(&device), p)).await
+            }
+            Request::CacheRemove { device } => {
+                self.cache_op(progress, move |s, p| s.shared().remove_device(&device, p)).await
+            }
+            Request::CacheMode { export, mode } => {
+                let (id, path) = cache::find_export(&self.stats.export_names(), &export)?;
+                let mode = keel_cache::CacheMode::parse(&mode)?;
+                self.cache_op(progress, move |s, p| s.shared().set_mode(id, &path, mode, p)).await
+            }
             Request::Status {} => Ok(to_json(self.status().await)),
             Request::Stats {} => Ok(to_json(self.stats.snapshot())),
             Request::Exports {} => Ok(to_json(self.exports())),
@@ -200,17 +266,17 @@ impl AdminState {
                     Some(e) => return Err(format!("errno {e} is not an error number (1 to 4095)")),
                     None => FaultAction::Panic,
                 };
-                self.store.faults().arm(Fault { point, inode, action, count })?;
+                self.store().faults().arm(Fault { point, inode, action, count })?;
                 tracing::warn!(?point, inode, ?action, count, "fault armed through the administration socket");
                 Ok(serde_json::Value::Null)
             }
             Request::FaultClear {} => {
                 self.faults_allowed()?;
-                Ok(serde_json::json!({ "cleared": self.store.faults().clear() }))
+                Ok(serde_json::json!({ "cleared": self.store().faults().clear() }))
             }
             Request::FaultList {} => {
                 self.faults_allowed()?;
-                let list: Vec<FaultStatus> = self.store.faults().armed().iter().map(fault_status).collect();
+                let list: Vec<FaultStatus> = self.store().faults().armed().iter().map(fault_status).collect();
                 Ok(to_json(list))
             }
         }
@@ -225,7 +291,7 @@ impl AdminState {
     }
 
     fn exports(&self) -> Vec<ExportListing> {
-        let open = self.store.open_exports();
+        let open = self.store().open_exports();
         self.stats
             .svc
             .exports()
@@ -255,7 +321,7 @@ impl AdminState {
                 pool.workers_alive, pool.workers
             ));
         }
-        for export in self.store.open_exports().iter() {
+        for export in self.store().open_exports().iter() {
             let path = export.path.clone();
             let checked = tokio::task::spawn_blocking(move || std::fs::metadata(&path));
             match tokio::time::timeout(EXPORT_ROOT_TIMEOUT, checked).await {
@@ -275,6 +341,7 @@ impl AdminState {
                 )),
             }
         }
+        problems.extend(cache::problems(&self.served, &self.stats.export_names()));
         let calls = self.stats.calls.snapshot();
         let workers = pool.workers as u64;
         if workers > 0 && calls.stuck >= workers {
@@ -306,15 +373,15 @@ impl AdminState {
             version: env!("CARGO_PKG_VERSION").into(),
             started_unix: since(self.started),
             uptime_seconds: SystemTime::now().duration_since(self.started).unwrap_or_default().as_secs(),
-            write_verifier: format!("{:016x}", u64::from_be_bytes(self.store.write_verifier())),
+            write_verifier: format!("{:016x}", u64::from_be_bytes(self.served.write_verifier())),
             listen: self.listen.clone(),
             exports: self
-                .store
+                .store()
                 .exports()
                 .iter()
                 .map(|e| ExportStatus { id: e.id, path: e.path.display().to_string(), fsid: format!("{:#x}", e.fsid) })
                 .collect(),
-            cached_inodes: self.store.cached_inodes(),
+            cached_inodes: self.store().cached_inodes(),
         }
     }
 }
@@ -418,16 +485,33 @@ async fn serve_connection(stream: UnixStream, state: &Arc<AdminState>) -> std::i
             let why = format!("request longer than {REQUEST_BYTES_MAX} bytes, or not ended by a newline");
             return wr.write_all(&failure(why)).await;
         }
-        wr.write_all(&handle(&line, state).await).await?;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let answer = handle(&line, state, tx);
+        tokio::pin!(answer);
+        let out = loop {
+            tokio::select! {
+                out = &mut answer => break out,
+                Some(p) = rx.recv() => wr.write_all(&progress_line(p)).await?,
+            }
+        };
+        wr.write_all(&out).await?;
     }
+}
+
+/// A line sent before the answer of a long operation.
+fn progress_line(progress: serde_json::Value) -> Vec<u8> {
+    let mut out = serde_json::to_vec(&serde_json::json!({ "version": PROTOCOL_VERSION, "progress": progress }))
+        .expect("plain data serializes");
+    out.push(b'\n');
+    out
 }
 
 async fn read_line(mut rd: impl tokio::io::AsyncBufRead + Unpin, line: &mut Vec<u8>) -> std::io::Result<usize> {
     rd.read_until(b'\n', line).await
 }
 
-/// One request line to one answer line.
-async fn handle(line: &[u8], state: &Arc<AdminState>) -> Vec<u8> {
+/// One request line to one answer line (progress goes to `progress`).
+async fn handle(line: &[u8], state: &Arc<AdminState>, progress: UnboundedSender<serde_json::Value>) -> Vec<u8> {
     let mut object = match serde_json::from_slice::<serde_json::Value>(line) {
         Ok(serde_json::Value::Object(map)) => map,
         Ok(_) => return failure("not a JSON object".into()),
@@ -446,7 +530,7 @@ async fn handle(line: &[u8], state: &Arc<AdminState>) -> Vec<u8> {
         Ok(r) => r,
         Err(e) => return failure(format!("bad request: {e}")),
     };
-    match state.answer(request).await {
+    match state.answer(request, progress).await {
         Ok(result) => encode(&Answer { version: PROTOCOL_VERSION, ok: true, result: Some(result), error: None }),
         Err(e) => failure(e),
     }
@@ -469,6 +553,18 @@ pub fn socket_path(state_dir: &Path) -> PathBuf {
 
 /// Asks the server listening on `socket` (the `keel` command's side).
 pub fn call(socket: &Path, request: &Request) -> anyhow::Result<serde_json::Value> {
+    call_with_progress(socket, request, Some(Duration::from_secs(30)), |_| {})
+}
+
+/// [`call`], for an operation that may take long: `on_progress` gets each
+/// progress line; `timeout` bounds the wait for each line (none: no
+/// bound).
+pub fn call_with_progress(
+    socket: &Path,
+    request: &Request,
+    timeout: Option<Duration>,
+    mut on_progress: impl FnMut(&serde_json::Value),
+) -> anyhow::Result<serde_json::Value> {
     let mut stream = std::os::unix::net::UnixStream::connect(socket).map_err(|e| {
         let hint = match e.kind() {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
@@ -479,12 +575,20 @@ pub fn call(socket: &Path, request: &Request) -> anyhow::Result<serde_json::Valu
         };
         anyhow::anyhow!("cannot reach keel at {}: {e}{hint}", socket.display())
     })?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    stream.set_read_timeout(timeout)?;
     let mut line = serde_json::to_vec(&Envelope { version: PROTOCOL_VERSION, body: request })?;
     line.push(b'\n');
     stream.write_all(&line)?;
+    let mut reader = BufReader::new(&stream);
     let mut reply = Vec::new();
-    BufReader::new(&stream).take(16 << 20).read_until(b'\n', &mut reply)?;
+    loop {
+        reply.clear();
+        (&mut reader).take(16 << 20).read_until(b'\n', &mut reply)?;
+        match serde_json::from_slice::<serde_json::Value>(&reply) {
+            Ok(v) if v.get("progress").is_some() => on_progress(&v["progress"]),
+            _ => break,
+        }
+    }
     let answer: Answer = serde_json::from_slice(&reply).with_context(|| {
         format!("keel answered something that is not the protocol: {:?}", String::from_utf8_lossy(&reply))
     })?;
@@ -532,7 +636,8 @@ mod tests {
         use crate::stats::{ReloadCounts, ServerStats};
         let key = keel_store_local::HandleKey::from_bytes([1; 16]);
         let store = Arc::new(LocalStore::new(Vec::new(), key.clone(), 16).unwrap());
-        let svc = Arc::new(NfsService::new(store.clone(), Vec::new()));
+        let served = Arc::new(keel_cache::CacheStore::open(store, &keel_cache::CacheConfig::default()).unwrap());
+        let svc = Arc::new(NfsService::new(served.clone(), Vec::new()));
         let calls = keel_stats::CallStats::new(&crate::stats::programs());
         let stats = Arc::new(ServerStats {
             calls: calls.clone(),
@@ -551,7 +656,8 @@ mod tests {
         };
         let reloader = Reloader::new(None, Default::default(), key, svc, calls, config);
         Arc::new(AdminState {
-            store,
+            served,
+            state_dir: std::env::temp_dir(),
             started: SystemTime::now(),
             listen: vec!["127.0.0.1:2049".into()],
             fault_injection: false,

@@ -23,17 +23,19 @@ use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
+use keel_cache::CacheMode;
 use keel_nfs3::export::{Access, ClientOptions, ClientRule, HostMatch, Squash};
 use toml::Spanned;
 
 use host::HostSpec;
-use raw::{Int, RawClient, RawConfig, RawExport, RawOptions, RawServer};
+use raw::{Int, RawCache, RawClient, RawConfig, RawExport, RawOptions, RawServer};
 
 /// A loaded, fully checked configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub server: ServerConfig,
     pub exports: Vec<ExportConfig>,
+    pub cache: CacheSettings,
     /// Things the administrator should know about that did not stop the
     /// configuration from loading, each `FILE:LINE: message`. Log them.
     pub warnings: Vec<String>,
@@ -79,6 +81,24 @@ pub struct ServerConfig {
     pub max_locks_per_client: usize,
 }
 
+/// The `[cache]` table: the SSD cache tier's devices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheSettings {
+    /// Block devices or files on a fast file system; absolute, distinct.
+    /// The write-back log is mirrored on the first two.
+    pub devices: Vec<PathBuf>,
+    /// The log's size on each device; `None`: what the cache decides.
+    pub log_bytes: Option<u64>,
+    /// A sequential write stream longer than this goes to the back end.
+    pub sequential_cutoff: u64,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        CacheSettings { devices: Vec::new(), log_bytes: None, sequential_cutoff: 4 << 20 }
+    }
+}
+
 /// How Keel makes its ports known to clients (portmapper / rpcbind).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PortmapMode {
@@ -113,6 +133,8 @@ pub struct ExportConfig {
     pub fsid: Option<u64>,
     /// At least one; the first rule that matches a client applies.
     pub clients: Vec<ClientRule>,
+    /// How the export uses the cache tier (`off` without one).
+    pub cache: CacheMode,
     /// 1-based line of the export's table header, for later messages.
     pub line: usize,
 }
@@ -132,6 +154,10 @@ pub const IDLE_TIMEOUT_SECONDS_MAX: usize = 7 * 24 * 3600;
 pub const STALL_TIMEOUT_SECONDS_MAX: usize = 24 * 3600;
 pub const GRACE_SECONDS_MAX_MAX: i64 = 3600;
 pub const MAX_LOCKS_PER_CLIENT_MAX: usize = 1_000_000;
+/// The log must hold a few of the largest records (1 MiB each).
+pub const CACHE_LOG_MIB_MIN: usize = 16;
+pub const CACHE_LOG_MIB_MAX: usize = 1 << 24;
+pub const SEQUENTIAL_CUTOFF_MIB_MAX: usize = 1 << 20;
 /// MNTPATHLEN: a longer path cannot be named in a MOUNT request.
 const MAX_EXPORT_PATH_LEN: usize = 1024;
 
@@ -305,10 +331,11 @@ fn parse_inner(
         warnings: Vec::new(),
     };
     let server = cx.server(raw.server.as_ref());
-    let exports = cx.exports(raw.export.as_ref());
+    let cache = cx.cache(raw.cache.as_ref());
+    let exports = cx.exports(raw.export.as_ref(), &cache);
 
     if cx.problems.is_empty() {
-        Ok(Config { server, exports, warnings: cx.warnings })
+        Ok(Config { server, exports, cache, warnings: cx.warnings })
     } else {
         // Stable: problems on the same line keep the order they were found.
         cx.problems.sort_by_key(|p| p.line);
@@ -536,7 +563,59 @@ impl Checker<'_> {
         addrs
     }
 
-    fn exports(&mut self, raw: Option<&Spanned<Vec<Spanned<RawExport>>>>) -> Vec<ExportConfig> {
+    fn cache(&mut self, raw: Option<&Spanned<RawCache>>) -> CacheSettings {
+        let mut c = CacheSettings::default();
+        let Some(raw) = raw.map(|r| r.get_ref()) else { return c };
+        for item in raw.devices.as_ref().map_or(&[][..], |l| l.get_ref().as_slice()) {
+            let path = Path::new(item.get_ref());
+            if !path.is_absolute() || item.get_ref().contains('\0') {
+                let msg = format!("cache device {:?} is not an absolute path", item.get_ref());
+                self.error(&item.span(), msg);
+            } else if c.devices.iter().any(|d| d == path) {
+                let msg = format!("cache device {:?} is given twice", item.get_ref());
+                self.error(&item.span(), msg);
+            } else {
+                c.devices.push(path.components().collect());
+            }
+        }
+        if let Some(v) = &raw.log_mib {
+            c.log_bytes = self.usize_from("log_mib", v, CACHE_LOG_MIB_MIN, CACHE_LOG_MIB_MAX).map(|n| (n * MIB) as u64);
+        }
+        if let Some(v) = &raw.sequential_cutoff_mib {
+            let mib = self.usize("sequential_cutoff_mib", v, SEQUENTIAL_CUTOFF_MIB_MAX);
+            c.sequential_cutoff = mib.map_or(c.sequential_cutoff, |n| (n * MIB) as u64);
+        }
+        c
+    }
+
+    /// An export's `cache` mode, which the `[cache]` devices must support.
+    fn cache_mode(&mut self, raw: &RawExport, cache: &CacheSettings) -> CacheMode {
+        let Some(v) = &raw.cache else { return CacheMode::Off };
+        let mode = match CacheMode::parse(v.get_ref()) {
+            Ok(m) => m,
+            Err(why) => {
+                self.error(&v.span(), why);
+                return CacheMode::Off;
+            }
+        };
+        let needed = match mode {
+            CacheMode::Off => 0,
+            CacheMode::WriteBack => 2,
+            #[allow(unreachable_patterns)]
+            _ => 1,
+        };
+        if cache.devices.len() < needed {
+            let msg = format!(
+                "cache = {:?} needs {needed} cache device(s) in [cache] devices; {} given",
+                mode.name(),
+                cache.devices.len()
+            );
+            self.error(&v.span(), msg);
+        }
+        mode
+    }
+
+    fn exports(&mut self, raw: Option<&Spanned<Vec<Spanned<RawExport>>>>, cache: &CacheSettings) -> Vec<ExportConfig> {
         let list = raw.map_or(&[][..], |l| l.get_ref().as_slice());
         match raw {
             // Said on purpose (the packaged configuration): serve nothing
@@ -609,8 +688,9 @@ impl Checker<'_> {
                 .as_ref()
                 .and_then(|v| self.int("fsid", v, 0, i64::MAX).and_then(|n| u64::try_from(n).ok()));
             let clients = self.clients(raw, path.as_deref());
+            let cache = self.cache_mode(raw.get_ref(), cache);
             if let (Some(path), Some(id), Some(clients)) = (path, id, clients) {
-                exports.push(ExportConfig { path, id, fsid, clients, line });
+                exports.push(ExportConfig { path, id, fsid, clients, cache, line });
             }
         }
         exports

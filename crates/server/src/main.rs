@@ -5,6 +5,7 @@
 
 mod admin;
 mod budget;
+mod cache;
 mod config;
 mod conns;
 mod metrics;
@@ -89,6 +90,10 @@ enum Command {
         #[command(subcommand)]
         cmd: Option<ExportsCommand>,
     },
+    /// The SSD cache tier of the running server: its devices, the modes of
+    /// the exports, live statistics and the event log.
+    #[command(subcommand)]
+    Cache(CacheCommand),
     /// Tools for testing a running server.
     #[command(subcommand)]
     Debug(DebugCommand),
@@ -174,6 +179,71 @@ enum ExportsCommand {
         #[command(flatten)]
         server: AdminArgs,
         /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum CacheCommand {
+    /// The cache devices (role, state, size, bytes written and read,
+    /// errors), the log (used, dirty data and its age) and each export's
+    /// mode. Wear is not shown: the devices are used through the block
+    /// layer, which does not report it.
+    List {
+        #[command(flatten)]
+        server: AdminArgs,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a cache device: a block device (opened exclusively) or a file of
+    /// at least 64 MiB on a fast file system. With fewer than two devices
+    /// before, the log moves onto the new pair (dirty data is destaged
+    /// first). A runtime change: name the device in [cache] devices too.
+    Add {
+        #[command(flatten)]
+        server: AdminArgs,
+        device: PathBuf,
+    },
+    /// Remove a cache device. If it holds the log, the dirty data is
+    /// destaged first (progress: dirty bytes left) and the log is made
+    /// again on the devices left. A runtime change: take it out of [cache]
+    /// devices too.
+    Remove {
+        #[command(flatten)]
+        server: AdminArgs,
+        device: String,
+    },
+    /// Set an export's cache mode (write-back or off), naming the export
+    /// by id or path. Leaving write-back flushes the log first (progress:
+    /// dirty bytes left). Kept until the configuration file changes the
+    /// export's `cache` and is reloaded, or until a restart.
+    Mode {
+        #[command(flatten)]
+        server: AdminArgs,
+        export: String,
+        mode: String,
+    },
+    /// The cache's statistics, like iostat: per device and export, writes
+    /// taken by the log and sent around it (and why), reads from the log and
+    /// from disk, dirty data and its age, destage. With --interval, rates.
+    Stat {
+        #[command(flatten)]
+        server: AdminArgs,
+        #[arg(short, long, value_name = "SECONDS", value_parser = parse_interval)]
+        interval: Option<f64>,
+        /// With --interval: stop after this many intervals.
+        #[arg(long, value_name = "N", requires = "interval")]
+        count: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The cache's event log, oldest first: devices added, failed and
+    /// removed, mode changes, flushes, degradation, recovery.
+    Events {
+        #[command(flatten)]
+        server: AdminArgs,
         #[arg(long)]
         json: bool,
     },
@@ -296,6 +366,7 @@ fn main() -> ExitCode {
         Command::Stat(args) => stat(args),
         Command::Exports { server, json, cmd: None } => exports(&server, json),
         Command::Exports { cmd: Some(ExportsCommand::Reload { server, json }), .. } => reload(&server, json),
+        Command::Cache(cmd) => cache_command(cmd),
         Command::Debug(DebugCommand::Fault(cmd)) => fault(cmd),
         Command::Manpages { dir } => manpages(&dir),
     };
@@ -369,8 +440,10 @@ fn default_config(dir: Option<PathBuf>) -> anyhow::Result<Config> {
             id: 1,
             fsid: None,
             clients: loopback.into_iter().map(|host| ClientRule { host, options }).collect(),
+            cache: keel_cache::CacheMode::Off,
             line: 0,
         }],
+        cache: Default::default(),
         warnings: Vec::new(),
     })
 }
@@ -583,6 +656,82 @@ fn stat(args: StatArgs) -> anyhow::Result<()> {
         before = now;
         printed += 1;
     }
+    Ok(())
+}
+
+fn cache_command(cmd: CacheCommand) -> anyhow::Result<()> {
+    use std::io::Write;
+    let (server, request) = match cmd {
+        CacheCommand::List { server, json } => {
+            let answer = admin::call(&server.socket()?, &admin::Request::CacheList {})?;
+            if json {
+                println!("{answer}");
+            } else {
+                let c: keel_stats::CacheSnapshot = serde_json::from_value(answer)?;
+                print!("{}", keel_stats::text::render_cache(&c, None));
+            }
+            return Ok(());
+        }
+        CacheCommand::Events { server, json } => {
+            let answer = admin::call(&server.socket()?, &admin::Request::CacheEvents {})?;
+            if json {
+                println!("{answer}");
+                return Ok(());
+            }
+            let events: Vec<cache::EventLine> = serde_json::from_value(answer)?;
+            if events.is_empty() {
+                println!("no cache events");
+            }
+            for e in events {
+                let at = keel_stats::time::rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_millis(e.unix_ms));
+                println!("{at}  {}", e.event);
+            }
+            return Ok(());
+        }
+        CacheCommand::Stat { server, interval, count, json } => {
+            let socket = server.socket()?;
+            let mut before = snapshot(&socket)?;
+            let Some(seconds) = interval else {
+                if json {
+                    println!("{}", serde_json::to_string(&before.cache)?);
+                } else {
+                    print!("{}", keel_stats::text::render_cache(&before.cache, None));
+                }
+                return Ok(());
+            };
+            let mut printed = 0;
+            while count.is_none_or(|n| printed < n) {
+                std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+                let now = snapshot(&socket)?;
+                let elapsed = now.taken_unix_ms.saturating_sub(before.taken_unix_ms) as f64 / 1000.0;
+                let delta = now.since(&before);
+                if json {
+                    let mut value = serde_json::to_value(&delta.cache)?;
+                    value["interval_seconds"] = serde_json::json!(elapsed);
+                    println!("{value}");
+                } else {
+                    println!("{}", keel_stats::text::render_cache(&delta.cache, Some(elapsed.max(0.001))));
+                }
+                std::io::stdout().flush()?;
+                before = now;
+                printed += 1;
+            }
+            return Ok(());
+        }
+        CacheCommand::Add { server, device } => {
+            let device = std::path::absolute(&device)?.display().to_string();
+            (server, admin::Request::CacheAdd { device })
+        }
+        CacheCommand::Remove { server, device } => (server, admin::Request::CacheRemove { device }),
+        CacheCommand::Mode { server, export, mode } => (server, admin::Request::CacheMode { export, mode }),
+    };
+    let answer = admin::call_with_progress(&server.socket()?, &request, None, |p| {
+        if let Some(dirty) = p["dirty_bytes"].as_u64() {
+            eprintln!("destaging: {} dirty", keel_stats::text::bytes(dirty as f64));
+        }
+    })?;
+    let c: keel_stats::CacheSnapshot = serde_json::from_value(answer)?;
+    print!("{}", keel_stats::text::render_cache(&c, None));
     Ok(())
 }
 

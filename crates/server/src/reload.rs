@@ -21,9 +21,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use keel_cache::CacheMode;
 use keel_nfs3::NfsService;
 use keel_stats::CallStats;
-use keel_store_local::{Export, ExportSpec, HandleKey, LocalStore};
+use keel_store_local::{Export, ExportSpec, HandleKey};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{self, Config, ExportConfig, ServerConfig};
@@ -88,7 +89,7 @@ pub struct Reloader {
     file: Option<PathBuf>,
     overrides: Overrides,
     key: HandleKey,
-    svc: Arc<NfsService<LocalStore>>,
+    svc: Arc<NfsService<crate::cache::Served>>,
     calls: Arc<CallStats>,
     /// The configuration served now; also serialises reloads.
     current: Mutex<Config>,
@@ -99,7 +100,7 @@ impl Reloader {
         file: Option<PathBuf>,
         overrides: Overrides,
         key: HandleKey,
-        svc: Arc<NfsService<LocalStore>>,
+        svc: Arc<NfsService<crate::cache::Served>>,
         calls: Arc<CallStats>,
         current: Config,
     ) -> Self {
@@ -143,7 +144,14 @@ impl Reloader {
         let mut current = self.current.lock().expect("reload lock");
         let mut next = config::load(file).map_err(|e| e.to_string())?;
         self.overrides.apply(&mut next.server);
-        let needs_restart = server_changes(&current.server, &next.server);
+        let mut needs_restart = server_changes(&current.server, &next.server);
+        if current.cache != next.cache {
+            needs_restart.push(
+                "[cache]: devices change at runtime with `keel cache add` and `keel cache remove`; the other \
+                 keys at the next start"
+                    .into(),
+            );
+        }
 
         // Every check before anything changes.
         for e in &next.exports {
@@ -170,7 +178,7 @@ impl Reloader {
                 }
             }
         }
-        let served = self.svc.store.open_exports();
+        let served = self.svc.store.inner().open_exports();
         let mut opened: Vec<(u32, Arc<Export>)> = Vec::new();
         for e in next.exports.iter().filter(|e| !current.exports.iter().any(|o| o.id == e.id)) {
             let spec = ExportSpec { id: e.id, path: e.path.clone(), fsid: e.fsid };
@@ -223,12 +231,39 @@ impl Reloader {
         for w in &outcome.warnings {
             tracing::warn!("{w}");
         }
+        // A removed export's dirty data goes to its file system while it
+        // can still be reached there.
+        let cache = self.svc.store.shared();
+        for old in current.exports.iter().filter(|o| !next.exports.iter().any(|e| e.id == o.id)) {
+            if cache.mode(old.id) != CacheMode::Off || cache.index.live_files() > 0 {
+                let path = old.path.display().to_string();
+                if let Err(e) = cache.set_mode(old.id, &path, CacheMode::Off, |_| {}) {
+                    return Err(format!(
+                        "export {} ({path}) has dirty data in the cache that cannot be destaged: {e}",
+                        old.id
+                    ));
+                }
+            }
+        }
         // The store first: a removed export is stale before its client list
         // goes, and an added one is opened before clients are admitted.
         let ids: Vec<u32> = list.iter().map(|e| e.id).collect();
-        self.svc.store.set_exports(list);
+        self.svc.store.inner().set_exports(list);
         self.svc.exports_changed(next.exports.iter().map(|e| (e.id, e.clients.clone())).collect());
         self.calls.set_exports(&ids);
+        // Cache modes the file changed (one set with `keel cache mode`
+        // stays until the file changes it).
+        for e in &next.exports {
+            let before = current.exports.iter().find(|o| o.id == e.id).map_or(CacheMode::Off, |o| o.cache);
+            if before != e.cache {
+                let path = e.path.display().to_string();
+                if let Err(why) = cache.set_mode(e.id, &path, e.cache, |_| {}) {
+                    let msg = format!("export {} ({path}): cache mode {} not applied: {why}", e.id, e.cache.name());
+                    tracing::error!("{msg}");
+                    outcome.warnings.push(msg);
+                }
+            }
+        }
         current.exports = next.exports;
         Ok(outcome)
     }

@@ -13,6 +13,8 @@ use keel_nlm::{LockConfig, LockManager, NlmProgram, NsmProgram};
 use keel_rpc::{Dispatcher, ReplyCache, RpcProgram};
 use keel_store::Store;
 use keel_store_local::{Export, ExportSpec, FsidSource, HandleKey, LocalStore};
+
+use crate::cache::Served;
 use std::net::{TcpListener, UdpSocket};
 use tokio::sync::watch;
 
@@ -103,13 +105,14 @@ pub fn run(
         Ok(()) => tracing::info!(pipes = ?store.pipe_counts().map(|c| c.made), "READs are spliced from the page cache"),
         Err(e) => tracing::warn!(error = %e, "cannot make pipes for spliced READs; READs copy their data"),
     }
-    let store = Arc::new(store);
-    let svc = Arc::new(NfsService::new(store.clone(), rules));
+    // The cache's log is replayed here, before the first call is served.
+    let served = Arc::new(crate::cache::open(&config, Arc::new(store))?);
+    let svc = Arc::new(NfsService::new(served.clone(), rules));
     let calls = keel_stats::CallStats::new(&crate::stats::programs());
     calls.set_exports(&config.exports.iter().map(|e| e.id).collect::<Vec<_>>());
     let reloader = Arc::new(Reloader::new(file, overrides, key, svc.clone(), calls.clone(), config.clone()));
     // Logged so an operator can match a start with what clients saw.
-    let verifier = u64::from_be_bytes(store.write_verifier());
+    let verifier = u64::from_be_bytes(served.write_verifier());
     tracing::info!(verifier = format_args!("{verifier:016x}"), "write verifier for this start");
 
     // NFS calls never touch this runtime (see transport/); it carries only
@@ -132,7 +135,9 @@ pub fn run(
         let _ = t.join();
     }
     runtime.shutdown_timeout(Duration::from_secs(1));
-    if let Err(e) = store.sync_all() {
+    // Dirty data stays in the cache's log for the next start.
+    served.stop();
+    if let Err(e) = served.sync_all() {
         tracing::error!(error = %e, "sync at stop failed");
     }
     if let Some(mappings) = stopped.registered
@@ -152,8 +157,8 @@ struct Stopped {
 
 async fn serve(
     config: &Config,
-    svc: Arc<NfsService<LocalStore>>,
-    locks: Arc<LockManager<LocalStore>>,
+    svc: Arc<NfsService<Served>>,
+    locks: Arc<LockManager<Served>>,
     calls: Arc<keel_stats::CallStats>,
     reloader: Arc<Reloader>,
     banner: impl FnOnce(&[SocketAddr], u16) -> String,
@@ -260,7 +265,8 @@ async fn serve(
         tokio::spawn(metrics::serve(listener, stats.clone(), shutdown.clone()));
     }
     let admin_state = Arc::new(AdminState {
-        store: svc.store.clone(),
+        served: svc.store.clone(),
+        state_dir: server.state_dir.clone(),
         started,
         listen: bound.iter().map(|a| a.to_string()).collect(),
         fault_injection: server.fault_injection,

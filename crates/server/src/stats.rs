@@ -16,7 +16,6 @@ use keel_stats::{
     ReplyCacheSnapshot, ServerInfo, Snapshot, WorkersSnapshot,
 };
 use keel_store::Store;
-use keel_store_local::LocalStore;
 
 use crate::budget::Budget;
 use crate::conns::Connections;
@@ -134,7 +133,7 @@ pub struct ReloadCounts {
 /// Where every number of a [`Snapshot`] comes from.
 pub struct ServerStats {
     pub calls: Arc<CallStats>,
-    pub svc: Arc<NfsService<LocalStore>>,
+    pub svc: Arc<NfsService<crate::cache::Served>>,
     pub dispatcher: Arc<Dispatcher>,
     pub conns: Arc<Connections>,
     pub budget: Arc<Budget>,
@@ -148,6 +147,11 @@ fn unix_secs(t: SystemTime) -> u64 {
 }
 
 impl ServerStats {
+    /// The exports served now: id and path.
+    pub fn export_names(&self) -> Vec<(u32, String)> {
+        self.svc.exports().iter().map(|s| (s.export.id, s.export.path.display().to_string())).collect()
+    }
+
     pub fn snapshot(&self) -> Snapshot {
         let now = SystemTime::now();
         let mut calls = self.calls.snapshot();
@@ -208,7 +212,7 @@ impl ServerStats {
                 pid: std::process::id(),
                 started_unix: unix_secs(self.started),
                 write_verifier: format!("{:016x}", u64::from_be_bytes(store.write_verifier())),
-                cached_inodes: store.cached_inodes() as u64,
+                cached_inodes: store.inner().cached_inodes() as u64,
             },
             calls,
             reply_cache: ReplyCacheSnapshot {
@@ -225,7 +229,7 @@ impl ServerStats {
                 inflight_bytes: self.budget.used_bytes() as u64,
                 inflight_bytes_max: self.budget.total_bytes_max() as u64,
             },
-            read_pipes: store.pipe_counts().map_or_else(Default::default, |p| ReadPipesSnapshot {
+            read_pipes: store.inner().pipe_counts().map_or_else(Default::default, |p| ReadPipesSnapshot {
                 pipes: p.made,
                 pipes_max: p.pipes_max,
                 spliced: p.taken,
@@ -233,6 +237,7 @@ impl ServerStats {
                 make_failed: p.make_failed,
                 discarded: p.discarded,
             }),
+            cache: crate::cache::snapshot(store, &self.export_names()),
             reloads: ReloadsSnapshot {
                 applied: self.reloads.applied.load(Ordering::Relaxed),
                 refused: self.reloads.refused.load(Ordering::Relaxed),

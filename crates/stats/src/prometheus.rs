@@ -60,6 +60,24 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("keel_read_pipes_max", "gauge"),
     ("keel_read_pipe_failures_total", "counter"),
     ("keel_export_reloads_total", "counter"),
+    ("keel_cache_device_written_bytes_total", "counter"),
+    ("keel_cache_device_read_bytes_total", "counter"),
+    ("keel_cache_device_errors_total", "counter"),
+    ("keel_cache_device_failed", "gauge"),
+    ("keel_cache_log_used_bytes", "gauge"),
+    ("keel_cache_log_bytes", "gauge"),
+    ("keel_cache_dirty_bytes", "gauge"),
+    ("keel_cache_dirty_files", "gauge"),
+    ("keel_cache_oldest_dirty_seconds", "gauge"),
+    ("keel_cache_destaged_bytes_total", "counter"),
+    ("keel_cache_destage_errors_total", "counter"),
+    ("keel_cache_dropped_bytes_total", "counter"),
+    ("keel_cache_full_waits_total", "counter"),
+    ("keel_cache_writes_logged_total", "counter"),
+    ("keel_cache_logged_bytes_total", "counter"),
+    ("keel_cache_writes_bypassed_total", "counter"),
+    ("keel_cache_bypassed_bytes_total", "counter"),
+    ("keel_cache_read_bytes_total", "counter"),
 ];
 
 struct Out {
@@ -257,7 +275,64 @@ pub fn render(s: &Snapshot) -> String {
     o.family("keel_export_reloads_total", "Export reloads, applied or refused.");
     o.sample("keel_export_reloads_total", &[("result", "applied")], s.reloads.applied);
     o.sample("keel_export_reloads_total", &[("result", "refused")], s.reloads.refused);
+    cache(&mut o, &s.cache);
     o.text
+}
+
+fn cache(o: &mut Out, c: &crate::snapshot::CacheSnapshot) {
+    type Device = crate::snapshot::CacheDeviceSnapshot;
+    let devices: [PerItem<Device>; 4] = [
+        ("keel_cache_device_written_bytes_total", "Bytes written to a cache device.", |d| d.bytes_written),
+        ("keel_cache_device_read_bytes_total", "Bytes read from a cache device.", |d| d.bytes_read),
+        ("keel_cache_device_errors_total", "I/O errors of a cache device.", |d| d.errors),
+        ("keel_cache_device_failed", "1 if the cache device has failed and is no longer used.", |d| {
+            u64::from(d.state == "failed")
+        }),
+    ];
+    for (name, help, value) in devices {
+        o.family(name, help);
+        for d in &c.devices {
+            o.sample(name, &[("device", &d.name), ("role", &d.role)], value(d));
+        }
+    }
+    o.one("keel_cache_log_used_bytes", "Bytes of the write-back log in use.", c.log_used_bytes);
+    o.one("keel_cache_log_bytes", "The write-back log's size on each device.", c.log_bytes);
+    o.one("keel_cache_dirty_bytes", "File data in the log that the back end does not have yet.", c.dirty_bytes);
+    o.one("keel_cache_dirty_files", "Files with data in the log.", c.dirty_files);
+    o.family("keel_cache_oldest_dirty_seconds", "Age of the oldest record in the log.");
+    o.sample("keel_cache_oldest_dirty_seconds", &[], seconds(c.oldest_dirty_ms * 1_000_000));
+    o.one("keel_cache_destaged_bytes_total", "Bytes written from the log to the back end.", c.destaged_bytes);
+    o.one("keel_cache_destage_errors_total", "Destage rounds that failed (the data stays dirty).", c.destage_errors);
+    o.one("keel_cache_dropped_bytes_total", "Dirty bytes of files removed before destage.", c.dropped_bytes);
+    o.one("keel_cache_full_waits_total", "Writes that waited for room in a full log.", c.full_waits);
+    type Export = crate::snapshot::CacheExportSnapshot;
+    let exports: [PerItem<Export>; 3] = [
+        ("keel_cache_writes_logged_total", "WRITEs taken by the write-back log.", |e| e.writes_logged),
+        ("keel_cache_logged_bytes_total", "Bytes taken by the write-back log.", |e| e.bytes_logged),
+        ("keel_cache_bypassed_bytes_total", "Bytes written straight to the back end.", |e| e.bytes_bypassed),
+    ];
+    for (name, help, value) in exports {
+        o.family(name, help);
+        for e in &c.exports {
+            o.sample(name, &[("export", &e.id.to_string()), ("mode", &e.mode)], value(e));
+        }
+    }
+    o.family("keel_cache_writes_bypassed_total", "WRITEs sent straight to the back end, by reason.");
+    for e in &c.exports {
+        for b in &e.writes_bypassed {
+            o.sample(
+                "keel_cache_writes_bypassed_total",
+                &[("export", &e.id.to_string()), ("reason", &b.reason)],
+                b.writes,
+            );
+        }
+    }
+    o.family("keel_cache_read_bytes_total", "Bytes READ returned, by where they came from.");
+    for e in &c.exports {
+        let id = e.id.to_string();
+        o.sample("keel_cache_read_bytes_total", &[("export", &id), ("source", "log")], e.bytes_from_log);
+        o.sample("keel_cache_read_bytes_total", &[("export", &id), ("source", "disk")], e.bytes_from_disk);
+    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,9 @@ pub struct Snapshot {
     pub reloads: ReloadsSnapshot,
     #[serde(default)]
     pub read_pipes: ReadPipesSnapshot,
+    /// The SSD cache tier (no devices and no exports when there is none).
+    #[serde(default)]
+    pub cache: CacheSnapshot,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -118,6 +121,99 @@ pub struct ReadPipesSnapshot {
     /// could not be read.
     pub make_failed: u64,
     pub discarded: u64,
+}
+
+/// The SSD cache tier: its devices, its log, destage, and per export
+/// what the cache took and what went around it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheSnapshot {
+    pub devices: Vec<CacheDeviceSnapshot>,
+    /// The write-back log: bytes in use of the ring, dirty file data
+    /// (what the back end does not have yet) and the files it belongs to,
+    /// and the age of the oldest record.
+    pub log_used_bytes: u64,
+    pub log_bytes: u64,
+    pub dirty_bytes: u64,
+    pub dirty_files: u64,
+    pub oldest_dirty_ms: u64,
+    pub destaged_bytes: u64,
+    pub destage_rounds: u64,
+    pub destage_errors: u64,
+    /// Dirty data of files removed before it was destaged.
+    pub dropped_bytes: u64,
+    /// Writes that waited for room in a full log.
+    pub full_waits: u64,
+    pub exports: Vec<CacheExportSnapshot>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheDeviceSnapshot {
+    pub name: String,
+    pub size_bytes: u64,
+    /// "log mirror" or "spare".
+    pub role: String,
+    /// "ok" or "failed".
+    pub state: String,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub errors: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheExportSnapshot {
+    pub id: u32,
+    pub path: String,
+    /// write-back, off, ...
+    pub mode: String,
+    pub writes_logged: u64,
+    pub bytes_logged: u64,
+    /// Writes sent straight to the back end, by reason (mode, sequential,
+    /// log_full, degraded, flushing).
+    pub writes_bypassed: Vec<BypassCount>,
+    pub bytes_bypassed: u64,
+    /// READs that took data from the log, and the bytes.
+    pub reads_log_hit: u64,
+    pub bytes_from_log: u64,
+    pub reads_disk: u64,
+    pub bytes_from_disk: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BypassCount {
+    pub reason: String,
+    pub writes: u64,
+}
+
+impl CacheSnapshot {
+    fn since(&mut self, e: &CacheSnapshot) {
+        for d in &mut self.devices {
+            if let Some(o) = e.devices.iter().find(|o| o.name == d.name) {
+                d.bytes_written = d.bytes_written.saturating_sub(o.bytes_written);
+                d.bytes_read = d.bytes_read.saturating_sub(o.bytes_read);
+                d.errors = d.errors.saturating_sub(o.errors);
+            }
+        }
+        self.destaged_bytes = self.destaged_bytes.saturating_sub(e.destaged_bytes);
+        self.destage_rounds = self.destage_rounds.saturating_sub(e.destage_rounds);
+        self.destage_errors = self.destage_errors.saturating_sub(e.destage_errors);
+        self.dropped_bytes = self.dropped_bytes.saturating_sub(e.dropped_bytes);
+        self.full_waits = self.full_waits.saturating_sub(e.full_waits);
+        for x in &mut self.exports {
+            let Some(o) = e.exports.iter().find(|o| o.id == x.id) else { continue };
+            x.writes_logged = x.writes_logged.saturating_sub(o.writes_logged);
+            x.bytes_logged = x.bytes_logged.saturating_sub(o.bytes_logged);
+            for b in &mut x.writes_bypassed {
+                if let Some(ob) = o.writes_bypassed.iter().find(|ob| ob.reason == b.reason) {
+                    b.writes = b.writes.saturating_sub(ob.writes);
+                }
+            }
+            x.bytes_bypassed = x.bytes_bypassed.saturating_sub(o.bytes_bypassed);
+            x.reads_log_hit = x.reads_log_hit.saturating_sub(o.reads_log_hit);
+            x.bytes_from_log = x.bytes_from_log.saturating_sub(o.bytes_from_log);
+            x.reads_disk = x.reads_disk.saturating_sub(o.reads_disk);
+            x.bytes_from_disk = x.bytes_from_disk.saturating_sub(o.bytes_from_disk);
+        }
+    }
 }
 
 /// The duplicate reply cache (knfsd's "rc" line).
@@ -248,6 +344,7 @@ impl Snapshot {
         p.exhausted = p.exhausted.saturating_sub(e.exhausted);
         p.make_failed = p.make_failed.saturating_sub(e.make_failed);
         p.discarded = p.discarded.saturating_sub(e.discarded);
+        out.cache.since(&earlier.cache);
         let (n, e) = (&mut out.connections, &earlier.connections);
         n.accepted = n.accepted.saturating_sub(e.accepted);
         n.refused = n.refused.saturating_sub(e.refused);

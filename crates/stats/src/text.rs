@@ -98,6 +98,9 @@ pub fn render(s: &Snapshot, opts: Options) -> String {
             per(p.discarded)
         );
     }
+    if !s.cache.devices.is_empty() || s.cache.exports.iter().any(|e| e.mode != "off") {
+        o.push_str(&render_cache(&s.cache, opts.interval));
+    }
     let n = &s.connections;
     let _ = writeln!(
         o,
@@ -242,4 +245,76 @@ mod tests {
         assert_eq!(duration(Some(Duration::from_micros(1500))), "1.50ms");
         assert_eq!(duration(None), "-");
     }
+}
+
+/// The cache tier, like iostat: devices, the log, destage, and per export
+/// what the cache took, what went around it and where reads came from.
+/// With `interval`, counters are rates.
+pub fn render_cache(c: &crate::snapshot::CacheSnapshot, interval: Option<f64>) -> String {
+    let mut o = String::new();
+    let per_bytes = |n: u64| match interval {
+        Some(secs) if secs > 0.0 => format!("{}/s", bytes(n as f64 / secs)),
+        _ => bytes(n as f64),
+    };
+    let per = |n: u64| match interval {
+        Some(secs) if secs > 0.0 => format!("{:.1}/s", n as f64 / secs),
+        _ => n.to_string(),
+    };
+    if c.devices.is_empty() {
+        let _ = writeln!(o, "cache: no devices");
+    }
+    for d in &c.devices {
+        let _ = writeln!(
+            o,
+            "cache device {}: {}, {}, {}; written {}, read {}, {} errors",
+            d.name,
+            d.role,
+            d.state,
+            bytes(d.size_bytes as f64),
+            per_bytes(d.bytes_written),
+            per_bytes(d.bytes_read),
+            per(d.errors)
+        );
+    }
+    if c.log_bytes > 0 {
+        let _ = writeln!(
+            o,
+            "cache log: {} of {} used, {} dirty in {} files, oldest {}; destaged {}, {} errors, {} dropped (removed), \
+             {} writes waited for room",
+            bytes(c.log_used_bytes as f64),
+            bytes(c.log_bytes as f64),
+            bytes(c.dirty_bytes as f64),
+            c.dirty_files,
+            duration((c.dirty_bytes > 0).then(|| Duration::from_millis(c.oldest_dirty_ms))),
+            per_bytes(c.destaged_bytes),
+            per(c.destage_errors),
+            per_bytes(c.dropped_bytes),
+            per(c.full_waits)
+        );
+    }
+    for e in &c.exports {
+        let bypassed: Vec<String> = e
+            .writes_bypassed
+            .iter()
+            .filter(|b| b.writes > 0)
+            .map(|b| format!("{} {}", per(b.writes), b.reason))
+            .collect();
+        let _ = writeln!(
+            o,
+            "cache export {} {} ({}): writes logged {} ({}), bypassed {} ({}){}; reads from log {} ({}), from disk {} ({})",
+            e.id,
+            e.path,
+            e.mode,
+            per(e.writes_logged),
+            per_bytes(e.bytes_logged),
+            per(e.writes_bypassed.iter().map(|b| b.writes).sum()),
+            per_bytes(e.bytes_bypassed),
+            if bypassed.is_empty() { String::new() } else { format!(": {}", bypassed.join(", ")) },
+            per(e.reads_log_hit),
+            per_bytes(e.bytes_from_log),
+            per(e.reads_disk),
+            per_bytes(e.bytes_from_disk)
+        );
+    }
+    o
 }

@@ -15,6 +15,15 @@ use toml::Spanned;
 pub(super) struct RawConfig {
     pub server: Option<RawServer>,
     pub export: Option<Spanned<Vec<Spanned<RawExport>>>>,
+    pub cache: Option<Spanned<RawCache>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCache {
+    pub devices: Option<Spanned<Vec<Spanned<String>>>>,
+    pub log_mib: Option<Spanned<Int>>,
+    pub sequential_cutoff_mib: Option<Spanned<Int>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -52,6 +61,7 @@ pub(super) struct RawExport {
     pub anongid: Option<Spanned<Int>>,
     pub secure: Option<Spanned<bool>>,
     pub insecure: Option<Spanned<bool>>,
+    pub cache: Option<Spanned<String>>,
     pub clients: Option<Spanned<Vec<Spanned<RawClient>>>>,
 }
 
