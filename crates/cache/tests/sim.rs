@@ -19,18 +19,23 @@ struct Rig {
     sim: Arc<SimStore>,
     devs: Vec<Arc<SimDevice>>,
     cache: Option<CacheStore<SimStore>>,
-    log_bytes: u64,
+    log_bytes: Option<u64>,
+    mode: CacheMode,
 }
 
 impl Rig {
     fn new(seed: u64) -> Self {
-        Self::with(seed, 2, u64::MAX)
+        Self::with(seed, 2, None)
     }
 
-    fn with(seed: u64, devices: usize, log_bytes: u64) -> Self {
+    fn with(seed: u64, devices: usize, log_bytes: Option<u64>) -> Self {
+        Self::with_mode(seed, devices, log_bytes, CacheMode::WriteBack)
+    }
+
+    fn with_mode(seed: u64, devices: usize, log_bytes: Option<u64>, mode: CacheMode) -> Self {
         let sim = Arc::new(SimStore::new(seed));
         let devs = (0..devices).map(|i| Arc::new(SimDevice::new(DEVICE_BYTES, seed ^ (i as u64 + 1)))).collect();
-        let mut rig = Rig { sim, devs, cache: None, log_bytes };
+        let mut rig = Rig { sim, devs, cache: None, log_bytes, mode };
         rig.open();
         rig
     }
@@ -44,7 +49,7 @@ impl Rig {
             .collect();
         let config = CacheConfig {
             log_bytes: self.log_bytes,
-            modes: HashMap::from([(1, CacheMode::WriteBack)]),
+            modes: HashMap::from([(1, self.mode)]),
             background_destage: false,
             ..CacheConfig::default()
         };
@@ -291,7 +296,7 @@ fn a_failing_back_end_keeps_the_data_dirty_until_it_takes_it() {
 
 #[test]
 fn a_full_log_sends_new_files_to_the_back_end() {
-    let rig = Rig::with(10, 2, 8 << 20);
+    let rig = Rig::with(10, 2, Some(8 << 20));
     let mut files = Vec::new();
     for i in 0..12 {
         let f = rig.file(&format!("f{i}"));
@@ -329,7 +334,11 @@ fn mode_off_flushes_and_device_removal_destages_first() {
 
 #[test]
 fn bad_modes_are_refused_by_name() {
-    assert!(CacheMode::parse("write-back").is_ok());
+    for m in CacheMode::ALL {
+        assert_eq!(CacheMode::parse(m.name()), Ok(m));
+    }
+    assert_eq!(CacheMode::parse("write-through"), Ok(CacheMode::WriteThrough));
+    assert_eq!(CacheMode::parse("write-around"), Ok(CacheMode::WriteAround));
     assert!(CacheMode::parse("fast").unwrap_err().contains("unknown"));
 }
 
@@ -361,7 +370,7 @@ fn random_runs_never_lose_an_acknowledged_byte() {
 
 fn random_run(seed: u64) {
     let mut rng = Rng::new(seed);
-    let mut rig = Rig::with(seed, 2, 16 << 20);
+    let mut rig = Rig::with(seed, 2, Some(16 << 20));
     let files: Vec<SimObject> = (0..4).map(|i| rig.file(&format!("f{i}"))).collect();
     let mut model: Vec<Vec<u8>> = vec![Vec::new(); files.len()];
     let trace = std::env::var("KEEL_CACHE_TRACE").is_ok();
