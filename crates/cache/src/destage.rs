@@ -113,9 +113,12 @@ impl<S: Store> Shared<S> {
                         .map_err(|err| format!("cannot read dirty data from the log: {err}"))?;
                     at += e.len as usize;
                 }
-                self.inner
-                    .write(&who, &obj, offset, &buf, Stability::Unstable)
-                    .map_err(|e| format!("back-end write failed: {e}"))?;
+                let r = self.inner.write(&who, &obj, offset, &buf, Stability::Unstable);
+                // The back end changed under the read cache's copies (whose
+                // blocks the log overlays until the extents are retired,
+                // below: the invalidation comes first).
+                self.invalidate(&handle, offset, offset + len);
+                r.map_err(|e| format!("back-end write failed: {e}"))?;
                 written += len;
             }
             if done_after {

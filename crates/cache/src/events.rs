@@ -1,6 +1,7 @@
 //! The cache's event log (`keel cache events`): devices added, failed and
-//! removed, mode changes, flushes, degradation, recovery. The newest
-//! [`EVENTS_MAX`] are kept in memory and every one is logged.
+//! removed, mode changes, flushes, degradation, recovery, devices taken out
+//! of the read cache. The newest [`EVENTS_MAX`] are kept in memory and
+//! every one is logged.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -48,6 +49,12 @@ pub enum Event {
     Dropped {
         bytes: u64,
     },
+    /// A device the read cache no longer uses (its clean data is dropped;
+    /// reads go to the back end).
+    ReadCacheDeviceDropped {
+        device: String,
+        reason: String,
+    },
 }
 
 impl fmt::Display for Event {
@@ -65,6 +72,9 @@ impl fmt::Display for Event {
             }
             Event::DestageFailed { reason } => write!(f, "destage failed: {reason}"),
             Event::Dropped { bytes } => write!(f, "dropped {bytes} dirty bytes of removed files"),
+            Event::ReadCacheDeviceDropped { device, reason } => {
+                write!(f, "device out of the read cache: {device}: {reason}")
+            }
         }
     }
 }

@@ -1,8 +1,23 @@
 //! The SSD cache tier: [`CacheStore`] wraps another store and keeps a
 //! write-back log on fast devices, mirrored on two of them, destaged to the
-//! wrapped store in the background (Dell Fluid Cache for DAS, bcache,
+//! wrapped store in the background, and a read cache of hot file blocks in
+//! the rest of the devices (Dell Fluid Cache for DAS, bcache,
 //! dm-writecache, Open CAS are the references).
 //!
+//! - **Device layout**: two superblock copies, the log's ring
+//!   (`[RING_START, RING_START + ring_bytes)`, by default a quarter of the
+//!   smallest of the first two devices, at least [`LOG_BYTES_MIN`]; a log
+//!   found on the devices keeps its own size), then read-cache slots to the
+//!   end of each device ([`readcache`]).
+//! - **Modes** (per export, changeable at runtime): write-back (the log,
+//!   needs two devices, and the read cache), write-through (writes go to
+//!   the back end with the client's stability and update the blocks the
+//!   read cache holds), write-around (writes go to the back end and drop
+//!   the blocks), off (no read caching). Every mode invalidates.
+//! - **Read cache** ([`readcache`]): READ asks it first (unless the
+//!   export is off or the read is part of a sequential stream past the
+//!   cutoff), then the back end, and copies a block in on its second miss;
+//!   dirty log data is laid over whatever the clean data came from.
 //! - **Write-back** (per export): a WRITE of a file goes into the log as a
 //!   checksummed, numbered record on both devices; a FILE_SYNC or DATA_SYNC
 //!   WRITE, or a COMMIT, returns once the records are synced on both (group
@@ -26,7 +41,11 @@
 //! **Invariants:** a file with records in the live log has all its writes
 //! and truncations logged (so replay is its exact history); dirty data
 //! leaves the index only after the back end synced it; the log's head
-//! moves only after that.
+//! moves only after that. A read-cache slot holds what the back end holds
+//! for its block: every change of a file's data on the back end (WRITE,
+//! SETATTR of the size, CREATE, REMOVE and RENAME over it, destage)
+//! invalidates after the change, and a copy read before is never
+//! published after ([`readcache`]).
 
 #![forbid(unsafe_code)]
 
@@ -35,6 +54,7 @@ pub mod device;
 pub mod events;
 pub mod index;
 pub mod log;
+pub mod readcache;
 pub mod stats;
 
 use std::collections::HashMap;
@@ -54,36 +74,56 @@ use crate::device::{DeviceId, DeviceIo, FileDevice};
 use crate::events::{Event, Events};
 use crate::index::{Extent, FileState, Index};
 use crate::log::{Log, LogError, Mirror, RecordKind};
+use crate::readcache::{ReadCache, Region};
 use crate::stats::{Bypass, CacheStats};
 
 /// How an export uses the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CacheMode {
-    /// Writes go to the mirrored log and are destaged later.
+    /// Writes go to the mirrored log and are destaged later; reads use
+    /// the read cache.
     WriteBack,
-    /// The cache is not used for new writes (dirty data is still
-    /// destaged, and read over until it is).
+    /// Writes go to the back end and update the blocks the read cache
+    /// holds; reads use the read cache.
+    WriteThrough,
+    /// Writes go to the back end and drop the blocks from the read cache;
+    /// reads use the read cache.
+    WriteAround,
+    /// The cache is not used for new writes nor for reads (dirty data is
+    /// still destaged, and read over until it is).
     Off,
 }
 
 impl CacheMode {
+    pub const ALL: [CacheMode; 4] =
+        [CacheMode::WriteBack, CacheMode::WriteThrough, CacheMode::WriteAround, CacheMode::Off];
+
     pub fn parse(s: &str) -> Result<Self, String> {
-        match s {
-            "write-back" => Ok(CacheMode::WriteBack),
-            "off" => Ok(CacheMode::Off),
-            "write-through" | "write-around" => {
-                Err(format!("cache mode {s:?} is not available: this build has no read cache (modes: write-back, off)"))
-            }
-            _ => Err(format!("unknown cache mode {s:?} (modes: write-back, off)")),
-        }
+        CacheMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("unknown cache mode {s:?} (modes: write-back, write-through, write-around, off)"))
     }
 
     pub fn name(self) -> &'static str {
         match self {
             CacheMode::WriteBack => "write-back",
+            CacheMode::WriteThrough => "write-through",
+            CacheMode::WriteAround => "write-around",
             CacheMode::Off => "off",
         }
     }
+}
+
+/// The smallest ring the default sizing gives the log: many of the
+/// largest records (1 MiB) and the 2 MiB a write keeps free.
+pub const LOG_BYTES_MIN: u64 = 16 << 20;
+
+/// The ring's size by default: a quarter of the smaller of the log's
+/// devices, at least [`LOG_BYTES_MIN`]; the rest is read cache.
+pub fn default_log_bytes(device_sizes: &[u64]) -> u64 {
+    let smallest = device_sizes.iter().take(2).copied().min().unwrap_or(0);
+    ((smallest / 4).max(LOG_BYTES_MIN)) & !511
 }
 
 /// The `[cache]` settings.
@@ -92,9 +132,16 @@ pub struct CacheConfig {
     /// Cache devices: block devices or files on a fast file system. The log
     /// is mirrored on the first two.
     pub devices: Vec<PathBuf>,
-    /// The ring's size on each device (at most what the smaller holds).
-    pub log_bytes: u64,
-    /// A write stream of a file longer than this goes to the back end.
+    /// The ring's size on each device (at most what the smaller holds);
+    /// `None`: [`default_log_bytes`]. A log found on the devices keeps the
+    /// size it was made with.
+    pub log_bytes: Option<u64>,
+    /// The read cache's slot size: a power of two from 4 KiB to 1 MiB
+    /// (memory: about 80 bytes per slot).
+    pub read_slot_bytes: u64,
+    /// A write stream of a file longer than this goes to the back end, and
+    /// a read stream longer than this is read from it (neither admitted to
+    /// nor served by the read cache).
     pub sequential_cutoff: u64,
     /// Mode per export id; exports not named are `Off`.
     pub modes: HashMap<u32, CacheMode>,
@@ -106,7 +153,8 @@ impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {
             devices: Vec::new(),
-            log_bytes: u64::MAX,
+            log_bytes: None,
+            read_slot_bytes: readcache::SLOT_BYTES_DEFAULT,
             sequential_cutoff: 4 << 20,
             modes: HashMap::new(),
             background_destage: true,
@@ -130,8 +178,12 @@ pub struct Shared<S: Store> {
     log: RwLock<Option<Arc<Log>>>,
     devices: Mutex<Vec<CacheDevice>>,
     modes: RwLock<HashMap<u32, CacheMode>>,
-    log_bytes: u64,
+    log_bytes: Option<u64>,
     sequential_cutoff: u64,
+    /// The read cache over the devices' space after the ring (none: no
+    /// device, or being rebuilt after a change of devices).
+    read_cache: RwLock<Option<Arc<ReadCache>>>,
+    read_slot_bytes: u64,
     /// Moves on whenever data acknowledged as unstable may be lost.
     epoch: AtomicU64,
     /// Read guards are held while log positions from the index are read;
@@ -143,6 +195,7 @@ pub struct Shared<S: Store> {
     flushers: AtomicU64,
     stop: AtomicBool,
     streams: Mutex<HashMap<Bytes, (u64, u64)>>,
+    read_streams: Mutex<HashMap<Bytes, (u64, u64)>>,
 }
 
 /// The cache tier in front of store `S`.
@@ -188,6 +241,10 @@ impl<S: Store> CacheStore<S> {
 
     /// As [`CacheStore::open`], on devices already open (tests: simulated).
     pub fn with_devices(inner: Arc<S>, devices: Vec<CacheDevice>, config: &CacheConfig) -> Result<Self, String> {
+        let slot = config.read_slot_bytes;
+        if !slot.is_power_of_two() || !(readcache::SLOT_BYTES_MIN..=readcache::SLOT_BYTES_MAX).contains(&slot) {
+            return Err(format!("read cache slot size {slot}: a power of two from 4 KiB to 1 MiB"));
+        }
         let events = Arc::new(Events::default());
         let shared = Arc::new(Shared {
             inner,
@@ -199,17 +256,21 @@ impl<S: Store> CacheStore<S> {
             modes: RwLock::new(config.modes.clone()),
             log_bytes: config.log_bytes,
             sequential_cutoff: config.sequential_cutoff,
+            read_cache: RwLock::new(None),
+            read_slot_bytes: slot,
             epoch: AtomicU64::new(0),
             ring_guard: RwLock::new(()),
             round: Mutex::new(()),
             flushers: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             streams: Mutex::new(HashMap::new()),
+            read_streams: Mutex::new(HashMap::new()),
         });
         if !devices.is_empty() {
             let mirrors: Vec<Arc<Mirror>> =
                 devices.iter().take(2).map(|d| Mirror::new(d.name.clone(), d.io.clone())).collect();
-            let opened = Log::open(mirrors, config.log_bytes, events.clone()).map_err(|e| format!("cache log: {e}"))?;
+            let ring = shared.ring_bytes_for(&devices);
+            let opened = Log::open(mirrors, ring, events.clone()).map_err(|e| format!("cache log: {e}"))?;
             if opened.recovered {
                 let n = opened.records.len();
                 shared.rebuild(&opened.records);
@@ -218,6 +279,8 @@ impl<S: Store> CacheStore<S> {
             if devices.len() < 2 {
                 events.push(Event::Degraded { reason: "one cache device: write-back needs two".into() });
             }
+            *shared.read_cache.write().unwrap_or_else(|p| p.into_inner()) =
+                Some(Arc::new(shared.make_read_cache(&devices, opened.log.ring_bytes())));
             *shared.log.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(opened.log));
         }
         *shared.devices.lock().unwrap_or_else(|p| p.into_inner()) = devices;
@@ -268,6 +331,75 @@ fn check_distinct(devices: &[CacheDevice], path: &Path, id: DeviceId) -> Result<
 impl<S: Store> Shared<S> {
     pub fn log(&self) -> Option<Arc<Log>> {
         self.log.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The read cache, if there is one now.
+    pub fn read_cache(&self) -> Option<Arc<ReadCache>> {
+        self.read_cache.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The ring size a new log on `devices` gets.
+    fn ring_bytes_for(&self, devices: &[CacheDevice]) -> u64 {
+        let sizes: Vec<u64> = devices.iter().map(|d| d.io.size()).collect();
+        self.log_bytes.unwrap_or_else(|| default_log_bytes(&sizes))
+    }
+
+    /// A read cache over the space after a ring of `ring_bytes` on every
+    /// device (spares too: their ring space is left alone, so one can
+    /// become a log mirror without meeting cached data there).
+    fn make_read_cache(&self, devices: &[CacheDevice], ring_bytes: u64) -> ReadCache {
+        let regions = devices
+            .iter()
+            .map(|d| Region {
+                name: d.name.clone(),
+                io: d.io.clone(),
+                base: log::RING_START.saturating_add(ring_bytes),
+            })
+            .collect();
+        ReadCache::new(regions, self.read_slot_bytes, self.stats.read_cache.clone(), self.events.clone())
+    }
+
+    /// Takes the read cache away and waits until no call uses it (so no
+    /// admission writes a device after this returns).
+    fn quiesce_read_cache(&self) {
+        let old = self.read_cache.write().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(old) = old {
+            while Arc::strong_count(&old) > 1 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// The file's data in `[from, to)` changed on the back end (or may
+    /// have): the read cache's blocks there go. Called after the change.
+    fn invalidate(&self, handle: &Bytes, from: u64, to: u64) {
+        if let Some(rc) = self.read_cache() {
+            rc.invalidate(handle, from, to);
+        }
+    }
+
+    /// A WRITE of `data` at `offset` reached the back end (`ok`) or may
+    /// have: the blocks it touched go; in write-through, the blocks the
+    /// cache held that it covers whole take the new data, if no other
+    /// change of the file came in between (`gen_before`: the file's
+    /// generation sampled before the back-end write).
+    fn wrote(&self, obj: &S::Object, offset: u64, data: &[u8], ok: bool, gen_before: Option<u64>) {
+        let Some(rc) = self.read_cache() else { return };
+        let handle = obj.handle();
+        let end = offset.saturating_add(data.len() as u64);
+        let (generation, dropped) = rc.invalidate_blocks(handle, offset, end);
+        let Some(before) = gen_before else { return };
+        if !ok || generation != before + 1 || self.mode(obj.export_id()) != CacheMode::WriteThrough {
+            return;
+        }
+        let b = rc.slot_bytes();
+        for blk in dropped {
+            let (bs, be) = (blk * b, blk * b + b);
+            if bs >= offset && be <= end {
+                let from = (bs - offset) as usize;
+                rc.insert(handle, blk, &data[from..from + b as usize], generation);
+            }
+        }
     }
 
     pub fn mode(&self, export_id: u32) -> CacheMode {
@@ -334,7 +466,16 @@ impl<S: Store> Shared<S> {
     /// Tracks each file's write stream; true once a run of consecutive
     /// writes is longer than the cutoff.
     fn sequential(&self, handle: &Bytes, offset: u64, len: u64) -> bool {
-        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        self.stream(&self.streams, handle, offset, len)
+    }
+
+    /// The same for each file's read stream.
+    fn sequential_read(&self, handle: &Bytes, offset: u64, len: u64) -> bool {
+        self.stream(&self.read_streams, handle, offset, len)
+    }
+
+    fn stream(&self, streams: &Mutex<HashMap<Bytes, (u64, u64)>>, handle: &Bytes, offset: u64, len: u64) -> bool {
+        let mut streams = streams.lock().unwrap_or_else(|p| p.into_inner());
         if streams.len() >= STREAMS_MAX && !streams.contains_key(handle) {
             streams.clear();
         }
@@ -398,7 +539,8 @@ impl<S: Store> Shared<S> {
             0 => None,
             _ => {
                 let mirrors = devices.iter().take(2).map(|d| Mirror::new(d.name.clone(), d.io.clone())).collect();
-                let log = Log::format(mirrors, self.log_bytes, generation, self.events.clone());
+                let ring = self.ring_bytes_for(devices);
+                let log = Log::format(mirrors, ring, generation, self.events.clone());
                 Some(Arc::new(log.map_err(|e| e.to_string())?))
             }
         };
@@ -409,22 +551,42 @@ impl<S: Store> Shared<S> {
         Ok(())
     }
 
-    /// Adds a cache device (hot): the log is emptied and re-made over the
-    /// first two devices.
+    /// Adds a cache device (hot): with fewer than two before, the log is
+    /// emptied and re-made over the first two devices. The read cache
+    /// starts again, empty, over all of them.
     pub fn add_device(&self, path: &Path, progress: impl FnMut(u64)) -> Result<(), String> {
         let dev = FileDevice::open(path)?;
         let name = path.display().to_string();
+        self.add_device_io(CacheDevice { name, id: Some(dev.id), io: Arc::new(dev) }, progress)
+    }
+
+    /// As [`Shared::add_device`], with the device open (tests: simulated).
+    pub fn add_device_io(&self, dev: CacheDevice, progress: impl FnMut(u64)) -> Result<(), String> {
+        let name = dev.name.clone();
         let mut devices = self.devices.lock().unwrap_or_else(|p| p.into_inner());
-        check_distinct(&devices, path, dev.id)?;
+        if let Some(id) = dev.id {
+            check_distinct(&devices, Path::new(&name), id)?;
+        }
         let mut next: Vec<CacheDevice> =
             devices.iter().map(|d| CacheDevice { name: d.name.clone(), id: d.id, io: d.io.clone() }).collect();
-        next.push(CacheDevice { name: name.clone(), id: Some(dev.id), io: Arc::new(dev) });
-        if devices.len() < 2 {
-            self.relog(&next, &format!("adding {name}"), progress)?;
+        next.push(dev);
+        self.quiesce_read_cache();
+        if devices.len() < 2
+            && let Err(e) = self.relog(&next, &format!("adding {name}"), progress)
+        {
+            self.restart_read_cache(&devices);
+            return Err(e);
         }
         *devices = next;
+        self.restart_read_cache(&devices);
         self.events.push(Event::DeviceAdded { device: name });
         Ok(())
+    }
+
+    /// A new, empty read cache over `devices` after the log's ring.
+    fn restart_read_cache(&self, devices: &[CacheDevice]) {
+        let rc = self.log().map(|log| Arc::new(self.make_read_cache(devices, log.ring_bytes())));
+        *self.read_cache.write().unwrap_or_else(|p| p.into_inner()) = rc;
     }
 
     /// Removes a cache device (hot): its dirty data is destaged first.
@@ -440,20 +602,27 @@ impl<S: Store> Shared<S> {
             .filter(|(i, _)| *i != at)
             .map(|(_, d)| CacheDevice { name: d.name.clone(), id: d.id, io: d.io.clone() })
             .collect();
-        // The log lives on the first two devices; any other holds nothing.
+        // The log lives on the first two devices; any other holds only
+        // clean data of the read cache.
+        self.quiesce_read_cache();
         if at < 2 {
-            self.relog(&next, &format!("removing {name}"), progress)?;
+            if let Err(e) = self.relog(&next, &format!("removing {name}"), progress) {
+                self.restart_read_cache(&devices);
+                return Err(e);
+            }
             if let Err(e) = Log::erase(devices[at].io.as_ref()) {
                 // Harmless: the new log's superblocks are newer.
                 tracing::warn!(device = name, error = %e, "cannot erase the old log's superblocks");
             }
         }
         *devices = next;
+        self.restart_read_cache(&devices);
         self.events.push(Event::DeviceRemoved { device: name.into() });
         Ok(())
     }
 
-    /// Sets an export's mode. Turning write-back off flushes the log.
+    /// Sets an export's mode. Leaving write-back (or setting off)
+    /// flushes the log.
     pub fn set_mode(
         &self,
         export_id: u32,
@@ -467,6 +636,11 @@ impl<S: Store> Shared<S> {
                 return Err(format!("write-back needs two working cache devices ({healthy} now)"));
             }
         }
+        if matches!(mode, CacheMode::WriteThrough | CacheMode::WriteAround)
+            && self.read_cache().is_none_or(|rc| rc.slots_total() == 0)
+        {
+            return Err(format!("{} needs a read cache: no cache device has room after the log's ring", mode.name()));
+        }
         let from = {
             let mut modes = self.modes.write().unwrap_or_else(|p| p.into_inner());
             modes.insert(export_id, mode).unwrap_or(CacheMode::Off)
@@ -478,34 +652,51 @@ impl<S: Store> Shared<S> {
                 to: mode.name().into(),
             });
         }
-        if mode == CacheMode::Off {
-            self.flush(&format!("{export} set to off"), progress)?;
+        if mode == CacheMode::Off || (from == CacheMode::WriteBack && mode != CacheMode::WriteBack) {
+            self.flush(&format!("{export} set to {}", mode.name()), progress)?;
         }
         Ok(())
     }
 
-    /// The devices: name, size, role, and the log's counters for it.
+    /// The devices: name, size, role, the log's counters for it and what
+    /// the read cache holds on it.
     pub fn devices(&self) -> Vec<DeviceReport> {
         let log = self.log();
+        let usage = self.read_cache().map(|rc| rc.usage()).unwrap_or_default();
         let devices = self.devices.lock().unwrap_or_else(|p| p.into_inner());
         devices
             .iter()
             .map(|d| {
                 let mirror = log.as_ref().and_then(|l| l.mirrors().iter().find(|m| m.name == d.name).cloned());
+                let rc = usage.iter().find(|u| u.name == d.name);
+                let caches = rc.is_some_and(|u| u.capacity_bytes > 0);
                 DeviceReport {
                     name: d.name.clone(),
                     size_bytes: d.io.size(),
-                    role: if mirror.is_some() { "log mirror" } else { "spare" },
+                    role: match (mirror.is_some(), caches) {
+                        (true, true) => "log mirror, read cache",
+                        (true, false) => "log mirror",
+                        (false, true) => "read cache",
+                        (false, false) => "spare",
+                    },
                     state: match &mirror {
                         Some(m) if m.is_failed() => "failed",
+                        _ if rc.is_some_and(|u| u.dropped) => "out of the read cache",
                         _ => "ok",
                     },
+                    read_cache_bytes: rc.map_or(0, |u| u.used_bytes),
+                    read_cache_capacity_bytes: rc.map_or(0, |u| u.capacity_bytes),
                     bytes_written: mirror.as_ref().map_or(0, |m| m.bytes_written.load(Ordering::Relaxed)),
                     bytes_read: mirror.as_ref().map_or(0, |m| m.bytes_read.load(Ordering::Relaxed)),
                     errors: mirror.as_ref().map_or(0, |m| m.errors.load(Ordering::Relaxed)),
                 }
             })
             .collect()
+    }
+
+    /// Read-cache occupancy: (slots used, slots in all, slot bytes).
+    pub fn read_cache_usage(&self) -> Option<(u64, u64, u64)> {
+        self.read_cache().map(|rc| (rc.slots_used(), rc.slots_total(), rc.slot_bytes()))
     }
 
     /// Log occupancy: (used bytes, ring bytes, age of the oldest record).
@@ -614,6 +805,97 @@ impl<S: Store> Shared<S> {
         }
     }
 
+    /// What the back end holds at `[offset, offset + count)`, from the
+    /// read cache when it has every block of it (true), else from the back
+    /// end, copying blocks in on their second miss.
+    fn read_clean(&self, who: &S::Caller, obj: &S::Object, offset: u64, count: usize) -> StoreResult<(ReadOut, bool)> {
+        let export = obj.export_id();
+        let rc = match self.read_cache() {
+            Some(rc) if count > 0 && self.mode(export) != CacheMode::Off && rc.usable() => rc,
+            _ => return Ok((self.inner.read(who, obj, offset, count)?, false)),
+        };
+        let handle = obj.handle();
+        if self.sequential_read(handle, offset, count as u64) {
+            // Neither served nor admitted: sequential bandwidth is the
+            // back end's, and a stream would push the working set out.
+            self.stats.read_sequential(export);
+            return Ok((self.inner.read(who, obj, offset, count)?, false));
+        }
+        let b = rc.slot_bytes();
+        let first = offset / b;
+        let hits = rc.lookup(handle, first, offset.saturating_add(count as u64 - 1) / b);
+        if !hits.is_empty() {
+            // The caller's permission and the size, as the back end's READ
+            // would give them.
+            let attrs = self.inner.check_io(who, obj, false)?;
+            let len = (count as u64).min(attrs.size.saturating_sub(offset));
+            let need = if len == 0 { usize::MAX } else { ((offset + len - 1) / b - first + 1) as usize };
+            if need <= hits.len() {
+                let mut buf = BytesMut::zeroed(need * b as usize);
+                if rc.read_hits(&hits[..need], &mut buf).is_ok() {
+                    let start = (offset - first * b) as usize;
+                    let data = buf.freeze().slice(start..start + len as usize);
+                    self.stats.read_cache_hit(export, len);
+                    let eof = offset + len >= attrs.size;
+                    return Ok((ReadOut { data: data.into(), eof, attrs }, true));
+                }
+            }
+        }
+        self.stats.read_cache_miss(export);
+        // Sampled before the back end is read: a change after this makes
+        // the copy unpublishable.
+        let gen0 = rc.generation(handle);
+        let mut out = self.inner.read(who, obj, offset, count)?;
+        self.admit(&rc, who, obj, offset, gen0, &mut out)?;
+        Ok((out, false))
+    }
+
+    /// Copies the blocks of a back-end read that missed a second time into
+    /// the read cache: blocks the read covers whole (or to the end of
+    /// file) from its data, others read whole from the back end.
+    fn admit(
+        &self,
+        rc: &ReadCache,
+        who: &S::Caller,
+        obj: &S::Object,
+        offset: u64,
+        gen0: u64,
+        out: &mut ReadOut,
+    ) -> StoreResult<()> {
+        let n = out.data.len() as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        let (b, end, handle) = (rc.slot_bytes(), offset + n, obj.handle());
+        let want: Vec<u64> = (offset / b..=(end - 1) / b).filter(|&blk| rc.second_miss(handle, blk)).collect();
+        if want.is_empty() {
+            return Ok(());
+        }
+        let data = std::mem::take(&mut out.data).into_bytes()?;
+        out.data = data.clone().into();
+        let mut block = vec![0u8; b as usize];
+        for blk in want {
+            let (bs, be) = (blk * b, blk * b + b);
+            block.fill(0);
+            if bs >= offset && (be <= end || out.eof) {
+                let piece = &data[(bs - offset) as usize..(be.min(end) - offset) as usize];
+                block[..piece.len()].copy_from_slice(piece);
+            } else {
+                match self.inner.read(who, obj, bs, b as usize) {
+                    Ok(r) if r.data.len() as u64 == b || r.eof => {
+                        let Ok(d) = r.data.into_bytes() else { continue };
+                        block[..d.len()].copy_from_slice(&d);
+                    }
+                    _ => continue,
+                }
+            }
+            if rc.insert(handle, blk, &block, gen0) {
+                self.stats.read_cache_admitted(obj.export_id());
+            }
+        }
+        Ok(())
+    }
+
     fn overlay(&self, handle: &Bytes, attrs: &mut Attrs) {
         if let Some(slot) = self.index.get(handle) {
             slot.lock().overlay(attrs);
@@ -635,6 +917,10 @@ pub struct DeviceReport {
     pub bytes_written: u64,
     pub bytes_read: u64,
     pub errors: u64,
+    /// Bytes of clean data the read cache holds on the device, and the
+    /// room it has there.
+    pub read_cache_bytes: u64,
+    pub read_cache_capacity_bytes: u64,
 }
 
 fn combine(mut v: Verifier, epoch: u64) -> Verifier {
@@ -689,7 +975,11 @@ impl<S: Store> Store for CacheStore<S> {
     ) -> StoreResult<()> {
         let sh = &self.shared;
         let Some(slot) = sh.index.get(obj.handle()) else {
-            return sh.inner.setattr(who, obj, set, guard, commit);
+            let r = sh.inner.setattr(who, obj, set, guard, commit);
+            if let Some(size) = set.size {
+                sh.invalidate(obj.handle(), size, u64::MAX);
+            }
+            return r;
         };
         // The client's guard is a ctime it saw here, overlaid.
         if let Some(g) = guard {
@@ -701,7 +991,9 @@ impl<S: Store> Store for CacheStore<S> {
         }
         let _io = slot.io();
         if let Some(size) = set.size {
-            return sh.truncate_live(who, obj, &slot, set, size, commit);
+            let r = sh.truncate_live(who, obj, &slot, set, size, commit);
+            sh.invalidate(obj.handle(), size, u64::MAX);
+            return r;
         }
         sh.inner.setattr(who, obj, set, None, commit)?;
         let a = sh.inner.getattr(obj)?;
@@ -758,8 +1050,10 @@ impl<S: Store> Store for CacheStore<S> {
     fn read(&self, who: &S::Caller, obj: &S::Object, offset: u64, count: usize) -> StoreResult<ReadOut> {
         let sh = &self.shared;
         let Some(slot) = sh.index.get(obj.handle()) else {
-            let out = sh.inner.read(who, obj, offset, count)?;
-            sh.stats.read_from_disk(obj.export_id(), out.data.len() as u64);
+            let (out, cached) = sh.read_clean(who, obj, offset, count)?;
+            if !cached {
+                sh.stats.read_from_disk(obj.export_id(), out.data.len() as u64);
+            }
             return Ok(out);
         };
         // Hold off ring reuse while the log positions taken here are read.
@@ -768,7 +1062,7 @@ impl<S: Store> Store for CacheStore<S> {
             let st = slot.lock();
             (st.size, st.overlapping(offset, count as u64))
         };
-        let mut out = sh.inner.read(who, obj, offset, count)?;
+        let (mut out, cached) = sh.read_clean(who, obj, offset, count)?;
         // Writes that bypassed the log may have made the back end longer.
         let size = size.max(out.attrs.size);
         let len = (count as u64).min(size.saturating_sub(offset)) as usize;
@@ -788,7 +1082,9 @@ impl<S: Store> Store for CacheStore<S> {
             sh.stats.read_from_log(obj.export_id(), from_log);
             out.data = buf.freeze().into();
         }
-        sh.stats.read_from_disk(obj.export_id(), disk as u64);
+        if !cached {
+            sh.stats.read_from_disk(obj.export_id(), disk as u64);
+        }
         out.eof = offset + len as u64 >= size;
         slot.lock().overlay(&mut out.attrs);
         Ok(out)
@@ -812,7 +1108,10 @@ impl<S: Store> Store for CacheStore<S> {
             let clear = live.as_ref().is_none_or(|s| !s.lock().overlaps_log(offset, data.len() as u64));
             if clear {
                 sh.stats.bypassed(obj.export_id(), why, data.len() as u64);
-                let mut out = sh.inner.write(who, obj, offset, data, stability)?;
+                let before = sh.read_cache().map(|rc| rc.generation(handle));
+                let r = sh.inner.write(who, obj, offset, data, stability);
+                sh.wrote(obj, offset, data, r.is_ok(), before);
+                let mut out = r?;
                 if let Some(slot) = &live {
                     let mut st = slot.lock();
                     st.overlay(&mut out.before);
@@ -862,6 +1161,9 @@ impl<S: Store> Store for CacheStore<S> {
             at += chunk.len() as u64;
         }
         sh.stats.logged(obj.export_id(), data.len() as u64);
+        // The back end is unchanged (the destage invalidates when it
+        // writes), but a logged write drops the blocks as any write does.
+        sh.invalidate(handle, offset, offset + data.len() as u64);
         if stability != Stability::Unstable {
             log.sync_through(last_seq).map_err(|e| {
                 sh.data_lost("log sync failed");
@@ -907,7 +1209,22 @@ impl<S: Store> Store for CacheStore<S> {
             let cut = SetAttrs { size: Some(size), ..SetAttrs::default() };
             self.setattr(who, &existing, &cut, None, commit)?;
         }
-        let mut c = sh.inner.create(who, dir, name, mode, set, commit)?;
+        let r = sh.inner.create(who, dir, name, mode, set, commit);
+        let mut c = match r {
+            Ok(c) => c,
+            Err(e) => {
+                // An UNCHECKED create may have truncated before it failed.
+                if let (CreateMode::Unchecked, Some(_)) = (mode, set.size)
+                    && let Ok((existing, _)) = sh.inner.lookup(who, dir, name)
+                {
+                    sh.invalidate(existing.handle(), 0, u64::MAX);
+                }
+                return Err(e);
+            }
+        };
+        // An existing file's data may be cut (UNCHECKED with a size), and a
+        // new file must not meet blocks of an earlier one with its handle.
+        sh.invalidate(c.object.handle(), set.size.unwrap_or(0), u64::MAX);
         sh.overlay(c.object.handle(), &mut c.attrs);
         Ok(c)
     }
@@ -961,7 +1278,13 @@ impl<S: Store> Store for CacheStore<S> {
     }
 
     fn remove(&self, who: &S::Caller, dir: &S::Object, name: &[u8], commit: bool) -> StoreResult<()> {
-        self.shared.inner.remove(who, dir, name, commit)
+        let sh = &self.shared;
+        let victim = sh.read_cache().and_then(|_| sh.inner.lookup(who, dir, name).ok());
+        sh.inner.remove(who, dir, name, commit)?;
+        if let Some((v, _)) = victim {
+            sh.invalidate(v.handle(), 0, u64::MAX);
+        }
+        Ok(())
     }
 
     fn rmdir(&self, who: &S::Caller, dir: &S::Object, name: &[u8], commit: bool) -> StoreResult<()> {
@@ -977,7 +1300,15 @@ impl<S: Store> Store for CacheStore<S> {
         to: &[u8],
         commit: bool,
     ) -> StoreResult<()> {
-        self.shared.inner.rename(who, from_dir, from, to_dir, to, commit)
+        let sh = &self.shared;
+        // A file renamed over goes (unless another link keeps it; its
+        // blocks are then read again).
+        let victim = sh.read_cache().and_then(|_| sh.inner.lookup(who, to_dir, to).ok());
+        sh.inner.rename(who, from_dir, from, to_dir, to, commit)?;
+        if let Some((v, _)) = victim {
+            sh.invalidate(v.handle(), 0, u64::MAX);
+        }
+        Ok(())
     }
 
     fn fsstat(&self, obj: &S::Object) -> StoreResult<FsStat> {

@@ -1,6 +1,8 @@
 //! Counters for `keel cache stat` and the metrics endpoint: per export,
 //! writes taken by the log and bypassed (and why), bytes read from the
-//! log and from the back end; for the whole cache, destage progress.
+//! log, the read cache and the back end, read-cache hits, misses and
+//! admissions; for the whole cache, destage progress and the read cache's
+//! slots, evictions and errors.
 
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -47,6 +49,15 @@ pub struct ExportCounters {
     pub bytes_from_log: AtomicU64,
     pub reads_disk: AtomicU64,
     pub bytes_from_disk: AtomicU64,
+    /// READs served whole from the read cache, and their bytes.
+    pub read_cache_hits: AtomicU64,
+    pub bytes_from_read_cache: AtomicU64,
+    /// READs the read cache could not serve (it was asked).
+    pub read_cache_misses: AtomicU64,
+    /// Blocks copied into the read cache.
+    pub read_cache_admissions: AtomicU64,
+    /// READs of a sequential stream past the cutoff (sent to the back end).
+    pub reads_sequential: AtomicU64,
 }
 
 /// A copy of one export's counters.
@@ -61,6 +72,23 @@ pub struct ExportSnapshot {
     pub bytes_from_log: u64,
     pub reads_disk: u64,
     pub bytes_from_disk: u64,
+    pub read_cache_hits: u64,
+    pub bytes_from_read_cache: u64,
+    pub read_cache_misses: u64,
+    pub read_cache_admissions: u64,
+    pub reads_sequential: u64,
+}
+
+/// The read cache's counters for the whole cache.
+#[derive(Debug, Default)]
+pub struct ReadCacheCounters {
+    pub slots_total: AtomicU64,
+    pub slots_used: AtomicU64,
+    pub evictions: AtomicU64,
+    /// Hits whose slot did not match its checksum.
+    pub checksum_errors: AtomicU64,
+    pub read_errors: AtomicU64,
+    pub write_errors: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -72,6 +100,7 @@ pub struct CacheStats {
     pub dropped_bytes: AtomicU64,
     /// Writes that waited for room in a full log.
     pub full_waits: AtomicU64,
+    pub read_cache: std::sync::Arc<ReadCacheCounters>,
 }
 
 impl CacheStats {
@@ -107,6 +136,24 @@ impl CacheStats {
         c.bytes_from_disk.fetch_add(bytes, Ordering::Relaxed);
     }
 
+    pub fn read_cache_hit(&self, export: u32, bytes: u64) {
+        let c = self.export(export);
+        c.read_cache_hits.fetch_add(1, Ordering::Relaxed);
+        c.bytes_from_read_cache.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub fn read_cache_miss(&self, export: u32) {
+        self.export(export).read_cache_misses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn read_cache_admitted(&self, export: u32) {
+        self.export(export).read_cache_admissions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn read_sequential(&self, export: u32) {
+        self.export(export).reads_sequential.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn exports(&self) -> Vec<(u32, ExportSnapshot)> {
         let map = self.exports.read().unwrap_or_else(|p| p.into_inner());
         let mut out: Vec<(u32, ExportSnapshot)> = map
@@ -124,6 +171,11 @@ impl CacheStats {
                         bytes_from_log: l(&c.bytes_from_log),
                         reads_disk: l(&c.reads_disk),
                         bytes_from_disk: l(&c.bytes_from_disk),
+                        read_cache_hits: l(&c.read_cache_hits),
+                        bytes_from_read_cache: l(&c.bytes_from_read_cache),
+                        read_cache_misses: l(&c.read_cache_misses),
+                        read_cache_admissions: l(&c.read_cache_admissions),
+                        reads_sequential: l(&c.reads_sequential),
                     },
                 )
             })

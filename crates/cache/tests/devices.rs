@@ -50,7 +50,12 @@ fn bad_devices_are_refused_with_a_reason() {
     let other = sized(&dir, "other", DEVICE_BYTES_MIN);
     let cache = open(vec![good, other]).expect("two good devices");
     assert_eq!(cache.shared().devices().len(), 2);
-    assert!(cache.shared().devices().iter().all(|d| d.role == "log mirror" && d.state == "ok"));
+    assert!(cache.shared().devices().iter().all(|d| d.role == "log mirror, read cache" && d.state == "ok"));
+    // The default ring is a quarter of the device; the read cache has the rest.
+    let (_, ring, _) = cache.shared().log_usage().unwrap();
+    assert_eq!(ring, keel_cache::LOG_BYTES_MIN);
+    let report = cache.shared().devices();
+    assert!(report.iter().all(|d| d.read_cache_capacity_bytes >= DEVICE_BYTES_MIN - ring - (64 << 10)));
     drop(cache);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -5,12 +5,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use keel_cache::device::SimDevice;
 use keel_cache::events::Event;
+use keel_cache::stats::ExportSnapshot;
 use keel_cache::{CacheConfig, CacheDevice, CacheMode, CacheStore};
 use keel_store::sim::{CrashMode, Rng, SimFault, SimObject, SimPoint, SimStore};
-use keel_store::{CreateMode, Cred, SetAttrs, Stability, Store};
+use keel_store::{CreateMode, Cred, Object, SetAttrs, Stability, Store};
 
 const DEVICE_BYTES: u64 = 64 << 20;
 const ROOT: Cred = Cred::ROOT;
@@ -19,18 +21,23 @@ struct Rig {
     sim: Arc<SimStore>,
     devs: Vec<Arc<SimDevice>>,
     cache: Option<CacheStore<SimStore>>,
-    log_bytes: u64,
+    log_bytes: Option<u64>,
+    mode: CacheMode,
 }
 
 impl Rig {
     fn new(seed: u64) -> Self {
-        Self::with(seed, 2, u64::MAX)
+        Self::with(seed, 2, None)
     }
 
-    fn with(seed: u64, devices: usize, log_bytes: u64) -> Self {
+    fn with(seed: u64, devices: usize, log_bytes: Option<u64>) -> Self {
+        Self::with_mode(seed, devices, log_bytes, CacheMode::WriteBack)
+    }
+
+    fn with_mode(seed: u64, devices: usize, log_bytes: Option<u64>, mode: CacheMode) -> Self {
         let sim = Arc::new(SimStore::new(seed));
         let devs = (0..devices).map(|i| Arc::new(SimDevice::new(DEVICE_BYTES, seed ^ (i as u64 + 1)))).collect();
-        let mut rig = Rig { sim, devs, cache: None, log_bytes };
+        let mut rig = Rig { sim, devs, cache: None, log_bytes, mode };
         rig.open();
         rig
     }
@@ -44,7 +51,7 @@ impl Rig {
             .collect();
         let config = CacheConfig {
             log_bytes: self.log_bytes,
-            modes: HashMap::from([(1, CacheMode::WriteBack)]),
+            modes: HashMap::from([(1, self.mode)]),
             background_destage: false,
             ..CacheConfig::default()
         };
@@ -100,6 +107,29 @@ impl Rig {
 
     fn backend(&self, f: &SimObject) -> Vec<u8> {
         self.sim.file_data(f.fileid()).unwrap()
+    }
+
+    fn read_at(&self, f: &SimObject, off: u64, len: usize) -> Vec<u8> {
+        let c = self.c();
+        c.read(&c.act_as(&ROOT).unwrap(), f, off, len).unwrap().data.into_bytes().unwrap().to_vec()
+    }
+
+    /// Two misses: the blocks of the range are admitted.
+    fn warm(&self, f: &SimObject, off: u64, len: usize) {
+        self.read_at(f, off, len);
+        self.read_at(f, off, len);
+    }
+
+    fn cached(&self, f: &SimObject) -> Vec<u64> {
+        self.c().shared().read_cache().map_or_else(Vec::new, |rc| rc.cached_blocks(f.handle()))
+    }
+
+    fn stats(&self) -> ExportSnapshot {
+        self.c().shared().stats.exports().into_iter().find(|(id, _)| *id == 1).map(|e| e.1).unwrap_or_default()
+    }
+
+    fn dev(&self, name: &str) -> &SimDevice {
+        &self.devs[name.trim_start_matches("sim").parse::<usize>().unwrap()]
     }
 }
 
@@ -291,7 +321,7 @@ fn a_failing_back_end_keeps_the_data_dirty_until_it_takes_it() {
 
 #[test]
 fn a_full_log_sends_new_files_to_the_back_end() {
-    let rig = Rig::with(10, 2, 8 << 20);
+    let rig = Rig::with(10, 2, Some(8 << 20));
     let mut files = Vec::new();
     for i in 0..12 {
         let f = rig.file(&format!("f{i}"));
@@ -329,7 +359,11 @@ fn mode_off_flushes_and_device_removal_destages_first() {
 
 #[test]
 fn bad_modes_are_refused_by_name() {
-    assert!(CacheMode::parse("write-back").is_ok());
+    for m in CacheMode::ALL {
+        assert_eq!(CacheMode::parse(m.name()), Ok(m));
+    }
+    assert_eq!(CacheMode::parse("write-through"), Ok(CacheMode::WriteThrough));
+    assert_eq!(CacheMode::parse("write-around"), Ok(CacheMode::WriteAround));
     assert!(CacheMode::parse("fast").unwrap_err().contains("unknown"));
 }
 
@@ -346,27 +380,36 @@ fn sequential_streams_bypass_the_log() {
 }
 
 /// A seeded random run: FILE_SYNC and committed writes, truncations, reads
-/// checked against a model, destage rounds, device and back-end faults,
-/// power cuts. After every power cut every file must equal the model.
+/// checked against a model (many of a small hot set, so the read cache
+/// holds and serves blocks), destage rounds, device and back-end faults,
+/// bit rot and read errors in read-cache slots, switches among all four
+/// modes, power cuts. After every power cut every file must equal the
+/// model.
 #[test]
 fn random_runs_never_lose_an_acknowledged_byte() {
     let seeds: u64 = std::env::var("KEEL_CACHE_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(8);
     if let Some(seed) = std::env::var("KEEL_CACHE_SEED").ok().and_then(|s| s.parse().ok()) {
-        return random_run(seed);
+        random_run(seed);
+        return;
     }
+    let mut hits = 0;
     for seed in 0..seeds {
-        random_run(seed * 7919 + 13);
+        hits += random_run(seed * 7919 + 13);
     }
+    eprintln!("read-cache hits over {seeds} runs: {hits}");
+    assert!(seeds < 4 || hits > 0, "the runs never read from the read cache");
 }
 
-fn random_run(seed: u64) {
+/// Returns the READs the read cache served.
+fn random_run(seed: u64) -> u64 {
     let mut rng = Rng::new(seed);
-    let mut rig = Rig::with(seed, 2, 16 << 20);
+    let mut rig = Rig::with(seed, 2, Some(16 << 20));
     let files: Vec<SimObject> = (0..4).map(|i| rig.file(&format!("f{i}"))).collect();
     let mut model: Vec<Vec<u8>> = vec![Vec::new(); files.len()];
     let trace = std::env::var("KEEL_CACHE_TRACE").is_ok();
     // A device fault is armed (it strikes at the device's next write).
     let mut armed = false;
+    let mut hits = 0;
     for step in 0..400 {
         let i = rng.below(files.len() as u64) as usize;
         if trace {
@@ -381,7 +424,44 @@ fn random_run(seed: u64) {
         let f = &files[i];
         let c = rig.c();
         let who = c.act_as(&ROOT).unwrap();
-        match rng.below(100) {
+        match rng.below(146) {
+            100..106 => {
+                let mode = CacheMode::ALL[rng.below(4) as usize];
+                let r = c.shared().set_mode(1, "/export", mode, |_| {});
+                if trace {
+                    eprintln!("  mode {}: {r:?}", mode.name());
+                }
+            }
+            106..143 => {
+                let off = rng.below(8) * 4096;
+                let len = 4096 * (1 + rng.below(4) as usize);
+                let want = model[i].get(off as usize..(off as usize + len).min(model[i].len())).unwrap_or(&[]);
+                // Again and again: the second miss admits, the third hits.
+                for n in 0..1 + rng.below(3) {
+                    let out =
+                        c.read(&who, f, off, len).unwrap_or_else(|e| panic!("seed {seed} step {step}: read: {e}"));
+                    assert_same(
+                        &out.data.into_bytes().unwrap(),
+                        want,
+                        &format!("seed {seed} step {step}: hot read {n} of f{i} at {off}+{len}"),
+                    );
+                }
+            }
+            143..146 => {
+                // Bit rot in a cached block, or a read error on its device.
+                if let Some(rc) = c.shared().read_cache() {
+                    let blocks = rc.cached_blocks(f.handle());
+                    if !blocks.is_empty() {
+                        let b = blocks[rng.below(blocks.len() as u64) as usize];
+                        if let Some((dev, pos)) = rc.location(f.handle(), b) {
+                            if trace {
+                                eprintln!("  rot block {b} of f{i} on {dev}");
+                            }
+                            rig.dev(&dev).corrupt(pos + rng.below(4096));
+                        }
+                    }
+                }
+            }
             0..40 => {
                 let off = rng.below(200_000);
                 let len = 1 + rng.below(40_000) as usize;
@@ -457,6 +537,7 @@ fn random_run(seed: u64) {
                 if trace {
                     eprintln!("  power cut (keep some: {some})");
                 }
+                hits += rig.stats().read_cache_hits;
                 rig.power_cut(some);
                 armed = false;
                 for (j, g) in files.iter().enumerate() {
@@ -474,6 +555,7 @@ fn random_run(seed: u64) {
     for (j, g) in files.iter().enumerate() {
         assert_same(&rig.backend(g), &model[j], &format!("seed {seed}: f{j} on the back end after the final flush"));
     }
+    hits + rig.stats().read_cache_hits
 }
 
 /// Compares file contents without printing megabytes.
@@ -491,4 +573,272 @@ fn apply(file: &mut Vec<u8>, off: u64, d: &[u8]) {
         file.resize(end, 0);
     }
     file[off as usize..end].copy_from_slice(d);
+}
+
+#[test]
+fn a_block_is_admitted_on_its_second_miss_and_then_read_from_flash() {
+    let rig = Rig::with_mode(20, 1, None, CacheMode::WriteAround);
+    let f = rig.file("f");
+    let data = pattern(20, 64 << 10);
+    rig.write(&f, 0, &data, Stability::FileSync);
+    assert_eq!(rig.read_at(&f, 8192, 4096), &data[8192..12288]);
+    assert!(rig.cached(&f).is_empty(), "one miss admits nothing");
+    assert_eq!(rig.read_at(&f, 8192, 4096), &data[8192..12288]);
+    assert_eq!(rig.cached(&f), vec![2], "the second miss admits the block");
+    // The back end fails the next read: a hit does not read it.
+    rig.sim.inject(SimFault::fail(SimPoint::Read, libc::EIO));
+    assert_eq!(rig.read_at(&f, 8192, 4096), &data[8192..12288]);
+    let s = rig.stats();
+    assert_eq!((s.read_cache_hits, s.read_cache_misses, s.read_cache_admissions), (1, 2, 1), "{s:?}");
+    assert_eq!(s.bytes_from_read_cache, 4096);
+    rig.sim.clear_faults();
+    // A read of cached and uncached blocks goes to the back end.
+    assert_eq!(rig.read_at(&f, 4096, 8192), &data[4096..12288]);
+    assert_eq!(rig.stats().read_cache_hits, 1);
+    // The end of the file: a short block, and reads past the end.
+    let g = rig.file("g");
+    rig.write(&g, 0, &data[..5000], Stability::FileSync);
+    rig.warm(&g, 0, 1 << 20);
+    assert_eq!(rig.cached(&g), vec![0, 1]);
+    let c = rig.c();
+    let out = c.read(&c.act_as(&ROOT).unwrap(), &g, 0, 1 << 20).unwrap();
+    assert!(out.eof);
+    assert_eq!(out.attrs.size, 5000);
+    assert_eq!(&out.data.into_bytes().unwrap()[..], &data[..5000]);
+    assert_eq!(rig.stats().read_cache_hits, 2, "a whole-file read of a small file is a hit");
+    let report = c.shared().devices();
+    assert_eq!(report[0].read_cache_bytes, 3 * 4096);
+    assert_eq!(c.shared().read_cache_usage().map(|u| u.0), Some(3));
+    // One device: write-back is refused, the read-cache modes are not.
+    assert!(c.shared().set_mode(1, "/export", CacheMode::WriteBack, |_| {}).is_err());
+    c.shared().set_mode(1, "/export", CacheMode::WriteThrough, |_| {}).unwrap();
+}
+
+#[test]
+fn every_mode_reads_the_newest_data_after_writes_truncations_removals_and_renames() {
+    for mode in CacheMode::ALL {
+        let rig = Rig::with_mode(21, 2, None, mode);
+        let c = rig.c();
+        let who = c.act_as(&ROOT).unwrap();
+        let root = c.lookup_path(1, b"").unwrap();
+        let f = rig.file("f");
+        let mut model = pattern(1, 16384);
+        rig.write(&f, 0, &model, Stability::FileSync);
+        rig.flush();
+        rig.warm(&f, 0, 16384);
+        let want_cached: Vec<u64> = if mode == CacheMode::Off { vec![] } else { vec![0, 1, 2, 3] };
+        assert_eq!(rig.cached(&f), want_cached, "{mode:?}");
+
+        let w = pattern(2, 6000);
+        rig.write(&f, 4096, &w, Stability::Unstable);
+        apply(&mut model, 4096, &w);
+        if mode == CacheMode::WriteThrough {
+            assert_eq!(rig.cached(&f), vec![0, 1, 3], "write-through keeps a block it wrote whole, new");
+        } else if mode != CacheMode::Off {
+            assert_eq!(rig.cached(&f), vec![0, 3], "{mode:?}");
+        }
+        for _ in 0..3 {
+            assert_same(&rig.read_at(&f, 0, 16384), &model, &format!("{mode:?}: after a write"));
+        }
+        rig.truncate(&f, 5000);
+        model.truncate(5000);
+        assert_same(&rig.read_at(&f, 0, 16384), &model, &format!("{mode:?}: after a cut"));
+        rig.warm(&f, 0, 16384);
+        rig.truncate(&f, 12000);
+        model.resize(12000, 0);
+        for _ in 0..3 {
+            assert_same(&rig.read_at(&f, 0, 16384), &model, &format!("{mode:?}: after an extension"));
+        }
+        rig.flush();
+        assert_same(&rig.read_all(&f), &model, &format!("{mode:?}: after the flush"));
+
+        // A removed file's handle is stale, never answered from the cache.
+        let g = rig.file("g");
+        rig.write(&g, 0, &pattern(3, 8192), Stability::FileSync);
+        rig.flush();
+        rig.warm(&g, 0, 8192);
+        c.remove(&who, &root, b"g", true).unwrap();
+        assert!(c.read(&who, &g, 0, 8192).is_err(), "{mode:?}: a removed file read from the cache");
+        assert!(rig.cached(&g).is_empty());
+
+        // A rename over a cached file: the name has the new file's data.
+        let h = rig.file("h");
+        rig.write(&h, 0, &pattern(4, 8192), Stability::FileSync);
+        let k = rig.file("k");
+        rig.write(&k, 0, &pattern(5, 8192), Stability::FileSync);
+        rig.flush();
+        rig.warm(&h, 0, 8192);
+        rig.warm(&k, 0, 8192);
+        c.rename(&who, &root, b"k", &root, b"h", true).unwrap();
+        let (h2, _) = c.lookup(&who, &root, b"h").unwrap();
+        assert_same(&rig.read_all(&h2), &pattern(5, 8192), &format!("{mode:?}: renamed over"));
+        assert!(c.read(&who, &h, 0, 8192).is_err(), "{mode:?}: the file renamed over read from the cache");
+
+        // CREATE UNCHECKED with a size cuts an existing, cached file.
+        let u = rig.file("u");
+        rig.write(&u, 0, &pattern(6, 8192), Stability::FileSync);
+        rig.flush();
+        rig.warm(&u, 0, 8192);
+        let set = SetAttrs { size: Some(100), ..SetAttrs::default() };
+        c.create(&who, &root, b"u", CreateMode::Unchecked, &set, true).unwrap();
+        assert_same(&rig.read_all(&u), &pattern(6, 100), &format!("{mode:?}: after CREATE UNCHECKED"));
+        let s = rig.stats();
+        if mode == CacheMode::Off {
+            assert_eq!((s.read_cache_hits, s.read_cache_admissions), (0, 0), "off: no read caching");
+        } else {
+            assert!(s.read_cache_hits > 0, "{mode:?}: {s:?}");
+        }
+    }
+}
+
+/// A block stamped with `n` in every 8 bytes, per 4 KiB half.
+fn stamp(n: u64, len: usize) -> Vec<u8> {
+    n.to_le_bytes().iter().copied().cycle().take(len).collect()
+}
+
+fn stamp_of(block: &[u8]) -> u64 {
+    let n = u64::from_le_bytes(block[..8].try_into().unwrap());
+    assert!(block.chunks(8).all(|c| c == n.to_le_bytes()), "a torn block");
+    n
+}
+
+/// Readers race a writer: no read that starts after a write was
+/// acknowledged may return older data (a reader that read old data from
+/// the back end must not publish it after the write).
+#[test]
+fn readers_racing_a_writer_never_see_data_older_than_an_acknowledged_write() {
+    for mode in [CacheMode::WriteThrough, CacheMode::WriteAround, CacheMode::WriteBack] {
+        let rig = Rig::with_mode(22, 2, None, mode);
+        let f = rig.file("race");
+        rig.write(&f, 0, &stamp(0, 8192), Stability::FileSync);
+        rig.flush();
+        let acked = AtomicU64::new(0);
+        let done = AtomicBool::new(false);
+        let hits_before = rig.stats().read_cache_hits;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let c = rig.c();
+                let who = c.act_as(&ROOT).unwrap();
+                for i in 1..=1500u64 {
+                    c.write(&who, &f, 0, &stamp(i, 8192), Stability::FileSync).unwrap();
+                    acked.store(i, Ordering::SeqCst);
+                    if mode == CacheMode::WriteBack && i % 7 == 0 {
+                        let log = c.shared().log().unwrap();
+                        c.shared().destage_round(&log, u64::MAX).unwrap();
+                    }
+                }
+                done.store(true, Ordering::SeqCst);
+            });
+            for r in 0..2 {
+                let (rig, f, acked, done) = (&rig, &f, &acked, &done);
+                s.spawn(move || {
+                    let c = rig.c();
+                    let who = c.act_as(&ROOT).unwrap();
+                    while !done.load(Ordering::SeqCst) {
+                        let floor = acked.load(Ordering::SeqCst);
+                        let d = c.read(&who, f, 0, 8192).unwrap().data.into_bytes().unwrap();
+                        for half in d.chunks(4096) {
+                            let n = stamp_of(half);
+                            assert!(n >= floor, "{mode:?} reader {r}: read {n} after {floor} was acknowledged");
+                        }
+                    }
+                });
+            }
+        });
+        let s = rig.stats();
+        assert!(s.read_cache_hits > hits_before, "{mode:?}: the race ran against cached data: {s:?}");
+    }
+}
+
+#[test]
+fn bit_rot_in_a_slot_is_caught_and_the_back_end_answers() {
+    let rig = Rig::with_mode(23, 2, None, CacheMode::WriteThrough);
+    let f = rig.file("f");
+    let data = pattern(23, 16384);
+    rig.write(&f, 0, &data, Stability::FileSync);
+    rig.warm(&f, 0, 16384);
+    assert_eq!(rig.cached(&f), vec![0, 1, 2, 3]);
+    let rc = rig.c().shared().read_cache().unwrap();
+    let (dev, pos) = rc.location(f.handle(), 2).unwrap();
+    rig.dev(&dev).corrupt(pos + 17);
+    assert_same(&rig.read_at(&f, 0, 16384), &data, "a read over a rotten slot");
+    assert_eq!(rig.c().shared().stats.read_cache.checksum_errors.load(Ordering::Relaxed), 1);
+    assert_eq!(rig.cached(&f), vec![0, 1, 3], "the rotten slot is dropped");
+    assert!(rc.usable(), "one error does not take the device out");
+    let hits = rig.stats().read_cache_hits;
+    assert_eq!(rig.read_at(&f, 0, 8192), &data[..8192]);
+    assert_eq!(rig.stats().read_cache_hits, hits + 1);
+}
+
+#[test]
+fn a_device_failing_reads_is_taken_out_of_the_read_cache_and_reads_stay_right() {
+    let rig = Rig::with_mode(24, 1, None, CacheMode::WriteAround);
+    let f = rig.file("f");
+    let data = pattern(24, 64 << 10);
+    rig.write(&f, 0, &data, Stability::FileSync);
+    for b in 0..16u64 {
+        rig.warm(&f, b * 4096, 4096);
+    }
+    assert_eq!(rig.cached(&f).len(), 16);
+    rig.devs[0].fail_next_reads(1000);
+    for b in 0..16usize {
+        assert_eq!(rig.read_at(&f, b as u64 * 4096, 4096), &data[b * 4096..(b + 1) * 4096], "block {b}");
+    }
+    let s = rig.c().shared();
+    assert_eq!(s.stats.read_cache.read_errors.load(Ordering::Relaxed), keel_cache::readcache::DEVICE_ERRORS_MAX as u64);
+    assert!(
+        s.events
+            .list()
+            .iter()
+            .any(|(_, e)| matches!(e, Event::ReadCacheDeviceDropped { device, .. } if device == "sim0"))
+    );
+    assert_eq!(s.devices()[0].state, "out of the read cache");
+    assert_eq!(s.read_cache_usage().map(|u| u.0), Some(0));
+    rig.warm(&f, 0, 4096);
+    assert!(rig.cached(&f).is_empty(), "nothing is admitted to a device taken out");
+    assert_eq!(rig.read_at(&f, 0, 64 << 10), data);
+}
+
+#[test]
+fn a_sequential_read_stream_past_the_cutoff_neither_admits_nor_hits() {
+    let rig = Rig::with_mode(25, 2, None, CacheMode::WriteAround);
+    let f = rig.file("big");
+    let mib = 1usize << 20;
+    for i in 0..12u64 {
+        rig.write(&f, i << 20, &pattern(i, mib), Stability::Unstable);
+    }
+    for _ in 0..2 {
+        for i in 0..12u64 {
+            assert_eq!(rig.read_at(&f, i << 20, mib), pattern(i, mib), "MiB {i}");
+        }
+    }
+    let cached = rig.cached(&f);
+    // The ghost filter is direct-mapped: a few first misses collide.
+    assert!(cached.len() > 900, "the first 4 MiB of the stream are admitted: {}", cached.len());
+    assert!(cached.iter().all(|&b| b < 1024), "nothing past the cutoff is");
+    assert!(rig.stats().reads_sequential >= 2 * 8, "{:?}", rig.stats());
+    // Random reads of the same file are cached.
+    rig.warm(&f, 9 << 20, 4096);
+    assert!(rig.cached(&f).contains(&((9 << 20) / 4096)));
+}
+
+#[test]
+fn the_ring_takes_a_quarter_by_default_and_an_existing_log_keeps_its_size() {
+    let rig = Rig::new(26);
+    let s = rig.c().shared();
+    assert_eq!(s.log_usage().unwrap().1, keel_cache::LOG_BYTES_MIN);
+    let per_device = (DEVICE_BYTES - keel_cache::log::RING_START - keel_cache::LOG_BYTES_MIN) / 4096;
+    assert_eq!(s.read_cache_usage(), Some((0, 2 * per_device, 4096)));
+
+    // A log made with the ring over the whole device (the old default).
+    let mut rig = Rig::with(27, 2, Some(u64::MAX));
+    let f = rig.file("f");
+    rig.write(&f, 0, b"dirty", Stability::FileSync);
+    rig.log_bytes = None;
+    rig.power_cut(false);
+    let s = rig.c().shared();
+    assert_eq!(s.log_usage().unwrap().1, DEVICE_BYTES - keel_cache::log::RING_START, "the log kept its size");
+    assert_eq!(s.read_cache_usage().map(|u| u.1), Some(0));
+    assert!(s.set_mode(1, "/export", CacheMode::WriteThrough, |_| {}).unwrap_err().contains("room"));
+    assert_eq!(rig.read_all(&f), b"dirty");
 }

@@ -613,7 +613,12 @@ mod tests {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let state = test_state();
         let answer = |line: &str| -> serde_json::Value {
-            serde_json::from_slice(&rt.block_on(handle(format!("{line}\n").as_bytes(), &state))).unwrap()
+            serde_json::from_slice(&rt.block_on(handle(
+                format!("{line}\n").as_bytes(),
+                &state,
+                tokio::sync::mpsc::unbounded_channel().0,
+            )))
+            .unwrap()
         };
         assert_eq!(answer(r#"{"version":1,"command":"status"}"#)["result"]["listen"][0], "127.0.0.1:2049");
         let refused = |line: &str| answer(line)["error"].as_str().unwrap().to_string();
@@ -652,6 +657,7 @@ mod tests {
         let config = crate::config::Config {
             server: crate::config::ServerConfig::default(),
             exports: Vec::new(),
+            cache: Default::default(),
             warnings: Vec::new(),
         };
         let reloader = Reloader::new(None, Default::default(), key, svc, calls, config);

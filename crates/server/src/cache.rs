@@ -33,10 +33,11 @@ pub fn open(config: &Config, store: Arc<LocalStore>) -> anyhow::Result<Served> {
     let defaults = CacheConfig::default();
     let cache_config = CacheConfig {
         devices: settings.devices.clone(),
-        log_bytes: settings.log_bytes.unwrap_or(defaults.log_bytes),
+        log_bytes: settings.log_bytes,
         sequential_cutoff: settings.sequential_cutoff,
         modes: config.exports.iter().filter(|e| e.cache != CacheMode::Off).map(|e| (e.id, e.cache)).collect(),
         background_destage: true,
+        ..defaults
     };
     let served = CacheStore::open(store, &cache_config).map_err(|e| anyhow::anyhow!("cache: {e}"))?;
     write_record(state_dir, &served).context("cannot record the cache devices")?;
@@ -100,6 +101,7 @@ pub fn snapshot(served: &Served, exports: &[(u32, String)]) -> CacheSnapshot {
     let sh = served.shared();
     let (log_used_bytes, log_bytes, oldest) = sh.log_usage().unwrap_or((0, 0, None));
     let counters = sh.stats.exports();
+    let rc = &sh.stats.read_cache;
     let exports = exports
         .iter()
         .map(|(id, path)| {
@@ -120,6 +122,11 @@ pub fn snapshot(served: &Served, exports: &[(u32, String)]) -> CacheSnapshot {
                 bytes_from_log: c.bytes_from_log,
                 reads_disk: c.reads_disk,
                 bytes_from_disk: c.bytes_from_disk,
+                read_hits: c.read_cache_hits,
+                read_misses: c.read_cache_misses,
+                bytes_from_cache: c.bytes_from_read_cache,
+                admissions: c.read_cache_admissions,
+                reads_sequential: c.reads_sequential,
             }
         })
         .collect();
@@ -135,6 +142,8 @@ pub fn snapshot(served: &Served, exports: &[(u32, String)]) -> CacheSnapshot {
                 bytes_written: d.bytes_written,
                 bytes_read: d.bytes_read,
                 errors: d.errors,
+                read_cache_bytes: d.read_cache_bytes,
+                read_cache_capacity_bytes: d.read_cache_capacity_bytes,
             })
             .collect(),
         log_used_bytes,
@@ -147,6 +156,10 @@ pub fn snapshot(served: &Served, exports: &[(u32, String)]) -> CacheSnapshot {
         destage_errors: sh.stats.destage_errors.load(Relaxed),
         dropped_bytes: sh.stats.dropped_bytes.load(Relaxed),
         full_waits: sh.stats.full_waits.load(Relaxed),
+        read_slots_used: rc.slots_used.load(Relaxed),
+        read_slots: rc.slots_total.load(Relaxed),
+        read_evictions: rc.evictions.load(Relaxed),
+        read_errors: rc.checksum_errors.load(Relaxed) + rc.read_errors.load(Relaxed) + rc.write_errors.load(Relaxed),
         exports,
     }
 }

@@ -601,8 +601,7 @@ impl Checker<'_> {
         let needed = match mode {
             CacheMode::Off => 0,
             CacheMode::WriteBack => 2,
-            #[allow(unreachable_patterns)]
-            _ => 1,
+            CacheMode::WriteThrough | CacheMode::WriteAround => 1,
         };
         if cache.devices.len() < needed {
             let msg = format!(

@@ -215,8 +215,8 @@ enum CacheCommand {
         server: AdminArgs,
         device: String,
     },
-    /// Set an export's cache mode (write-back or off), naming the export
-    /// by id or path. Leaving write-back flushes the log first (progress:
+    /// Set an export's cache mode (write-back, write-through, write-around
+    /// or off), naming the export by id or path. Leaving write-back flushes the log first (progress:
     /// dirty bytes left). Kept until the configuration file changes the
     /// export's `cache` and is reloaded, or until a restart.
     Mode {

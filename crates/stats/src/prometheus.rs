@@ -78,6 +78,13 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("keel_cache_writes_bypassed_total", "counter"),
     ("keel_cache_bypassed_bytes_total", "counter"),
     ("keel_cache_read_bytes_total", "counter"),
+    ("keel_cache_read_hits_total", "counter"),
+    ("keel_cache_read_misses_total", "counter"),
+    ("keel_cache_read_admissions_total", "counter"),
+    ("keel_cache_read_slots_used", "gauge"),
+    ("keel_cache_read_slots", "gauge"),
+    ("keel_cache_read_evictions_total", "counter"),
+    ("keel_cache_read_errors_total", "counter"),
 ];
 
 struct Out {
@@ -332,7 +339,23 @@ fn cache(o: &mut Out, c: &crate::snapshot::CacheSnapshot) {
         let id = e.id.to_string();
         o.sample("keel_cache_read_bytes_total", &[("export", &id), ("source", "log")], e.bytes_from_log);
         o.sample("keel_cache_read_bytes_total", &[("export", &id), ("source", "disk")], e.bytes_from_disk);
+        o.sample("keel_cache_read_bytes_total", &[("export", &id), ("source", "read_cache")], e.bytes_from_cache);
     }
+    let reads: [PerItem<Export>; 3] = [
+        ("keel_cache_read_hits_total", "READs the read cache answered.", |e| e.read_hits),
+        ("keel_cache_read_misses_total", "READs the read cache was asked and could not answer.", |e| e.read_misses),
+        ("keel_cache_read_admissions_total", "Blocks copied into the read cache.", |e| e.admissions),
+    ];
+    for (name, help, value) in reads {
+        o.family(name, help);
+        for e in &c.exports {
+            o.sample(name, &[("export", &e.id.to_string()), ("mode", &e.mode)], value(e));
+        }
+    }
+    o.one("keel_cache_read_slots_used", "Read cache slots holding data.", c.read_slots_used);
+    o.one("keel_cache_read_slots", "Read cache slots on all devices.", c.read_slots);
+    o.one("keel_cache_read_evictions_total", "Read cache slots reused for other data.", c.read_evictions);
+    o.one("keel_cache_read_errors_total", "Read cache checksum and I/O errors.", c.read_errors);
 }
 
 #[cfg(test)]

@@ -143,6 +143,17 @@ pub struct CacheSnapshot {
     pub dropped_bytes: u64,
     /// Writes that waited for room in a full log.
     pub full_waits: u64,
+    /// The read cache: 4 KiB slots (by default) in use and in all, slots
+    /// reused for other data, and errors (a bad checksum or a failed read
+    /// sends the READ to disk).
+    #[serde(default)]
+    pub read_slots_used: u64,
+    #[serde(default)]
+    pub read_slots: u64,
+    #[serde(default)]
+    pub read_evictions: u64,
+    #[serde(default)]
+    pub read_errors: u64,
     pub exports: Vec<CacheExportSnapshot>,
 }
 
@@ -157,6 +168,11 @@ pub struct CacheDeviceSnapshot {
     pub bytes_written: u64,
     pub bytes_read: u64,
     pub errors: u64,
+    /// Clean data of the read cache on the device, and its room there.
+    #[serde(default)]
+    pub read_cache_bytes: u64,
+    #[serde(default)]
+    pub read_cache_capacity_bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,6 +192,19 @@ pub struct CacheExportSnapshot {
     pub bytes_from_log: u64,
     pub reads_disk: u64,
     pub bytes_from_disk: u64,
+    /// READs the read cache answered (hits) or was asked and could not
+    /// (misses), its bytes, blocks admitted, and READs of a sequential
+    /// stream sent to disk without asking it.
+    #[serde(default)]
+    pub read_hits: u64,
+    #[serde(default)]
+    pub read_misses: u64,
+    #[serde(default)]
+    pub bytes_from_cache: u64,
+    #[serde(default)]
+    pub admissions: u64,
+    #[serde(default)]
+    pub reads_sequential: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -198,6 +227,8 @@ impl CacheSnapshot {
         self.destage_errors = self.destage_errors.saturating_sub(e.destage_errors);
         self.dropped_bytes = self.dropped_bytes.saturating_sub(e.dropped_bytes);
         self.full_waits = self.full_waits.saturating_sub(e.full_waits);
+        self.read_evictions = self.read_evictions.saturating_sub(e.read_evictions);
+        self.read_errors = self.read_errors.saturating_sub(e.read_errors);
         for x in &mut self.exports {
             let Some(o) = e.exports.iter().find(|o| o.id == x.id) else { continue };
             x.writes_logged = x.writes_logged.saturating_sub(o.writes_logged);
@@ -212,6 +243,11 @@ impl CacheSnapshot {
             x.bytes_from_log = x.bytes_from_log.saturating_sub(o.bytes_from_log);
             x.reads_disk = x.reads_disk.saturating_sub(o.reads_disk);
             x.bytes_from_disk = x.bytes_from_disk.saturating_sub(o.bytes_from_disk);
+            x.read_hits = x.read_hits.saturating_sub(o.read_hits);
+            x.read_misses = x.read_misses.saturating_sub(o.read_misses);
+            x.bytes_from_cache = x.bytes_from_cache.saturating_sub(o.bytes_from_cache);
+            x.admissions = x.admissions.saturating_sub(o.admissions);
+            x.reads_sequential = x.reads_sequential.saturating_sub(o.reads_sequential);
         }
     }
 }

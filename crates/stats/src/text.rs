@@ -232,21 +232,6 @@ fn program(o: &mut String, p: &ProgramSnapshot, per: &dyn Fn(u64) -> String) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_and_durations_read_well() {
-        assert_eq!(bytes(512.0), "512 B");
-        assert_eq!(bytes(1536.0), "1.5 KiB");
-        assert_eq!(bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
-        assert_eq!(duration(Some(Duration::from_micros(85))), "85µs");
-        assert_eq!(duration(Some(Duration::from_micros(1500))), "1.50ms");
-        assert_eq!(duration(None), "-");
-    }
-}
-
 /// The cache tier, like iostat: devices, the log, destage, and per export
 /// what the cache took, what went around it and where reads came from.
 /// With `interval`, counters are rates.
@@ -266,14 +251,16 @@ pub fn render_cache(c: &crate::snapshot::CacheSnapshot, interval: Option<f64>) -
     for d in &c.devices {
         let _ = writeln!(
             o,
-            "cache device {}: {}, {}, {}; written {}, read {}, {} errors",
+            "cache device {}: {}, {}, {}; written {}, read {}, {} errors; read cache {} of {}",
             d.name,
             d.role,
             d.state,
             bytes(d.size_bytes as f64),
             per_bytes(d.bytes_written),
             per_bytes(d.bytes_read),
-            per(d.errors)
+            per(d.errors),
+            bytes(d.read_cache_bytes as f64),
+            bytes(d.read_cache_capacity_bytes as f64)
         );
     }
     if c.log_bytes > 0 {
@@ -292,6 +279,16 @@ pub fn render_cache(c: &crate::snapshot::CacheSnapshot, interval: Option<f64>) -
             per(c.full_waits)
         );
     }
+    if c.read_slots > 0 {
+        let _ = writeln!(
+            o,
+            "cache reads: {} of {} slots used, {} evicted, {} errors",
+            c.read_slots_used,
+            c.read_slots,
+            per(c.read_evictions),
+            per(c.read_errors)
+        );
+    }
     for e in &c.exports {
         let bypassed: Vec<String> = e
             .writes_bypassed
@@ -301,7 +298,8 @@ pub fn render_cache(c: &crate::snapshot::CacheSnapshot, interval: Option<f64>) -
             .collect();
         let _ = writeln!(
             o,
-            "cache export {} {} ({}): writes logged {} ({}), bypassed {} ({}){}; reads from log {} ({}), from disk {} ({})",
+            "cache export {} {} ({}): writes logged {} ({}), bypassed {} ({}){}; reads from log {} ({}), from disk {} ({}); \
+             read cache {} hits ({}), {} misses, {} admitted, {} sequential",
             e.id,
             e.path,
             e.mode,
@@ -313,8 +311,28 @@ pub fn render_cache(c: &crate::snapshot::CacheSnapshot, interval: Option<f64>) -
             per(e.reads_log_hit),
             per_bytes(e.bytes_from_log),
             per(e.reads_disk),
-            per_bytes(e.bytes_from_disk)
+            per_bytes(e.bytes_from_disk),
+            per(e.read_hits),
+            per_bytes(e.bytes_from_cache),
+            per(e.read_misses),
+            per(e.admissions),
+            per(e.reads_sequential)
         );
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations_read_well() {
+        assert_eq!(bytes(512.0), "512 B");
+        assert_eq!(bytes(1536.0), "1.5 KiB");
+        assert_eq!(bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
+        assert_eq!(duration(Some(Duration::from_micros(85))), "85µs");
+        assert_eq!(duration(Some(Duration::from_micros(1500))), "1.50ms");
+        assert_eq!(duration(None), "-");
+    }
 }

@@ -205,6 +205,7 @@ clients = [{{ host = "192.0.2.7" }}]
                         options: ClientOptions { access: Access::ReadOnly, squash: Squash::All, ..export_wide },
                     },
                 ],
+                cache: keel_cache::CacheMode::Off,
                 line: 21,
             },
             ExportConfig {
@@ -212,6 +213,7 @@ clients = [{{ host = "192.0.2.7" }}]
                 id: u32::MAX,
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
+                cache: keel_cache::CacheMode::Off,
                 line: 52,
             },
         ]
