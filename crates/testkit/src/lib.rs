@@ -5,6 +5,7 @@
 //!
 //! - [`server`]: a real `keel` process per test, with its configuration,
 //!   exports, state and log in a directory of its own.
+//! - [`disk`]: XFS file systems on loop devices, with a power switch.
 //! - [`netns`]: network namespaces of a test's own.
 //! - [`procs`]: external programs run with a bound on time, temporary
 //!   directories, free ports.
@@ -16,6 +17,7 @@
 //!
 //! Everything here panics on failure: it is test code.
 
+pub mod disk;
 pub mod netns;
 pub mod nfs;
 pub mod procs;
