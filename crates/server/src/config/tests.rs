@@ -919,6 +919,10 @@ fn example_file_parses() {
         "insecure",
         "clients",
         "host",
+        "devices",
+        "log_mib",
+        "sequential_cutoff_mib",
+        "cache",
     ] {
         assert!(text.contains(&format!("\n{key} =")) || text.contains(&format!("\n# {key} =")), "{key}");
     }
