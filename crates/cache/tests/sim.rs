@@ -842,3 +842,33 @@ fn the_ring_takes_a_quarter_by_default_and_an_existing_log_keeps_its_size() {
     assert!(s.set_mode(1, "/export", CacheMode::WriteThrough, |_| {}).unwrap_err().contains("room"));
     assert_eq!(rig.read_all(&f), b"dirty");
 }
+
+/// A device removed at runtime leaves nothing that a later start could
+/// take for the log: started on the removed device and one of the new
+/// log's (a configuration not updated after `keel cache remove`), the
+/// cache recovers the new log, newer and the only one left.
+#[test]
+fn a_removed_device_never_brings_its_old_log_back() {
+    let mut rig = Rig::with(21, 3, None);
+    let f = rig.file("f");
+    rig.write(&f, 0, b"first, in the old log", Stability::FileSync);
+    rig.c().shared().remove_device("sim0", |_| {}).unwrap();
+    rig.write(&f, 0, b"second, in the new one", Stability::FileSync);
+    assert_eq!(rig.backend(&f), b"first, in the old log", "the second write is only in the log");
+    rig.cache.take();
+    for d in &rig.devs {
+        d.power_cut(false);
+    }
+    rig.sim.crash(CrashMode::DurableOnly);
+    let devices = [0, 2]
+        .iter()
+        .map(|&i| CacheDevice { name: format!("sim{i}"), id: None, io: rig.devs[i].clone() as Arc<_> })
+        .collect();
+    let config = CacheConfig {
+        modes: HashMap::from([(1, CacheMode::WriteBack)]),
+        background_destage: false,
+        ..CacheConfig::default()
+    };
+    rig.cache = Some(CacheStore::with_devices(rig.sim.clone(), devices, &config).unwrap());
+    assert_eq!(rig.read_all(&f), b"second, in the new one");
+}

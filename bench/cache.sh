@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The SSD cache tier in front of a slow disk, in one run: keel bench random
+# (4 KiB FILE_SYNC writes, then reads, 16 in flight) and seq (1 MiB, COMMIT
+# timed) against one Keel whose export's cache mode is switched between
+# off, write-through and write-back (keel cache mode) between workloads.
+#
+#   sudo bench/cache.sh [--quick] [--out DIR]
+#
+# The slow disk: an XFS on a loop device throttled at the block layer by
+# ../shared/tools/slow-disk (cgroup v1 blkio; Keel runs in its cgroup, so
+# every bio Keel sends to that device waits): 400 random read IOPS, 200
+# random write IOPS, 300 MiB/s each way, about what 6-8 NL-SAS drives in
+# RAID 6 give one client (the seed's array at 64 clients, slow-disk's
+# default, gives 9,300 / 1,600: on this 2-CPU machine the server would be
+# the bound, not the disks). The cache devices: two files on /var/tmp (the
+# machine's own disk), not throttled. Keel also runs in a memory cgroup of
+# 512 MiB, so the 2 GiB of random-read files cannot stay in its page cache:
+# the seed's working sets were larger than the servers' RAM.
+#
+# What it does not show: a warm read cache (keel bench makes new files for
+# every run, so the read cache, keyed by file handle, starts cold; the
+# random files are read once each, and a block is admitted at its second
+# miss). Results: JSON per run and summary.txt in the output directory.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+slow=$repo/../shared/tools/slow-disk/slow-disk.sh
+out=$repo/bench/results/cache-$(date -u +%Y%m%dT%H%M%SZ)
+rnd_size=512M; rnd_ops=1500; seq_total=2G; clients=4
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) rnd_size=128M; rnd_ops=500; seq_total=512M; shift;;
+    --out) out=$2; shift 2;;
+    *) echo "unknown option $1 (see the header of $0)" >&2; exit 2;;
+  esac
+done
+[ "$(id -u)" -eq 0 ] || { echo "cache.sh: run as root" >&2; exit 1; }
+[ -x "$slow" ] || { echo "cache.sh: $slow not found" >&2; exit 1; }
+mkdir -p "$out"
+cargo build --release --bin keel --manifest-path "$repo/Cargo.toml" >/dev/null
+keel=$repo/target/release/keel
+work=/var/tmp/keel-cache-bench
+name=keelcache
+memcg=/sys/fs/cgroup/memory/keel-cache-bench
+port=3049
+
+cleanup() {
+  [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+  "$slow" destroy "$name" 2>/dev/null || true
+  [ -d "$memcg" ] && rmdir "$memcg" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cleanup
+mkdir -p "$work/state"
+"$slow" create "$name" 8G "$work/back" 400 200 300 300
+mkdir -p "$work/back/export"
+fallocate -l 2G "$work/c1"; fallocate -l 2G "$work/c2"
+cat > "$work/keel.toml" <<EOF
+[server]
+listen = ["127.0.0.1:$port"]
+portmap = "off"
+state_dir = "$work/state"
+log_level = "warn"
+
+[cache]
+devices = ["$work/c1", "$work/c2"]
+log_mib = 1024
+
+[[export]]
+path = "$work/back/export"
+id = 1
+access = "rw"
+squash = "no_root_squash"
+cache = "write-back"
+[[export.clients]]
+host = "127.0.0.1"
+EOF
+"$keel" serve --config "$work/keel.toml" >"$out/keel.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do "$keel" status --state-dir "$work/state" >/dev/null 2>&1 && break; sleep 0.1; done
+"$slow" add "$name" "$pid"
+mkdir -p "$memcg"
+echo $((512 << 20)) > "$memcg/memory.limit_in_bytes"
+echo "$pid" > "$memcg/cgroup.procs"
+
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+bench() { # label workload args...
+  local label=$1 workload=$2; shift 2
+  drop
+  "$keel" bench "$workload" --server 127.0.0.1:$port --export "$work/back/export" --clients "$clients" \
+    --label "$label" --quiet -o "$out/$label-$workload.json" "$@" | tee -a "$out/summary.txt"
+}
+for mode in off write-through write-back; do
+  "$keel" cache mode --state-dir "$work/state" 1 "$mode" >/dev/null
+  echo "== cache $mode" | tee -a "$out/summary.txt"
+  bench "$mode" random --file-size "$rnd_size" --ops "$rnd_ops" --queue-depth 16
+  # Let write-back's destage finish before the sequential runs.
+  "$keel" cache mode --state-dir "$work/state" 1 off >/dev/null 2>&1
+  "$keel" cache mode --state-dir "$work/state" 1 "$mode" >/dev/null 2>&1
+  bench "$mode" seq --total "$seq_total" --in-flight 8
+  "$keel" cache stat --state-dir "$work/state" | tee -a "$out/summary.txt"
+done
+echo "results in $out"
