@@ -37,7 +37,7 @@ done
 [ "$(id -u)" -eq 0 ] || { echo "cache.sh: run as root" >&2; exit 1; }
 [ -x "$slow" ] || { echo "cache.sh: $slow not found" >&2; exit 1; }
 mkdir -p "$out"
-cargo build --release --bin keel --manifest-path "$repo/Cargo.toml" >/dev/null
+cargo build --release --bin keel --bin keel-tools --manifest-path "$repo/Cargo.toml" >/dev/null
 keel=$repo/target/release/keel
 work=/var/tmp/keel-cache-bench
 name=keelcache
