@@ -16,7 +16,8 @@
 //!   the blocks), off (no read caching). Every mode invalidates.
 //! - **Read cache** ([`readcache`]): READ asks it first (unless the
 //!   export is off or the read is part of a sequential stream past the
-//!   cutoff), then the back end, and copies a block in on its second miss;
+//!   cutoff), then the back end, and copies a block in when it is admitted
+//!   (at once while there are free slots, else on its second miss);
 //!   dirty log data is laid over whatever the clean data came from.
 //! - **Write-back** (per export): a WRITE of a file goes into the log as a
 //!   checksummed, numbered record on both devices; a FILE_SYNC or DATA_SYNC
@@ -807,7 +808,7 @@ impl<S: Store> Shared<S> {
 
     /// What the back end holds at `[offset, offset + count)`, from the
     /// read cache when it has every block of it (true), else from the back
-    /// end, copying blocks in on their second miss.
+    /// end, copying in the blocks the read cache admits.
     fn read_clean(&self, who: &S::Caller, obj: &S::Object, offset: u64, count: usize) -> StoreResult<(ReadOut, bool)> {
         let export = obj.export_id();
         let rc = match self.read_cache() {
@@ -850,8 +851,8 @@ impl<S: Store> Shared<S> {
         Ok((out, false))
     }
 
-    /// Copies the blocks of a back-end read that missed a second time into
-    /// the read cache: blocks the read covers whole (or to the end of
+    /// Copies the blocks of a back-end read that the read cache admits
+    /// ([`ReadCache::admits`]) into it: blocks the read covers whole (or to the end of
     /// file) from its data, others read whole from the back end.
     fn admit(
         &self,
@@ -867,7 +868,7 @@ impl<S: Store> Shared<S> {
             return Ok(());
         }
         let (b, end, handle) = (rc.slot_bytes(), offset + n, obj.handle());
-        let want: Vec<u64> = (offset / b..=(end - 1) / b).filter(|&blk| rc.second_miss(handle, blk)).collect();
+        let want: Vec<u64> = (offset / b..=(end - 1) / b).filter(|&blk| rc.admits(handle, blk)).collect();
         if want.is_empty() {
             return Ok(());
         }

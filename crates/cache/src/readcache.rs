@@ -9,11 +9,12 @@
 //!   device's region `[base, size)` is cut into slots; slots are handed out
 //!   alternating between devices. Clean data: no mirroring, no persistence.
 //!   **The index is in memory only: the cache is cold after a restart.**
-//! - **Admission** on the second miss of a block: a direct-mapped table of
-//!   fingerprints of recently missed blocks (the ghost filter) remembers a
-//!   first miss; a block is copied to a slot when it misses again while its
-//!   fingerprint is still there. One-off reads (a scan, a backup) do not
-//!   push the working set out.
+//! - **Admission**: at the first miss while the cache has free slots
+//!   (nothing is evicted for it); once full, at the second miss of a block:
+//!   a direct-mapped table of fingerprints of recently missed blocks (the
+//!   ghost filter) remembers a first miss; a block is copied to a slot when
+//!   it misses again while its fingerprint is still there. One-off reads (a
+//!   scan, a backup) do not push the working set out.
 //! - **Eviction** by CLOCK: a hit sets the slot's reference bit; the hand
 //!   clears set bits and takes the first slot whose bit is clear.
 //! - **Checksums**: a CRC32 of each slot's contents is kept in memory and
@@ -247,6 +248,13 @@ impl ReadCache {
     /// it to [`ReadCache::insert`].
     pub fn generation(&self, handle: &Bytes) -> u64 {
         self.gens[Self::stripe(handle)].load(Ordering::Acquire)
+    }
+
+    /// Whether a block that missed is copied in: at once while the cache
+    /// has free slots (nothing is evicted for it), else at its second miss
+    /// within the filter's memory, so a scan does not flush the hot set.
+    pub fn admits(&self, handle: &Bytes, block: u64) -> bool {
+        self.slots_used() < self.slots_total() || self.second_miss(handle, block)
     }
 
     /// True on the second miss of a block within the filter's memory.
@@ -585,6 +593,18 @@ mod tests {
         rc.invalidate_file(&h);
         assert!(rc.cached_blocks(&h).is_empty());
         assert_eq!(rc.slots_used(), 0);
+    }
+
+    #[test]
+    fn misses_are_admitted_at_once_until_the_cache_is_full_then_at_the_second() {
+        let (rc, _) = cache(4, 1);
+        let h = Bytes::from_static(b"f");
+        for b in 0..4 {
+            assert!(rc.admits(&h, b), "free slots: the first miss admits");
+            assert!(rc.insert(&h, b, &block(b as u8), rc.generation(&h)));
+        }
+        assert!(!rc.admits(&h, 7), "full: the first miss only marks the block");
+        assert!(rc.admits(&h, 7));
     }
 
     #[test]
