@@ -139,10 +139,10 @@ impl AdminArgs {
     }
 }
 
+/// Totals since the start, or rates over intervals (`keel stat`, `keel
+/// cache stat`).
 #[derive(clap::Args)]
-struct StatArgs {
-    #[command(flatten)]
-    server: AdminArgs,
+struct Sampling {
     /// Print rates over every interval of SECONDS instead of totals since
     /// the start, until interrupted (or --count intervals).
     #[arg(short, long, value_name = "SECONDS", value_parser = parse_interval)]
@@ -154,6 +154,14 @@ struct StatArgs {
     /// the difference over the interval, with `interval_seconds`).
     #[arg(long)]
     json: bool,
+}
+
+#[derive(clap::Args)]
+struct StatArgs {
+    #[command(flatten)]
+    server: AdminArgs,
+    #[command(flatten)]
+    sampling: Sampling,
     /// Clients listed at most (the busiest first).
     #[arg(long, value_name = "N", default_value_t = 20)]
     clients: usize,
@@ -231,13 +239,8 @@ enum CacheCommand {
     Stat {
         #[command(flatten)]
         server: AdminArgs,
-        #[arg(short, long, value_name = "SECONDS", value_parser = parse_interval)]
-        interval: Option<f64>,
-        /// With --interval: stop after this many intervals.
-        #[arg(long, value_name = "N", requires = "interval")]
-        count: Option<u64>,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        sampling: Sampling,
     },
     /// The cache's event log, oldest first: devices added, failed and
     /// removed, mode changes, flushes, degradation, recovery.
@@ -626,32 +629,48 @@ fn snapshot(socket: &Path) -> anyhow::Result<keel_stats::Snapshot> {
 }
 
 fn stat(args: StatArgs) -> anyhow::Result<()> {
-    let socket = args.server.socket()?;
     let opts =
         |interval| keel_stats::text::Options { interval, clients_max: args.clients, connections: args.connections };
-    let mut before = snapshot(&socket)?;
-    let Some(seconds) = args.interval else {
-        if args.json {
-            println!("{}", serde_json::to_string(&before)?);
+    sample(
+        &args.server.socket()?,
+        &args.sampling,
+        |s, interval| keel_stats::text::render(s, opts(interval)),
+        |s| serde_json::to_value(s),
+    )
+}
+
+/// The statistics once (totals since the start), or the difference over
+/// every interval, as `text` (given the interval's seconds) or as `json`
+/// (with `interval_seconds`).
+fn sample(
+    socket: &Path,
+    sampling: &Sampling,
+    text: impl Fn(&keel_stats::Snapshot, Option<f64>) -> String,
+    json: impl Fn(&keel_stats::Snapshot) -> serde_json::Result<serde_json::Value>,
+) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut before = snapshot(socket)?;
+    let Some(seconds) = sampling.interval else {
+        if sampling.json {
+            println!("{}", json(&before)?);
         } else {
-            print!("{}", keel_stats::text::render(&before, opts(None)));
+            print!("{}", text(&before, None));
         }
         return Ok(());
     };
     let mut printed = 0;
-    while args.count.is_none_or(|n| printed < n) {
+    while sampling.count.is_none_or(|n| printed < n) {
         std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
-        let now = snapshot(&socket)?;
+        let now = snapshot(socket)?;
         let elapsed = now.taken_unix_ms.saturating_sub(before.taken_unix_ms) as f64 / 1000.0;
         let delta = now.since(&before);
-        if args.json {
-            let mut value = serde_json::to_value(&delta)?;
+        if sampling.json {
+            let mut value = json(&delta)?;
             value["interval_seconds"] = serde_json::json!(elapsed);
             println!("{value}");
         } else {
-            println!("{}", keel_stats::text::render(&delta, opts(Some(elapsed.max(0.001)))));
+            println!("{}", text(&delta, Some(elapsed.max(0.001))));
         }
-        use std::io::Write;
         std::io::stdout().flush()?;
         before = now;
         printed += 1;
@@ -660,7 +679,6 @@ fn stat(args: StatArgs) -> anyhow::Result<()> {
 }
 
 fn cache_command(cmd: CacheCommand) -> anyhow::Result<()> {
-    use std::io::Write;
     let (server, request) = match cmd {
         CacheCommand::List { server, json } => {
             let answer = admin::call(&server.socket()?, &admin::Request::CacheList {})?;
@@ -688,35 +706,13 @@ fn cache_command(cmd: CacheCommand) -> anyhow::Result<()> {
             }
             return Ok(());
         }
-        CacheCommand::Stat { server, interval, count, json } => {
-            let socket = server.socket()?;
-            let mut before = snapshot(&socket)?;
-            let Some(seconds) = interval else {
-                if json {
-                    println!("{}", serde_json::to_string(&before.cache)?);
-                } else {
-                    print!("{}", keel_stats::text::render_cache(&before.cache, None));
-                }
-                return Ok(());
-            };
-            let mut printed = 0;
-            while count.is_none_or(|n| printed < n) {
-                std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
-                let now = snapshot(&socket)?;
-                let elapsed = now.taken_unix_ms.saturating_sub(before.taken_unix_ms) as f64 / 1000.0;
-                let delta = now.since(&before);
-                if json {
-                    let mut value = serde_json::to_value(&delta.cache)?;
-                    value["interval_seconds"] = serde_json::json!(elapsed);
-                    println!("{value}");
-                } else {
-                    println!("{}", keel_stats::text::render_cache(&delta.cache, Some(elapsed.max(0.001))));
-                }
-                std::io::stdout().flush()?;
-                before = now;
-                printed += 1;
-            }
-            return Ok(());
+        CacheCommand::Stat { server, sampling } => {
+            return sample(
+                &server.socket()?,
+                &sampling,
+                |s, interval| keel_stats::text::render_cache(&s.cache, interval),
+                |s| serde_json::to_value(&s.cache),
+            );
         }
         CacheCommand::Add { server, device } => {
             let device = std::path::absolute(&device)?.display().to_string();

@@ -249,7 +249,7 @@ fn power_cut_under_write_back(tag: &str, lose_cache: bool) -> (u64, PathBuf, Tes
         TestServer::start(tag, vec![write_back_export(&export.display().to_string())], &cache_table(&[&c1, &c2], 96));
     let client = TempDir::new(&format!("{tag}-verify"));
     let journal = client.path().join("run.journal");
-    let writer = Command::new(env!("CARGO_BIN_EXE_keel"))
+    let mut writer = Command::new(env!("CARGO_BIN_EXE_keel"))
         .args(["verify", "write", "--server", &server.addr.to_string(), "--export", &server.export_path(1)])
         .args(["--clients", "4", "--size", "24M", "--retry-for", "120s", "--quiet", "--force", "--journal"])
         .arg(&journal)
@@ -261,7 +261,15 @@ fn power_cut_under_write_back(tag: &str, lose_cache: bool) -> (u64, PathBuf, Tes
     // Cut when a good part of the data went through the log.
     let deadline = Instant::now() + Duration::from_secs(120);
     while cache_stat(&server)["exports"][0]["bytes_logged"].as_u64().unwrap_or(0) < 40 * MIB {
-        assert!(Instant::now() < deadline, "the writers never got 40 MiB into the log");
+        if writer.try_wait().unwrap().is_some() || Instant::now() > deadline {
+            let _ = writer.kill();
+            let out = writer.wait_with_output().unwrap();
+            panic!(
+                "the writers never got 40 MiB into the log; keel verify write said:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     server.kill9();

@@ -313,10 +313,13 @@ fn cache(o: &mut Out, c: &crate::snapshot::CacheSnapshot) {
     o.one("keel_cache_dropped_bytes_total", "Dirty bytes of files removed before destage.", c.dropped_bytes);
     o.one("keel_cache_full_waits_total", "Writes that waited for room in a full log.", c.full_waits);
     type Export = crate::snapshot::CacheExportSnapshot;
-    let exports: [PerItem<Export>; 3] = [
+    let exports: [PerItem<Export>; 6] = [
         ("keel_cache_writes_logged_total", "WRITEs taken by the write-back log.", |e| e.writes_logged),
         ("keel_cache_logged_bytes_total", "Bytes taken by the write-back log.", |e| e.bytes_logged),
         ("keel_cache_bypassed_bytes_total", "Bytes written straight to the back end.", |e| e.bytes_bypassed),
+        ("keel_cache_read_hits_total", "READs the read cache answered.", |e| e.read_hits),
+        ("keel_cache_read_misses_total", "READs the read cache was asked and could not answer.", |e| e.read_misses),
+        ("keel_cache_read_admissions_total", "Blocks copied into the read cache.", |e| e.admissions),
     ];
     for (name, help, value) in exports {
         o.family(name, help);
@@ -340,17 +343,6 @@ fn cache(o: &mut Out, c: &crate::snapshot::CacheSnapshot) {
         o.sample("keel_cache_read_bytes_total", &[("export", &id), ("source", "log")], e.bytes_from_log);
         o.sample("keel_cache_read_bytes_total", &[("export", &id), ("source", "disk")], e.bytes_from_disk);
         o.sample("keel_cache_read_bytes_total", &[("export", &id), ("source", "read_cache")], e.bytes_from_cache);
-    }
-    let reads: [PerItem<Export>; 3] = [
-        ("keel_cache_read_hits_total", "READs the read cache answered.", |e| e.read_hits),
-        ("keel_cache_read_misses_total", "READs the read cache was asked and could not answer.", |e| e.read_misses),
-        ("keel_cache_read_admissions_total", "Blocks copied into the read cache.", |e| e.admissions),
-    ];
-    for (name, help, value) in reads {
-        o.family(name, help);
-        for e in &c.exports {
-            o.sample(name, &[("export", &e.id.to_string()), ("mode", &e.mode)], value(e));
-        }
     }
     o.one("keel_cache_read_slots_used", "Read cache slots holding data.", c.read_slots_used);
     o.one("keel_cache_read_slots", "Read cache slots on all devices.", c.read_slots);
