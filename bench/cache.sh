@@ -30,10 +30,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 slow=$repo/../shared/tools/slow-disk/slow-disk.sh
 out=$repo/bench/results/cache-$(date -u +%Y%m%dT%H%M%SZ)
-rnd_size=512M; rnd_ops=1500; seq_total=2G; clients=4; warm_size=128m
+rnd_size=512M; rnd_ops=1500; seq_total=2G; clients=4; warm_size=128m; fill_ops=2600
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) rnd_size=128M; rnd_ops=500; seq_total=512M; warm_size=32m; shift;;
+    --quick) rnd_size=128M; rnd_ops=500; seq_total=512M; warm_size=32m; fill_ops=900; shift;;
     --out) out=$2; shift 2;;
     *) echo "unknown option $1 (see the header of $0)" >&2; exit 2;;
   esac
@@ -105,6 +105,23 @@ for mode in off write-through write-back; do
   bench "$mode" seq --total "$seq_total" --in-flight 8
   "$keel" cache stat --state-dir "$work/state" | tee -a "$out/summary.txt"
 done
+# Client IOPS while the destager runs flat out (the log more than half
+# full) against IOPS with an idle one: random 4 KiB FILE_SYNC writes of
+# files of their own, 4 clients x 16 in flight. The log is filled by random
+# 64 KiB writes whose files are kept (removing them would drop their dirty
+# data instead of destaging it).
+"$keel" cache mode --state-dir "$work/state" 1 off >/dev/null
+"$keel" cache mode --state-dir "$work/state" 1 write-back >/dev/null
+echo "== destage: idle, then flat out" | tee -a "$out/summary.txt"
+bench destage-idle random --file-size 64M --ops "$rnd_ops" --queue-depth 16
+"$keel" bench random --server 127.0.0.1:$port --export "$work/back/export" --clients "$clients" --quiet --keep \
+  --dir destage-fill --file-size "$rnd_size" --record 64K --ops "$fill_ops" --queue-depth 16 -o "$out/destage-fill.json" >/dev/null
+"$keel" cache stat --state-dir "$work/state" | grep "cache log" | tee -a "$out/summary.txt"
+"$keel" bench random --server 127.0.0.1:$port --export "$work/back/export" --clients "$clients" --quiet \
+  --label destage-busy --file-size 64M --ops "$rnd_ops" --queue-depth 16 -o "$out/destage-busy-random.json" |
+  tee -a "$out/summary.txt"
+"$keel" cache stat --state-dir "$work/state" | grep "cache log" | tee -a "$out/summary.txt"
+
 fio=/var/cache/keel-bench/fio/fio
 if [ -x "$fio" ]; then
   url="nfs://127.0.0.1$work/back/export?version=3&nfsport=$port&mountport=$port"
