@@ -211,16 +211,12 @@ impl AdminState {
                 let _ = progress.send(serde_json::json!({ "dirty_bytes": dirty }));
             });
             op(&me.served, &mut |dirty| p.tick(dirty))?;
-            cache::write_record(&me.reloader_state_dir(), &me.served)
+            cache::write_record(&me.state_dir, &me.served)
                 .map_err(|e| format!("done, but the device record could not be written: {e}"))?;
             Ok(to_json(cache::snapshot(&me.served, &me.stats.export_names())))
         })
         .await
         .map_err(|e| format!("the cache operation failed: {e}"))?
-    }
-
-    fn reloader_state_dir(&self) -> PathBuf {
-        self.state_dir.clone()
     }
 
     async fn answer(
