@@ -122,12 +122,15 @@ for f in README.md docs/admin-protocol.md; do
   gzip -9n "$k/usr/share/doc/keel/$(basename "$f")"
 done
 install -D -m 0644 contrib/grafana/keel.json "$k/usr/share/keel/grafana/keel.json"
+# High availability: the OCF agent where Pacemaker finds ocf:keel:keel.
+install -D -m 0755 contrib/ocf/keel "$k/usr/lib/ocf/resource.d/keel/keel"
+install -D -m 0644 contrib/ha/keel-ha.example.toml "$k/usr/share/doc/keel/examples/keel-ha.example.toml"
 install -d -m 0700 "$k/var/lib/keel"
 for script in postinst prerm postrm; do
   install -D -m 0755 "contrib/debian/keel/$script" "$k/DEBIAN/$script"
 done
 echo /etc/keel/keel.toml >"$k/DEBIAN/conffiles"
-control "$k" keel net "$(shlibs "$k/usr/bin/keel")" "Suggests: keel-tools, rpcbind" \
+control "$k" keel net "$(shlibs "$k/usr/bin/keel")" "Suggests: keel-tools, rpcbind, pacemaker, corosync, crmsh, resource-agents" \
   "NFSv3 server for HPC clusters, in user space" \
   "Keel serves local directories over NFSv3 and MOUNT v3 (TCP) to Linux" \
   "kernel clients and others, as knfsd does, from one program: each call" \

@@ -1,6 +1,6 @@
 //! Calls from the server out to its clients: NLM's GRANTED callback and
 //! NSM's SM_NOTIFY, which must come from the address the client talked
-//! to. Blocking and deliberately small: one call at a time per caller,
+//! to; and `keel probe`'s NULL calls over TCP. Blocking and deliberately small: one call at a time per caller,
 //! over UDP (as lockd and statd answer), from a reserved port of a chosen
 //! local address, with a timeout per try and a bounded number of tries.
 //! The caller runs it on a thread of its own (the lock manager's callback
@@ -11,8 +11,8 @@
 
 #![forbid(unsafe_code)]
 
-use std::io;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -93,10 +93,8 @@ pub fn bind_from(local: IpAddr) -> io::Result<UdpSocket> {
     UdpSocket::bind(SocketAddr::new(local, 0))
 }
 
-/// Calls `p` at `dest` with `args` (AUTH_NONE) over `sock`, and returns
-/// the results of an accepted, successful reply.
-pub fn call(sock: &UdpSocket, dest: SocketAddr, p: Proc, args: &dyn Encode, retry: Retry) -> Result<Bytes, CallError> {
-    let xid = next_xid();
+/// A call record: header (AUTH_NONE) and arguments.
+fn call_record(xid: u32, p: Proc, args: &dyn Encode) -> Bytes {
     let mut enc = Encoder::new();
     CallHeader {
         xid,
@@ -109,7 +107,28 @@ pub fn call(sock: &UdpSocket, dest: SocketAddr, p: Proc, args: &dyn Encode, retr
     }
     .encode(&mut enc);
     args.encode(&mut enc);
-    let record = enc.into_bytes();
+    enc.into_bytes()
+}
+
+/// The results of `reply` if it answers `xid` with success; `None` if it
+/// answers another call or does not decode as a reply.
+fn reply_results(reply: Bytes, xid: u32) -> Option<Result<Bytes, CallError>> {
+    let mut dec = Decoder::new(reply);
+    let (reply_xid, stat) = decode_reply_header(&mut dec).ok()?;
+    if reply_xid != xid {
+        return None;
+    }
+    if stat != ReplyStat::Accepted(AcceptStat::Success) {
+        return Some(Err(CallError::Refused(stat)));
+    }
+    Some(Ok(dec.rest()))
+}
+
+/// Calls `p` at `dest` with `args` (AUTH_NONE) over `sock`, and returns
+/// the results of an accepted, successful reply.
+pub fn call(sock: &UdpSocket, dest: SocketAddr, p: Proc, args: &dyn Encode, retry: Retry) -> Result<Bytes, CallError> {
+    let xid = next_xid();
+    let record = call_record(xid, p, args);
     let mut buf = vec![0u8; REPLY_BYTES_MAX];
     let tries = retry.tries.max(1);
     for _ in 0..tries {
@@ -131,18 +150,43 @@ pub fn call(sock: &UdpSocket, dest: SocketAddr, p: Proc, args: &dyn Encode, retr
             if from.ip() != dest.ip() {
                 continue;
             }
-            let mut dec = Decoder::new(Bytes::copy_from_slice(&buf[..n]));
-            let Ok((reply_xid, stat)) = decode_reply_header(&mut dec) else { continue };
-            if reply_xid != xid {
-                continue;
+            if let Some(result) = reply_results(Bytes::copy_from_slice(&buf[..n]), xid) {
+                return result;
             }
-            if stat != ReplyStat::Accepted(AcceptStat::Success) {
-                return Err(CallError::Refused(stat));
-            }
-            return Ok(dec.rest());
         }
     }
     Err(CallError::Timeout(tries))
+}
+
+/// Calls `p` at `dest` over a new TCP connection (record marking, RFC 5531
+/// section 11), as NFS clients do: what a health probe must go through.
+/// `timeout` bounds the connect and each read and write.
+pub fn call_tcp(dest: SocketAddr, p: Proc, args: &dyn Encode, timeout: Duration) -> Result<Bytes, CallError> {
+    let xid = next_xid();
+    let record = call_record(xid, p, args);
+    let mut stream = TcpStream::connect_timeout(&dest, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    let last_fragment = 0x8000_0000 | u32::try_from(record.len()).map_err(|_| CallError::Garbage)?;
+    stream.write_all(&last_fragment.to_be_bytes())?;
+    stream.write_all(&record)?;
+    let mut reply = Vec::new();
+    loop {
+        let mut marker = [0u8; 4];
+        stream.read_exact(&mut marker)?;
+        let marker = u32::from_be_bytes(marker);
+        let len = (marker & 0x7fff_ffff) as usize;
+        if reply.len() + len > REPLY_BYTES_MAX {
+            return Err(CallError::Garbage);
+        }
+        let start = reply.len();
+        reply.resize(start + len, 0);
+        stream.read_exact(&mut reply[start..])?;
+        if marker & 0x8000_0000 != 0 {
+            break;
+        }
+    }
+    reply_results(Bytes::from(reply), xid).unwrap_or(Err(CallError::Garbage))
 }
 
 /// The port of `prog`/`vers` over `prot` at `host`, from its portmapper.
@@ -203,6 +247,40 @@ mod tests {
         let out = call(&sock, dest, Proc { prog: 100021, vers: 4, proc_: 5 }, &41u32, retry).unwrap();
         assert_eq!(Decoder::new(out).u32().unwrap(), 42);
         t.join().unwrap();
+    }
+
+    #[test]
+    fn a_tcp_call_reads_a_reply_in_two_fragments() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let dest = listener.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut marker = [0u8; 4];
+            conn.read_exact(&mut marker).unwrap();
+            let mut call = vec![0u8; (u32::from_be_bytes(marker) & 0x7fff_ffff) as usize];
+            conn.read_exact(&mut call).unwrap();
+            let h = CallHeader::decode(&mut Decoder::new(Bytes::from(call))).unwrap();
+            assert_eq!((h.prog, h.vers, h.proc_), (100003, 3, 0));
+            let mut enc = Encoder::new();
+            encode_reply_header(&mut enc, h.xid, ReplyStat::Accepted(AcceptStat::Success));
+            enc.u32(7);
+            let reply = enc.into_bytes();
+            let (a, b) = reply.split_at(8);
+            conn.write_all(&(a.len() as u32).to_be_bytes()).unwrap();
+            conn.write_all(a).unwrap();
+            conn.write_all(&(0x8000_0000 | b.len() as u32).to_be_bytes()).unwrap();
+            conn.write_all(b).unwrap();
+        });
+        let out = call_tcp(dest, Proc { prog: 100003, vers: 3, proc_: 0 }, &(), Duration::from_secs(5)).unwrap();
+        assert_eq!(Decoder::new(out).u32().unwrap(), 7);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_tcp_call_to_nobody_is_an_error_not_a_hang() {
+        let dest = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let p = Proc { prog: 100003, vers: 3, proc_: 0 };
+        assert!(matches!(call_tcp(dest, p, &(), Duration::from_secs(1)), Err(CallError::Io(_))));
     }
 
     #[test]

@@ -654,6 +654,7 @@ mod tests {
             server: crate::config::ServerConfig::default(),
             exports: Vec::new(),
             cache: Default::default(),
+            ha: false,
             warnings: Vec::new(),
         };
         let reloader = Reloader::new(None, Default::default(), key, svc, calls, config);

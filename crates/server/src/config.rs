@@ -36,6 +36,9 @@ pub struct Config {
     pub server: ServerConfig,
     pub exports: Vec<ExportConfig>,
     pub cache: CacheSettings,
+    /// `[ha] enabled`: one of a Pacemaker-managed pair that share
+    /// `state_dir` and the exports' file system (see `crate::ha`).
+    pub ha: bool,
     /// Things the administrator should know about that did not stop the
     /// configuration from loading, each `FILE:LINE: message`. Log them.
     pub warnings: Vec<String>,
@@ -333,9 +336,19 @@ fn parse_inner(
     let server = cx.server(raw.server.as_ref());
     let cache = cx.cache(raw.cache.as_ref());
     let exports = cx.exports(raw.export.as_ref(), &cache);
+    let ha = raw.ha.as_ref().is_some_and(|h| h.get_ref().enabled.unwrap_or(false));
+    if ha {
+        cx.ha_exports(&exports);
+        if server.listen.iter().any(|a| a.ip().is_unspecified()) {
+            cx.warnings.push(format!(
+                "{origin}: [ha] enabled but listen has a wildcard address: clients must mount the service \
+                 address (the floating IP), which moves at failover; listen on it alone to make that sure"
+            ));
+        }
+    }
 
     if cx.problems.is_empty() {
-        Ok(Config { server, exports, cache, warnings: cx.warnings })
+        Ok(Config { server, exports, cache, ha, warnings: cx.warnings })
     } else {
         // Stable: problems on the same line keep the order they were found.
         cx.problems.sort_by_key(|p| p.line);
@@ -693,6 +706,25 @@ impl Checker<'_> {
             }
         }
         exports
+    }
+
+    /// An `async` export acknowledges writes that exist only in the active
+    /// node's memory: a failover loses them (the seeds' warning), so it is
+    /// refused under `[ha]`.
+    fn ha_exports(&mut self, exports: &[ExportConfig]) {
+        for e in exports {
+            let async_hosts: Vec<String> =
+                e.clients.iter().filter(|c| !c.options.sync).map(|c| c.host.to_string()).collect();
+            if !async_hosts.is_empty() {
+                let message = format!(
+                    "export {:?} is async for {}: with [ha] enabled a failover would lose writes the server \
+                     acknowledged; remove `sync = false`",
+                    e.path.display().to_string(),
+                    async_hosts.join(", ")
+                );
+                self.problems.push(Problem { line: Some(e.line), message, snippet: None });
+            }
+        }
     }
 
     fn export_path(&mut self, raw: &Spanned<RawExport>) -> Option<PathBuf> {

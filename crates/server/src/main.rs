@@ -8,9 +8,11 @@ mod budget;
 mod cache;
 mod config;
 mod conns;
+mod ha;
 mod metrics;
 mod notify;
 mod portmap;
+mod probe;
 mod reload;
 mod serve;
 mod stats;
@@ -72,6 +74,9 @@ enum Command {
         /// Print the answer as JSON (the administration protocol's).
         #[arg(long)]
         json: bool,
+        /// Give up on a server that does not answer within SECONDS (exit 3).
+        #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+        timeout: u64,
     },
     /// Statistics of the running server, like nfsstat -s: calls per
     /// procedure with latency percentiles, per export and per client,
@@ -94,6 +99,25 @@ enum Command {
     /// the exports, live statistics and the event log.
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// Call the server as a client would: NFS and MOUNT NULL calls over TCP
+    /// to each address the configuration listens on (a wildcard through
+    /// loopback), or to the addresses given. Exits 0 when every call is
+    /// answered, 1 otherwise: for monitors (the OCF agent runs it).
+    Probe {
+        /// The server's configuration file: probe its listen addresses.
+        #[arg(short, long, value_name = "FILE", required_unless_present = "address")]
+        config: Option<PathBuf>,
+        /// Probe this address (IP or IP:PORT, port 2049 by default).
+        #[arg(long, value_name = "ADDR")]
+        address: Vec<String>,
+        /// Per call: connect, send and answer.
+        #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+        timeout: u64,
+    },
+    /// High availability on Pacemaker and Corosync: write a pair's
+    /// configuration, show who serves what.
+    #[command(subcommand)]
+    Ha(HaCommand),
     /// Tools for testing a running server.
     #[command(subcommand)]
     Debug(DebugCommand),
@@ -253,6 +277,28 @@ enum CacheCommand {
 }
 
 #[derive(Subcommand)]
+enum HaCommand {
+    /// From PLAN (see /usr/share/doc/keel/examples/keel-ha.example.toml),
+    /// write corosync.conf, cluster.crm (Pacemaker resources, constraints,
+    /// fencing topology) and one Keel configuration per service into DIR,
+    /// and print the commands that install them. Runs nothing.
+    Init {
+        plan: PathBuf,
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+    /// Which node serves which service and since when, the nodes, the last
+    /// failover and fencing, failed actions (from crm_mon and the CIB).
+    /// Exits 0 when every service is served and no node awaits fencing, 1
+    /// otherwise, 3 when the cluster cannot be asked.
+    Status {
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum DebugCommand {
     /// Make storage calls of the running server fail, to test what clients
     /// see (needs fault_injection = true in the server's [server] table).
@@ -365,11 +411,14 @@ fn main() -> ExitCode {
         Command::Report(t) => return tools::run("report", t.args),
         Command::Serve(args) => serve_command(args),
         Command::CheckConfig { file } => check_config(&file),
-        Command::Status { server, json } => return status(&server, json),
+        Command::Status { server, json, timeout } => return status(&server, json, timeout),
         Command::Stat(args) => stat(args),
         Command::Exports { server, json, cmd: None } => exports(&server, json),
         Command::Exports { cmd: Some(ExportsCommand::Reload { server, json }), .. } => reload(&server, json),
         Command::Cache(cmd) => cache_command(cmd),
+        Command::Probe { config, address, timeout } => probe(config.as_deref(), &address, timeout),
+        Command::Ha(HaCommand::Init { plan, out }) => ha_init(&plan, &out),
+        Command::Ha(HaCommand::Status { json }) => return ha_status(json),
         Command::Debug(DebugCommand::Fault(cmd)) => fault(cmd),
         Command::Manpages { dir } => manpages(&dir),
     };
@@ -380,6 +429,52 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn probe(config: Option<&Path>, addresses: &[String], timeout: u64) -> anyhow::Result<()> {
+    let mut targets = Vec::new();
+    if let Some(file) = config {
+        let c = config::load(file)?;
+        targets.extend(c.server.listen.iter().map(|a| probe::target(*a)));
+    }
+    for a in addresses {
+        let addr = match a.parse::<SocketAddr>() {
+            Ok(sa) => sa,
+            Err(_) => SocketAddr::new(a.parse::<IpAddr>().with_context(|| format!("{a:?} is not an address"))?, 2049),
+        };
+        targets.push(addr);
+    }
+    probe::probe(&targets, std::time::Duration::from_secs(timeout.max(1)))
+}
+
+fn ha_init(plan: &Path, out: &Path) -> anyhow::Result<()> {
+    let plan = ha::init::Plan::load(plan)?;
+    let files = ha::init::render(&plan)?;
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    for (name, text) in &files {
+        let path = out.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    print!("{}", ha::init::commands(&plan, out));
+    Ok(())
+}
+
+fn ha_status(json: bool) -> ExitCode {
+    let st = match ha::status::gather() {
+        Ok(st) => st,
+        Err(e) => {
+            eprintln!("keel: {e:#}");
+            return ExitCode::from(3);
+        }
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&st).expect("status serializes"));
+    } else {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        print!("{}", ha::status::render(&st, now));
+    }
+    if ha::status::healthy(&st) { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
 fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
@@ -447,6 +542,7 @@ fn default_config(dir: Option<PathBuf>) -> anyhow::Result<Config> {
             line: 0,
         }],
         cache: Default::default(),
+        ha: false,
         warnings: Vec::new(),
     })
 }
@@ -560,8 +656,14 @@ fn check_config(file: &Path) -> anyhow::Result<()> {
     for w in &config.warnings {
         println!("warning: {w}");
     }
+    if config.ha {
+        ha::check_shared(&config)?;
+    }
     let s = &config.server;
     println!("{}: valid", file.display());
+    if config.ha {
+        println!("[ha]: state_dir and every export on one file system, not the root's");
+    }
     let mount_also =
         if s.mount_listen.is_empty() { String::new() } else { format!(" (MOUNT also on {})", list(&s.mount_listen)) };
     println!("listen {}{mount_also}, portmap {}", list(&s.listen), s.portmap);
@@ -584,8 +686,10 @@ fn check_config(file: &Path) -> anyhow::Result<()> {
 
 /// `keel status`: 0 healthy, 1 unhealthy, 3 no answer (as LSB's "not
 /// running"), so that a monitoring check or a resource agent can use it.
-fn status(server: &AdminArgs, json: bool) -> ExitCode {
-    let answer = match server.socket().and_then(|socket| admin::call(&socket, &admin::Request::Status {})) {
+fn status(server: &AdminArgs, json: bool, timeout: u64) -> ExitCode {
+    let timeout = Some(std::time::Duration::from_secs(timeout.max(1)));
+    let ask = |socket: PathBuf| admin::call_with_progress(&socket, &admin::Request::Status {}, timeout, |_| {});
+    let answer = match server.socket().and_then(ask) {
         Ok(answer) => answer,
         Err(e) => {
             eprintln!("keel: {e:#}");

@@ -74,6 +74,9 @@ pub fn run(
 
     let state_dir = &config.server.state_dir;
     create_state_dir(state_dir)?;
+    if config.ha {
+        crate::ha::check_shared(&config)?;
+    }
     let key = HandleKey::load_or_create(&state_dir.join("handle.key"))?;
     let mut exports = Vec::new();
     for e in &config.exports {
@@ -86,6 +89,15 @@ pub fn run(
             FsidSource::Statfs => "statfs (set fsid to keep handles valid if the device is renumbered)",
             FsidSource::Device => "device number (set fsid to keep handles valid if the device is renumbered)",
         };
+        // The peer sees the shared device under another device number.
+        if config.ha && matches!(export.fsid_source, FsidSource::Statfs | FsidSource::Device) {
+            anyhow::bail!(
+                "[ha] enabled but export {} (id {}) has no file system UUID to take its fsid from: the other \
+                 node would hand out other file handles; set fsid in its [[export]] table",
+                e.path.display(),
+                e.id
+            );
+        }
         tracing::info!(
             export = e.id,
             path = %e.path.display(),

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+#[derive(Debug)]
 pub struct Output {
     pub status: ExitStatus,
     pub stdout: String,

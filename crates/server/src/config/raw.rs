@@ -16,6 +16,13 @@ pub(super) struct RawConfig {
     pub server: Option<RawServer>,
     pub export: Option<Spanned<Vec<Spanned<RawExport>>>>,
     pub cache: Option<Spanned<RawCache>>,
+    pub ha: Option<Spanned<RawHa>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHa {
+    pub enabled: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

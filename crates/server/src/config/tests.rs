@@ -965,3 +965,17 @@ fn metrics_listen_is_an_address_of_its_own() {
         &["invalid metrics_listen address \"localhost:9049\""],
     );
 }
+
+#[test]
+fn ha_refuses_an_async_export_naming_it_and_warns_of_a_wildcard_listen() {
+    let text = "[ha]\nenabled = true\n\n[[export]]\npath = \"/\"\nid = 1\nclients = [{ host = \"10.0.0.0/8\" }, { host = \"*\", sync = false }]\n";
+    assert_problem(text, 4, &["export \"/\" is async for *", "[ha]", "lose writes"]);
+    // The same export is fine without [ha], and sync exports under it.
+    assert!(!parse_ok(&text.replace("enabled = true", "enabled = false")).ha);
+    let sync = parse_ok(&text.replace(", sync = false", ""));
+    assert!(sync.ha);
+    assert!(sync.warnings.iter().any(|w| w.contains("wildcard")), "{:?}", sync.warnings);
+    let pinned = parse_ok(&format!("[server]\nlisten = [\"10.1.0.100:2049\"]\n{}", text.replace(", sync = false", "")));
+    assert!(pinned.warnings.is_empty(), "{:?}", pinned.warnings);
+    assert_problem("[ha]\nenable = true\n", 2, &["unknown field `enable`"]);
+}

@@ -1,0 +1,176 @@
+//! The pieces of high availability one machine proves without a cluster:
+//! `keel probe` (the monitor's NFS call), the `[ha]` checks that keep both
+//! nodes handing out the same file handles, and the OCF resource agent
+//! driven by resource-agents' own `ocf-tester` and by hand (a frozen
+//! server must fail its monitor, a stop must end it).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use keel_testkit::disk::XfsDisk;
+use keel_testkit::procs::run_timeout;
+use keel_testkit::server::{TestServer, keel_bin, require_root};
+
+const CMD_TIMEOUT: Duration = Duration::from_secs(60);
+const AGENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib/ocf/keel");
+
+fn keel(args: &[&str]) -> keel_testkit::procs::Output {
+    run_timeout(Command::new(keel_bin()).args(args), CMD_TIMEOUT)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[test]
+fn probe_answers_for_a_serving_server_and_names_what_is_silent() {
+    let mut server = TestServer::start_default("probe");
+    let addr = server.addr.to_string();
+    let out = keel(&["probe", "--address", &addr]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stdout.contains("NFS v3 answers") && out.stdout.contains("MOUNT v3 answers"), "{out:?}");
+    let by_config = keel(&["probe", "--config", server.config.to_str().unwrap()]);
+    assert!(by_config.status.success(), "{by_config:?}");
+
+    // A frozen server: the kernel accepts the connection, nothing answers.
+    let pid = server.pid().to_string();
+    run_timeout(Command::new("kill").args(["-STOP", &pid]), CMD_TIMEOUT);
+    let started = Instant::now();
+    let frozen = keel(&["probe", "--address", &addr, "--timeout", "1"]);
+    run_timeout(Command::new("kill").args(["-CONT", &pid]), CMD_TIMEOUT);
+    assert_eq!(frozen.status.code(), Some(1), "{frozen:?}");
+    assert!(frozen.stderr.contains(&format!("{addr}: NFS v3 NULL")), "{frozen:?}");
+    assert!(started.elapsed() < Duration::from_secs(20), "the probe is bounded by its timeout");
+
+    server.terminate();
+    let gone = keel(&["probe", "--address", &addr]);
+    assert_eq!(gone.status.code(), Some(1), "{gone:?}");
+    assert!(gone.stderr.contains("refused"), "{gone:?}");
+    let bad = keel(&["probe", "--address", "nfs-server"]);
+    assert!(bad.stderr.contains("\"nfs-server\" is not an address"), "{bad:?}");
+    let none = keel(&["probe"]);
+    assert_eq!(none.status.code(), Some(2), "clap names the missing argument: {none:?}");
+}
+
+/// A configuration with `[ha]` whose state and export are `state` and
+/// `export`, listening on 127.0.0.1:`port`.
+fn ha_config(dir: &Path, state: &Path, export: &Path, port: u16) -> PathBuf {
+    std::fs::create_dir_all(export).unwrap();
+    let text = format!(
+        "[ha]\nenabled = true\n\n[server]\nlisten = [\"127.0.0.1:{port}\"]\nportmap = \"off\"\nstate_dir = \"{}\"\n\n\
+         [[export]]\npath = \"{}\"\nid = 1\naccess = \"rw\"\nclients = [{{ host = \"127.0.0.1\" }}]\n",
+        state.display(),
+        export.display()
+    );
+    let file = dir.join(format!("keel-ha-{port}.toml"));
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+#[test]
+fn ha_refuses_state_or_exports_that_would_not_move_with_the_service() {
+    require_root();
+    let disk = XfsDisk::new("ha-shared");
+    let elsewhere = std::env::temp_dir().join(format!("keel-ha-local-{}", std::process::id()));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+
+    let good = ha_config(&disk.mnt, &disk.mnt.join("state"), &disk.mnt.join("export"), free_port());
+    let out = keel(&["check-config", good.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stdout.contains("[ha]: state_dir and every export on one file system"), "{out:?}");
+
+    let split = ha_config(&disk.mnt, &disk.mnt.join("state"), &elsewhere.join("export"), free_port());
+    let out = keel(&["check-config", split.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stderr.contains("is not on state_dir's file system"), "{out:?}");
+    let out = keel(&["serve", "--config", split.to_str().unwrap()]);
+    assert!(!out.status.success() && out.stderr.contains("is not on state_dir's file system"), "{out:?}");
+
+    // State on the node's own root file system would not follow the service.
+    let root_state = PathBuf::from(format!("/keel-ha-test-state-{}", std::process::id()));
+    let local = ha_config(&disk.mnt, &root_state, &disk.mnt.join("export"), free_port());
+    let out = keel(&["check-config", local.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&root_state);
+    let _ = std::fs::remove_dir_all(&elsewhere);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stderr.contains("is on the root file system"), "{out:?}");
+}
+
+/// Runs the agent as Pacemaker would: the action, parameters in the
+/// environment.
+fn agent(action: &str, env: &[(&str, String)], timeout_ms: u32) -> keel_testkit::procs::Output {
+    let mut cmd = Command::new(AGENT);
+    cmd.arg(action).env("OCF_ROOT", "/usr/lib/ocf").env("OCF_RESOURCE_INSTANCE", "keel-test");
+    cmd.env("OCF_RESKEY_CRM_meta_timeout", timeout_ms.to_string());
+    for (k, v) in env {
+        cmd.env(format!("OCF_RESKEY_{k}"), v);
+    }
+    run_timeout(&mut cmd, CMD_TIMEOUT)
+}
+
+#[test]
+fn the_ocf_agent_passes_ocf_tester_and_fails_a_frozen_server() {
+    require_root();
+    if !Path::new("/usr/sbin/ocf-tester").exists() {
+        panic!("ocf-tester is missing: install resource-agents (scripts/test.sh does)");
+    }
+    let disk = XfsDisk::new("ha-ocf");
+    let port = free_port();
+    let config = ha_config(&disk.mnt, &disk.mnt.join("state"), &disk.mnt.join("export"), port);
+    let run_dir = disk.mnt.join("..").join("run");
+    let params = [
+        ("config", config.display().to_string()),
+        ("binary", keel_bin().display().to_string()),
+        ("run_dir", run_dir.display().to_string()),
+        ("log_dir", run_dir.display().to_string()),
+    ];
+
+    // resource-agents' own checks: meta-data against the DTD, monitor of
+    // a stopped resource (7), start, monitor (0), start again, stop, stop
+    // again.
+    let mut tester = Command::new("/usr/sbin/ocf-tester");
+    tester.args(["-n", "keel-test"]);
+    for (k, v) in &params {
+        tester.arg("-o").arg(format!("{k}={v}"));
+    }
+    tester.arg(AGENT);
+    let out = run_timeout(&mut tester, Duration::from_secs(180));
+    assert!(out.status.success() && out.stdout.contains("passed all tests"), "{out:?}");
+
+    // By hand: started, it answers; frozen, the monitor fails within its
+    // own short timeouts; stopped, it is gone and the monitor says so.
+    let started = agent("start", &params, 30_000);
+    assert_eq!(started.status.code(), Some(0), "{started:?}");
+    assert_eq!(agent("monitor", &params, 20_000).status.code(), Some(0));
+    let pid = std::fs::read_to_string(run_dir.join("keel-test.pid")).unwrap().trim().to_string();
+    run_timeout(Command::new("kill").args(["-STOP", &pid]), CMD_TIMEOUT);
+    let t = Instant::now();
+    let frozen = agent("monitor", &params, 20_000);
+    let frozen_took = t.elapsed();
+    run_timeout(Command::new("kill").args(["-CONT", &pid]), CMD_TIMEOUT);
+    assert_eq!(frozen.status.code(), Some(1), "{frozen:?}");
+    assert!(frozen_took < Duration::from_secs(15), "failed in {frozen_took:?}, within the monitor's 20 s");
+    assert_eq!(agent("monitor", &params, 20_000).status.code(), Some(0), "thawed, it answers again");
+
+    // A start of a configuration keel refuses fails at validation, naming why.
+    let stopped = agent("stop", &params, 20_000);
+    assert_eq!(stopped.status.code(), Some(0), "{stopped:?}");
+    // Gone, or a zombie left for whoever inherited it (the agent's shell
+    // has exited): not running either way.
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(state.is_empty() || state.contains(") Z "), "the server is gone after stop: {state}");
+    assert_eq!(agent("monitor", &params, 20_000).status.code(), Some(7));
+    let mut broken = params.clone();
+    let bad = disk.mnt.join("bad.toml");
+    std::fs::write(
+        &bad,
+        std::fs::read_to_string(&config).unwrap().replace("access = \"rw\"", "access = \"rw\"\nsync = false"),
+    )
+    .unwrap();
+    broken[0].1 = bad.display().to_string();
+    let refused = agent("start", &broken, 20_000);
+    assert_eq!(refused.status.code(), Some(6), "OCF_ERR_CONFIGURED: {refused:?}");
+    assert_eq!(agent("monitor", &broken, 20_000).status.code(), Some(7));
+}
