@@ -1,10 +1,13 @@
 //! The MOUNT version 3 program (RFC 1813 appendix I): what mountd does for
 //! knfsd. MNT checks the client list and hands out the handle of the export
-//! root (or of a directory under it); the mount list is kept in memory.
+//! root (or of a directory under it). The mount list (DUMP, `showmount`)
+//! is kept in memory and, when given a file, in that file too (mountd's
+//! rmtab), so that it survives a restart and moves with a failover.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -14,7 +17,7 @@ use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3};
 use keel_rpc::msg::AUTH_SYS;
 use keel_rpc::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
 use keel_store::{Object as _, Store};
-use keel_xdr::{Decode, Decoder, Encoder};
+use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
 use crate::errno::mount_status;
 use crate::service::{NfsService, ServedExport};
@@ -29,11 +32,41 @@ const MOUNT_ENTRY_BYTES_MAX: usize = 4 + 4 + MOUNT_HOST_BYTES_MAX + 4 + DIRPATH_
 pub struct MountProgram<S: Store> {
     svc: Arc<NfsService<S>>,
     mounts: Mutex<VecDeque<Mountbody>>,
+    /// Where the list is kept across restarts (XDR of the DUMP reply).
+    list_file: Option<PathBuf>,
 }
 
 impl<S: Store> MountProgram<S> {
     pub fn new(svc: Arc<NfsService<S>>) -> Self {
-        MountProgram { svc, mounts: Mutex::new(VecDeque::new()) }
+        MountProgram { svc, mounts: Mutex::new(VecDeque::new()), list_file: None }
+    }
+
+    /// Keeps the mount list in `file`, starting from what it holds. A file
+    /// that does not decode is reported and replaced: the list is advice
+    /// to administrators, not state a client depends on.
+    pub fn with_list_file(svc: Arc<NfsService<S>>, file: PathBuf) -> Self {
+        let mut mounts = VecDeque::new();
+        match std::fs::read(&file) {
+            Ok(data) => match Mountlist::decode(&mut Decoder::new(Bytes::from(data))) {
+                Ok(list) => mounts.extend(list.0.into_iter().take(MOUNT_LIST_ENTRIES_MAX)),
+                Err(e) => {
+                    tracing::warn!(file = %file.display(), error = ?e, "the mount list does not decode; starting empty")
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(file = %file.display(), error = %e, "cannot read the mount list; starting empty"),
+        }
+        MountProgram { svc, mounts: Mutex::new(mounts), list_file: Some(file) }
+    }
+
+    /// Called with the list's lock held, so writes land in order.
+    fn save(&self, mounts: &VecDeque<Mountbody>) {
+        let Some(file) = &self.list_file else { return };
+        let mut enc = Encoder::new();
+        Mountlist(mounts.iter().cloned().collect()).encode(&mut enc);
+        if let Err(e) = keel_store::state_file::replace_durably(file, &enc.into_bytes()) {
+            tracing::warn!(file = %file.display(), error = %e, "cannot save the mount list");
+        }
     }
 
     fn mnt(&self, ctx: &CallContext, path: &Dirpath) -> Mountres3 {
@@ -70,6 +103,7 @@ impl<S: Store> MountProgram<S> {
                         mounts.pop_front();
                     }
                     mounts.push_back(entry);
+                    self.save(&mounts);
                 }
                 Mountres3::Ok(Mountres3Ok { fhandle: Fhandle3(root.handle().clone()), auth_flavors: vec![AUTH_SYS] })
             }
@@ -87,7 +121,11 @@ impl<S: Store> MountProgram<S> {
         }
         let host = peer.ip().to_string();
         let mut mounts = self.mounts.lock().expect("mount list lock");
+        let before = mounts.len();
         mounts.retain(|m| m.ml_hostname.as_bytes() != host.as_bytes() || path.is_some_and(|p| p != &m.ml_directory));
+        if mounts.len() != before {
+            self.save(&mounts);
+        }
     }
 
     fn exports(&self) -> Exports {

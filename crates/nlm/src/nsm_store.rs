@@ -16,11 +16,12 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
+use keel_store::state_file::replace_durably;
 
 /// Monitored clients at most: more files would slow the start down for
 /// no client's benefit (they are bounded by the hosts limit anyway).
@@ -69,16 +70,6 @@ fn file_name(host: &HostKey) -> String {
     format!("{}-{h:016x}", host.addr.to_string().replace(':', "_"))
 }
 
-/// Writes `data` to `path` atomically and durably.
-fn write_durably(path: &Path, data: &[u8]) -> io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut f = fs::File::create(&tmp)?;
-    f.write_all(data)?;
-    f.sync_all()?;
-    fs::rename(&tmp, path)?;
-    sync_dir(path.parent().unwrap_or(Path::new("/")))
-}
-
 fn sync_dir(dir: &Path) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()
 }
@@ -96,7 +87,7 @@ impl NsmStore {
             Err(e) => return Err(e),
         };
         let state = if (0..i32::MAX - 2).contains(&old) { (old + 1) | 1 } else { 1 };
-        write_durably(&dir.join("state"), format!("{state}\n").as_bytes())?;
+        replace_durably(&dir.join("state"), format!("{state}\n").as_bytes())?;
         let mut files = HashMap::new();
         let mut previous = Vec::new();
         for entry in fs::read_dir(&clients)? {
@@ -138,7 +129,7 @@ impl NsmStore {
         }
         let path = self.dir.join("clients").join(file_name(&m.host));
         let text = format!("{}\n{}\n{}\n", m.host.addr, m.local, hex(&m.host.name));
-        write_durably(&path, text.as_bytes())?;
+        replace_durably(&path, text.as_bytes())?;
         self.files.insert(m.host.clone(), path);
         Ok(())
     }

@@ -83,16 +83,8 @@ fn check_record(state_dir: &Path, configured: &[PathBuf]) -> anyhow::Result<()> 
 /// Records the devices the cache uses now (after a start, an add, a remove).
 pub fn write_record(state_dir: &Path, served: &Served) -> std::io::Result<()> {
     let names: Vec<String> = served.shared().devices().into_iter().map(|d| d.name).collect();
-    let path = state_dir.join(DEVICES_RECORD);
-    let tmp = state_dir.join(format!("{DEVICES_RECORD}.tmp"));
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&serde_json::to_vec(&names).expect("strings serialize"))?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, &path)?;
-    std::fs::File::open(state_dir)?.sync_all()
+    let names = serde_json::to_vec(&names).expect("strings serialize");
+    keel_store::state_file::replace_durably(&state_dir.join(DEVICES_RECORD), &names)
 }
 
 /// The cache's part of the statistics; `exports` names the exports served.

@@ -37,6 +37,10 @@ const CACHED_INODES_MAX: usize = 65536;
 /// small writes at full speed, minutes at the rate one client host makes.
 const REPLY_CACHE_ENTRIES_MAX: usize = 131_072;
 const REPLY_CACHE_BYTES_MAX: usize = 32 << 20;
+/// The mount list (DUMP), in `state_dir`: it survives restarts and, on
+/// shared storage, failovers.
+const MOUNT_LIST_FILE: &str = "mount-list";
+
 /// Connections waiting to be accepted, per listener (the kernel caps it at
 /// net.core.somaxconn).
 const LISTEN_BACKLOG: i32 = 4096;
@@ -203,7 +207,8 @@ async fn serve(
         tracing::warn!("fault injection is on: the administration socket can make storage calls fail (for tests)");
     }
     let nfs: Arc<dyn RpcProgram> = Arc::new(Nfs3Program::new(svc.clone()));
-    let mount: Arc<dyn RpcProgram> = Arc::new(MountProgram::new(svc.clone()));
+    let mount: Arc<dyn RpcProgram> =
+        Arc::new(MountProgram::with_list_file(svc.clone(), server.state_dir.join(MOUNT_LIST_FILE)));
     let nlm: Arc<dyn RpcProgram> = Arc::new(NlmProgram::new(locks.clone()));
     let nsm: Arc<dyn RpcProgram> = Arc::new(NsmProgram::new(locks));
     // NLM and NSM share the NFS ports, over TCP and UDP (clients use both).

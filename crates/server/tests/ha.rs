@@ -174,3 +174,46 @@ fn the_ocf_agent_passes_ocf_tester_and_fails_a_frozen_server() {
     assert_eq!(refused.status.code(), Some(6), "OCF_ERR_CONFIGURED: {refused:?}");
     assert_eq!(agent("monitor", &broken, 20_000).status.code(), Some(7));
 }
+
+/// The hosts and directories DUMP lists.
+fn dump(server: &TestServer) -> Vec<(String, String)> {
+    use keel_testkit::nfs::{RpcConn, prog};
+    let mut conn = RpcConn::connect(server.addr).unwrap();
+    let void = nfs3_types::xdr_codec::Void;
+    let list: nfs3_types::mount::mountlist = conn.call(prog::MOUNT, prog::MOUNT_V3, 2, &void).unwrap();
+    list.0
+        .iter()
+        .map(|m| {
+            let host = String::from_utf8_lossy(m.ml_hostname.0.as_ref()).into_owned();
+            (host, String::from_utf8_lossy(m.ml_directory.0.as_ref()).into_owned())
+        })
+        .collect()
+}
+
+/// mountd's rmtab: the mount list is in `state_dir`, so a restart (and a
+/// failover, where state_dir is on the shared storage) keeps it.
+#[test]
+fn the_mount_list_outlives_a_restart_and_a_kill() {
+    use keel_testkit::nfs::Nfs;
+    let mut server = TestServer::start_default("mount-list");
+    let path = server.export_path(1);
+    Nfs::connect(server.addr).unwrap().mount(&path).unwrap();
+    let listed = vec![("127.0.0.1".to_string(), path.clone())];
+    assert_eq!(dump(&server), listed);
+    server.kill9();
+    server.start_again();
+    assert_eq!(dump(&server), listed, "after kill -9");
+
+    // UMNT takes it off, durably too.
+    let mut conn = keel_testkit::nfs::RpcConn::connect(server.addr).unwrap();
+    let dir = nfs3_types::mount::dirpath(nfs3_types::xdr_codec::Opaque::borrowed(path.as_bytes()));
+    let _: nfs3_types::xdr_codec::Void = conn.call(100_005, 3, 3, &dir).unwrap();
+    server.restart();
+    assert_eq!(dump(&server), []);
+
+    // A damaged file is reported and replaced, never fatal.
+    std::fs::write(server.base.join("state/mount-list"), b"\x00\x00\x00\x01garbage").unwrap();
+    server.restart();
+    assert_eq!(dump(&server), []);
+    assert!(server.log_text().contains("the mount list does not decode"), "{}", server.log_text());
+}

@@ -32,6 +32,7 @@ mod error;
 pub mod lock;
 pub mod pipe;
 pub mod sim;
+pub mod state_file;
 mod types;
 
 use bytes::Bytes;
