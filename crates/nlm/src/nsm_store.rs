@@ -21,7 +21,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use keel_store::state_file::replace_durably;
+use keel_store::state_file::{replace_durably, sync_dir};
 
 /// Monitored clients at most: more files would slow the start down for
 /// no client's benefit (they are bounded by the hosts limit anyway).
@@ -68,10 +68,6 @@ fn file_name(host: &HostKey) -> String {
         h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
     }
     format!("{}-{h:016x}", host.addr.to_string().replace(':', "_"))
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    fs::File::open(dir)?.sync_all()
 }
 
 impl NsmStore {

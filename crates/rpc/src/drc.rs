@@ -8,7 +8,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hasher;
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use siphasher::sip::SipHasher24;
@@ -72,6 +72,16 @@ struct Slot {
     bytes: usize,
 }
 
+/// Where completed entries are kept beyond this process: an HA pair's
+/// shared storage, so that the node that takes over answers a
+/// retransmission of a call the failed node executed with the reply it
+/// sent. `record` returns once the entry is durable: the reply goes out
+/// after it. Failing to record is the journal's to report; the call's
+/// reply still goes out (as it would from a server without one).
+pub trait ReplyJournal: Send + Sync {
+    fn record(&self, key: &DrcKey, reply: &[Bytes]);
+}
+
 /// Bounded by entries and by bytes. An entry whose call is still running
 /// is never evicted (its retransmissions must be dropped, not executed a
 /// second time), so the cache may hold up to one entry per call in
@@ -80,6 +90,7 @@ pub struct ReplyCache {
     entries_max: usize,
     bytes_max: usize,
     inner: Mutex<Inner>,
+    journal: Option<Arc<dyn ReplyJournal>>,
 }
 
 #[derive(Default)]
@@ -131,7 +142,28 @@ impl ReplyCache {
     pub fn new(entries_max: usize, bytes_max: usize) -> Self {
         assert!(entries_max > 0);
         assert!(bytes_max >= ENTRY_OVERHEAD_BYTES);
-        ReplyCache { entries_max, bytes_max, inner: Mutex::new(Inner::default()) }
+        ReplyCache { entries_max, bytes_max, inner: Mutex::new(Inner::default()), journal: None }
+    }
+
+    /// Also records every completed entry in `journal`.
+    pub fn with_journal(mut self, journal: Arc<dyn ReplyJournal>) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
+    /// Holds `reply` for `key` as if the call had completed here: entries
+    /// read back from a journal at start, oldest first.
+    pub fn preload(&self, key: DrcKey, reply: Vec<Bytes>) {
+        let mut guard = self.inner.lock().expect("reply cache lock");
+        let inner = &mut *guard;
+        inner.remove(&key);
+        let generation = inner.next_generation;
+        inner.next_generation += 1;
+        let bytes = ENTRY_OVERHEAD_BYTES + reply_bytes(&reply);
+        inner.slots.insert(key.clone(), Slot { generation, state: State::Done(reply), bytes });
+        inner.bytes += bytes;
+        inner.order.push_back((key, generation));
+        self.evict(inner);
     }
 
     pub fn begin(&self, key: &DrcKey) -> CacheLookup {
@@ -163,6 +195,11 @@ impl ReplyCache {
     }
 
     pub fn complete(&self, key: &DrcKey, reply: Vec<Bytes>) {
+        // Durable before a retransmission can be replayed from memory, and
+        // before the caller sends the reply.
+        if let Some(journal) = &self.journal {
+            journal.record(key, &reply);
+        }
         let mut inner = self.inner.lock().expect("reply cache lock");
         let bytes = ENTRY_OVERHEAD_BYTES + reply_bytes(&reply);
         let Some(slot) = inner.slots.get_mut(key) else { return };
@@ -246,6 +283,39 @@ mod tests {
             proc_: 8,
             args_checksum: DrcKey::args_checksum(b"args"),
         }
+    }
+
+    #[derive(Default)]
+    struct Recorded(Mutex<Vec<(DrcKey, Vec<Bytes>)>>);
+
+    impl ReplyJournal for Recorded {
+        fn record(&self, key: &DrcKey, reply: &[Bytes]) {
+            self.0.lock().unwrap().push((key.clone(), reply.to_vec()));
+        }
+    }
+
+    #[test]
+    fn a_journal_gets_every_completed_reply_and_a_preload_replays_it() {
+        let journal = Arc::new(Recorded::default());
+        let c = ReplyCache::new(10, 1 << 20).with_journal(journal.clone());
+        assert_eq!(c.begin(&key(1)), CacheLookup::New);
+        assert_eq!(c.begin(&key(2)), CacheLookup::New);
+        c.abandon(&key(2));
+        c.complete(&key(1), vec![Bytes::from_static(b"reply")]);
+        let recorded = journal.0.lock().unwrap().clone();
+        assert_eq!(recorded, [(key(1), vec![Bytes::from_static(b"reply")])], "abandoned calls are not recorded");
+
+        // What the next node (or the next start) loads answers the retransmission.
+        let next = ReplyCache::new(2, 1 << 20);
+        for (k, r) in recorded {
+            next.preload(k, r);
+        }
+        assert_eq!(next.begin(&key(1)), CacheLookup::Replay(vec![Bytes::from_static(b"reply")]));
+        for xid in 10..20 {
+            next.preload(key(xid), vec![Bytes::from_static(b"r")]);
+        }
+        assert_eq!(next.len(), 2, "preloading keeps the bounds, dropping the oldest");
+        assert_eq!(next.begin(&key(19)), CacheLookup::Replay(vec![Bytes::from_static(b"r")]));
     }
 
     #[test]

@@ -20,6 +20,6 @@ pub use dispatch::{
     AcceptError, CallContext, Dispatcher, REPLY_HEADER_BYTES_MAX, REPLY_RESULTS_BYTES_DEFAULT, ReplySegments,
     RpcProgram, status_reply,
 };
-pub use drc::ReplyCache;
+pub use drc::{ReplyCache, ReplyJournal};
 pub use msg::{Auth, AuthSys};
 pub use report::CallReport;

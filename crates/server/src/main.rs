@@ -14,6 +14,7 @@ mod notify;
 mod portmap;
 mod probe;
 mod reload;
+mod reply_journal;
 mod serve;
 mod stats;
 #[allow(unsafe_code)]

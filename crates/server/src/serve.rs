@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::reply_journal::FileReplyJournal;
 use anyhow::{Context, bail};
 use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
 use keel_nfs3_proto::{IPPROTO_TCP, IPPROTO_UDP};
@@ -249,7 +250,16 @@ async fn serve(
     }
 
     let programs = programs.into_iter().map(|p| calls.counted(p)).collect();
-    let cache = ReplyCache::new(REPLY_CACHE_ENTRIES_MAX, REPLY_CACHE_BYTES_MAX);
+    let mut cache = ReplyCache::new(REPLY_CACHE_ENTRIES_MAX, REPLY_CACHE_BYTES_MAX);
+    if config.ha {
+        let (journal, entries) = FileReplyJournal::open(&server.state_dir)
+            .with_context(|| format!("cannot open the reply journal in {}", server.state_dir.display()))?;
+        tracing::info!(entries = entries.len(), "duplicate reply cache loaded from the shared storage");
+        for (key, reply) in entries {
+            cache.preload(key, reply);
+        }
+        cache = cache.with_journal(Arc::new(journal));
+    }
     let dispatcher = Arc::new(Dispatcher::new(programs, cache));
     let conns = Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout);
     let budget = Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection);

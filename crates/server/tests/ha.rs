@@ -60,7 +60,8 @@ fn ha_config(dir: &Path, state: &Path, export: &Path, port: u16) -> PathBuf {
     std::fs::create_dir_all(export).unwrap();
     let text = format!(
         "[ha]\nenabled = true\n\n[server]\nlisten = [\"127.0.0.1:{port}\"]\nportmap = \"off\"\nstate_dir = \"{}\"\n\n\
-         [[export]]\npath = \"{}\"\nid = 1\naccess = \"rw\"\nclients = [{{ host = \"127.0.0.1\" }}]\n",
+         [[export]]\npath = \"{}\"\nid = 1\naccess = \"rw\"\nsquash = \"no_root_squash\"\n\
+         clients = [{{ host = \"127.0.0.1\" }}]\n",
         state.display(),
         export.display()
     );
@@ -216,4 +217,121 @@ fn the_mount_list_outlives_a_restart_and_a_kill() {
     server.restart();
     assert_eq!(dump(&server), []);
     assert!(server.log_text().contains("the mount list does not decode"), "{}", server.log_text());
+}
+
+/// `keel serve --config FILE`, killed on drop.
+struct Served {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+}
+
+impl Served {
+    fn start(config: &Path, port: u16) -> Served {
+        let log = std::fs::File::create(config.with_extension("log")).unwrap();
+        let child = Command::new(keel_bin())
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !keel(&["probe", "--address", &addr.to_string(), "--timeout", "1"]).status.success() {
+            assert!(
+                Instant::now() < deadline,
+                "keel did not start: {}",
+                std::fs::read_to_string(config.with_extension("log")).unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Served { child, addr }
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// RMDIR `name` with `xid` from a reserved port; the reply and the port.
+async fn rmdir_once(addr: std::net::SocketAddr, root_fh: &[u8], name: &[u8], xid: u32) -> (Vec<u8>, Vec<u8>, u16) {
+    use keel_testkit::nfs::*;
+    use nfs3_types::nfs3::*;
+    let fh = nfs_fh3 { data: nfs3_types::xdr_codec::Opaque::owned(root_fh.to_vec()) };
+    let call = call_record(
+        xid,
+        NFS_PROGRAM::NFSPROC3_RMDIR,
+        &keel_testkit::nfs::root(),
+        &RMDIR3args { object: dirop(&fh, name) },
+    );
+    let mut raw = RawConn::connect_from(addr, 0, true).await;
+    let port = raw.local_port();
+    let reply = raw.call(&call).await;
+    (call, reply, port)
+}
+
+/// The same call again from `port`, as a client retransmits after it
+/// reconnects (Linux clients keep their source port).
+async fn retransmit(addr: std::net::SocketAddr, port: u16, call: &[u8]) -> Vec<u8> {
+    for _ in 0..50 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_reuseaddr(true).unwrap();
+        if socket.bind(std::net::SocketAddr::from(([127, 0, 0, 1], port))).is_ok()
+            && let Ok(Ok(s)) = tokio::time::timeout(Duration::from_secs(5), socket.connect(addr)).await
+        {
+            return keel_testkit::nfs::RawConn { stream: s }.call(call).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("cannot reconnect from port {port}");
+}
+
+/// The failed node executed a RMDIR and its reply was lost with it: the
+/// node that takes over (here: the same one after a power cut of the
+/// shared file system) answers the retransmission with that reply, not
+/// with NOENT. Without [ha] there is no journal, and the control shows it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retransmission_after_a_power_cut_gets_the_reply_the_failed_server_sent() {
+    use keel_testkit::nfs::*;
+    use nfs3_types::nfs3::*;
+    require_root();
+    let mut disk = XfsDisk::new("ha-drc");
+    let port = free_port();
+    let export = disk.mnt.join("export");
+    let config = ha_config(&disk.mnt.join(".."), &disk.mnt.join("state"), &export, port);
+    let plain = config.with_extension("plain.toml");
+    std::fs::write(&plain, std::fs::read_to_string(&config).unwrap().replace("enabled = true", "enabled = false"))
+        .unwrap();
+
+    for (file, journaled) in [(&config, true), (&plain, false)] {
+        std::fs::create_dir_all(export.join("gone")).unwrap();
+        disk.syncfs();
+        let server = Served::start(file, port);
+        let root = Nfs::connect(server.addr).unwrap().mount(export.to_str().unwrap()).unwrap();
+        let xid = 0x4a00_0001 + u32::from(journaled);
+        let (call, first, client_port) = rmdir_once(server.addr, &root, b"gone", xid).await;
+        assert_eq!(status(&decode_reply::<RMDIR3res>(xid, &first)), nfsstat3::NFS3_OK);
+
+        server.kill9();
+        disk.power_cut();
+        disk.mount();
+        assert!(!export.join("gone").exists(), "the RMDIR was durable (sync export)");
+        let server = Served::start(file, port);
+        let again = retransmit(server.addr, client_port, &call).await;
+        let stat = status(&decode_reply::<RMDIR3res>(xid, &again));
+        if journaled {
+            assert_eq!(stat, nfsstat3::NFS3_OK, "the retransmission was answered from the journal");
+            assert!(again == first, "the very reply the first server sent");
+        } else {
+            assert_eq!(stat, nfsstat3::NFS3ERR_NOENT, "control: without [ha] the call runs again");
+        }
+        server.kill9();
+    }
 }

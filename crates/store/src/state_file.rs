@@ -17,7 +17,12 @@ pub fn replace_durably(path: &Path, data: &[u8]) -> io::Result<()> {
     f.write_all(data)?;
     f.sync_all()?;
     fs::rename(tmp, path)?;
-    fs::File::open(path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))?.sync_all()
+    sync_dir(path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+}
+
+/// Makes the directory's entries (a file made, renamed or removed) durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]
