@@ -34,6 +34,9 @@ const HEADER_BYTES: usize = 4 + 4 + 8 + 4;
 /// few hundred bytes (status and wcc data).
 const RECORD_BYTES_MAX: usize = 64 << 10;
 
+/// A recorded call and its reply.
+pub type Entry = (DrcKey, Vec<Bytes>);
+
 pub struct FileReplyJournal {
     file: File,
     /// The next slot to write and the next sequence number.
@@ -72,7 +75,7 @@ fn encode_payload(key: &DrcKey, reply: &[Bytes]) -> BytesMut {
     p
 }
 
-fn decode_payload(p: &[u8]) -> Option<(DrcKey, Vec<Bytes>)> {
+fn decode_payload(p: &[u8]) -> Option<Entry> {
     const FIXED: usize = 16 + 2 + 1 + 16 + 8;
     if p.len() < FIXED {
         return None;
@@ -106,7 +109,7 @@ fn crc(seq: u64, payload: &[u8]) -> u32 {
 impl FileReplyJournal {
     /// Opens the journal in `dir` (making it the first time) and returns
     /// the entries it holds, oldest first, for the reply cache to preload.
-    pub fn open(dir: &Path) -> io::Result<(FileReplyJournal, Vec<(DrcKey, Vec<Bytes>)>)> {
+    pub fn open(dir: &Path) -> io::Result<(FileReplyJournal, Vec<Entry>)> {
         let path = dir.join(FILE_NAME);
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
         if file.metadata()?.len() != FILE_BYTES {
