@@ -81,6 +81,8 @@ pub struct TableState {
 #[derive(Debug, Clone)]
 pub struct ConnState {
     pub peer: SocketAddr,
+    /// The server address it connected to (a failover's tickle source).
+    pub local: Option<SocketAddr>,
     pub calls_in_flight: usize,
     /// Since the last call received or reply done.
     pub idle: Duration,
@@ -99,6 +101,7 @@ struct Table {
 /// One connection as the table sees it.
 pub struct Conn {
     pub peer: SocketAddr,
+    pub local: Option<SocketAddr>,
     id: u64,
     epoch: Instant,
     calls_in_flight: AtomicUsize,
@@ -153,7 +156,7 @@ impl Connections {
     /// A place for a new connection from `peer`. At the limit, the
     /// connection idle for the longest is told to close and gives its place
     /// up at once; `None` if none is idle.
-    pub fn admit(self: &Arc<Self>, peer: SocketAddr) -> Option<Slot> {
+    pub fn admit(self: &Arc<Self>, peer: SocketAddr, local: Option<SocketAddr>) -> Option<Slot> {
         let mut table = self.lock();
         let mut evicted = None;
         if table.open.len() >= self.connections_max {
@@ -175,6 +178,7 @@ impl Connections {
         table.next_id += 1;
         let conn = Arc::new(Conn {
             peer,
+            local,
             id,
             epoch: self.epoch,
             calls_in_flight: AtomicUsize::new(0),
@@ -240,6 +244,7 @@ impl Connections {
                 let since = c.stalled_since_ms.load(Ordering::Relaxed);
                 ConnState {
                     peer: c.peer,
+                    local: c.local,
                     calls_in_flight: c.calls_in_flight.load(Ordering::Acquire),
                     idle: Duration::from_millis(now.saturating_sub(c.active_ms.load(Ordering::Relaxed))),
                     stalled_for: (since != 0).then(|| Duration::from_millis(now.saturating_sub(since - 1))),
@@ -364,13 +369,13 @@ mod tests {
     #[test]
     fn at_the_limit_the_oldest_idle_connection_makes_room() {
         let t = Connections::new(3, Duration::from_secs(360), Duration::from_secs(60));
-        let a = t.admit(peer(1)).unwrap();
+        let a = t.admit(peer(1), None).unwrap();
         std::thread::sleep(Duration::from_millis(5));
-        let b = t.admit(peer(2)).unwrap();
+        let b = t.admit(peer(2), None).unwrap();
         std::thread::sleep(Duration::from_millis(5));
-        let c = t.admit(peer(3)).unwrap();
+        let c = t.admit(peer(3), None).unwrap();
         let _busy = a.conn.call_started(); // the oldest, but not idle
-        let d = t.admit(peer(4)).expect("b is idle");
+        let d = t.admit(peer(4), None).expect("b is idle");
         assert_eq!(b.conn.close_reason(), Some(CloseReason::Evicted));
         assert_eq!((a.conn.close_reason(), c.conn.close_reason()), (None, None));
         assert_eq!(t.len(), 3);
@@ -378,7 +383,7 @@ mod tests {
         assert_eq!(t.len(), 3);
         let _c_busy = c.conn.call_started();
         let _d_busy = d.conn.call_started();
-        assert!(t.admit(peer(5)).is_none(), "none idle: refused");
+        assert!(t.admit(peer(5), None).is_none(), "none idle: refused");
         let state = t.state();
         assert_eq!((state.accepted, state.refused, state.closed_evicted, state.open.len()), (4, 1, 1, 3));
         assert!(state.open.iter().all(|c| c.calls_in_flight == 1));
@@ -387,9 +392,9 @@ mod tests {
     #[test]
     fn idle_and_stalled_connections_are_told_to_close() {
         let t = Connections::new(8, Duration::from_millis(50), Duration::from_millis(50));
-        let idle = t.admit(peer(1)).unwrap();
-        let busy = t.admit(peer(2)).unwrap();
-        let stalled = t.admit(peer(3)).unwrap();
+        let idle = t.admit(peer(1), None).unwrap();
+        let busy = t.admit(peer(2), None).unwrap();
+        let stalled = t.admit(peer(3), None).unwrap();
         let _call = busy.conn.call_started();
         let _stuck = stalled.conn.call_started();
         stalled.conn.replies_waiting(true, false);
@@ -406,7 +411,7 @@ mod tests {
     #[test]
     fn closing_runs_the_closer_once_and_empties_the_table() {
         let t = Connections::new(2, Duration::from_secs(1), Duration::from_secs(1));
-        let s = t.admit(peer(1)).unwrap();
+        let s = t.admit(peer(1), None).unwrap();
         let runs = Arc::new(AtomicUsize::new(0));
         let r = runs.clone();
         s.conn.on_close(Box::new(move || _ = r.fetch_add(1, Ordering::SeqCst)));
@@ -415,7 +420,7 @@ mod tests {
         assert_eq!(runs.load(Ordering::SeqCst), 1);
         assert_eq!(s.conn.close_reason(), Some(CloseReason::Idle));
         // Told before the transport set its closer: the closer runs at once.
-        let early = t.admit(peer(2)).unwrap();
+        let early = t.admit(peer(2), None).unwrap();
         early.conn.close(CloseReason::Evicted);
         let r = runs.clone();
         early.conn.on_close(Box::new(move || _ = r.fetch_add(1, Ordering::SeqCst)));

@@ -19,6 +19,7 @@ mod serve;
 mod stats;
 #[allow(unsafe_code)]
 mod sys;
+mod tickle;
 mod tools;
 mod transport;
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::reply_journal::FileReplyJournal;
+use crate::tickle;
 use anyhow::{Context, bail};
 use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
 use keel_nfs3_proto::{IPPROTO_TCP, IPPROTO_UDP};
@@ -301,6 +302,17 @@ async fn serve(
         reloader: reloader.clone(),
     });
     tokio::spawn(admin::serve(admin_listener, admin_state, shutdown.clone()));
+    if config.ha {
+        // Listening already: a tickled client's reconnection is accepted at
+        // once (refused, the kernel client would wait seconds to retry).
+        let previous = tickle::load(&server.state_dir);
+        match tokio::task::spawn_blocking(move || tickle::tickle(&previous)).await? {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(connections = n, "sent tickle ACKs: the last server's clients reconnect now"),
+            Err(e) => tracing::warn!(error = %e, "cannot send tickle ACKs; clients reconnect when they retransmit"),
+        }
+        tokio::spawn(record_connections(stats.clone(), server.state_dir.clone(), shutdown.clone()));
+    }
     tracing::info!(listen = ?bound, mount_port, workers = server.workers, "serving NFSv3, MOUNT v3, NLM v4 and NSM");
     println!("{}", banner(&bound, mount_port));
     notify("READY=1\nSTATUS=serving");
@@ -310,6 +322,31 @@ async fn serve(
     tracing::info!("stopping: no new connections or calls; finishing calls in flight");
     let _ = shutdown_tx.send(true);
     Ok(Stopped { transport, registered })
+}
+
+/// Keeps `state_dir/connections` (see `tickle`) within a second of the
+/// connection table.
+async fn record_connections(stats: Arc<ServerStats>, state_dir: PathBuf, mut shutdown: watch::Receiver<bool>) {
+    let mut recorded: Vec<tickle::Connection> = tickle::load(&state_dir);
+    recorded.sort();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = shutdown.changed() => return,
+        }
+        let mut now: Vec<tickle::Connection> =
+            stats.conns.state().open.iter().filter_map(|c| Some((c.peer, c.local?))).collect();
+        now.sort();
+        if now != recorded {
+            let dir = state_dir.clone();
+            let list = now.clone();
+            match tokio::task::spawn_blocking(move || tickle::save(&dir, &list)).await {
+                Ok(Ok(())) => recorded = now,
+                Ok(Err(e)) => tracing::warn!(error = %e, "cannot record the connections for a failover's tickles"),
+                Err(e) => tracing::warn!(error = %e, "the connection recorder failed"),
+            }
+        }
+    }
 }
 
 enum PortmapRole {

@@ -335,3 +335,149 @@ async fn a_retransmission_after_a_power_cut_gets_the_reply_the_failed_server_sen
         server.kill9();
     }
 }
+
+/// Runs `argv` on the host, failing the test if it fails.
+fn host(argv: &[&str]) {
+    let out = run_timeout(Command::new(argv[0]).args(&argv[1..]), CMD_TIMEOUT);
+    assert!(out.status.success(), "{argv:?}: {out:?}");
+}
+
+/// A node of the tickle test: a namespace whose veth is on the bridge,
+/// holding the service address.
+fn node(tag: &str, bridge: &str, veth: &str, service: &str) -> keel_testkit::netns::Netns {
+    let ns = keel_testkit::netns::Netns::new(tag);
+    let peer = format!("{veth}p");
+    host(&["ip", "link", "add", veth, "type", "veth", "peer", "name", &peer]);
+    host(&["ip", "link", "set", &peer, "master", bridge, "up"]);
+    host(&["ip", "link", "set", veth, "netns", &ns.name]);
+    ns.run_ok(&["ip", "addr", "add", service, "dev", veth]);
+    ns.run_ok(&["ip", "link", "set", veth, "up"]);
+    ns
+}
+
+/// A connection from inside `ns` that has had one NULL call answered; then
+/// how long until it is reset (`None`: not within `wait`).
+fn client_connection_reset_after(
+    netns: &Path,
+    server: std::net::SocketAddr,
+    connected: std::sync::mpsc::Sender<()>,
+    go: std::sync::mpsc::Receiver<()>,
+    wait: Duration,
+) -> Option<Duration> {
+    use std::io::{Read, Write};
+    let netns = std::fs::File::open(netns).unwrap();
+    // SAFETY: setns on this thread only (network namespaces are per thread).
+    assert_eq!(unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&netns), libc::CLONE_NEWNET) }, 0);
+    let mut s = std::net::TcpStream::connect_timeout(&server, Duration::from_secs(10)).unwrap();
+    // NFS NULL: record mark, xid, CALL, RPC 2, NFS 100003 v3 proc 0, two AUTH_NONE.
+    let call: Vec<u8> =
+        [0x8000_0028u32, 7, 0, 2, 100_003, 3, 0, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+    s.write_all(&call).unwrap();
+    let mut reply = [0u8; 28];
+    s.read_exact(&mut reply).unwrap();
+    connected.send(()).unwrap();
+    go.recv().unwrap();
+    s.set_read_timeout(Some(wait)).unwrap();
+    let t = Instant::now();
+    match s.read(&mut reply) {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Some(t.elapsed()),
+        other => {
+            eprintln!("client read after the failover: {other:?}");
+            None
+        }
+    }
+}
+
+/// The old node vanishes without closing its connections (its link goes
+/// down before it dies, as in a power cut); the new node holds the same
+/// address and the same state_dir. With [ha] it tickles the client, whose
+/// connection is reset at once, so it reconnects; without, the client
+/// hears nothing (it would wait for its own retransmission timer).
+#[test]
+fn a_new_node_tickles_the_old_nodes_clients_into_reconnecting() {
+    require_root();
+    let disk = XfsDisk::new("ha-tickle");
+    let id = std::process::id() % 10_000;
+    let bridge = format!("ktb{id}");
+    host(&["ip", "link", "add", &bridge, "type", "bridge"]);
+    host(&["ip", "link", "set", &bridge, "up"]);
+    struct Bridge(String);
+    impl Drop for Bridge {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["link", "del", &self.0]).status();
+        }
+    }
+    let _bridge = Bridge(bridge.clone());
+    let client = node("tkc", &bridge, &format!("ktc{id}"), "10.77.0.1/24");
+    let service: std::net::SocketAddr = "10.77.0.100:2049".parse().unwrap();
+    // Port 2049 is the namespaces' own.
+    let config = ha_config(&disk.mnt.join(".."), &disk.mnt.join("state"), &disk.mnt.join("export"), 2049);
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text.replace("127.0.0.1:2049", "10.77.0.100:2049").replace("\"127.0.0.1\"", "\"10.77.0.0/24\"");
+    std::fs::write(&config, &text).unwrap();
+    let plain = config.with_extension("plain.toml");
+    std::fs::write(&plain, text.replace("enabled = true", "enabled = false")).unwrap();
+
+    for (round, (file, tickled)) in [(&config, true), (&plain, false)].into_iter().enumerate() {
+        let old = node("tko", &bridge, &format!("kto{id}{round}"), "10.77.0.100/24");
+        let mut keel_old = old.cmd(&[keel_bin().to_str().unwrap(), "serve", "--config", config.to_str().unwrap()]);
+        let mut keel_old =
+            keel_old.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !old
+            .run(&[keel_bin().to_str().unwrap(), "probe", "--address", &service.to_string(), "--timeout", "1"])
+            .status
+            .success()
+        {
+            assert!(Instant::now() < deadline, "the old node's keel did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let (connected_tx, connected) = std::sync::mpsc::channel();
+        let (go, go_rx) = std::sync::mpsc::channel();
+        let client_ns = client.path();
+        let client_thread = std::thread::spawn(move || {
+            client_connection_reset_after(&client_ns, service, connected_tx, go_rx, Duration::from_secs(4))
+        });
+        connected.recv_timeout(Duration::from_secs(20)).unwrap();
+        // The recorder writes the list within a second.
+        let recorded = disk.mnt.join("state/connections");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&recorded).unwrap_or_default().contains("10.77.0.1:") {
+            assert!(Instant::now() < deadline, "the connection was not recorded");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+
+        // The power cut: the link first, so no FIN or RST reaches the client.
+        old.run_ok(&["ip", "link", "set", &format!("kto{id}{round}"), "down"]);
+        keel_old.kill().unwrap();
+        keel_old.wait().unwrap();
+        drop(old);
+        // IPaddr2 announces the address's new owner (gratuitous ARP).
+        client.run_ok(&["ip", "neigh", "flush", "all"]);
+
+        let new = node("tkn", &bridge, &format!("ktn{id}{round}"), "10.77.0.100/24");
+        let mut keel_new = new.cmd(&[keel_bin().to_str().unwrap(), "serve", "--config", file.to_str().unwrap()]);
+        let mut keel_new =
+            keel_new.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !new
+            .run(&[keel_bin().to_str().unwrap(), "probe", "--address", &service.to_string(), "--timeout", "1"])
+            .status
+            .success()
+        {
+            assert!(Instant::now() < deadline, "the new node's keel did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        go.send(()).unwrap();
+        let reset = client_thread.join().unwrap();
+        keel_new.kill().unwrap();
+        keel_new.wait().unwrap();
+        if tickled {
+            let after = reset.expect("the client's connection was reset by the tickle");
+            assert!(after < Duration::from_secs(3), "reset after {after:?}");
+        } else {
+            assert_eq!(reset, None, "control: without [ha] nothing tells the client");
+        }
+        drop(new);
+    }
+}

@@ -403,7 +403,7 @@ impl Shared {
                 tracing::info!(%peer, "connection refused: the host is in no export's client list");
                 continue;
             }
-            let Some(place) = self.conns.admit(peer) else {
+            let Some(place) = self.conns.admit(peer, stream.local_addr().ok()) else {
                 tracing::warn!(%peer, "connection refused: max_connections reached and none is idle");
                 continue;
             };

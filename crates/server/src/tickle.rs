@@ -1,0 +1,148 @@
+//! Tickle ACKs (CTDB's name): after a failover the clients' TCP connections
+//! still look open to them, and a client with nothing to send would wait
+//! for its own retransmission timer, seconds to minutes, before it noticed.
+//! The node that takes over sends each client an ACK on the old connection
+//! with sequence numbers it cannot know; the client's kernel answers with
+//! an ACK of its real ones, this node's kernel has no such connection and
+//! answers with a reset, and the client reconnects at once.
+//!
+//! Under `[ha]`, the server keeps the list of its clients' connections on
+//! the shared storage (`state_dir/connections`, rewritten within a second
+//! of a change), and the next start reads it and tickles each.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+pub const FILE_NAME: &str = "connections";
+/// Tries per connection: the client's kernel rate-limits its answers to
+/// segments outside the window, and a datagram may be lost.
+const TICKLES_PER_CONNECTION: usize = 3;
+
+/// One connection as the file keeps it: the client's address and the
+/// server address it connected to.
+pub type Connection = (SocketAddr, SocketAddr);
+
+pub fn save(dir: &Path, connections: &[Connection]) -> std::io::Result<()> {
+    let text: String = connections.iter().map(|(client, server)| format!("{client} {server}\n")).collect();
+    keel_store::state_file::replace_durably(&dir.join(FILE_NAME), text.as_bytes())
+}
+
+/// The connections the last server recorded; lines that do not parse are
+/// skipped (the file is advice, not state).
+pub fn load(dir: &Path) -> Vec<Connection> {
+    let text = std::fs::read_to_string(dir.join(FILE_NAME)).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let (c, s) = l.split_once(' ')?;
+            Some((c.parse().ok()?, s.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The TCP checksum: ones' complement sum over the pseudo-header and the
+/// segment (RFC 793, RFC 8200 section 8.1).
+fn checksum(src: IpAddr, dst: IpAddr, segment: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    let mut add = |bytes: &[u8]| {
+        for pair in bytes.chunks(2) {
+            let word = if pair.len() == 2 { u16::from_be_bytes([pair[0], pair[1]]) } else { u16::from(pair[0]) << 8 };
+            sum += u32::from(word);
+        }
+    };
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            add(&s.octets());
+            add(&d.octets());
+            add(&[0, 6]);
+            add(&(segment.len() as u16).to_be_bytes());
+        }
+        (s, d) => {
+            let v6 = |a: IpAddr| match a {
+                IpAddr::V4(a) => a.to_ipv6_mapped(),
+                IpAddr::V6(a) => a,
+            };
+            add(&v6(s).octets());
+            add(&v6(d).octets());
+            add(&(segment.len() as u32).to_be_bytes());
+            add(&[0, 0, 0, 6]);
+        }
+    }
+    add(segment);
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// A bare ACK from `server` to `client` with sequence and acknowledgement
+/// numbers 0.
+fn ack_segment(server: SocketAddr, client: SocketAddr) -> [u8; 20] {
+    let mut s = [0u8; 20];
+    s[0..2].copy_from_slice(&server.port().to_be_bytes());
+    s[2..4].copy_from_slice(&client.port().to_be_bytes());
+    s[12] = 5 << 4; // header length: five words
+    s[13] = 0x10; // ACK
+    s[14..16].copy_from_slice(&1024u16.to_be_bytes());
+    let sum = checksum(server.ip(), client.ip(), &s);
+    s[16..18].copy_from_slice(&sum.to_be_bytes());
+    s
+}
+
+/// Sends the tickles; how many connections were tickled. A connection whose
+/// server address this node does not hold now is skipped (the kernel would
+/// not send from it).
+pub fn tickle(connections: &[Connection]) -> std::io::Result<usize> {
+    let mut sent = 0;
+    for &(client, server) in connections {
+        if client.is_ipv4() != server.is_ipv4() || server.ip().is_unspecified() {
+            continue;
+        }
+        let domain = if server.is_ipv4() { Domain::IPV4 } else { Domain::IPV6 };
+        let socket = Socket::new(domain, Type::RAW, Some(Protocol::TCP))?;
+        if let Err(e) = socket.bind(&SockAddr::from(SocketAddr::new(server.ip(), 0))) {
+            tracing::info!(server = %server, error = %e, "not tickling: this node does not hold the address");
+            continue;
+        }
+        let segment = ack_segment(server, client);
+        let to = SockAddr::from(SocketAddr::new(client.ip(), 0));
+        for _ in 0..TICKLES_PER_CONNECTION {
+            socket.send_to(&segment, &to)?;
+        }
+        sent += 1;
+    }
+    Ok(sent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_segment_with_its_checksum_sums_to_zero() {
+        let server: SocketAddr = "10.1.0.100:2049".parse().unwrap();
+        let client: SocketAddr = "10.1.0.7:812".parse().unwrap();
+        let s = ack_segment(server, client);
+        assert_eq!(checksum(server.ip(), client.ip(), &s), 0);
+        assert_eq!((u16::from_be_bytes([s[0], s[1]]), u16::from_be_bytes([s[2], s[3]]), s[13]), (2049, 812, 0x10));
+        let server6: SocketAddr = "[2001:db8::100]:2049".parse().unwrap();
+        let client6: SocketAddr = "[2001:db8::7]:812".parse().unwrap();
+        assert_eq!(checksum(server6.ip(), client6.ip(), &ack_segment(server6, client6)), 0);
+    }
+
+    #[test]
+    fn the_list_round_trips_and_garbage_is_skipped() {
+        let dir = std::env::temp_dir().join(format!("keel-tickle-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let list = vec![
+            ("10.1.0.7:812".parse().unwrap(), "10.1.0.100:2049".parse().unwrap()),
+            ("[2001:db8::7]:700".parse().unwrap(), "[2001:db8::100]:2049".parse().unwrap()),
+        ];
+        save(&dir, &list).unwrap();
+        assert_eq!(load(&dir), list);
+        std::fs::write(dir.join(FILE_NAME), "garbage\n10.1.0.7:812 10.1.0.100:2049\n").unwrap();
+        assert_eq!(load(&dir), list[..1]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
