@@ -452,6 +452,9 @@ fn a_new_node_tickles_the_old_nodes_clients_into_reconnecting() {
         keel_old.kill().unwrap();
         keel_old.wait().unwrap();
         drop(old);
+        // The dead node's orphaned socket keeps its namespace (and the
+        // veth's host end) alive for minutes: cut the cable.
+        host(&["ip", "link", "del", &format!("kto{id}{round}p")]);
         // IPaddr2 announces the address's new owner (gratuitous ARP).
         client.run_ok(&["ip", "neigh", "flush", "all"]);
 
@@ -479,5 +482,6 @@ fn a_new_node_tickles_the_old_nodes_clients_into_reconnecting() {
             assert_eq!(reset, None, "control: without [ha] nothing tells the client");
         }
         drop(new);
+        let _ = Command::new("ip").args(["link", "del", &format!("ktn{id}{round}p")]).status();
     }
 }
