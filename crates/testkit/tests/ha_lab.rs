@@ -28,7 +28,9 @@ fn skip() -> bool {
 /// A lab running the group on A, with a file written to the shared disk
 /// through A.
 fn lab_with_group(cfg: HaConfig) -> HaLab {
+    let t0 = Instant::now();
     let lab = HaLab::start(cfg);
+    let online = t0.elapsed();
     lab.configure(
         Node::A,
         &format!(
@@ -36,7 +38,7 @@ fn lab_with_group(cfg: HaConfig) -> HaLab {
              property stonith-action=off\n\
              rsc_defaults resource-stickiness=100\n\
              primitive fs ocf:heartbeat:Filesystem params device={disk} directory=/srv/keel fstype=xfs \
-             op monitor interval=10s\n\
+             op monitor interval=5s OCF_CHECK_LEVEL=20\n\
              primitive vip ocf:heartbeat:IPaddr2 params ip={FLOATING_IP} cidr_netmask=24 nic={nic} \
              op monitor interval=10s\n\
              primitive svc ocf:heartbeat:Dummy op monitor interval=10s\n\
@@ -49,6 +51,7 @@ fn lab_with_group(cfg: HaConfig) -> HaLab {
     lab.wait_until_running_on(GROUP, Node::A, Duration::from_secs(60));
     lab.run_ok(Node::A, &["sh", "-c", "echo written-on-a > /srv/keel/proof && sync"]);
     assert!(client_reaches_floating_ip(&lab), "the client cannot reach {FLOATING_IP}");
+    eprintln!("ha_lab: cluster online {online:.1?}, group started on A {:.1?} after the start", t0.elapsed());
     lab
 }
 
@@ -157,6 +160,8 @@ fn frozen_active_node_is_fenced() {
     let lab = lab_with_group(HaConfig::default());
     let fault = Instant::now();
     lab.hang(Node::A);
+    // The trap: a frozen node's kernel still answers for its addresses.
+    assert!(client_reaches_floating_ip(&lab), "frozen A's kernel does not answer for {FLOATING_IP}");
     lab.wait_until_running_on(GROUP, Node::B, FAILOVER_TIMEOUT);
     let took = fault.elapsed();
     assert_served_by_b(&lab);
@@ -193,4 +198,26 @@ fn heartbeat_switch_failure_leaves_the_group_on_the_active_node() {
     }
     assert!(lab.is_powered(Node::A) && lab.is_powered(Node::B));
     eprintln!("ha_lab: heartbeat switch failure: group stays on A, no node fenced (20 s watched)");
+}
+
+/// A's path to the shared disk dies: the file system's monitor (which
+/// writes, OCF_CHECK_LEVEL=20) fails, it cannot be mounted on A again, and
+/// the group moves to B, fenced or not.
+#[test]
+fn storage_path_loss_on_the_active_node_moves_the_group() {
+    if skip() {
+        return;
+    }
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab_with_group(HaConfig::default());
+    let fault = Instant::now();
+    lab.storage_path_loss(Node::A);
+    lab.wait_until_running_on(GROUP, Node::B, FAILOVER_TIMEOUT);
+    let took = fault.elapsed();
+    assert_served_by_b(&lab);
+    let fenced = !actions_on(&lab, Node::A).is_empty();
+    eprintln!(
+        "ha_lab: storage path loss on A (fs monitor every 5 s): group started on B {took:.1?} after the fault \
+         (A fenced: {fenced})"
+    );
 }
