@@ -2,7 +2,8 @@
 # Keel's whole test suite, on a fresh Debian machine: installs the Debian
 # packages the tests use (real NFS clients, qemu and a kernel for the Linux
 # client, NFS-Ganesha as a peer server, XFS tools, rpcbind, a font for the
-# report's PNGs, debootstrap and systemd-nspawn for the package test), then
+# report's PNGs, debootstrap and systemd-nspawn for the package test,
+# Corosync, Pacemaker, crmsh and the resource agents for the HA lab), then
 # checks formatting and lints, runs every test, and installs the Debian
 # packages in a booted Debian container (scripts/test-package.sh; its
 # first run debootstraps a root from deb.debian.org, about 2 minutes, and
@@ -36,6 +37,12 @@ wanted=(
   systemd-container:systemd-nspawn
   dpkg-dev:dpkg-shlibdeps
   binutils:strip
+  corosync:corosync
+  pacemaker:pacemakerd
+  pacemaker-cli-utils:crm_mon
+  crmsh:crm
+  resource-agents:/usr/lib/ocf/resource.d/heartbeat/IPaddr2
+  iputils-ping:ping
 )
 missing=()
 for w in "${wanted[@]}"; do

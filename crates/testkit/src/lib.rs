@@ -6,6 +6,8 @@
 //! - [`server`]: a real `keel` process per test, with its configuration,
 //!   exports, state and log in a directory of its own.
 //! - [`disk`]: XFS file systems on loop devices, with a power switch.
+//! - [`ha`]: a two-node Corosync/Pacemaker cluster in namespaces, with
+//!   emulated power switches, a shared disk and fault injectors.
 //! - [`netns`]: network namespaces of a test's own.
 //! - [`procs`]: external programs run with a bound on time, temporary
 //!   directories, free ports.
@@ -18,6 +20,7 @@
 //! Everything here panics on failure: it is test code.
 
 pub mod disk;
+pub mod ha;
 pub mod netns;
 pub mod nfs;
 pub mod procs;
