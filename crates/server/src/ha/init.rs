@@ -30,6 +30,8 @@ pub struct Plan {
     /// a switch): losing them all moves the services (ocf:pacemaker:ping).
     #[serde(default)]
     pub ping: Vec<IpAddr>,
+    /// The keel program, where it is not `keel` on the PATH.
+    pub keel_binary: Option<PathBuf>,
     pub node: Vec<Node>,
     pub service: Vec<Service>,
 }
@@ -64,6 +66,9 @@ pub struct Service {
     pub name: String,
     /// The floating address clients mount, with its prefix: 10.1.0.100/24.
     pub address: String,
+    /// The network interface for the address (default: the one whose
+    /// network holds it).
+    pub nic: Option<String>,
     /// The shared block device (a /dev/disk/by-uuid or by-id name, the same
     /// on both nodes).
     pub device: PathBuf,
@@ -162,6 +167,12 @@ impl Plan {
         if !(1..=300).contains(&self.monitor_seconds) {
             bail!("monitor_seconds = {}: between 1 and 300", self.monitor_seconds);
         }
+        if let Some(b) = &self.keel_binary {
+            if !b.is_absolute() {
+                bail!("keel_binary {} is not an absolute path", b.display());
+            }
+            crm_value(&b.display().to_string())?;
+        }
         for n in &self.node {
             check_id("node name", &n.name)?;
             if n.fence.is_empty() || n.fence.len() > 2 {
@@ -193,6 +204,9 @@ impl Plan {
                 crm_value(&p.display().to_string())?;
             }
             check_id("fstype", &s.fstype)?;
+            if let Some(nic) = &s.nic {
+                check_id("nic", nic)?;
+            }
             if let Some(prefer) = &s.prefer
                 && !self.node.iter().any(|n| &n.name == prefer)
             {
@@ -315,13 +329,18 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
             crm_value(&s.mount.display().to_string())?,
             s.fstype
         );
+        let nic = s.nic.as_ref().map_or(String::new(), |nic| format!(" nic={nic}"));
         let _ = writeln!(
             c,
-            "primitive {n}-ip ocf:heartbeat:IPaddr2 \\\n    params ip={ip} cidr_netmask={prefix} \\\n    op monitor interval={mon}s"
+            "primitive {n}-ip ocf:heartbeat:IPaddr2 \\\n    params ip={ip} cidr_netmask={prefix}{nic} \\\n    op monitor interval={mon}s"
         );
+        let binary = match &plan.keel_binary {
+            Some(b) => format!(" binary={}", crm_value(&b.display().to_string())?),
+            None => String::new(),
+        };
         let _ = writeln!(
             c,
-            "primitive {n}-keel ocf:keel:keel \\\n    params config={} \\\n    \
+            "primitive {n}-keel ocf:keel:keel \\\n    params config={}{binary} \\\n    \
              op start timeout=60s op stop timeout=60s on-fail=fence \\\n    op monitor interval={mon}s timeout=20s",
             crm_value(&keel_config_path(n).display().to_string())?
         );
