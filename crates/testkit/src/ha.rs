@@ -540,8 +540,9 @@ impl HaLab {
     // Faults and repairs
     // -----------------------------------------------------------------------
 
-    /// Power cut without warning (a kernel panic): NICs down, every
-    /// process of the node killed. [`HaLab::power_on`] boots it again.
+    /// Power cut without warning (a kernel panic): NICs down, the path to
+    /// the shared disk gone (so nothing the node held in memory reaches
+    /// it), every process of the node killed. [`HaLab::power_on`] boots it again.
     pub fn crash(&self, node: Node) {
         self.inner.power_off(node);
     }
@@ -807,6 +808,8 @@ impl Inner {
         let _ = std::fs::remove_file(slot.dir.join("init-ready"));
         let log = std::fs::File::create(slot.dir.join("init.log")).unwrap();
         let disk = slot.disk.lock().unwrap().clone().unwrap();
+        // Back from a power cut (power_off) with a working disk path.
+        loop_set_offset(&disk, 0);
         let d = self.dir.path();
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &slot.ns.name])
@@ -869,6 +872,12 @@ impl Inner {
         let slot = self.slot(node);
         for nic in ["pub0", "hb0"] {
             slot.ns.run_ok(&["ip", "link", "set", nic, "down"]);
+        }
+        // What the node held in memory dies with it: its path to the disk
+        // goes first, or the teardown of its mount namespace would unmount
+        // the shared XFS cleanly, writing back everything a power cut loses.
+        if let Some(disk) = slot.disk.lock().unwrap().clone() {
+            loop_set_offset(&disk, IMAGE_BYTES);
         }
         self.kill_node(node);
     }
