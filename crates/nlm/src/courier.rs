@@ -15,7 +15,7 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use keel_nlm_proto::nlm4::{NLM_PROGRAM, NLM_V4, Nlm4Proc, Nlm4Res, Nlm4Stats};
@@ -28,6 +28,9 @@ use crate::manager::{Courier, LockManager, Outbound};
 
 /// Calls waiting for the courier, at most.
 pub const QUEUE_MAX: usize = 1024;
+/// How often the idle courier looks whether the lock manager stopped:
+/// a server's stop waits for it (and a failback's clients with it).
+const STOP_POLL: Duration = Duration::from_millis(100);
 /// One try of a callback.
 const RETRY: Retry = Retry { timeout: Duration::from_millis(700), tries: 3 };
 
@@ -42,32 +45,54 @@ impl Courier for Queue {
     }
 }
 
+/// The courier and the ticking thread of a lock manager.
+pub struct Threads(Vec<JoinHandle<()>>);
+
+impl Threads {
+    /// Waits for both to end, once the lock manager is stopped: the ticker
+    /// is woken from its interval (up to 1 s), the courier sees the stop
+    /// within `STOP_POLL`.
+    pub fn join(self) {
+        for t in self.0 {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
 /// Starts the courier and the lock manager's ticking thread for `lm`;
 /// both end once `lm` is stopped (or dropped).
-pub fn start<S: Store>(lm: &Arc<LockManager<S>>) -> std::io::Result<Vec<JoinHandle<()>>> {
+pub fn start<S: Store>(lm: &Arc<LockManager<S>>) -> std::io::Result<Threads> {
     let (tx, rx) = sync_channel(QUEUE_MAX);
     lm.set_courier(Box::new(Queue(tx)));
     let weak = Arc::downgrade(lm);
     let courier = std::thread::Builder::new().name("keel-nlm-courier".into()).spawn(move || deliver(weak, rx))?;
     let weak = Arc::downgrade(lm);
     let ticker = std::thread::Builder::new().name("keel-nlm-tick".into()).spawn(move || {
+        let stopped = |weak: &Weak<LockManager<S>>| weak.upgrade().is_none_or(|lm| lm.is_stopping());
         loop {
             let Some(lm) = weak.upgrade() else { return };
             if lm.is_stopping() {
                 return;
             }
             lm.tick();
-            let interval = lm.tick_interval();
+            let deadline = Instant::now() + lm.tick_interval();
             drop(lm);
-            std::thread::sleep(interval);
+            // Parked, not asleep: `Threads::join` wakes it.
+            while let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
+                std::thread::park_timeout(left);
+                if stopped(&weak) {
+                    return;
+                }
+            }
         }
     })?;
-    Ok(vec![courier, ticker])
+    Ok(Threads(vec![courier, ticker]))
 }
 
 fn deliver<S: Store>(lm: Weak<LockManager<S>>, rx: Receiver<Outbound>) {
     loop {
-        let call = match rx.recv_timeout(Duration::from_millis(500)) {
+        let call = match rx.recv_timeout(STOP_POLL) {
             Ok(call) => call,
             Err(RecvTimeoutError::Timeout) => match lm.upgrade() {
                 Some(lm) if !lm.is_stopping() => continue,

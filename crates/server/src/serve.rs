@@ -149,9 +149,7 @@ pub fn run(
     // systems are synced.
     stopped.transport.stop(DRAIN_TIMEOUT);
     locks.stop();
-    for t in lock_threads {
-        let _ = t.join();
-    }
+    lock_threads.join();
     runtime.shutdown_timeout(Duration::from_secs(1));
     // Dirty data stays in the cache's log for the next start.
     served.stop();

@@ -6,15 +6,17 @@
 //! fault to Keel started on the other node, the client-visible
 //! interruption (the gap between the prober's last write before the fault
 //! and its first after), and `keel verify check`: every acknowledged byte
-//! is there. Root only; skipped where Pacemaker is not installed.
+//! is there. And active/active: two services, one preferring each node,
+//! both on one node after the other crashes, one given back when it
+//! returns. Root only; skipped where Pacemaker is not installed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use keel_testkit::ha::{self, CLIENT_IP, FLOATING_IP, HaConfig, HaLab, Node, Switch};
+use keel_testkit::ha::{self, CLIENT_IP, FLOATING_IP, FLOATING_IP2, HaConfig, HaLab, Node, Switch};
 use keel_testkit::nfs::{Nfs, RpcConn};
 use keel_testkit::procs::run_timeout;
 use keel_testkit::server::keel_bin;
@@ -25,9 +27,29 @@ const AGENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib/ocf/keel
 /// Where Pacemaker looks for ocf:keel:keel (the keel package installs it
 /// there; the nodes see the host's /usr).
 const AGENT_INSTALLED: &str = "/usr/lib/ocf/resource.d/keel/keel";
-const GROUP: &str = "nfs";
-const MOUNT: &str = "/srv/keel";
 const FAILOVER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One `[[service]]` of the plan: a Pacemaker group serving one export
+/// from its own shared disk at its own floating address.
+#[derive(Clone, Copy, Debug)]
+struct Service {
+    /// The group's name, and the Keel configuration's (/etc/keel/NAME.toml).
+    group: &'static str,
+    ip: &'static str,
+    disk: &'static str,
+    /// The export, where the group mounts the disk.
+    mount: &'static str,
+    /// Where it runs when both nodes are up.
+    prefer: Node,
+}
+
+/// The service of every case; active/active's first.
+const NFS: Service =
+    Service { group: "nfs", ip: FLOATING_IP, disk: ha::SHARED_DISK, mount: "/srv/keel", prefer: Node::A };
+/// Active/active's second, preferring B.
+const NFS2: Service =
+    Service { group: "nfs2", ip: FLOATING_IP2, disk: ha::SHARED_DISK2, mount: "/srv/keel2", prefer: Node::B };
+const GROUP: &str = NFS.group;
 
 fn skip() -> bool {
     match ha::unavailable() {
@@ -41,8 +63,8 @@ fn skip() -> bool {
 
 /// The plan `keel ha init` turns into the cluster's configuration: the
 /// lab's nodes, its two emulated power switches as fence levels 1 and 2,
-/// its shared disk and floating address.
-fn plan() -> String {
+/// and `services`, each with its shared disk and floating address.
+fn plan(services: &[Service]) -> String {
     let node = |n: Node| {
         format!(
             "[[node]]\nname = \"{}\"\nheartbeat = \"{}\"\nfence = [\n  \
@@ -52,15 +74,24 @@ fn plan() -> String {
             n.heartbeat_ip()
         )
     };
+    let service = |s: &Service| {
+        format!(
+            "[[service]]\nname = \"{}\"\naddress = \"{}/24\"\nnic = \"{}\"\ndevice = \"{}\"\nmount = \"{}\"\n\
+             prefer = \"{}\"\n\n",
+            s.group,
+            s.ip,
+            ha::PUBLIC_NIC,
+            s.disk,
+            s.mount,
+            s.prefer.name()
+        )
+    };
     format!(
-        "token_ms = 2000\nmonitor_seconds = 2\nping = [\"{CLIENT_IP}\"]\nkeel_binary = \"{}\"\n\n{}{}\
-         [[service]]\nname = \"{GROUP}\"\naddress = \"{FLOATING_IP}/24\"\nnic = \"{}\"\ndevice = \"{}\"\n\
-         mount = \"{MOUNT}\"\nprefer = \"keel-ha-a\"\n",
+        "token_ms = 2000\nmonitor_seconds = 2\nping = [\"{CLIENT_IP}\"]\nkeel_binary = \"{}\"\n\n{}{}{}",
         keel_bin().display(),
         node(Node::A),
         node(Node::B),
-        ha::PUBLIC_NIC,
-        ha::SHARED_DISK,
+        services.iter().map(service).collect::<String>()
     )
 }
 
@@ -72,12 +103,20 @@ fn lab_serving_from_a() -> (HaLab, PathBuf) {
 
 /// Like `lab_serving_from_a`, with the generated Keel configuration edited.
 fn lab_serving_from_a_with(edit: impl Fn(String) -> String) -> (HaLab, PathBuf) {
+    let (lab, mut configs) = lab_serving(&[NFS], edit);
+    (lab, configs.remove(0))
+}
+
+/// A lab serving each of `services` from its preferred node (waits for
+/// all), configured by `keel ha init`; the Keel configurations it wrote
+/// in /etc/keel, each edited by `edit`.
+fn lab_serving(services: &[Service], edit: impl Fn(String) -> String) -> (HaLab, Vec<PathBuf>) {
     std::fs::create_dir_all(Path::new(AGENT_INSTALLED).parent().unwrap()).unwrap();
     std::fs::copy(AGENT, AGENT_INSTALLED).unwrap();
     let lab = HaLab::start(HaConfig::default());
     let out = lab.dir().join("keel-ha");
     let plan_file = lab.dir().join("keel-ha.toml");
-    std::fs::write(&plan_file, plan()).unwrap();
+    std::fs::write(&plan_file, plan(services)).unwrap();
     let init = run_timeout(
         Command::new(keel_bin()).args(["ha", "init"]).arg(&plan_file).arg("--out").arg(&out),
         Duration::from_secs(30),
@@ -85,18 +124,25 @@ fn lab_serving_from_a_with(edit: impl Fn(String) -> String) -> (HaLab, PathBuf) 
     assert!(init.status.success(), "{init:?}");
     assert!(init.stdout.contains("crm configure load update"), "{init:?}");
     // /etc/keel is the host's, seen by both nodes, as it would be copied.
-    let config = PathBuf::from(format!("/etc/keel/{GROUP}.toml"));
     std::fs::create_dir_all("/etc/keel").unwrap();
-    std::fs::write(&config, edit(std::fs::read_to_string(out.join(format!("{GROUP}.toml"))).unwrap())).unwrap();
+    let mut configs = Vec::new();
+    for s in services {
+        let config = PathBuf::from(format!("/etc/keel/{}.toml", s.group));
+        let generated = std::fs::read_to_string(out.join(format!("{}.toml", s.group))).unwrap();
+        std::fs::write(&config, edit(generated)).unwrap();
+        configs.push(config);
+    }
     let crm = std::fs::read_to_string(out.join("cluster.crm")).unwrap();
     // Fenced nodes stay off (the lab's switches turn them on again when told).
     assert!(crm.contains("stonith-enabled=true"), "{crm}");
     lab.configure(Node::A, &crm.replace("stonith-enabled=true", "stonith-enabled=true stonith-action=off"));
-    lab.wait_until_running_on(GROUP, Node::A, FAILOVER_TIMEOUT);
-    // The generated export squashes root (as exports(5)): a directory
-    // everyone may write, as an administrator would set up.
-    lab.run_ok(Node::A, &["chmod", "1777", MOUNT]);
-    (lab, config)
+    for s in services {
+        lab.wait_until_running_on(s.group, s.prefer, FAILOVER_TIMEOUT);
+        // The generated export squashes root (as exports(5)): a directory
+        // everyone may write, as an administrator would set up.
+        lab.run_ok(s.prefer, &["chmod", "1777", s.mount]);
+    }
+    (lab, configs)
 }
 
 /// Runs `f` on a thread inside the client's network namespace.
@@ -113,20 +159,24 @@ fn in_client_netns<T: Send + 'static>(
     })
 }
 
-/// A FILE_SYNC WRITE of 4 KiB every 50 ms to one file, reconnecting (and
-/// mounting again) after any error, until `stop`: the times of the writes
-/// that succeeded.
-fn prober(lab: &HaLab, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<Instant>> {
-    let addr: std::net::SocketAddr = format!("{FLOATING_IP}:2049").parse().unwrap();
+/// A FILE_SYNC WRITE of 4 KiB every 50 ms to one file of `service`'s
+/// export, reconnecting after any error, until it has written once after
+/// `stop` was set (so that the last outage ends within what it records):
+/// the times of the writes that succeeded.
+fn prober(lab: &HaLab, service: Service, stop: Stop) -> std::thread::JoinHandle<Vec<Instant>> {
+    let addr: std::net::SocketAddr = format!("{}:2049", service.ip).parse().unwrap();
     in_client_netns(lab, move || {
         let mut nfs = Nfs::connect(addr).expect("first connection");
-        let root = nfs.mount(MOUNT).expect("MNT");
-        let fh = nfs.create_new(&root, "prober").expect("CREATE");
+        let root = nfs.mount(service.mount).expect("MNT");
+        // A new file each time (a case may probe a service more than once).
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let name = format!("prober-{}", N.fetch_add(1, Ordering::SeqCst));
+        let fh = nfs.create_new(&root, &name).expect("CREATE");
         let mut conn = Some(nfs.conn);
         let mut ok = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(180);
         let mut offset = 0u64;
-        while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+        while !stop.reached(ok.last()) && Instant::now() < deadline {
             let c = match conn.take() {
                 Some(c) => Some(c),
                 None => reconnect(addr),
@@ -152,6 +202,26 @@ fn prober(lab: &HaLab, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<Ins
     })
 }
 
+/// When probers stop: at their first write after it is set, or 10 s
+/// after it if none succeeds (an async export's crash loses the prober's
+/// file: every write then fails).
+#[derive(Clone, Default)]
+struct Stop(Arc<Mutex<Option<Instant>>>);
+
+impl Stop {
+    fn set(&self) {
+        *self.0.lock().unwrap() = Some(Instant::now());
+    }
+
+    /// Whether a prober whose last successful write was `last` is done.
+    fn reached(&self, last: Option<&Instant>) -> bool {
+        match *self.0.lock().unwrap() {
+            Some(at) => last.is_some_and(|l| *l >= at) || at.elapsed() > Duration::from_secs(10),
+            None => false,
+        }
+    }
+}
+
 /// A new connection from a reserved port with short timeouts, or None.
 fn reconnect(addr: std::net::SocketAddr) -> Option<RpcConn> {
     use socket2::{Domain, Socket, Type};
@@ -175,9 +245,33 @@ fn reconnect(addr: std::net::SocketAddr) -> Option<RpcConn> {
 /// cut off from the heartbeat serves until it is fenced).
 /// None if it never wrote again.
 fn interruption(ok: &[Instant], fault: Instant) -> Option<Duration> {
+    longest_gap(ok, fault).map(|g| g.length)
+}
+
+/// A prober's longest wait between two writes (see `interruption`).
+#[derive(Clone, Copy, Debug)]
+struct Gap {
+    length: Duration,
+    /// From the fault to its last write before the gap (zero: before the
+    /// fault), to find its cause in the logs.
+    after_fault: Duration,
+}
+
+impl std::fmt::Display for Gap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.after_fault.is_zero() {
+            write!(f, "{:.1?} (from the fault)", self.length)
+        } else {
+            write!(f, "{:.1?} (from +{:.1?})", self.length, self.after_fault)
+        }
+    }
+}
+
+fn longest_gap(ok: &[Instant], fault: Instant) -> Option<Gap> {
     let first = ok.iter().rposition(|t| *t <= fault).unwrap_or(0);
     ok.last().filter(|t| **t > fault)?;
-    ok[first..].windows(2).map(|w| w[1] - w[0]).max()
+    let w = ok[first..].windows(2).max_by_key(|w| w[1] - w[0])?;
+    Some(Gap { length: w[1] - w[0], after_fault: w[0].saturating_duration_since(fault) })
 }
 
 /// `keel verify` from the client's namespace.
@@ -185,6 +279,49 @@ fn verify(lab: &HaLab, args: &[&str]) -> Command {
     let mut cmd = lab.client().cmd(&[keel_bin().to_str().unwrap(), "verify"]);
     cmd.args(args);
     cmd
+}
+
+/// `keel verify write` to `service`'s export, riding out failovers, its
+/// record in `journal`, its files in a directory named after the journal
+/// (so that a later writer does not overwrite them).
+fn start_writer(lab: &HaLab, service: Service, journal: &Path, size: &str) -> std::process::Child {
+    let dir = journal.file_stem().unwrap().to_str().unwrap();
+    verify(lab, &["write", "--server", service.ip, "--export", service.mount, "--dir", dir])
+        .args(["--clients", "2", "--size", size, "--block", "64K", "--in-flight", "2", "--timeout", "5s"])
+        .args(["--retry-for", "120s", "--quiet", "--force", "--journal"])
+        .arg(journal)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (bounded) for a writer of `start_writer`, which must succeed.
+fn finish_writer(lab: &HaLab, what: &str, mut writer: std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let status = loop {
+        if let Some(s) = writer.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = writer.kill();
+            let _ = writer.wait();
+            panic!("{what}: keel verify write did not finish\n{}", lab.diagnostics());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let out = writer.wait_with_output().unwrap();
+    assert!(
+        status.success(),
+        "{what}: keel verify write: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `keel verify check` of a writer's journal.
+fn check_journal(lab: &HaLab, journal: &Path) -> keel_testkit::procs::Output {
+    run_timeout(verify(lab, &["check", "--retry-for", "60s", "--journal"]).arg(journal), FAILOVER_TIMEOUT)
 }
 
 struct Outcome {
@@ -225,16 +362,9 @@ fn fail_over_checked(
     fault: &dyn Fn(&HaLab),
 ) -> (Outcome, keel_testkit::procs::Output) {
     let journal = lab.dir().join(format!("{}.journal", what.replace(' ', "-")));
-    let stop = Arc::new(AtomicBool::new(false));
-    let probe = prober(lab, stop.clone());
-    let mut writer = verify(lab, &["write", "--server", FLOATING_IP, "--export", MOUNT])
-        .args(["--clients", "2", "--size", "48M", "--block", "64K", "--in-flight", "2", "--timeout", "5s"])
-        .args(["--retry-for", "120s", "--quiet", "--force", "--journal"])
-        .arg(&journal)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let stop = Stop::default();
+    let probe = prober(lab, NFS, stop.clone());
+    let writer = start_writer(lab, NFS, &journal, "48M");
     std::thread::sleep(Duration::from_millis(1500));
     let fenced_before = lab.power_actions(Node::A).len();
 
@@ -250,27 +380,10 @@ fn fail_over_checked(
         _ => Some(lab.wait_until_running_on(GROUP, Node::B, FAILOVER_TIMEOUT)),
     };
 
-    let deadline = Instant::now() + Duration::from_secs(150);
-    let status = loop {
-        if let Some(s) = writer.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = writer.kill();
-            panic!("{what}: keel verify write did not finish\n{}", lab.diagnostics());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let out = writer.wait_with_output().unwrap();
-    stop.store(true, Ordering::Relaxed);
+    finish_writer(lab, what, writer);
+    stop.set();
     let ok = probe.join().unwrap();
-    assert!(
-        status.success(),
-        "{what}: keel verify write: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let check = run_timeout(verify(lab, &["check", "--retry-for", "60s", "--journal"]).arg(&journal), FAILOVER_TIMEOUT);
+    let check = check_journal(lab, &journal);
 
     let fenced: Vec<_> =
         lab.power_actions(Node::A).into_iter().skip(fenced_before).filter(|e| e.action != "on").collect();
@@ -446,4 +559,212 @@ fn an_async_export_loses_acknowledged_writes_at_failover() {
     assert!(!check.status.success(), "an async export kept everything through a power cut?\n{check:?}");
     eprintln!("keel verify check after the failover of an async export:\n{}{}", check.stdout, check.stderr);
     let _ = std::fs::remove_file(config);
+}
+
+/// The `keel serve` processes running in `node`: (configuration, pid).
+fn keel_servers(lab: &HaLab, node: Node) -> Vec<(String, u32)> {
+    let out = lab.run(node, &["pgrep", "-af", "serve --config"]);
+    out.stdout
+        .lines()
+        .filter_map(|l| {
+            // PID ARGV0 serve --config FILE; the agent's greps for the
+            // same words are not servers.
+            let words: Vec<&str> = l.split_whitespace().collect();
+            match words[..] {
+                [pid, argv0, "serve", "--config", config] if argv0.ends_with("keel") => {
+                    Some((config.to_string(), pid.parse().ok()?))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The pid of `service`'s Keel in `node` (None: not running there).
+fn keel_pid(lab: &HaLab, node: Node, service: Service) -> Option<u32> {
+    let config = format!("/etc/keel/{}.toml", service.group);
+    keel_servers(lab, node).into_iter().find(|(c, _)| *c == config).map(|(_, pid)| pid)
+}
+
+/// What the client's portmapper query (GETPORT of NFS v3 over TCP) at
+/// `ip` answers: Keel's own portmapper on `ip`:111.
+fn nfs_port_from_portmap(lab: &HaLab, ip: &'static str) -> Result<u16, String> {
+    in_client_netns(lab, move || {
+        let sock = std::net::UdpSocket::bind("0.0.0.0:0").map_err(|e| e.to_string())?;
+        let retry = keel_rpc_client::Retry { timeout: Duration::from_secs(1), tries: 3 };
+        keel_rpc_client::getport(&sock, ip.parse().unwrap(), 100_003, 3, 6, retry).map_err(|e| e.to_string())
+    })
+    .join()
+    .unwrap()
+}
+
+/// What a fault did to both services of an active/active pair.
+struct PairOutcome {
+    /// Fault to the moving service started where it goes.
+    moved: Duration,
+    /// Each service's prober's longest wait between two writes from the
+    /// fault on, in the order of the services.
+    interruptions: [Gap; 2],
+    /// The writers' journals, in the order of the services.
+    journals: [PathBuf; 2],
+    /// Whether each writer was still writing when the move was seen done.
+    spanned: [bool; 2],
+}
+
+/// When `through_fault` starts its `keel verify` writers. Each writes 2
+/// streams of 128 MiB: about 4 s here with nothing in the way (two
+/// services' writers at once: twice that), so that they are still
+/// writing when the service moves (48 MiB took 1.5 s: sometimes done
+/// before a fault 1.5 s after their start).
+#[derive(Clone, Copy, PartialEq)]
+enum Writers {
+    /// 1.5 s before the fault (a crash cuts them mid-stream).
+    BeforeFault,
+    /// When the fault's closure returns: for a failback, which begins a
+    /// few seconds after the returning node is online (its ping
+    /// attribute first).
+    AfterFault,
+}
+
+/// Writes to both services with `keel verify` (started as `writers`
+/// says) and a prober each, injects `fault`, waits for `moving` to be
+/// started on `to`, lets the writers finish and checks every acknowledged
+/// byte of both. The journals are `WHAT-GROUP.journal` in the lab's
+/// directory.
+fn through_fault(
+    lab: &HaLab,
+    what: &str,
+    services: [Service; 2],
+    (moving, to): (Service, Node),
+    writers: Writers,
+    fault: &dyn Fn(&HaLab),
+) -> PairOutcome {
+    let journals = services.map(|s| lab.dir().join(format!("{}-{}.journal", what.replace([' ', '/'], "-"), s.group)));
+    let start_writers = || -> Vec<std::process::Child> {
+        services.iter().zip(&journals).map(|(s, j)| start_writer(lab, *s, j, "128M")).collect()
+    };
+    let stop = Stop::default();
+    let probes = services.map(|s| prober(lab, s, stop.clone()));
+    let mut running = Vec::new();
+    if writers == Writers::BeforeFault {
+        running = start_writers();
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+
+    let t = Instant::now();
+    fault(lab);
+    if writers == Writers::AfterFault {
+        running = start_writers();
+    }
+    lab.wait_until_running_on(moving.group, to, FAILOVER_TIMEOUT);
+    let moved = t.elapsed();
+    let spanned: Vec<bool> = running.iter_mut().map(|w| w.try_wait().unwrap().is_none()).collect();
+    for (s, w) in services.iter().zip(running) {
+        finish_writer(lab, &format!("{what}: {}", s.group), w);
+    }
+    stop.set();
+    let oks = probes.map(|p| p.join().unwrap());
+    for (s, j) in services.iter().zip(&journals) {
+        let check = check_journal(lab, j);
+        assert!(check.status.success(), "{what}: {}: acknowledged data lost:\n{check:?}", s.group);
+    }
+    let interruptions = [0, 1].map(|i| {
+        longest_gap(&oks[i], t).unwrap_or_else(|| panic!("{what}: {}'s prober never wrote after", services[i].group))
+    });
+    PairOutcome { moved, interruptions, journals, spanned: [spanned[0], spanned[1]] }
+}
+
+/// Active/active (NSS4.5-HA XL): `nfs` prefers A, `nfs2` prefers B, each
+/// on its own disk and address. B crashes: A carries both (two Keel
+/// servers on one node, each on its own address with its own
+/// portmapper), `nfs` undisturbed. B returns: `nfs2` goes back by itself
+/// (the preferred node's score outweighs stickiness), `nfs` stays.
+#[test]
+fn active_active_crash_and_failback() {
+    if skip() {
+        return;
+    }
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let pair = [NFS, NFS2];
+    let (lab, configs) = lab_serving(&pair, |c| c);
+    let before = ha_status(&lab, Node::A);
+    assert!(before.stdout.contains("service nfs: served by keel-ha-a"), "{before:?}");
+    assert!(before.stdout.contains("service nfs2: served by keel-ha-b"), "{before:?}");
+    let nfs_pid = keel_pid(&lab, Node::A, NFS).expect("nfs's Keel on A");
+
+    // B crashes: nfs2 moves to A, nfs keeps running there.
+    let crash = through_fault(&lab, "active/active crash of B", pair, (NFS2, Node::A), Writers::BeforeFault, &|lab| {
+        lab.crash(Node::B)
+    });
+    assert_eq!(lab.where_is_seen_by(Node::A, NFS.group), Some(Node::A), "nfs stays on A");
+    assert_eq!(keel_pid(&lab, Node::A, NFS), Some(nfs_pid), "nfs's Keel on A was not restarted");
+    assert!(
+        lab.power_actions(Node::B).iter().any(|e| e.action == "off" && e.switch == Switch::Ipmi && e.answered),
+        "B fenced: {:?}",
+        lab.power_actions(Node::B)
+    );
+    let servers = keel_servers(&lab, Node::A);
+    assert_eq!(servers.len(), 2, "two Keel servers on A: {servers:?}");
+    // Each on its own address: NFS, and the portmapper Keel serves there.
+    let tcp = lab.run_ok(Node::A, &["ss", "-ltnH"]).stdout;
+    let udp = lab.run_ok(Node::A, &["ss", "-lunH"]).stdout;
+    for s in pair {
+        for port in [2049, 111] {
+            let addr = format!("{}:{port}", s.ip);
+            assert!(tcp.contains(&addr) && udp.contains(&addr), "{addr} on A (TCP and UDP):\n{tcp}{udp}");
+        }
+        assert_eq!(nfs_port_from_portmap(&lab, s.ip), Ok(2049), "the portmapper at {}", s.ip);
+    }
+    assert!(!tcp.contains("0.0.0.0:2049") && !tcp.contains("*:2049"), "no wildcard listener:\n{tcp}");
+    let on_a = ha_status(&lab, Node::A);
+    eprintln!("keel ha status on A with B down:\n{}", on_a.stdout);
+    assert!(on_a.stdout.contains("service nfs: served by keel-ha-a"), "{on_a:?}");
+    assert!(on_a.stdout.contains("service nfs2: served by keel-ha-a since"), "{on_a:?}");
+    assert!(on_a.stdout.contains("before that by keel-ha-b"), "{on_a:?}");
+    assert!(on_a.stdout.contains("keel-ha-b OFFLINE"), "{on_a:?}");
+
+    // B returns: nfs2 goes back by itself, nfs stays.
+    let back = through_fault(&lab, "active/active failback to B", pair, (NFS2, Node::B), Writers::AfterFault, &|lab| {
+        lab.power_on(Node::B);
+        lab.wait_online(FAILOVER_TIMEOUT);
+    });
+    assert_eq!(lab.where_is_seen_by(Node::B, NFS.group), Some(Node::A), "nfs stays on A");
+    assert_eq!(keel_pid(&lab, Node::A, NFS), Some(nfs_pid), "nfs's Keel on A was not restarted");
+    assert_eq!(keel_servers(&lab, Node::A).len(), 1, "one Keel on A: {:?}", keel_servers(&lab, Node::A));
+    assert!(keel_pid(&lab, Node::B, NFS2).is_some(), "nfs2's Keel on B: {:?}", keel_servers(&lab, Node::B));
+    // What was written through A while B was down, read through B.
+    for (s, j) in pair.iter().zip(&crash.journals) {
+        let check = check_journal(&lab, j);
+        assert!(check.status.success(), "{}: the crash's writes after the failback:\n{check:?}", s.group);
+    }
+    let on_b = ha_status(&lab, Node::B);
+    eprintln!("keel ha status on B after the failback:\n{}", on_b.stdout);
+    assert!(on_b.stdout.contains("service nfs: served by keel-ha-a"), "{on_b:?}");
+    assert!(on_b.stdout.contains("service nfs2: served by keel-ha-b since"), "{on_b:?}");
+    assert!(on_b.stdout.contains("before that by keel-ha-a"), "{on_b:?}");
+
+    let spanned = |o: &PairOutcome| {
+        if o.spanned[1] { "nfs2's writer ran through the move" } else { "nfs2's writer done before the move" }
+    };
+    eprintln!(
+        "ha_failover: active/active, crash of B: nfs2 started on A {:.1?} after the fault; client writes \
+         interrupted for {} (nfs2), {} (nfs, stayed on A); {}; keel verify check: every acknowledged byte \
+         there",
+        crash.moved,
+        crash.interruptions[1],
+        crash.interruptions[0],
+        spanned(&crash)
+    );
+    eprintln!(
+        "ha_failover: active/active, B back: nfs2 back on B {:.1?} after power-on (failback by itself); client \
+         writes interrupted for {} (nfs2), {} (nfs, stayed on A); {}; keel verify check: every \
+         acknowledged byte there",
+        back.moved,
+        back.interruptions[1],
+        back.interruptions[0],
+        spanned(&back)
+    );
+    for c in configs {
+        let _ = std::fs::remove_file(c);
+    }
 }

@@ -17,7 +17,8 @@
 //!   loses its fence devices too (see [`HaLab::heartbeat_switch_down`]).
 //! - node netns `keel-ha-a-*`, `keel-ha-b-*`: `pub0` 10.77.1.1 / .2 and
 //!   `hb0` 10.77.2.1 / .2. The floating service address is
-//!   [`FLOATING_IP`] 10.77.1.100 on `pub0` (ocf:heartbeat:IPaddr2).
+//!   [`FLOATING_IP`] 10.77.1.100 on `pub0` (ocf:heartbeat:IPaddr2), and a
+//!   second service's (active/active) [`FLOATING_IP2`] 10.77.1.101.
 //! - client netns `keel-ha-cl-*`: 10.77.1.10 on the public bridge.
 //!
 //! A node is `ip netns exec NODE unshare --mount --uts --ipc --pid --fork
@@ -54,12 +55,16 @@
 //!
 //! # Shared storage
 //!
-//! One image file, one loop device per node over it (loop devices over one
-//! file share its page cache, so both see the same disk, as two paths to
-//! a SAN LUN do), XFS made by the lab. Each node sees its own device as
-//! [`SHARED_DISK`]. Losing a node's path sets that loop device's offset to
-//! the end of the image: capacity 0, every I/O fails with EIO, as a dead
-//! path does. (This kernel has no device-mapper, so no dm `error` table.)
+//! Two shared disks ([`SharedDisk`]: one per service of an active/active
+//! pair), each an image file with one loop device per node over it (loop
+//! devices over one file share its page cache, so both see the same disk,
+//! as two paths to a SAN LUN do), XFS made by the lab. Each node sees its
+//! own devices as [`SHARED_DISK`] and [`SHARED_DISK2`]. Losing a node's
+//! path sets that loop device's offset to the end of the image: capacity
+//! 0, every I/O fails with EIO, as a dead path does. (This kernel has no
+//! device-mapper, so no dm `error` table.) A power cut and
+//! [`HaLab::storage_path_loss`] take all of a node's paths, as a dead HBA
+//! does; [`HaLab::disk_path_loss`] one.
 //!
 //! # Power switches
 //!
@@ -123,10 +128,14 @@ use crate::server::require_root;
 
 /// The floating service address, for ocf:heartbeat:IPaddr2 on `pub0`.
 pub const FLOATING_IP: &str = "10.77.1.100";
+/// A second service's floating address (active/active), also on `pub0`.
+pub const FLOATING_IP2: &str = "10.77.1.101";
 /// The client's address on the public network.
 pub const CLIENT_IP: &str = "10.77.1.10";
 /// The shared disk, as every node sees it (its own path to it).
 pub const SHARED_DISK: &str = "/run/keel-ha/disk";
+/// The second shared disk (a second service's, active/active).
+pub const SHARED_DISK2: &str = "/run/keel-ha/disk2";
 /// Where the power switches listen (the heartbeat network).
 pub const SWITCH_ADDR: &str = "10.77.2.254";
 pub const SWITCH_PORT: u16 = 7000;
@@ -134,7 +143,9 @@ pub const SWITCH_PORT: u16 = 7000;
 pub const PUBLIC_NIC: &str = "pub0";
 
 const CMD_TIMEOUT: Duration = Duration::from_secs(60);
-const IMAGE_BYTES: u64 = 512 << 20;
+/// Each shared disk's (sparse) image: room for an active/active case's
+/// writers, 2 × 128 MiB through a crash and as much through a failback.
+const IMAGE_BYTES: u64 = 1 << 30;
 const FIRST_CIB: &str = r#"<cib validate-with="pacemaker-3.9" epoch="1" num_updates="0" admin_epoch="0">
   <configuration>
     <crm_config>
@@ -259,6 +270,31 @@ impl Switch {
     }
 }
 
+/// The lab's shared disks, each with its own image file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedDisk {
+    /// [`SHARED_DISK`].
+    First,
+    /// [`SHARED_DISK2`].
+    Second,
+}
+
+impl SharedDisk {
+    pub const ALL: [SharedDisk; 2] = [SharedDisk::First, SharedDisk::Second];
+
+    /// Where every node sees it.
+    pub fn path(self) -> &'static str {
+        match self {
+            SharedDisk::First => SHARED_DISK,
+            SharedDisk::Second => SHARED_DISK2,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// One request a power switch received.
 #[derive(Clone, Debug)]
 pub struct FenceEvent {
@@ -310,7 +346,8 @@ struct Inner {
     sw: Netns,
     client: Netns,
     nodes: [NodeSlot; 2],
-    image: PathBuf,
+    /// One image file per [`SharedDisk`].
+    images: [PathBuf; 2],
     failed_switches: Mutex<[bool; 2]>,
     events: Mutex<Vec<FenceEvent>>,
     stop: AtomicBool,
@@ -321,8 +358,9 @@ struct NodeSlot {
     ns: Netns,
     dir: PathBuf,
     cgroup: Freezer,
-    /// This node's loop device over the shared image.
-    disk: Mutex<Option<String>>,
+    /// This node's loop devices over the shared images, by
+    /// [`SharedDisk`] (fewer while the lab is being made).
+    disks: Mutex<Vec<String>>,
     state: Mutex<NodeState>,
     /// Switch ends of the node's cables plugged in: [public, heartbeat].
     cables: Mutex<[bool; 2]>,
@@ -359,19 +397,19 @@ impl HaLab {
                 ns,
                 dir,
                 cgroup,
-                disk: Mutex::new(None),
+                disks: Mutex::new(Vec::new()),
                 state: Mutex::new(NodeState::default()),
                 cables: Mutex::new([true, true]),
             }
         });
-        let image = dir.path().join("shared.img");
+        let images = SharedDisk::ALL.map(|d| dir.path().join(format!("shared{}.img", d.index() + 1)));
         let inner = Arc::new(Inner {
             cfg,
             dir,
             sw,
             client,
             nodes,
-            image,
+            images,
             failed_switches: Mutex::new([false, false]),
             events: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
@@ -379,7 +417,7 @@ impl HaLab {
         // From here on, Drop cleans up whatever was made.
         let mut lab = HaLab { inner, switch_thread: None };
         lab.inner.make_network();
-        lab.inner.make_disk();
+        lab.inner.make_disks();
         lab.inner.write_files();
         let listener = bind_in_netns(&lab.inner.sw, &format!("{SWITCH_ADDR}:{SWITCH_PORT}"));
         let inner = lab.inner.clone();
@@ -605,16 +643,27 @@ impl HaLab {
         self.inner.failed_switches.lock().unwrap()[switch as usize] = false;
     }
 
-    /// The node's path to the shared disk dies: every I/O through it fails
-    /// with EIO (a mounted XFS shuts down).
+    /// The node's paths to every shared disk die (its HBA): every I/O
+    /// through them fails with EIO (a mounted XFS shuts down).
     pub fn storage_path_loss(&self, node: Node) {
-        let dev = self.inner.slot(node).disk.lock().unwrap().clone().expect("the node's loop device");
-        loop_set_offset(&dev, IMAGE_BYTES);
+        for disk in SharedDisk::ALL {
+            self.disk_path_loss(node, disk);
+        }
     }
 
     pub fn storage_path_repair(&self, node: Node) {
-        let dev = self.inner.slot(node).disk.lock().unwrap().clone().expect("the node's loop device");
-        loop_set_offset(&dev, 0);
+        for disk in SharedDisk::ALL {
+            self.disk_path_repair(node, disk);
+        }
+    }
+
+    /// The node's path to one shared disk dies (the other's stays).
+    pub fn disk_path_loss(&self, node: Node, disk: SharedDisk) {
+        loop_set_offset(&self.inner.loop_device(node, disk), IMAGE_BYTES);
+    }
+
+    pub fn disk_path_repair(&self, node: Node, disk: SharedDisk) {
+        loop_set_offset(&self.inner.loop_device(node, disk), 0);
     }
 
     /// Every request the switches received, oldest first.
@@ -649,11 +698,13 @@ impl Drop for HaLab {
         }
         for slot in &self.inner.nodes {
             slot.cgroup.remove();
-            if let Some(dev) = slot.disk.lock().unwrap().take() {
-                let _ = Command::new("losetup").arg("-d").arg(&dev).status();
+            for dev in std::mem::take(&mut *slot.disks.lock().unwrap_or_else(|e| e.into_inner())) {
+                detach_loop(&dev);
             }
         }
-        let _ = std::fs::remove_file(&self.inner.image);
+        for image in &self.inner.images {
+            let _ = std::fs::remove_file(image);
+        }
         // The namespaces and the temp dir go with Inner.
     }
 }
@@ -661,6 +712,11 @@ impl Drop for HaLab {
 impl Inner {
     fn slot(&self, node: Node) -> &NodeSlot {
         &self.nodes[node.index()]
+    }
+
+    fn loop_device(&self, node: Node, disk: SharedDisk) -> String {
+        let disks = self.slot(node).disks.lock().unwrap();
+        disks.get(disk.index()).cloned().unwrap_or_else(|| panic!("{}: no loop device for {disk:?}", node.name()))
     }
 
     fn is_live(&self, node: Node) -> bool {
@@ -697,14 +753,20 @@ impl Inner {
         self.client.run_ok(&["ip", "link", "set", "pub0", "up"]);
     }
 
-    fn make_disk(&self) {
-        std::fs::File::create(&self.image).unwrap().set_len(IMAGE_BYTES).unwrap();
-        for slot in &self.nodes {
-            let out = run_ok(Command::new("losetup").args(["-f", "--show"]).arg(&self.image), CMD_TIMEOUT);
-            *slot.disk.lock().unwrap() = Some(out.stdout.trim().to_string());
+    /// Each shared disk: its image, a loop device per node over it (each
+    /// recorded as soon as it exists, for Drop), and an XFS.
+    fn make_disks(&self) {
+        for disk in SharedDisk::ALL {
+            let image = &self.images[disk.index()];
+            std::fs::File::create(image).unwrap().set_len(IMAGE_BYTES).unwrap();
+            for slot in &self.nodes {
+                let out = run_ok(Command::new("losetup").args(["-f", "--show"]).arg(image), CMD_TIMEOUT);
+                let mut disks = slot.disks.lock().unwrap();
+                assert_eq!(disks.len(), disk.index(), "loop devices made out of order");
+                disks.push(out.stdout.trim().to_string());
+            }
+            run_ok(Command::new("mkfs.xfs").args(["-q", "-f", &self.loop_device(Node::A, disk)]), CMD_TIMEOUT);
         }
-        let dev = self.nodes[0].disk.lock().unwrap().clone().unwrap();
-        run_ok(Command::new("mkfs.xfs").args(["-q", "-f", &dev]), CMD_TIMEOUT);
     }
 
     /// The per-node directories (with the owners the packages give them),
@@ -807,9 +869,12 @@ impl Inner {
         }
         let _ = std::fs::remove_file(slot.dir.join("init-ready"));
         let log = std::fs::File::create(slot.dir.join("init.log")).unwrap();
-        let disk = slot.disk.lock().unwrap().clone().unwrap();
-        // Back from a power cut (power_off) with a working disk path.
-        loop_set_offset(&disk, 0);
+        let disks = slot.disks.lock().unwrap().clone();
+        assert_eq!(disks.len(), SharedDisk::ALL.len(), "{}: the lab has no disks yet", node.name());
+        // Back from a power cut (power_off) with working disk paths.
+        for dev in &disks {
+            loop_set_offset(dev, 0);
+        }
         let d = self.dir.path();
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &slot.ns.name])
@@ -819,7 +884,8 @@ impl Inner {
             .env("KEEL_NODE", node.name())
             .env("KEEL_NODE_DIR", &slot.dir)
             .env("KEEL_SBIN", d.join("sbin"))
-            .env("KEEL_DISK", &disk)
+            .env("KEEL_DISK", &disks[SharedDisk::First.index()])
+            .env("KEEL_DISK2", &disks[SharedDisk::Second.index()])
             .env("KEEL_START_CLUSTER", if self.cfg.start_cluster { "1" } else { "0" })
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -873,11 +939,12 @@ impl Inner {
         for nic in ["pub0", "hb0"] {
             slot.ns.run_ok(&["ip", "link", "set", nic, "down"]);
         }
-        // What the node held in memory dies with it: its path to the disk
-        // goes first, or the teardown of its mount namespace would unmount
-        // the shared XFS cleanly, writing back everything a power cut loses.
-        if let Some(disk) = slot.disk.lock().unwrap().clone() {
-            loop_set_offset(&disk, IMAGE_BYTES);
+        // What the node held in memory dies with it: its paths to the
+        // disks go first, or the teardown of its mount namespace would
+        // unmount the shared XFS cleanly, writing back everything a power
+        // cut loses.
+        for dev in slot.disks.lock().unwrap().iter() {
+            loop_set_offset(dev, IMAGE_BYTES);
         }
         self.kill_node(node);
     }
@@ -1115,6 +1182,21 @@ impl Freezer {
 
     fn remove(&self) {
         let _ = wait_for(Duration::from_secs(5), || std::fs::remove_dir(&self.path).ok());
+    }
+}
+
+/// `losetup -d`, bounded and without panicking (it runs in Drop).
+fn detach_loop(dev: &str) {
+    let child = Command::new("losetup").arg("-d").arg(dev).stdin(Stdio::null()).stderr(Stdio::null()).spawn();
+    match child {
+        Ok(mut child) => {
+            if wait_timeout(&mut child, Duration::from_secs(10)).is_none() {
+                let _ = child.kill();
+                let _ = wait_timeout(&mut child, Duration::from_secs(5));
+                eprintln!("ha lab: losetup -d {dev} did not finish");
+            }
+        }
+        Err(e) => eprintln!("ha lab: losetup -d {dev}: {e}"),
     }
 }
 

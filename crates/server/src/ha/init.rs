@@ -269,6 +269,18 @@ fn corosync_conf(plan: &Plan) -> String {
     c
 }
 
+/// Every resource's stickiness (rsc_defaults): a service stays where it
+/// runs unless something outweighs it.
+const STICKINESS: u32 = 100;
+/// The members of a service's group: fs, ip, keel.
+const GROUP_MEMBERS: u32 = 3;
+/// A service's score on its preferred node. Pacemaker adds up the
+/// stickiness of a group's members (300 for a started group, measured in
+/// the two-node lab: with 200 here, a returning node never got its service
+/// back), so the preference must exceed that sum for failback to happen.
+const PREFER_SCORE: u32 = 1000;
+const _: () = assert!(PREFER_SCORE > STICKINESS * GROUP_MEMBERS);
+
 fn crm_script(plan: &Plan) -> anyhow::Result<String> {
     let mut c = String::new();
     let mon = plan.monitor_seconds;
@@ -278,10 +290,12 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
         "property cib-bootstrap-options: stonith-enabled=true stonith-timeout=30s cluster-recheck-interval=1min"
     );
     // Stickiness keeps a service where it runs after a failover; a
-    // preferred node's score (200) outweighs it, so a returning node gets
-    // its own service back (active/active), and only that one.
-    let _ =
-        writeln!(c, "rsc_defaults rsc-options: resource-stickiness=100 migration-threshold=1 failure-timeout=10min");
+    // preferred node's score (PREFER_SCORE) outweighs it, so a returning
+    // node gets its own service back (active/active), and only that one.
+    let _ = writeln!(
+        c,
+        "rsc_defaults rsc-options: resource-stickiness={STICKINESS} migration-threshold=1 failure-timeout=10min"
+    );
     let _ = writeln!(c, "op_defaults op-options: timeout=30s\n");
 
     let mut topology = Vec::new();
@@ -345,10 +359,10 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
             crm_value(&keel_config_path(n).display().to_string())?
         );
         // Storage, then the address, then the server (which listens on
-        // it); stopped in the reverse order.
+        // it); stopped in the reverse order. (GROUP_MEMBERS counts them.)
         let _ = writeln!(c, "group {n} {n}-fs {n}-ip {n}-keel");
         if let Some(prefer) = &s.prefer {
-            let _ = writeln!(c, "location {n}-prefers-{prefer} {n} 200: {prefer}");
+            let _ = writeln!(c, "location {n}-prefers-{prefer} {n} {PREFER_SCORE}: {prefer}");
         }
         if !plan.ping.is_empty() {
             let _ = writeln!(c, "location {n}-needs-public-link {n} rule -inf: not_defined pingd or pingd lte 0");
@@ -454,7 +468,8 @@ mod tests {
         );
         assert!(crm.contains("location fence-nss-a-1-not-on-nss-a fence-nss-a-1 -inf: nss-a"), "{crm}");
         assert!(crm.contains("group home home-fs home-ip home-keel"), "{crm}");
-        assert!(crm.contains("location home-prefers-nss-a home 200: nss-a"), "{crm}");
+        assert!(crm.contains("location home-prefers-nss-a home 1000: nss-a"), "{crm}");
+        assert!(crm.contains("resource-stickiness=100"), "{crm}");
         assert!(crm.contains("OCF_CHECK_LEVEL=20"), "the storage path is monitored: {crm}");
         assert!(
             crm.contains("location home-needs-public-link home rule -inf: not_defined pingd or pingd lte 0"),
