@@ -388,6 +388,20 @@ fn client_connection_reset_after(
     }
 }
 
+/// `keel serve --config FILE` in `ns`, once it answers at `service`.
+fn serve_in(ns: &keel_testkit::netns::Netns, config: &Path, service: std::net::SocketAddr) -> std::process::Child {
+    let keel = keel_bin();
+    let keel = keel.to_str().unwrap();
+    let mut cmd = ns.cmd(&[keel, "serve", "--config", config.to_str().unwrap()]);
+    let child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ns.run(&[keel, "probe", "--address", &service.to_string(), "--timeout", "1"]).status.success() {
+        assert!(Instant::now() < deadline, "keel in {} did not start", ns.name);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
+
 /// The old node vanishes without closing its connections (its link goes
 /// down before it dies, as in a power cut); the new node holds the same
 /// address and the same state_dir. With [ha] it tickles the client, whose
@@ -420,18 +434,7 @@ fn a_new_node_tickles_the_old_nodes_clients_into_reconnecting() {
 
     for (round, (file, tickled)) in [(&config, true), (&plain, false)].into_iter().enumerate() {
         let old = node("tko", &bridge, &format!("kto{id}{round}"), "10.77.0.100/24");
-        let mut keel_old = old.cmd(&[keel_bin().to_str().unwrap(), "serve", "--config", config.to_str().unwrap()]);
-        let mut keel_old =
-            keel_old.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !old
-            .run(&[keel_bin().to_str().unwrap(), "probe", "--address", &service.to_string(), "--timeout", "1"])
-            .status
-            .success()
-        {
-            assert!(Instant::now() < deadline, "the old node's keel did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let mut keel_old = serve_in(&old, &config, service);
         let (connected_tx, connected) = std::sync::mpsc::channel();
         let (go, go_rx) = std::sync::mpsc::channel();
         let client_ns = client.path();
@@ -459,18 +462,7 @@ fn a_new_node_tickles_the_old_nodes_clients_into_reconnecting() {
         client.run_ok(&["ip", "neigh", "flush", "all"]);
 
         let new = node("tkn", &bridge, &format!("ktn{id}{round}"), "10.77.0.100/24");
-        let mut keel_new = new.cmd(&[keel_bin().to_str().unwrap(), "serve", "--config", file.to_str().unwrap()]);
-        let mut keel_new =
-            keel_new.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !new
-            .run(&[keel_bin().to_str().unwrap(), "probe", "--address", &service.to_string(), "--timeout", "1"])
-            .status
-            .success()
-        {
-            assert!(Instant::now() < deadline, "the new node's keel did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let mut keel_new = serve_in(&new, file, service);
         go.send(()).unwrap();
         let reset = client_thread.join().unwrap();
         keel_new.kill().unwrap();
