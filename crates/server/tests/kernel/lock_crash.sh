@@ -6,4 +6,6 @@ echo held > marker
 sync
 sleep 1
 echo RESULT done=1
+# Let the serial console drain before the reset cuts it (seen lost once).
+sleep 1
 echo b > /proc/sysrq-trigger
