@@ -14,6 +14,12 @@ use keel_testkit::procs::run_timeout;
 use keel_testkit::server::{TestServer, keel_bin, require_root};
 
 const CMD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Held by tests that power-cut a disk and by tests that make mount
+/// namespaces (`ip netns exec`): a namespace made meanwhile keeps a copy
+/// of the cut file system's mount, so its superblock, shut down, outlives
+/// the unmount and comes back at the remount (EIO everywhere).
+static MOUNTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 const AGENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib/ocf/keel");
 
 fn keel(args: &[&str]) -> keel_testkit::procs::Output {
@@ -298,19 +304,26 @@ async fn retransmit(addr: std::net::SocketAddr, port: u16, call: &[u8]) -> Vec<u
 /// shared file system) answers the retransmission with that reply, not
 /// with NOENT. Without [ha] there is no journal, and the control shows it.
 #[tokio::test(flavor = "multi_thread")]
+// MOUNTS is held across the awaits on purpose: the other holder is a
+// blocking test on another thread, not a task of this runtime.
+#[allow(clippy::await_holding_lock)]
 async fn a_retransmission_after_a_power_cut_gets_the_reply_the_failed_server_sent() {
     use keel_testkit::nfs::*;
     use nfs3_types::nfs3::*;
     require_root();
-    let mut disk = XfsDisk::new("ha-drc");
-    let port = free_port();
-    let export = disk.mnt.join("export");
-    let config = ha_config(&disk.mnt.join(".."), &disk.mnt.join("state"), &export, port);
-    let plain = config.with_extension("plain.toml");
-    std::fs::write(&plain, std::fs::read_to_string(&config).unwrap().replace("enabled = true", "enabled = false"))
-        .unwrap();
-
-    for (file, journaled) in [(&config, true), (&plain, false)] {
+    let _mounts = MOUNTS.lock().unwrap_or_else(|e| e.into_inner());
+    for journaled in [true, false] {
+        // A disk of its own per round: nothing carries over from the
+        // first round's power cut.
+        let mut disk = XfsDisk::new("ha-drc");
+        let port = free_port();
+        let export = disk.mnt.join("export");
+        let file = ha_config(&disk.mnt.join(".."), &disk.mnt.join("state"), &export, port);
+        if !journaled {
+            let text = std::fs::read_to_string(&file).unwrap().replace("enabled = true", "enabled = false");
+            std::fs::write(&file, text).unwrap();
+        }
+        let file = &file;
         std::fs::create_dir_all(export.join("gone")).unwrap();
         disk.syncfs();
         let server = Served::start(file, port);
@@ -410,6 +423,7 @@ fn serve_in(ns: &keel_testkit::netns::Netns, config: &Path, service: std::net::S
 #[test]
 fn a_new_node_tickles_the_old_nodes_clients_into_reconnecting() {
     require_root();
+    let _mounts = MOUNTS.lock().unwrap_or_else(|e| e.into_inner());
     let disk = XfsDisk::new("ha-tickle");
     let id = std::process::id() % 10_000;
     let bridge = format!("ktb{id}");
