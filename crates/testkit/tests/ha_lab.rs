@@ -5,6 +5,10 @@
 //! after the fault. Root only; skipped (with a message) where Corosync or
 //! Pacemaker are not installed. Cases run one at a time (two clusters on
 //! two cores would measure each other).
+//!
+//! Ignored by default: CI runs the same faults through Keel (keel's
+//! `ha_failover`). Run these with `cargo test -p keel-testkit --test
+//! ha_lab -- --ignored` after changing the lab.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -88,7 +92,7 @@ fn crash_failover(token_ms: u32) {
 }
 
 #[test]
-#[ignore = "the lab's own proof, with stock agents (cargo test -p keel-testkit --test ha_lab -- --ignored); CI runs the same faults through Keel in keel's ha_failover"]
+#[ignore = "see the module doc"]
 fn crash_of_the_active_node_moves_the_group() {
     if skip() {
         return;
@@ -98,7 +102,7 @@ fn crash_of_the_active_node_moves_the_group() {
 
 /// The same with a shorter and a longer token, for the timings.
 #[test]
-#[ignore = "the lab's own proof, with stock agents (cargo test -p keel-testkit --test ha_lab -- --ignored); CI runs the same faults through Keel in keel's ha_failover"]
+#[ignore = "see the module doc"]
 fn crash_failover_time_by_token_timeout() {
     if skip() {
         return;
@@ -109,7 +113,7 @@ fn crash_failover_time_by_token_timeout() {
 }
 
 #[test]
-#[ignore = "the lab's own proof, with stock agents (cargo test -p keel-testkit --test ha_lab -- --ignored); CI runs the same faults through Keel in keel's ha_failover"]
+#[ignore = "see the module doc"]
 fn heartbeat_link_loss_on_the_active_node_fences_it() {
     if skip() {
         return;
@@ -130,7 +134,7 @@ fn heartbeat_link_loss_on_the_active_node_fences_it() {
 }
 
 #[test]
-#[ignore = "the lab's own proof, with stock agents (cargo test -p keel-testkit --test ha_lab -- --ignored); CI runs the same faults through Keel in keel's ha_failover"]
+#[ignore = "see the module doc"]
 fn failed_level_one_switch_falls_back_to_level_two() {
     if skip() {
         return;
@@ -156,7 +160,7 @@ fn failed_level_one_switch_falls_back_to_level_two() {
 }
 
 #[test]
-#[ignore = "the lab's own proof, with stock agents (cargo test -p keel-testkit --test ha_lab -- --ignored); CI runs the same faults through Keel in keel's ha_failover"]
+#[ignore = "see the module doc"]
 fn frozen_active_node_is_fenced() {
     if skip() {
         return;
@@ -180,7 +184,7 @@ fn frozen_active_node_is_fenced() {
 /// devices are on its private network). Neither can fence the other, so
 /// B must not start the group, and A keeps serving it.
 #[test]
-#[ignore = "the lab's own proof, with stock agents (cargo test -p keel-testkit --test ha_lab -- --ignored); CI runs the same faults through Keel in keel's ha_failover"]
+#[ignore = "see the module doc"]
 fn heartbeat_switch_failure_leaves_the_group_on_the_active_node() {
     if skip() {
         return;
@@ -210,7 +214,7 @@ fn heartbeat_switch_failure_leaves_the_group_on_the_active_node() {
 /// writes, OCF_CHECK_LEVEL=20) fails, it cannot be mounted on A again, and
 /// the group moves to B, fenced or not.
 #[test]
-#[ignore = "the lab's own proof, with stock agents (cargo test -p keel-testkit --test ha_lab -- --ignored); CI runs the same faults through Keel in keel's ha_failover"]
+#[ignore = "see the module doc"]
 fn storage_path_loss_on_the_active_node_moves_the_group() {
     if skip() {
         return;
