@@ -11,6 +11,11 @@
 //! overwritten in part fails its CRC and is skipped. Records are durable
 //! before the reply goes out; concurrent calls share one fdatasync (group
 //! commit), as the log of the cache tier does.
+//!
+//! WRITE replies stay in the in-memory cache (as knfsd's) but are not
+//! journaled: a WRITE run again after a failover writes the same bytes,
+//! and journaling it would put an fdatasync on every WRITE, UNSTABLE ones
+//! included, which the protocol lets the server answer from memory.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -20,6 +25,7 @@ use std::path::Path;
 use std::sync::{Condvar, Mutex};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use keel_nfs3_proto::{NFS_PROGRAM, Nfs3Proc};
 use keel_rpc::ReplyJournal;
 use keel_rpc::drc::DrcKey;
 
@@ -30,6 +36,11 @@ const FILE_BYTES: u64 = (SLOT_BYTES * SLOTS) as u64;
 const MAGIC: u32 = 0x4b44_5243;
 /// Magic, payload length, sequence number, CRC32 of sequence and payload.
 const HEADER_BYTES: usize = 4 + 4 + 8 + 4;
+/// Where the CRC sits in the header.
+const CRC_AT: usize = 16;
+/// A payload's key: client address (IPv6 or mapped IPv4), port, family,
+/// xid, program, version, procedure, argument checksum.
+const KEY_BYTES: usize = 16 + 2 + 1 + 16 + 8;
 /// Larger replies are not recorded: the cached procedures' replies are a
 /// few hundred bytes (status and wcc data).
 const RECORD_BYTES_MAX: usize = 64 << 10;
@@ -56,28 +67,31 @@ struct SyncState {
     failed: bool,
 }
 
-fn encode_payload(key: &DrcKey, reply: &[Bytes]) -> BytesMut {
-    let mut p = BytesMut::with_capacity(64 + reply.iter().map(Bytes::len).sum::<usize>());
+/// Whether `key`'s reply goes into the journal (see the module doc).
+fn journaled(key: &DrcKey) -> bool {
+    !(key.prog == NFS_PROGRAM && key.proc_ == Nfs3Proc::Write as u32)
+}
+
+/// Appends the payload (key, then reply) to `buf`.
+fn put_payload(buf: &mut BytesMut, key: &DrcKey, reply: &[Bytes]) {
     let ip = match key.peer.ip() {
         IpAddr::V4(a) => a.to_ipv6_mapped(),
         IpAddr::V6(a) => a,
     };
-    p.put_slice(&ip.octets());
-    p.put_u16(key.peer.port());
-    p.put_u8(u8::from(key.peer.is_ipv4()));
+    buf.put_slice(&ip.octets());
+    buf.put_u16(key.peer.port());
+    buf.put_u8(u8::from(key.peer.is_ipv4()));
     for v in [key.xid, key.prog, key.vers, key.proc_] {
-        p.put_u32(v);
+        buf.put_u32(v);
     }
-    p.put_u64(key.args_checksum);
+    buf.put_u64(key.args_checksum);
     for segment in reply {
-        p.put_slice(segment);
+        buf.put_slice(segment);
     }
-    p
 }
 
 fn decode_payload(p: &[u8]) -> Option<Entry> {
-    const FIXED: usize = 16 + 2 + 1 + 16 + 8;
-    if p.len() < FIXED {
+    if p.len() < KEY_BYTES {
         return None;
     }
     let u32_at = |i: usize| u32::from_be_bytes(p[i..i + 4].try_into().expect("4 bytes"));
@@ -96,7 +110,7 @@ fn decode_payload(p: &[u8]) -> Option<Entry> {
         proc_: u32_at(31),
         args_checksum: u64::from_be_bytes(p[35..43].try_into().ok()?),
     };
-    Some((key, vec![Bytes::copy_from_slice(&p[FIXED..])]))
+    Some((key, vec![Bytes::copy_from_slice(&p[KEY_BYTES..])]))
 }
 
 fn crc(seq: u64, payload: &[u8]) -> u32 {
@@ -139,21 +153,17 @@ impl FileReplyJournal {
                 if crc(seq, payload) == sum
                     && let Some(entry) = decode_payload(payload)
                 {
-                    found.push((seq, slot, entry));
-                    slot += (HEADER_BYTES + len).div_ceil(SLOT_BYTES);
+                    let end = slot + (HEADER_BYTES + len).div_ceil(SLOT_BYTES);
+                    found.push((seq, end, entry));
+                    slot = end;
                     continue;
                 }
             }
             slot += 1;
         }
         found.sort_by_key(|(seq, ..)| *seq);
-        let head = match found.last() {
-            Some((seq, slot, (key, reply))) => {
-                let len = encode_payload(key, reply).len();
-                ((slot + (HEADER_BYTES + len).div_ceil(SLOT_BYTES)) % SLOTS, seq + 1)
-            }
-            None => (0, 1),
-        };
+        // After the newest record (`found` holds each record's end slot).
+        let head = found.last().map_or((0, 1), |(seq, end, _)| (end % SLOTS, seq + 1));
         let journal = FileReplyJournal {
             file,
             head: Mutex::new(head),
@@ -164,11 +174,14 @@ impl FileReplyJournal {
     }
 
     fn write(&self, key: &DrcKey, reply: &[Bytes]) -> io::Result<()> {
-        let payload = encode_payload(key, reply);
-        if payload.len() > RECORD_BYTES_MAX {
+        if !journaled(key) {
             return Ok(());
         }
-        let slots = (HEADER_BYTES + payload.len()).div_ceil(SLOT_BYTES);
+        let len = KEY_BYTES + reply.iter().map(Bytes::len).sum::<usize>();
+        if len > RECORD_BYTES_MAX {
+            return Ok(());
+        }
+        let slots = (HEADER_BYTES + len).div_ceil(SLOT_BYTES);
         let (slot, seq) = {
             let mut head = self.head.lock().expect("journal head lock");
             if head.0 + slots > SLOTS {
@@ -180,10 +193,12 @@ impl FileReplyJournal {
         };
         let mut record = BytesMut::with_capacity(slots * SLOT_BYTES);
         record.put_u32(MAGIC);
-        record.put_u32(payload.len() as u32);
+        record.put_u32(len as u32);
         record.put_u64(seq);
-        record.put_u32(crc(seq, &payload));
-        record.put_slice(&payload);
+        record.put_u32(0);
+        put_payload(&mut record, key, reply);
+        let sum = crc(seq, &record[HEADER_BYTES..]);
+        record[CRC_AT..HEADER_BYTES].copy_from_slice(&sum.to_be_bytes());
         // Zero to the end of the last slot: no stale header survives inside.
         record.resize(slots * SLOT_BYTES, 0);
         self.file.write_all_at(&record, (slot * SLOT_BYTES) as u64)?;
@@ -243,6 +258,8 @@ mod tests {
         assert!(found.is_empty());
         j.record(&key(1, "10.0.0.1:700"), &[Bytes::from_static(b"first"), Bytes::from_static(b" reply")]);
         j.record(&key(2, "[2001:db8::1]:800"), &[Bytes::from(vec![7u8; 1500])]);
+        let write = DrcKey { proc_: Nfs3Proc::Write as u32, ..key(3, "10.0.0.1:700") };
+        j.record(&write, &[Bytes::from_static(b"not journaled")]);
         drop(j);
         let (j, found) = FileReplyJournal::open(&dir).unwrap();
         assert_eq!(found.len(), 2);
@@ -253,7 +270,7 @@ mod tests {
 
         // Past the end of the ring, the oldest go; the newest stay, in order.
         let big = Bytes::from(vec![1u8; 4000]);
-        let per_record = (HEADER_BYTES + 43 + 4000).div_ceil(SLOT_BYTES);
+        let per_record = (HEADER_BYTES + KEY_BYTES + 4000).div_ceil(SLOT_BYTES);
         let n = SLOTS / per_record + 10;
         for xid in 100..100 + n as u32 {
             j.record(&key(xid, "10.0.0.2:900"), std::slice::from_ref(&big));

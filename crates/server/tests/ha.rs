@@ -161,14 +161,20 @@ fn the_ocf_agent_passes_ocf_tester_and_fails_a_frozen_server() {
     assert!(frozen_took < Duration::from_secs(15), "failed in {frozen_took:?}, within the monitor's 20 s");
     assert_eq!(agent("monitor", &params, 20_000).status.code(), Some(0), "thawed, it answers again");
 
-    // A start of a configuration keel refuses fails at validation, naming why.
-    let stopped = agent("stop", &params, 20_000);
+    // A server that does not drain (frozen again) is killed before the
+    // stop's timeout (7 s: SIGKILL after 2), or Pacemaker would fence.
+    run_timeout(Command::new("kill").args(["-STOP", &pid]), CMD_TIMEOUT);
+    let t = Instant::now();
+    let stopped = agent("stop", &params, 7_000);
     assert_eq!(stopped.status.code(), Some(0), "{stopped:?}");
+    assert!(stopped.stderr.contains("killing it"), "{stopped:?}");
+    assert!(t.elapsed() < Duration::from_secs(7), "the stop took {:?}", t.elapsed());
     // Gone, or a zombie left for whoever inherited it (the agent's shell
     // has exited): not running either way.
     let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     assert!(state.is_empty() || state.contains(") Z "), "the server is gone after stop: {state}");
     assert_eq!(agent("monitor", &params, 20_000).status.code(), Some(7));
+    // A start of a configuration keel refuses fails at validation, naming why.
     let mut broken = params.clone();
     let bad = disk.mnt.join("bad.toml");
     std::fs::write(
