@@ -71,6 +71,17 @@ fn assert_served_by_b(lab: &HaLab) {
     assert!(client_reaches_floating_ip(lab), "the client cannot reach {FLOATING_IP} on B");
 }
 
+/// Injects `fault` and waits for the group on B, checking it is served
+/// there: how long that took.
+fn moved_to_b_after(lab: &HaLab, fault: impl FnOnce(&HaLab)) -> Duration {
+    let t = Instant::now();
+    fault(lab);
+    lab.wait_until_running_on(GROUP, Node::B, FAILOVER_TIMEOUT);
+    let took = t.elapsed();
+    assert_served_by_b(lab);
+    took
+}
+
 /// The power actions the switches carried out on `node`, as (switch,
 /// action, answered).
 fn actions_on(lab: &HaLab, node: Node) -> Vec<(Switch, String, bool)> {
@@ -80,11 +91,7 @@ fn actions_on(lab: &HaLab, node: Node) -> Vec<(Switch, String, bool)> {
 fn crash_failover(token_ms: u32) {
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let lab = lab_with_group(HaConfig { token_ms, ..HaConfig::default() });
-    let fault = Instant::now();
-    lab.crash(Node::A);
-    lab.wait_until_running_on(GROUP, Node::B, FAILOVER_TIMEOUT);
-    let took = fault.elapsed();
-    assert_served_by_b(&lab);
+    let took = moved_to_b_after(&lab, |lab| lab.crash(Node::A));
     let actions = actions_on(&lab, Node::A);
     assert!(actions.contains(&(Switch::Ipmi, "off".into(), true)), "A was not fenced through level 1: {actions:?}");
     assert!(actions_on(&lab, Node::B).is_empty(), "B was fenced: {:?}", actions_on(&lab, Node::B));
@@ -120,11 +127,7 @@ fn heartbeat_link_loss_on_the_active_node_fences_it() {
     }
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let lab = lab_with_group(HaConfig::default());
-    let fault = Instant::now();
-    lab.heartbeat_link_down(Node::A);
-    lab.wait_until_running_on(GROUP, Node::B, FAILOVER_TIMEOUT);
-    let took = fault.elapsed();
-    assert_served_by_b(&lab);
+    let took = moved_to_b_after(&lab, |lab| lab.heartbeat_link_down(Node::A));
     // A lost its way to the switches with its heartbeat link: B won.
     let actions = actions_on(&lab, Node::A);
     assert!(actions.contains(&(Switch::Ipmi, "off".into(), true)), "A was not fenced through level 1: {actions:?}");
@@ -142,11 +145,7 @@ fn failed_level_one_switch_falls_back_to_level_two() {
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let lab = lab_with_group(HaConfig::default());
     lab.fence_device_failure(Switch::Ipmi);
-    let fault = Instant::now();
-    lab.crash(Node::A);
-    lab.wait_until_running_on(GROUP, Node::B, FAILOVER_TIMEOUT);
-    let took = fault.elapsed();
-    assert_served_by_b(&lab);
+    let took = moved_to_b_after(&lab, |lab| lab.crash(Node::A));
     let actions = actions_on(&lab, Node::A);
     let tried_ipmi = actions.iter().position(|a| a == &(Switch::Ipmi, "off".into(), false));
     let used_pdu = actions.iter().position(|a| a == &(Switch::Pdu, "off".into(), true));
@@ -167,13 +166,11 @@ fn frozen_active_node_is_fenced() {
     }
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let lab = lab_with_group(HaConfig::default());
-    let fault = Instant::now();
-    lab.hang(Node::A);
-    // The trap: a frozen node's kernel still answers for its addresses.
-    assert!(client_reaches_floating_ip(&lab), "frozen A's kernel does not answer for {FLOATING_IP}");
-    lab.wait_until_running_on(GROUP, Node::B, FAILOVER_TIMEOUT);
-    let took = fault.elapsed();
-    assert_served_by_b(&lab);
+    let took = moved_to_b_after(&lab, |lab| {
+        lab.hang(Node::A);
+        // The trap: a frozen node's kernel still answers for its addresses.
+        assert!(client_reaches_floating_ip(lab), "frozen A's kernel does not answer for {FLOATING_IP}");
+    });
     let actions = actions_on(&lab, Node::A);
     assert!(actions.contains(&(Switch::Ipmi, "off".into(), true)), "A was not fenced through level 1: {actions:?}");
     eprintln!("ha_lab: hang of A, token 2000 ms: group started on B {took:.1?} after the fault");
@@ -221,11 +218,7 @@ fn storage_path_loss_on_the_active_node_moves_the_group() {
     }
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let lab = lab_with_group(HaConfig::default());
-    let fault = Instant::now();
-    lab.storage_path_loss(Node::A);
-    lab.wait_until_running_on(GROUP, Node::B, FAILOVER_TIMEOUT);
-    let took = fault.elapsed();
-    assert_served_by_b(&lab);
+    let took = moved_to_b_after(&lab, |lab| lab.storage_path_loss(Node::A));
     let fenced = !actions_on(&lab, Node::A).is_empty();
     eprintln!(
         "ha_lab: storage path loss on A (fs monitor every 5 s): group started on B {took:.1?} after the fault \
