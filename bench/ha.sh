@@ -16,7 +16,7 @@
 # scripts/test.sh installs; one lab at a time, on a quiet machine.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-trials=5; token_ms=2000
+trials=5; token_ms=1000
 cases="server_crash server_hang heartbeat_link_loss public_link_loss primary_fence_device_failure storage_path_loss"
 out=$repo/bench/results/ha-$(date -u +%Y%m%dT%H%M%SZ)
 while [ $# -gt 0 ]; do

@@ -1327,6 +1327,10 @@ impl<S: Store> Store for CacheStore<S> {
         self.shared.inner.sync_all()
     }
 
+    fn check_export(&self, export_id: u32) -> StoreResult<()> {
+        self.shared.inner.check_export(export_id)
+    }
+
     fn open_for_locks(&self, who: &S::Caller, obj: &S::Object) -> StoreResult<S::LockFile> {
         self.shared.inner.open_for_locks(who, obj)
     }

@@ -23,6 +23,8 @@ pub struct NfsService<S: Store> {
     /// The exports served now with their client lists, swapped whole by an
     /// export reload ([`NfsService::exports_changed`]).
     exports: RwLock<Arc<[Arc<ServedExport>]>>,
+    /// See [`NfsService::holding_calls_when_storage_fails`].
+    hold_on_storage_failure: bool,
 }
 
 /// Who is calling, after the export's rules applied: the identity the
@@ -47,7 +49,22 @@ impl<S: Store> NfsService<S> {
     /// `store` must have one.
     pub fn new(store: Arc<S>, rules: Vec<(u32, Vec<ClientRule>)>) -> Self {
         let exports = RwLock::new(Self::pair(&*store, rules));
-        NfsService { store, exports }
+        NfsService { store, exports, hold_on_storage_failure: false }
+    }
+
+    /// For a server in an HA pair: a call that fails with NFS3ERR_IO while
+    /// its export's storage as a whole fails ([`Store::check_export`]: a
+    /// lost path, a shut-down file system) gets no reply. The cluster moves
+    /// the service, and the client's retransmission reaches the node that
+    /// took over, instead of an application seeing EIO. An error of one
+    /// file, on storage that works, is answered as usual.
+    pub fn holding_calls_when_storage_fails(mut self) -> Self {
+        self.hold_on_storage_failure = true;
+        self
+    }
+
+    pub(crate) fn holds_calls_when_storage_fails(&self) -> bool {
+        self.hold_on_storage_failure
     }
 
     /// The exports served now.

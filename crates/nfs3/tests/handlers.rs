@@ -14,7 +14,7 @@ use keel_nfs3::export::{Access, ClientOptions, ClientRule, HostMatch, Squash};
 use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
 use keel_nfs3_proto::mount::{Dirpath, MountProc, Mountres3, Mountstat3};
 use keel_nfs3_proto::nfs3::*;
-use keel_rpc::{Auth, AuthSys, CallContext, RpcProgram};
+use keel_rpc::{AcceptError, Auth, AuthSys, CallContext, RpcProgram};
 use keel_store::Store;
 use keel_store::sim::{SimAction, SimFault, SimPoint, SimStore};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
@@ -37,8 +37,22 @@ impl Server {
     }
 
     fn with_rules(seed: u64, rules: Vec<ClientRule>) -> Self {
+        Server::with_service(seed, rules, |svc| svc)
+    }
+
+    /// As a server in an HA pair runs it.
+    pub fn holding_calls_when_storage_fails(seed: u64, opts: ClientOptions) -> Self {
+        let rules = vec![ClientRule { host: HostMatch::Any, options: opts }];
+        Server::with_service(seed, rules, NfsService::holding_calls_when_storage_fails)
+    }
+
+    fn with_service(
+        seed: u64,
+        rules: Vec<ClientRule>,
+        edit: impl FnOnce(NfsService<SimStore>) -> NfsService<SimStore>,
+    ) -> Self {
         let store = Arc::new(SimStore::new(seed));
-        let svc = Arc::new(NfsService::new(store.clone(), vec![(1, rules)]));
+        let svc = Arc::new(edit(NfsService::new(store.clone(), vec![(1, rules)])));
         Server { store, nfs: Nfs3Program::new(svc.clone()), mount: MountProgram::new(svc) }
     }
 
@@ -65,6 +79,11 @@ fn flatten(segments: Vec<Bytes>) -> Bytes {
 
 impl Client<'_> {
     fn run<A: Encode, R: Decode>(&self, program: &dyn RpcProgram, proc_: u32, args: &A) -> R {
+        self.try_run(program, proc_, args).expect("accepted")
+    }
+
+    /// A call the program may refuse, or answer with nothing.
+    fn try_run<A: Encode, R: Decode>(&self, program: &dyn RpcProgram, proc_: u32, args: &A) -> Result<R, AcceptError> {
         let mut enc = Encoder::new();
         enc.put(args);
         let local: SocketAddr = "127.0.0.1:2049".parse().unwrap();
@@ -78,11 +97,11 @@ impl Client<'_> {
             report: Default::default(),
         };
         let mut reply = Encoder::new();
-        program.call(&ctx, &mut Decoder::new(flatten(enc.finish_bytes())), &mut reply).expect("accepted");
+        program.call(&ctx, &mut Decoder::new(flatten(enc.finish_bytes())), &mut reply)?;
         let mut dec = Decoder::new(flatten(reply.finish_bytes()));
         let r = R::decode(&mut dec).expect("the reply decodes");
         dec.finish().expect("nothing after the reply");
-        r
+        Ok(r)
     }
 
     pub fn call<A: Encode, R: Decode>(&self, proc_: Nfs3Proc, args: &A) -> R {
@@ -417,6 +436,36 @@ fn a_failed_commit_changes_the_verifier_for_the_next_commit_of_another_client() 
     srv.store.inject(SimFault { point: SimPoint::Write, fileid: None, action: SimAction::Torn, count: 1 });
     assert_eq!(a.write(&fa, 0, &[1; 4096], StableHow::FileSync).status(), Nfsstat3::Io);
     assert_ne!(a.commit(&fa).ok().unwrap().verf, v2);
+}
+
+#[test]
+fn in_an_ha_pair_an_io_error_the_whole_export_shares_gets_no_reply_one_files_own_does() {
+    let write = |srv: &Server, f: &NfsFh3| {
+        let data = Bytes::from_static(b"data");
+        let args = Write3Args { file: f.clone(), offset: 0, count: 4, stable: StableHow::FileSync, data };
+        srv.client(0).try_run::<_, Write3Res>(&srv.nfs, Nfs3Proc::Write as u32, &args)
+    };
+    // Two flushes fail: the WRITE's, then the export's own check.
+    let export_fails = SimFault { point: SimPoint::Sync, fileid: None, action: SimAction::Fail(libc::EIO), count: 2 };
+
+    let srv = Server::holding_calls_when_storage_fails(11, rw());
+    let root = srv.client(0).root();
+    let f = srv.client(0).new_file(&root, "f");
+    srv.store.inject(export_fails);
+    assert!(matches!(write(&srv, &f), Err(AcceptError::Drop)), "no reply: the client retransmits");
+    // The retransmission, once the storage works again, is answered.
+    assert!(write(&srv, &f).unwrap().is_ok());
+    // One file's flush fails on storage that works: its client is told.
+    let fileid = srv.client(0).getattr(&f).ok().unwrap().obj_attributes.fileid;
+    srv.store.inject(SimFault::fail(SimPoint::Sync, libc::EIO).on(fileid));
+    assert_eq!(write(&srv, &f).unwrap().status(), Nfsstat3::Io);
+
+    // Outside an HA pair, every I/O error is answered, as knfsd does.
+    let plain = Server::new(11, rw());
+    let root = plain.client(0).root();
+    let f = plain.client(0).new_file(&root, "f");
+    plain.store.inject(export_fails);
+    assert_eq!(write(&plain, &f).unwrap().status(), Nfsstat3::Io);
 }
 
 #[test]

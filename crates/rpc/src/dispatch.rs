@@ -33,6 +33,9 @@ pub enum AcceptError {
     ProcUnavail,
     GarbageArgs,
     SystemErr,
+    /// No reply at all (knfsd's "drop it"): the client retransmits, to
+    /// this server or, after a failover, to the one that took over.
+    Drop,
 }
 
 impl From<keel_xdr::XdrError> for AcceptError {
@@ -198,11 +201,14 @@ impl Dispatcher {
         let segments = match program.call(&ctx, &mut dec, &mut reply) {
             Ok(()) if !program.answers(header.vers, header.proc_) => return None,
             Ok(()) => reply.finish(),
+            // Nothing cached either (`in_cache` is abandoned): a
+            // retransmission runs the call again.
+            Err(AcceptError::Drop) => return None,
             Err(e) => {
                 let stat = match e {
                     AcceptError::ProcUnavail => AcceptStat::ProcUnavail,
                     AcceptError::GarbageArgs => AcceptStat::GarbageArgs,
-                    AcceptError::SystemErr => AcceptStat::SystemErr,
+                    AcceptError::SystemErr | AcceptError::Drop => AcceptStat::SystemErr,
                 };
                 status_reply(xid, ReplyStat::Accepted(stat))
             }

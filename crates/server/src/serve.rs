@@ -28,7 +28,7 @@ use crate::notify::notify;
 use crate::portmap::{self, PortmapProgram};
 use crate::reload::{Overrides, Reloader};
 use crate::stats::{ReloadCounts, ServerStats};
-use crate::transport::{Admit, Transport, TransportConfig};
+use crate::transport::{self, Admit, Transport, TransportConfig};
 use crate::{metrics, sys};
 
 /// Open objects kept cached (each holds one or two descriptors).
@@ -125,7 +125,8 @@ pub fn run(
     }
     // The cache's log is replayed here, before the first call is served.
     let served = Arc::new(crate::cache::open(&config, Arc::new(store))?);
-    let svc = Arc::new(NfsService::new(served.clone(), rules));
+    let svc = NfsService::new(served.clone(), rules);
+    let svc = Arc::new(if config.ha { svc.holding_calls_when_storage_fails() } else { svc });
     let calls = keel_stats::CallStats::new(&crate::stats::programs());
     calls.set_exports(&config.exports.iter().map(|e| e.id).collect::<Vec<_>>());
     let reloader = Arc::new(Reloader::new(file, overrides, key, svc.clone(), calls.clone(), config.clone()));
@@ -147,7 +148,8 @@ pub fn run(
     let stopped = runtime.block_on(serve(&config, svc, locks.clone(), calls, reloader, banner))?;
     // Calls in flight finish and their replies go out before the file
     // systems are synced.
-    stopped.transport.stop(DRAIN_TIMEOUT);
+    let linger = if config.ha { transport::LINGER_HA } else { transport::LINGER };
+    stopped.transport.stop(DRAIN_TIMEOUT, linger);
     locks.stop();
     lock_threads.join();
     runtime.shutdown_timeout(Duration::from_secs(1));
@@ -304,10 +306,8 @@ async fn serve(
         // Listening already: a tickled client's reconnection is accepted at
         // once (refused, the kernel client would wait seconds to retry).
         let previous = tickle::load(&server.state_dir);
-        match tokio::task::spawn_blocking(move || tickle::tickle(&previous)).await? {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(connections = n, "sent tickle ACKs: the last server's clients reconnect now"),
-            Err(e) => tracing::warn!(error = %e, "cannot send tickle ACKs; clients reconnect when they retransmit"),
+        if !previous.is_empty() {
+            tokio::spawn(tickle_rounds(previous));
         }
         tokio::spawn(record_connections(stats.clone(), server.state_dir.clone(), shutdown.clone()));
     }
@@ -320,6 +320,32 @@ async fn serve(
     tracing::info!("stopping: no new connections or calls; finishing calls in flight");
     let _ = shutdown_tx.send(true);
     Ok(Stopped { transport, registered })
+}
+
+/// Tickles the last server's clients (see `tickle`) at once and again over
+/// the next two seconds: a client answers the first ones to the old node's
+/// hardware address until the floating address's gratuitous ARPs reach it,
+/// and that answer is lost. A client already reconnected from the same
+/// port only answers with a duplicate ACK.
+async fn tickle_rounds(connections: Vec<tickle::Connection>) {
+    const ROUNDS_AFTER_MS: [u64; 4] = [0, 500, 1000, 2000];
+    let mut waited = 0;
+    for at in ROUNDS_AFTER_MS {
+        tokio::time::sleep(Duration::from_millis(at - waited)).await;
+        waited = at;
+        let these = connections.clone();
+        match tokio::task::spawn_blocking(move || tickle::tickle(&these)).await {
+            Ok(Ok(n)) if at == 0 && n > 0 => {
+                tracing::info!(connections = n, "sent tickle ACKs: the last server's clients reconnect now")
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot send tickle ACKs; clients reconnect when they retransmit");
+                return;
+            }
+            Err(_) => return,
+        }
+    }
 }
 
 /// Keeps `state_dir/connections` (see `tickle`) within a second of the

@@ -10,6 +10,7 @@
 //! both on one node after the other crashes, one given back when it
 //! returns. Root only; skipped where Pacemaker is not installed.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +29,12 @@ const AGENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib/ocf/keel
 /// there; the nodes see the host's /usr).
 const AGENT_INSTALLED: &str = "/usr/lib/ocf/resource.d/keel/keel";
 const FAILOVER_TIMEOUT: Duration = Duration::from_secs(60);
+const RUN_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/kernel-nfs-client/run.sh");
+const FAILOVER_WRITER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kernel/failover_writer.sh");
+/// The kernel client VM's address on the public network.
+const KERNEL_CLIENT_IP: &str = "10.77.1.20";
+/// Corosync's token timeout in the plan (KEEL_HA_TOKEN_MS overrides it).
+const TOKEN_MS: u32 = 1000;
 
 /// One `[[service]]` of the plan: a Pacemaker group serving one export
 /// from its own shared disk at its own floating address.
@@ -86,8 +93,10 @@ fn plan(services: &[Service]) -> String {
             s.prefer.name()
         )
     };
+    // bench/ha.sh sets the token timeout, the knob that sets a crash's failover.
+    let token_ms: u32 = std::env::var("KEEL_HA_TOKEN_MS").ok().and_then(|t| t.parse().ok()).unwrap_or(TOKEN_MS);
     format!(
-        "token_ms = 2000\nmonitor_seconds = 2\nping = [\"{CLIENT_IP}\"]\nkeel_binary = \"{}\"\n\n{}{}{}",
+        "token_ms = {token_ms}\nmonitor_seconds = 2\nping = [\"{CLIENT_IP}\"]\nkeel_binary = \"{}\"\n\n{}{}{}",
         keel_bin().display(),
         node(Node::A),
         node(Node::B),
@@ -123,20 +132,20 @@ fn lab_serving_prepared(
 ) -> (HaLab, Vec<PathBuf>) {
     std::fs::create_dir_all(Path::new(AGENT_INSTALLED).parent().unwrap()).unwrap();
     std::fs::copy(AGENT, AGENT_INSTALLED).unwrap();
-    // bench/ha.sh sets the token timeout, the knob that sets a crash's failover.
-    let token_ms = std::env::var("KEEL_HA_TOKEN_MS").ok().and_then(|t| t.parse().ok());
-    let lab =
-        HaLab::start(HaConfig { token_ms: token_ms.unwrap_or(HaConfig::default().token_ms), ..HaConfig::default() });
-    prepare(&lab);
-    let out = lab.dir().join("keel-ha");
-    let plan_file = lab.dir().join("keel-ha.toml");
+    let init_dir = keel_testkit::procs::TempDir::new("keel-ha-init");
+    let plan_file = init_dir.path().join("keel-ha.toml");
     std::fs::write(&plan_file, plan(services)).unwrap();
+    let out = init_dir.path().join("written");
     let init = run_timeout(
         Command::new(keel_bin()).args(["ha", "init"]).arg(&plan_file).arg("--out").arg(&out),
         Duration::from_secs(30),
     );
     assert!(init.status.success(), "{init:?}");
     assert!(init.stdout.contains("crm configure load update"), "{init:?}");
+    // Corosync runs on the corosync.conf `keel ha init` wrote.
+    let corosync = std::fs::read_to_string(out.join("corosync.conf")).unwrap();
+    let lab = HaLab::start(HaConfig { corosync_conf: Some(corosync), ..HaConfig::default() });
+    prepare(&lab);
     // /etc/keel is the host's, seen by both nodes, as it would be copied.
     std::fs::create_dir_all("/etc/keel").unwrap();
     let mut configs = Vec::new();
@@ -338,12 +347,140 @@ fn check_journal(lab: &HaLab, journal: &Path) -> keel_testkit::procs::Output {
     run_timeout(verify(lab, &["check", "--retry-for", "60s", "--journal"]).arg(journal), FAILOVER_TIMEOUT)
 }
 
+/// The Linux kernel client: a VM on the public network (the harness's
+/// `--tap`) that mounts `service` through its floating address and runs
+/// `tests/kernel/failover_writer.sh` in a directory of its own.
+struct KernelClient {
+    child: std::process::Child,
+    /// The guest's console lines, as they come.
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+    service: Service,
+    dir: String,
+}
+
+impl Drop for KernelClient {
+    fn drop(&mut self) {
+        // SAFETY: a signal to the process group the child leads.
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+/// What the kernel client saw.
+struct KernelOutcome {
+    /// Its longest wait between two completed (fsynced) writes.
+    max_gap: Duration,
+}
+
+impl KernelClient {
+    fn start(lab: &HaLab, service: Service) -> KernelClient {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let dir = format!("kclient-{}", N.fetch_add(1, Ordering::SeqCst));
+        let script = lab.dir().join(format!("{dir}.sh"));
+        std::fs::write(&script, std::fs::read_to_string(FAILOVER_WRITER).unwrap().replace("DIR", &dir)).unwrap();
+        let tap = "kclient0";
+        let ns = lab.public_tap(tap);
+        let mut child = ns
+            .cmd(&[RUN_SH, "--tap", tap, "--ip", KERNEL_CLIENT_IP, "--server", service.ip])
+            .args(["--hostname", "kclient", "--port", "2049", "--timeout", "400", "--export", service.mount])
+            .arg(&script)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // A group of its own: Drop ends qemu too, not only run.sh.
+            .process_group(0)
+            .spawn()
+            .expect("run.sh");
+        let (tx, lines) = std::sync::mpsc::channel();
+        for out in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            });
+        }
+        KernelClient { child, lines, seen: Vec::new(), service, dir }
+    }
+
+    /// The value of the guest's `RESULT key=value` line, waiting up to
+    /// `timeout` for it.
+    fn result(&mut self, key: &str, timeout: Duration) -> Option<String> {
+        let prefix = format!("RESULT {key}=");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = self.seen.iter().find_map(|l| l.find(&prefix).map(|at| l[at + prefix.len()..].to_string()))
+            {
+                return Some(v.trim().to_string());
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Waits until the guest has booted, mounted and begun writing.
+    fn wait_writing(&mut self) {
+        if self.result("writing", Duration::from_secs(180)).is_none() {
+            panic!("the kernel client did not start writing:\n{}", self.seen.join("\n"));
+        }
+    }
+
+    /// Tells the guest to stop writing (through the file system of the
+    /// node serving it now), waits for it to read everything back, and
+    /// checks the server's copy too.
+    fn finish(mut self, lab: &HaLab, what: &str) -> KernelOutcome {
+        let node = lab.where_is(self.service.group).expect("the service runs somewhere");
+        let dir = format!("{}/{}", self.service.mount, self.dir);
+        lab.sh(node, &format!("echo stop > {dir}/control"));
+        let error = self.result("error", Duration::ZERO);
+        let done = error.is_none() && self.result("done", Duration::from_secs(180)).is_some();
+        // Written through the whole fault, not done before it.
+        let stopped = self.result("stopped", Duration::ZERO).is_some();
+        let error = error.or_else(|| self.result("error", Duration::ZERO));
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+        let console = self.seen.join("\n");
+        assert!(done && error.is_none(), "{what}: the kernel client failed: {error:?}\n{console}");
+        assert!(stopped, "{what}: the kernel client stopped writing before it was told to\n{console}");
+        let gap: u64 = self.result("max_gap_cs", Duration::ZERO).and_then(|v| v.parse().ok()).unwrap();
+        let bytes = self.result("bytes", Duration::ZERO).unwrap();
+        let md5 = self.result("md5", Duration::ZERO).unwrap();
+        // What the server's disk holds, read on the node serving it.
+        let on_disk = lab.sh(node, &format!("head -c {bytes} {dir}/data | md5sum"));
+        assert!(
+            on_disk.stdout.starts_with(&md5),
+            "{what}: the kernel client's data on the disk: {on_disk:?}, wrote {md5}"
+        );
+        KernelOutcome { max_gap: Duration::from_millis(gap * 10) }
+    }
+}
+
 struct Outcome {
     /// Fault to Keel started on the other node (None: it did not move).
     failover: Option<Duration>,
     /// The prober's longest wait between two writes from the fault on
     /// (None: it never wrote again).
     interruption: Option<Duration>,
+    /// The kernel client's longest wait between two writes, if it ran.
+    kernel: Option<Duration>,
+}
+
+/// Who writes through a fault.
+#[derive(Clone, Copy, PartialEq)]
+enum Clients {
+    /// `keel verify` and the prober.
+    Own,
+    /// Those and the Linux kernel client.
+    WithKernel,
 }
 
 /// Where the service must be after the fault.
@@ -357,11 +494,12 @@ enum Expect {
     StaysOnA,
 }
 
-/// Writes with `keel verify` and the prober, injects `fault` once some data
-/// is acknowledged, waits for the service where `expect` says, lets the
-/// writers finish and checks every acknowledged byte.
+/// Writes with `keel verify`, the prober and the Linux kernel client,
+/// injects `fault` once some data is acknowledged, waits for the service
+/// where `expect` says, lets the writers finish and checks every
+/// acknowledged byte.
 fn fail_over(lab: &HaLab, what: &str, expect: Expect, fault: &dyn Fn(&HaLab)) -> Outcome {
-    let (outcome, check) = fail_over_checked(lab, what, expect, fault);
+    let (outcome, check) = fail_over_checked(lab, what, expect, Clients::WithKernel, fault);
     assert!(check.status.success(), "{what}: acknowledged data lost:\n{check:?}");
     assert!(outcome.interruption.is_some(), "{what}: the prober never wrote after the fault");
     outcome
@@ -373,8 +511,14 @@ fn fail_over_checked(
     lab: &HaLab,
     what: &str,
     expect: Expect,
+    clients: Clients,
     fault: &dyn Fn(&HaLab),
 ) -> (Outcome, keel_testkit::procs::Output) {
+    let kernel = (clients == Clients::WithKernel).then(|| {
+        let mut k = KernelClient::start(lab, NFS);
+        k.wait_writing();
+        k
+    });
     let journal = lab.dir().join(format!("{}.journal", what.replace(' ', "-")));
     let stop = Stop::default();
     let probe = prober(lab, NFS, stop.clone());
@@ -398,6 +542,7 @@ fn fail_over_checked(
     stop.set();
     let ok = probe.join().unwrap();
     let check = check_journal(lab, &journal);
+    let kernel = kernel.map(|k| k.finish(lab, what).max_gap);
 
     let fenced: Vec<_> =
         lab.power_actions(Node::A).into_iter().skip(fenced_before).filter(|e| e.action != "on").collect();
@@ -410,14 +555,18 @@ fn fail_over_checked(
             assert!(fenced.iter().all(|e| !e.answered), "{what}: A was not fenced: {fenced:?}")
         }
     }
-    let outcome = Outcome { failover, interruption: interruption(&ok, t) };
+    let outcome = Outcome { failover, interruption: interruption(&ok, t), kernel };
     eprintln!(
-        "ha_failover: {what}: {}; client writes interrupted for {:?}; keel verify check: {}",
+        "ha_failover: {what}: {}; client writes interrupted for {:?}{}; keel verify check: {}",
         match outcome.failover {
             Some(d) => format!("Keel started on B {d:.1?} after the fault"),
             None => "the service stayed on A".into(),
         },
         outcome.interruption,
+        match outcome.kernel {
+            Some(g) => format!(", the kernel client's for {g:.1?} (its data read back intact)"),
+            None => String::new(),
+        },
         if check.status.success() { "every acknowledged byte there" } else { "DATA LOST" }
     );
     (outcome, check)
@@ -453,10 +602,14 @@ fn case(what: &str, expect: Expect, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaL
     } else {
         format!("failover p50 {:.1?} p99 {:.1?}", pct(moves.clone(), 0.5), pct(moves, 0.99))
     };
+    let kernel: Vec<Duration> = outcomes.iter().filter_map(|o| o.kernel).collect();
     eprintln!(
-        "ha_failover summary: {what}: {trials} trial(s), {server}, client interruption p50 {:.1?} p99 {:.1?}, 0 bytes lost",
+        "ha_failover summary: {what}: {trials} trial(s), {server}, client interruption p50 {:.1?} p99 {:.1?}, \
+         kernel client's p50 {:.1?} p99 {:.1?}, 0 bytes lost",
         pct(gaps.clone(), 0.5),
-        pct(gaps, 0.99)
+        pct(gaps, 0.99),
+        pct(kernel.clone(), 0.5),
+        pct(kernel, 0.99)
     );
     let _ = std::fs::remove_file(config);
     lab
@@ -572,7 +725,9 @@ fn an_async_export_loses_acknowledged_writes_at_failover() {
         c.replace("enabled = true", "enabled = false").replace("access = \"rw\"", "access = \"rw\"\nsync = false")
     });
     let (_, check) =
-        fail_over_checked(&lab, "async export, crash", Expect::FencedBy(Switch::Ipmi), &|lab| lab.crash(Node::A));
+        fail_over_checked(&lab, "async export, crash", Expect::FencedBy(Switch::Ipmi), Clients::Own, &|lab| {
+            lab.crash(Node::A)
+        });
     assert!(!check.status.success(), "an async export kept everything through a power cut?\n{check:?}");
     eprintln!("keel verify check after the failover of an async export:\n{}{}", check.stdout, check.stderr);
     let _ = std::fs::remove_file(config);

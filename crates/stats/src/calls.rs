@@ -60,6 +60,7 @@ struct ProgramCounters {
     garbage_args: AtomicU64,
     proc_unavail: AtomicU64,
     system_err: AtomicU64,
+    dropped: AtomicU64,
 }
 
 #[derive(Default)]
@@ -105,6 +106,7 @@ impl CallStats {
                     garbage_args: AtomicU64::new(0),
                     proc_unavail: AtomicU64::new(0),
                     system_err: AtomicU64::new(0),
+                    dropped: AtomicU64::new(0),
                 })
                 .collect(),
             exports: RwLock::new(Arc::from(Vec::new())),
@@ -168,6 +170,7 @@ impl CallStats {
                     AcceptError::GarbageArgs => &program.garbage_args,
                     AcceptError::ProcUnavail => &program.proc_unavail,
                     AcceptError::SystemErr => &program.system_err,
+                    AcceptError::Drop => &program.dropped,
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
                 true
@@ -271,6 +274,7 @@ fn program_snapshot(p: &ProgramCounters) -> ProgramSnapshot {
         garbage_args: p.garbage_args.load(Ordering::Relaxed),
         proc_unavail: p.proc_unavail.load(Ordering::Relaxed),
         system_err: p.system_err.load(Ordering::Relaxed),
+        dropped: p.dropped.load(Ordering::Relaxed),
     }
 }
 

@@ -185,11 +185,17 @@ pub fn render(s: &Snapshot) -> String {
             o.sample("keel_call_duration_seconds_count", &labels, cumulative);
         }
     }
-    o.family("keel_rpc_errors_total", "Calls a program answered with an RPC error instead of results.");
+    o.family(
+        "keel_rpc_errors_total",
+        "Calls a program answered with an RPC error instead of results, or left unanswered (dropped).",
+    );
     for p in programs {
-        for (error, n) in
-            [("garbage_args", p.garbage_args), ("proc_unavail", p.proc_unavail), ("system_err", p.system_err)]
-        {
+        for (error, n) in [
+            ("garbage_args", p.garbage_args),
+            ("proc_unavail", p.proc_unavail),
+            ("system_err", p.system_err),
+            ("dropped", p.dropped),
+        ] {
             o.sample("keel_rpc_errors_total", &[("program", &p.name), ("error", error)], n);
         }
     }

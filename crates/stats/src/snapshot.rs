@@ -67,6 +67,10 @@ pub struct ProgramSnapshot {
     pub garbage_args: u64,
     pub proc_unavail: u64,
     pub system_err: u64,
+    /// Calls left unanswered for the client to retransmit (under `[ha]`,
+    /// while the export's storage fails).
+    #[serde(default)]
+    pub dropped: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -347,6 +351,7 @@ impl Snapshot {
             p.garbage_args = p.garbage_args.saturating_sub(old.garbage_args);
             p.proc_unavail = p.proc_unavail.saturating_sub(old.proc_unavail);
             p.system_err = p.system_err.saturating_sub(old.system_err);
+            p.dropped = p.dropped.saturating_sub(old.dropped);
         }
         for e in &mut out.calls.exports {
             if let Some(o) = earlier.calls.exports.iter().find(|o| o.id == e.id) {

@@ -194,13 +194,14 @@ fn program(o: &mut String, p: &ProgramSnapshot, per: &dyn Fn(u64) -> String) {
     let total = p.calls();
     let _ = writeln!(
         o,
-        "\n{} v{}: {} calls, {} garbage args, {} unknown procedures, {} system errors",
+        "\n{} v{}: {} calls, {} garbage args, {} unknown procedures, {} system errors, {} dropped",
         p.name,
         p.version,
         per(total),
         p.garbage_args,
         p.proc_unavail,
-        p.system_err
+        p.system_err,
+        p.dropped
     );
     if total == 0 {
         return;

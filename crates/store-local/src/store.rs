@@ -242,6 +242,15 @@ impl Store for LocalStore {
         LocalStore::limits(self, &obj.0)
     }
 
+    /// fstat(2) of the root (a shut-down XFS fails it) and syncfs(2),
+    /// which forces the journal out to the device.
+    fn check_export(&self, export_id: u32) -> StoreResult<()> {
+        let exports = self.open_exports();
+        let export = exports.iter().find(|e| e.id == export_id).ok_or(StoreError::Stale)?;
+        crate::sys::fstat(export.root_fd())?;
+        export.sync()
+    }
+
     /// syncfs(2) of every export's file system; each failure is logged,
     /// the last one returned.
     fn sync_all(&self) -> StoreResult<()> {

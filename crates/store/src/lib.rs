@@ -253,6 +253,11 @@ pub trait Store: Send + Sync + 'static {
     /// Makes everything every export holds durable (at stop).
     fn sync_all(&self) -> StoreResult<()>;
 
+    /// Whether export `export_id`'s storage as a whole works now: its
+    /// root answers and its file system takes a flush. An error that this
+    /// shares is the device's or its path's, not one object's.
+    fn check_export(&self, export_id: u32) -> StoreResult<()>;
+
     /// A new open file description of the regular file `obj` for
     /// byte-range locks, if the caller may lock it: the caller can read it
     /// or owns it (knfsd's rule for NLM). Locks taken through it exclude

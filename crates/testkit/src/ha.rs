@@ -321,11 +321,15 @@ pub struct HaConfig {
     /// Start Corosync and Pacemaker on boot, and wait until both nodes are
     /// online.
     pub start_cluster: bool,
+    /// A corosync.conf to install instead of the lab's own (say, the one
+    /// `keel ha init` wrote); its logging goes to the lab's log directory
+    /// whatever it says.
+    pub corosync_conf: Option<String>,
 }
 
 impl Default for HaConfig {
     fn default() -> Self {
-        HaConfig { token_ms: 2000, consensus_ms: None, second_link: false, start_cluster: true }
+        HaConfig { token_ms: 2000, consensus_ms: None, second_link: false, start_cluster: true, corosync_conf: None }
     }
 }
 
@@ -438,6 +442,18 @@ impl HaLab {
     /// The client's network namespace (on the public network).
     pub fn client(&self) -> &Netns {
         &self.inner.client
+    }
+
+    /// A tap device `name` plugged into the public network, made once, for
+    /// a VM (the kernel client harness's `--tap`): the namespace to start
+    /// the VM in, which holds the device.
+    pub fn public_tap(&self, name: &str) -> &Netns {
+        let sw = &self.inner.sw;
+        if !sw.run(&["ip", "link", "show", name]).status.success() {
+            sw.run_ok(&["ip", "tuntap", "add", "dev", name, "mode", "tap"]);
+            sw.run_ok(&["ip", "link", "set", name, "master", "br-pub", "up"]);
+        }
+        sw
     }
 
     /// The node's network namespace (for host-side inspection; commands
@@ -824,6 +840,11 @@ impl Inner {
 
     fn corosync_conf(&self) -> String {
         let cfg = &self.cfg;
+        if let Some(given) = &cfg.corosync_conf {
+            return given
+                .replace("/var/log/corosync/corosync.log", "/var/log/cluster/corosync.log")
+                .replace("to_syslog: yes", "to_syslog: no");
+        }
         let consensus = cfg.consensus_ms.map(|c| format!("    consensus: {c}\n")).unwrap_or_default();
         let mut nodes = String::new();
         for node in Node::ALL {

@@ -121,6 +121,17 @@ impl<S: Store> RpcProgram for Nfs3Program<S> {
             Nfs3Proc::Commit => run(args, reply, |a| io::commit(&r, a)),
         };
         crate::report::status(ctx, proc_, reply, results_at);
+        if s.holds_calls_when_storage_fails()
+            && ctx.report.status() == Some(Nfsstat3::Io as u32)
+            && let Some(export) = ctx.report.export()
+            && let Err(e) = s.store.check_export(export)
+        {
+            tracing::warn!(
+                export, proc = proc_.name(), error = %e,
+                "the export's storage fails: no reply, the client retransmits (to the node that takes over)"
+            );
+            return Err(AcceptError::Drop);
+        }
         done
     }
 }

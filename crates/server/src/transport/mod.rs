@@ -48,8 +48,14 @@ use poller::{Poller, Token};
 /// Largest RPC record accepted: a 1 MiB WRITE plus headers, with room.
 pub const RECORD_BYTES_MAX: usize = (1 << 20) + (64 << 10);
 /// How long a stopping server waits for clients to close their side after
-/// it closed its own, so that its last replies are not reset away.
-const LINGER: Duration = Duration::from_secs(2);
+/// it closed its own, so that its last replies are not reset away. A client
+/// that can be reached closes within a round trip.
+pub const LINGER: Duration = Duration::from_secs(2);
+/// The same in an HA pair, where a stop is most often a service moving
+/// away from a node that lost its public link: a client that cannot be
+/// reached will not close, and every moment waited here the client waits
+/// for the other node.
+pub const LINGER_HA: Duration = Duration::from_millis(250);
 /// Connections accepted per wake-up of a worker, at most.
 const ACCEPTS_PER_TURN: usize = 32;
 /// Datagrams served per wake-up of a worker, at most.
@@ -240,9 +246,9 @@ impl Transport {
 
     /// Stops: no new connections or calls; the calls in flight finish and
     /// their replies are written (for up to `drain_timeout`); the server
-    /// closes its side and waits a moment for clients to close theirs;
-    /// then the workers leave.
-    pub fn stop(mut self, drain_timeout: Duration) {
+    /// closes its side and waits up to `linger` for clients to close
+    /// theirs; then the workers leave.
+    pub fn stop(mut self, drain_timeout: Duration, linger: Duration) {
         let sh = &self.shared;
         sh.state.store(DRAINING, Ordering::SeqCst);
         for (l, _) in &sh.listeners {
@@ -256,7 +262,7 @@ impl Transport {
             sh.poller.remove(s);
         }
         // Each connection finishes its calls in flight, closes its side,
-        // and waits (for LINGER) for its client to close too: closing with
+        // and waits (for `linger`) for its client to close too: closing with
         // unread input would reset the connection and lose replies the
         // client has not read yet.
         for c in sh.connections() {
@@ -265,7 +271,7 @@ impl Transport {
         let deadline = Instant::now() + drain_timeout;
         while !sh.conns.wait_empty(Duration::from_millis(50)) {
             for c in sh.connections() {
-                if c.lingering_for().is_some_and(|t| t >= LINGER) {
+                if c.lingering_for().is_some_and(|t| t >= linger) {
                     c.close(CloseReason::Stopping);
                 }
             }

@@ -1209,6 +1209,13 @@ impl crate::Store for SimStore {
         inos.sort_unstable();
         inos.into_iter().try_for_each(|ino| st.flush(ino))
     }
+
+    /// A flush of the export's root, which a `Sync` fault fails.
+    fn check_export(&self, export_id: u32) -> StoreResult<()> {
+        let mut st = self.lock();
+        let root = st.export(export_id).ok_or(StoreError::Stale)?.root;
+        st.strike(SimPoint::Sync, root).map(|_| ())
+    }
 }
 
 /// The object `name` in `dir` for `cred`: "." is `dir`, ".." its parent
