@@ -1,12 +1,13 @@
 //! Keel failing over for real: two Pacemaker/Corosync nodes in namespaces
 //! (keel_testkit::ha), configured by `keel ha init` and the OCF agent,
-//! serving an export on the shared disk at the floating address, while a
-//! client in its own namespace writes with `keel verify` and a prober
+//! serving an export on the shared disk at the floating address, while
+//! the Linux kernel client (a VM on the public bridge) writes and fsyncs,
+//! a client in its own namespace writes with `keel verify`, and a prober
 //! makes a FILE_SYNC WRITE every 50 ms. For each fault: the time from the
 //! fault to Keel started on the other node, the client-visible
-//! interruption (the gap between the prober's last write before the fault
-//! and its first after), and `keel verify check`: every acknowledged byte
-//! is there. And active/active: two services, one preferring each node,
+//! interruption (the prober's and the kernel client's longest wait
+//! between two writes), `keel verify check` (every acknowledged byte is
+//! there) and the kernel client's data read back and on the disk. And active/active: two services, one preferring each node,
 //! both on one node after the other crashes, one given back when it
 //! returns. Root only; skipped where Pacemaker is not installed.
 
