@@ -7,9 +7,9 @@
 //! fault to Keel started on the other node, the client-visible
 //! interruption (the prober's and the kernel client's longest wait
 //! between two writes), `keel verify check` (every acknowledged byte is
-//! there) and the kernel client's data read back and on the disk. And active/active: two services, one preferring each node,
-//! both on one node after the other crashes, one given back when it
-//! returns. Root only; skipped where Pacemaker is not installed.
+//! there) and the kernel client's data read back and on the disk. And
+//! active/active: two services, one preferring each node, both on one
+//! node after the other crashes, one given back when it returns. Root only; skipped where Pacemaker is not installed.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -440,12 +440,13 @@ impl KernelClient {
     fn finish(mut self, lab: &HaLab, what: &str) -> KernelOutcome {
         let node = lab.where_is(self.service.group).expect("the service runs somewhere");
         let dir = format!("{}/{}", self.service.mount, self.dir);
-        lab.sh(node, &format!("echo stop > {dir}/control"));
+        let told = lab.sh(node, &format!("echo stop > {dir}/control"));
+        assert!(told.status.success(), "{what}: cannot tell the kernel client to stop: {told:?}");
+        // Returns early if the guest ends without it (the console closes).
+        let done = self.result("done", Duration::from_secs(180)).is_some();
         let error = self.result("error", Duration::ZERO);
-        let done = error.is_none() && self.result("done", Duration::from_secs(180)).is_some();
         // Written through the whole fault, not done before it.
         let stopped = self.result("stopped", Duration::ZERO).is_some();
-        let error = error.or_else(|| self.result("error", Duration::ZERO));
         while let Ok(line) = self.lines.try_recv() {
             self.seen.push(line);
         }

@@ -311,7 +311,8 @@ pub struct FenceEvent {
 /// How to build a lab.
 #[derive(Clone, Debug)]
 pub struct HaConfig {
-    /// Corosync's totem token timeout.
+    /// Corosync's totem token timeout (in the lab's own corosync.conf:
+    /// unused when `corosync_conf` is given).
     pub token_ms: u32,
     /// Corosync's consensus timeout; Corosync's default (1.2 × token) if
     /// None.
