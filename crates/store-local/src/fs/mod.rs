@@ -216,7 +216,7 @@ impl LocalStore {
         if let Some(inode) = self.cache.get(handle.as_bytes()) {
             return Ok(inode);
         }
-        let open = |flags| ident::as_root(|| sys::open_by_handle(export.root_fd(), &kernel, flags));
+        let open = |flags| ident::as_root(|| open_by_handle_settled(export.root_fd(), &kernel, flags));
         let fd = match ftype {
             FileType::Directory => open(libc::O_RDONLY | libc::O_DIRECTORY),
             FileType::Regular => open(libc::O_RDONLY).or_else(|_| open(libc::O_PATH)),
@@ -504,6 +504,28 @@ fn permit(cred: &Cred, inode: &Inode, st: &libc::stat, mode: libc::c_int, owner_
 
 pub(crate) fn is_dot(name: &[u8]) -> bool {
     name == b"." || name == b".."
+}
+
+/// open_by_handle_at(2), asked again when it fails with ENOMEM: Linux
+/// (6.x) reports ENOMEM for an inode that another thread is evicting at
+/// that moment (a file just unlinked and closed), and the answer once the
+/// eviction is over is the real one, ESTALE. An ENOMEM that persists is
+/// returned (the client hears JUKEBOX and retries).
+fn open_by_handle_settled(
+    mount_fd: std::os::fd::BorrowedFd,
+    kernel: &sys::KernelHandle,
+    flags: libc::c_int,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    let mut tries = 0;
+    loop {
+        match sys::open_by_handle(mount_fd, kernel, flags) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOMEM) && tries < 5 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            other => return other,
+        }
+    }
 }
 
 fn stale_if_gone(e: std::io::Error) -> StoreError {
