@@ -140,6 +140,12 @@ pub struct CacheConfig {
     /// The read cache's slot size: a power of two from 4 KiB to 1 MiB
     /// (memory: about 80 bytes per slot).
     pub read_slot_bytes: u64,
+    /// A read that misses brings in the aligned window of this many bytes
+    /// around it (one back-end read) while the read cache has free slots:
+    /// a cold cache warms as a disk array's cache line does, at one disk
+    /// I/O per window rather than per block. A multiple of the slot size
+    /// up to [`readcache::FILL_BYTES_MAX`]; the slot size turns it off.
+    pub read_fill_bytes: u64,
     /// A write stream of a file longer than this goes to the back end, and
     /// a read stream longer than this is read from it (neither admitted to
     /// nor served by the read cache).
@@ -156,6 +162,7 @@ impl Default for CacheConfig {
             devices: Vec::new(),
             log_bytes: None,
             read_slot_bytes: readcache::SLOT_BYTES_DEFAULT,
+            read_fill_bytes: readcache::FILL_BYTES_DEFAULT,
             sequential_cutoff: 4 << 20,
             modes: HashMap::new(),
             background_destage: true,
@@ -185,6 +192,7 @@ pub struct Shared<S: Store> {
     /// device, or being rebuilt after a change of devices).
     read_cache: RwLock<Option<Arc<ReadCache>>>,
     read_slot_bytes: u64,
+    read_fill_bytes: u64,
     /// Moves on whenever data acknowledged as unstable may be lost.
     epoch: AtomicU64,
     /// Read guards are held while log positions from the index are read;
@@ -246,6 +254,13 @@ impl<S: Store> CacheStore<S> {
         if !slot.is_power_of_two() || !(readcache::SLOT_BYTES_MIN..=readcache::SLOT_BYTES_MAX).contains(&slot) {
             return Err(format!("read cache slot size {slot}: a power of two from 4 KiB to 1 MiB"));
         }
+        let fill = config.read_fill_bytes;
+        if fill < slot || fill % slot != 0 || fill > readcache::FILL_BYTES_MAX {
+            return Err(format!(
+                "read cache fill window {fill}: a multiple of the slot size ({slot}) up to {}",
+                readcache::FILL_BYTES_MAX
+            ));
+        }
         let events = Arc::new(Events::default());
         let shared = Arc::new(Shared {
             inner,
@@ -259,6 +274,7 @@ impl<S: Store> CacheStore<S> {
             sequential_cutoff: config.sequential_cutoff,
             read_cache: RwLock::new(None),
             read_slot_bytes: slot,
+            read_fill_bytes: fill,
             epoch: AtomicU64::new(0),
             ring_guard: RwLock::new(()),
             round: Mutex::new(()),
@@ -852,8 +868,10 @@ impl<S: Store> Shared<S> {
     }
 
     /// Copies the blocks of a back-end read that the read cache admits
-    /// ([`ReadCache::admits`]) into it: blocks the read covers whole (or to the end of
-    /// file) from its data, others read whole from the back end.
+    /// ([`ReadCache::admits`]) into it, and while it has free slots the
+    /// rest of the read's fill window (`read_fill_bytes`, aligned): blocks
+    /// the read covers whole (or to the end of file) from its data, the
+    /// others from one more back-end read spanning them.
     fn admit(
         &self,
         rc: &ReadCache,
@@ -868,28 +886,49 @@ impl<S: Store> Shared<S> {
             return Ok(());
         }
         let (b, end, handle) = (rc.slot_bytes(), offset + n, obj.handle());
-        let want: Vec<u64> = (offset / b..=(end - 1) / b).filter(|&blk| rc.admits(handle, blk)).collect();
+        let mut want: Vec<u64> = (offset / b..=(end - 1) / b).filter(|&blk| rc.admits(handle, blk)).collect();
+        if self.read_fill_bytes > b && rc.has_free_slots() {
+            let fill = self.read_fill_bytes;
+            let eof_block = out.attrs.size.div_ceil(b);
+            let window = (offset / fill * fill / b)..((end - 1) / fill * fill + fill).div_ceil(b).min(eof_block);
+            want.extend(window.filter(|&blk| (blk * b >= end || blk * b + b <= offset) && !rc.is_cached(handle, blk)));
+            want.sort_unstable();
+        }
         if want.is_empty() {
             return Ok(());
         }
         let data = std::mem::take(&mut out.data).into_bytes()?;
         out.data = data.clone().into();
+        let covered = |blk: u64| blk * b >= offset && (blk * b + b <= end || out.eof);
+        // The blocks the read does not cover, in one back-end read.
+        let (mut extra, mut extra_from) = (Bytes::new(), 0);
+        if let (Some(lo), Some(hi)) =
+            (want.iter().find(|&&blk| !covered(blk)), want.iter().rev().find(|&&blk| !covered(blk)))
+        {
+            extra_from = lo * b;
+            if let Ok(r) = self.inner.read(who, obj, extra_from, ((hi - lo + 1) * b) as usize) {
+                extra = r.data.into_bytes().unwrap_or_default();
+                // Short and not at the end of file: the blocks it lacks
+                // are not admitted (below).
+                if !r.eof {
+                    let whole = extra.len() as u64 / b * b;
+                    extra.truncate(whole as usize);
+                }
+            }
+        }
         let mut block = vec![0u8; b as usize];
         for blk in want {
             let (bs, be) = (blk * b, blk * b + b);
             block.fill(0);
-            if bs >= offset && (be <= end || out.eof) {
-                let piece = &data[(bs - offset) as usize..(be.min(end) - offset) as usize];
-                block[..piece.len()].copy_from_slice(piece);
+            let piece = if covered(blk) {
+                &data[(bs - offset) as usize..(be.min(end) - offset) as usize]
+            } else if bs >= extra_from && bs < extra_from + extra.len() as u64 {
+                let at = (bs - extra_from) as usize;
+                &extra[at..(at + b as usize).min(extra.len())]
             } else {
-                match self.inner.read(who, obj, bs, b as usize) {
-                    Ok(r) if r.data.len() as u64 == b || r.eof => {
-                        let Ok(d) = r.data.into_bytes() else { continue };
-                        block[..d.len()].copy_from_slice(&d);
-                    }
-                    _ => continue,
-                }
-            }
+                continue;
+            };
+            block[..piece.len()].copy_from_slice(piece);
             if rc.insert(handle, blk, &block, gen0) {
                 self.stats.read_cache_admitted(obj.export_id());
             }

@@ -57,6 +57,10 @@ use crate::stats::ReadCacheCounters;
 pub const SLOT_BYTES_DEFAULT: u64 = 4096;
 pub const SLOT_BYTES_MIN: u64 = 4096;
 pub const SLOT_BYTES_MAX: u64 = 1 << 20;
+/// 64 KiB, Open CAS's largest cache line: a miss costs one disk I/O
+/// either way, and 16 blocks come in for it.
+pub const FILL_BYTES_DEFAULT: u64 = 64 << 10;
+pub const FILL_BYTES_MAX: u64 = 1 << 20;
 /// Errors (read errors, checksum mismatches, write errors) after which a
 /// device is no longer used by the read cache.
 pub const DEVICE_ERRORS_MAX: u32 = 3;
@@ -254,7 +258,17 @@ impl ReadCache {
     /// has free slots (nothing is evicted for it), else at its second miss
     /// within the filter's memory, so a scan does not flush the hot set.
     pub fn admits(&self, handle: &Bytes, block: u64) -> bool {
-        self.slots_used() < self.slots_total() || self.second_miss(handle, block)
+        self.has_free_slots() || self.second_miss(handle, block)
+    }
+
+    /// Whether a slot is free (an admission evicts nothing).
+    pub fn has_free_slots(&self) -> bool {
+        self.slots_used() < self.slots_total()
+    }
+
+    /// Whether the block is cached (or being filled).
+    pub fn is_cached(&self, handle: &Bytes, block: u64) -> bool {
+        self.lock().files.get(handle).is_some_and(|b| b.contains_key(&block))
     }
 
     /// True on the second miss of a block within the filter's memory.

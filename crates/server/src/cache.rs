@@ -35,6 +35,7 @@ pub fn open(config: &Config, store: Arc<LocalStore>) -> anyhow::Result<Served> {
         devices: settings.devices.clone(),
         log_bytes: settings.log_bytes,
         sequential_cutoff: settings.sequential_cutoff,
+        read_fill_bytes: settings.read_fill_bytes,
         modes: config.exports.iter().filter(|e| e.cache != CacheMode::Off).map(|e| (e.id, e.cache)).collect(),
         background_destage: true,
         ..defaults

@@ -94,11 +94,18 @@ pub struct CacheSettings {
     pub log_bytes: Option<u64>,
     /// A sequential write stream longer than this goes to the back end.
     pub sequential_cutoff: u64,
+    /// The window a read-cache miss brings in while the cache has room.
+    pub read_fill_bytes: u64,
 }
 
 impl Default for CacheSettings {
     fn default() -> Self {
-        CacheSettings { devices: Vec::new(), log_bytes: None, sequential_cutoff: 4 << 20 }
+        CacheSettings {
+            devices: Vec::new(),
+            log_bytes: None,
+            sequential_cutoff: 4 << 20,
+            read_fill_bytes: keel_cache::readcache::FILL_BYTES_DEFAULT,
+        }
     }
 }
 
@@ -597,6 +604,14 @@ impl Checker<'_> {
         if let Some(v) = &raw.sequential_cutoff_mib {
             let mib = self.usize("sequential_cutoff_mib", v, SEQUENTIAL_CUTOFF_MIB_MAX);
             c.sequential_cutoff = mib.map_or(c.sequential_cutoff, |n| (n * MIB) as u64);
+        }
+        if let Some(v) = &raw.read_fill_kib {
+            let max = (keel_cache::readcache::FILL_BYTES_MAX >> 10) as usize;
+            match self.usize_from("read_fill_kib", v, 4, max) {
+                Some(kib) if kib.is_power_of_two() => c.read_fill_bytes = (kib << 10) as u64,
+                Some(kib) => self.error(&v.span(), format!("read_fill_kib = {kib}: a power of two from 4 to {max}")),
+                None => {}
+            }
         }
         c
     }

@@ -31,6 +31,7 @@ pub(super) struct RawCache {
     pub devices: Option<Spanned<Vec<Spanned<String>>>>,
     pub log_mib: Option<Spanned<Int>>,
     pub sequential_cutoff_mib: Option<Spanned<Int>>,
+    pub read_fill_kib: Option<Spanned<Int>>,
 }
 
 #[derive(Debug, Deserialize)]

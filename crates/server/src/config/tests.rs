@@ -922,6 +922,7 @@ fn example_file_parses() {
         "devices",
         "log_mib",
         "sequential_cutoff_mib",
+        "read_fill_kib",
         "cache",
     ] {
         assert!(text.contains(&format!("\n{key} =")) || text.contains(&format!("\n# {key} =")), "{key}");
@@ -978,4 +979,13 @@ fn ha_refuses_an_async_export_naming_it_and_warns_of_a_wildcard_listen() {
     let pinned = parse_ok(&format!("[server]\nlisten = [\"10.1.0.100:2049\"]\n{}", text.replace(", sync = false", "")));
     assert!(pinned.warnings.is_empty(), "{:?}", pinned.warnings);
     assert_problem("[ha]\nenable = true\n", 2, &["unknown field `enable`"]);
+}
+
+#[test]
+fn the_read_fill_window_is_a_power_of_two_of_kib() {
+    let c = parse_ok(&format!("[cache]\nread_fill_kib = 256\n{SIMPLE_EXPORT}"));
+    assert_eq!(c.cache.read_fill_bytes, 256 << 10);
+    assert_eq!(parse_ok(SIMPLE_EXPORT).cache.read_fill_bytes, 64 << 10);
+    assert_problem(&format!("[cache]\nread_fill_kib = 48\n{SIMPLE_EXPORT}"), 2, &["read_fill_kib = 48", "power of two"]);
+    assert_problem(&format!("[cache]\nread_fill_kib = 2048\n{SIMPLE_EXPORT}"), 2, &["read_fill_kib"]);
 }
