@@ -56,7 +56,7 @@ impl FileState {
 
     /// Removes dirty data in `[from, to)`, splitting extents that cross the
     /// bounds. Returns the (negative) change in dirty bytes.
-    fn cut(&mut self, from: u64, to: u64) -> i64 {
+    pub fn cut(&mut self, from: u64, to: u64) -> i64 {
         let hit: Vec<(u64, Extent)> =
             self.extents.range(..to).rev().take_while(|(s, e)| *s + e.len > from).map(|(s, e)| (*s, *e)).collect();
         let mut delta = 0i64;

@@ -34,7 +34,10 @@
 //! - **Bypass**: writes of files with nothing in the log go straight to the
 //!   back end when the export is not write-back, when a stream is
 //!   sequential past the cutoff (sequential bandwidth is the back end's),
-//!   when the log is full, and when fewer than two devices work.
+//!   when the log is full, and when fewer than two devices work. A write
+//!   over a file's logged data past a full log goes to the back end too,
+//!   durably, followed by a small `Bypassed` record (the ring keeps room
+//!   for those) that makes a replay drop the older logged data there.
 //! - **Recovery** ([`log`]): at start the log is read back from the head,
 //!   checksums and sequence numbers checked, and the index rebuilt before
 //!   the first call is served.
@@ -255,7 +258,7 @@ impl<S: Store> CacheStore<S> {
             return Err(format!("read cache slot size {slot}: a power of two from 4 KiB to 1 MiB"));
         }
         let fill = config.read_fill_bytes;
-        if fill < slot || fill % slot != 0 || fill > readcache::FILL_BYTES_MAX {
+        if fill < slot || !fill.is_multiple_of(slot) || fill > readcache::FILL_BYTES_MAX {
             return Err(format!(
                 "read cache fill window {fill}: a multiple of the slot size ({slot}) up to {}",
                 readcache::FILL_BYTES_MAX
@@ -447,6 +450,7 @@ impl<S: Store> Shared<S> {
             let mut st = slot.lock();
             let delta = match r.kind {
                 RecordKind::Write => st.insert(r.offset, Extent { len: u64::from(r.len), seq: r.seq, pos: r.data_pos }),
+                RecordKind::Bypassed => st.cut(r.offset, r.offset.saturating_add(u64::from(r.len))),
                 _ => st.truncate(r.offset),
             };
             st.size = r.size_after;
@@ -756,6 +760,81 @@ impl<S: Store> Shared<S> {
         }
     }
 
+    /// A write of a live file past a full log: to the back end, durably,
+    /// then a `Bypassed` record, so neither the destager nor a replay
+    /// writes the file's older logged data over it. `None` when the log
+    /// has no room even for that record (the caller logs the write,
+    /// waiting for room, as before).
+    #[allow(clippy::too_many_arguments)]
+    fn write_past_full_log(
+        &self,
+        who: &S::Caller,
+        obj: &S::Object,
+        slot: &index::FileSlot,
+        log: &Log,
+        offset: u64,
+        data: &[u8],
+        stability: Stability,
+    ) -> Option<StoreResult<WriteOut>> {
+        let len = u32::try_from(data.len()).ok()?;
+        if !log.has_room_for_bypass() {
+            return None;
+        }
+        let handle = obj.handle();
+        // The destager writes extents it took before this without the
+        // file's state lock: it must not write them after this write.
+        let _io = slot.io();
+        let mut st = slot.lock();
+        let before = self.read_cache().map(|rc| rc.generation(handle));
+        // Durable before the record can be: a record synced (by anyone's
+        // group commit) over data that is not would lose the older data.
+        let r = self.inner.write(who, obj, offset, data, Stability::FileSync);
+        self.wrote(obj, offset, data, r.is_ok(), before);
+        let mut out = match r {
+            Ok(out) => out,
+            Err(e) => return Some(Err(e)),
+        };
+        self.stats.bypassed(obj.export_id(), Bypass::Full, data.len() as u64);
+        let end = offset + u64::from(len);
+        st.overlay(&mut out.before);
+        let size = st.size.max(end);
+        let mut buf = Vec::new();
+        let rec = log.append(
+            RecordKind::Bypassed,
+            handle,
+            offset,
+            size,
+            out.after.mtime,
+            &u64::from(len).to_le_bytes(),
+            &mut buf,
+        );
+        // The back end holds the newer data whether or not the record
+        // was written; without it a replay may bring the older data back,
+        // which is allowed: this write is not acknowledged then.
+        let delta = st.cut(offset, end);
+        st.size = size;
+        st.mtime = out.after.mtime;
+        st.ctime = out.after.ctime;
+        if let Ok(r) = &rec {
+            st.last_seq = st.last_seq.max(r.seq);
+        }
+        st.overlay(&mut out.after);
+        drop(st);
+        self.index.add_dirty(delta);
+        let seq = match rec {
+            Ok(r) => r.seq,
+            Err(e) => return Some(Err(log_error(e))),
+        };
+        if stability != Stability::Unstable
+            && let Err(e) = log.sync_through(seq)
+        {
+            self.data_lost("log sync failed");
+            return Some(Err(log_error(e)));
+        }
+        out.verifier = combine(out.verifier, self.epoch.load(Ordering::Acquire));
+        Some(Ok(out))
+    }
+
     /// SETATTR with a size of a live file. The cut is logged (and synced)
     /// before the back end is truncated, so a replay repeats it; if the
     /// back end then refuses, the dirty data beyond the cut is logged again
@@ -862,16 +941,29 @@ impl<S: Store> Shared<S> {
         // Sampled before the back end is read: a change after this makes
         // the copy unpublishable.
         let gen0 = rc.generation(handle);
+        let fill = self.read_fill_bytes;
+        if fill > b && rc.has_free_slots() {
+            // The aligned window around the read, in one back-end read
+            // (one disk I/O, as the read alone would cost), all admitted.
+            let from = offset / fill * fill;
+            let to = offset.saturating_add(count as u64).div_ceil(fill).saturating_mul(fill);
+            let mut window = self.inner.read(who, obj, from, (to - from) as usize)?;
+            self.admit(&rc, who, obj, from, gen0, &mut window)?;
+            let data = window.data.into_bytes()?;
+            let start = ((offset - from) as usize).min(data.len());
+            let len = count.min(data.len() - start);
+            let eof = offset + len as u64 >= window.attrs.size;
+            return Ok((ReadOut { data: data.slice(start..start + len).into(), eof, attrs: window.attrs }, false));
+        }
         let mut out = self.inner.read(who, obj, offset, count)?;
         self.admit(&rc, who, obj, offset, gen0, &mut out)?;
         Ok((out, false))
     }
 
     /// Copies the blocks of a back-end read that the read cache admits
-    /// ([`ReadCache::admits`]) into it, and while it has free slots the
-    /// rest of the read's fill window (`read_fill_bytes`, aligned): blocks
-    /// the read covers whole (or to the end of file) from its data, the
-    /// others from one more back-end read spanning them.
+    /// ([`ReadCache::admits`]) into it: blocks the read covers whole (or
+    /// to the end of file) from its data, the others (its partial first
+    /// and last blocks) from one more back-end read spanning them.
     fn admit(
         &self,
         rc: &ReadCache,
@@ -886,14 +978,7 @@ impl<S: Store> Shared<S> {
             return Ok(());
         }
         let (b, end, handle) = (rc.slot_bytes(), offset + n, obj.handle());
-        let mut want: Vec<u64> = (offset / b..=(end - 1) / b).filter(|&blk| rc.admits(handle, blk)).collect();
-        if self.read_fill_bytes > b && rc.has_free_slots() {
-            let fill = self.read_fill_bytes;
-            let eof_block = out.attrs.size.div_ceil(b);
-            let window = (offset / fill * fill / b)..((end - 1) / fill * fill + fill).div_ceil(b).min(eof_block);
-            want.extend(window.filter(|&blk| (blk * b >= end || blk * b + b <= offset) && !rc.is_cached(handle, blk)));
-            want.sort_unstable();
-        }
+        let want: Vec<u64> = (offset / b..=(end - 1) / b).filter(|&blk| rc.admits(handle, blk)).collect();
         if want.is_empty() {
             return Ok(());
         }
@@ -1142,7 +1227,14 @@ impl<S: Store> Store for CacheStore<S> {
         let handle = obj.handle();
         let live = sh.index.get(handle);
         let log = sh.log();
-        if let Some(why) = sh.bypass(obj, offset, data.len() as u64, log.as_deref()) {
+        let why = sh.bypass(obj, offset, data.len() as u64, log.as_deref());
+        if let (Some(Bypass::Full), Some(slot), Some(log)) = (why, &live, &log)
+            && !log.has_room_for_write(data.len())
+            && let Some(r) = sh.write_past_full_log(who, obj, slot, log, offset, data, stability)
+        {
+            return r;
+        }
+        if let Some(why) = why {
             // A live file's write may bypass too, where no replay of the
             // log can write over it.
             let clear = live.as_ref().is_none_or(|s| !s.lock().overlaps_log(offset, data.len() as u64));

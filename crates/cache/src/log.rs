@@ -49,6 +49,10 @@ pub enum RecordKind {
     Truncate = 2,
     /// Fills the ring to its end.
     Wrap = 3,
+    /// A write of `len` bytes at `offset` went to the back end, durably,
+    /// past a full log: a replay drops the file's older logged data there.
+    /// Its payload is the length (8 bytes).
+    Bypassed = 4,
 }
 
 impl RecordKind {
@@ -57,6 +61,7 @@ impl RecordKind {
             1 => RecordKind::Write,
             2 => RecordKind::Truncate,
             3 => RecordKind::Wrap,
+            4 => RecordKind::Bypassed,
             _ => return None,
         })
     }
@@ -70,6 +75,7 @@ pub struct Record {
     pub handle: Bytes,
     /// A write's offset in the file; a truncation's size.
     pub offset: u64,
+    /// A write's payload length; a bypassed write's length.
     pub len: u32,
     /// The file's size and mtime once this record applies.
     pub size_after: u64,
@@ -188,6 +194,19 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Room at the end of the ring that only small records (truncations,
+/// bypassed writes) may take: a full log still takes them, so a write
+/// past it need not wait for a destage.
+const SMALL_RECORDS_ROOM: u64 = 256 * ALIGN;
+
+/// A record's `len`: a bypassed write's length is its payload.
+fn record_len(kind: RecordKind, payload: &[u8]) -> u32 {
+    match (kind, payload.try_into()) {
+        (RecordKind::Bypassed, Ok(len)) => u64::from_le_bytes(len) as u32,
+        _ => payload.len() as u32,
+    }
 }
 
 fn record_bytes(payload: usize) -> u64 {
@@ -450,8 +469,7 @@ impl Log {
         let mut t = self.lock();
         let room_to_end = self.ring_bytes - t.tail_addr % self.ring_bytes;
         let wrap = rec_len > room_to_end;
-        let need = rec_len + if wrap { room_to_end } else { 0 };
-        if t.tail_addr + need - t.head_addr > self.ring_bytes {
+        if !self.fits(&t, kind, rec_len) {
             return Err(LogError::Full);
         }
         if wrap {
@@ -487,11 +505,30 @@ impl Log {
             seq,
             handle: handle.clone(),
             offset,
-            len: payload.len() as u32,
+            len: record_len(kind, payload),
             size_after,
             mtime_after,
             data_pos: pos + HEADER_BYTES as u64,
         })
+    }
+
+    /// Whether a record of `rec_len` bytes (and the wrap record it may
+    /// need) fits now; writes leave [`SMALL_RECORDS_ROOM`] to the others.
+    fn fits(&self, t: &Tail, kind: RecordKind, rec_len: u64) -> bool {
+        let room_to_end = self.ring_bytes - t.tail_addr % self.ring_bytes;
+        let need = rec_len + if rec_len > room_to_end { room_to_end } else { 0 };
+        let keep = if kind == RecordKind::Write { SMALL_RECORDS_ROOM } else { 0 };
+        t.tail_addr + need + keep - t.head_addr <= self.ring_bytes
+    }
+
+    /// Whether a write record with `payload` bytes fits now.
+    pub fn has_room_for_write(&self, payload: usize) -> bool {
+        self.fits(&self.lock(), RecordKind::Write, record_bytes(payload))
+    }
+
+    /// Whether a bypassed-write record fits now.
+    pub fn has_room_for_bypass(&self) -> bool {
+        self.fits(&self.lock(), RecordKind::Bypassed, record_bytes(8))
     }
 
     /// Waits up to `timeout` for room in the ring; true if there may be.
@@ -680,7 +717,10 @@ fn scan(dev: &dyn DeviceIo, sb: &Superblock) -> (Vec<Scanned>, u64) {
         let Some(kind) = RecordKind::from_u8(h[24]) else { break };
         let hlen = h[25] as usize;
         let plen = u32_at(h, 28) as usize;
-        if hlen > HANDLE_BYTES_MAX || plen > payload_bytes_max(sb.ring_bytes) {
+        if hlen > HANDLE_BYTES_MAX
+            || plen > payload_bytes_max(sb.ring_bytes)
+            || (kind == RecordKind::Bypassed && plen != 8)
+        {
             break;
         }
         let room_to_end = sb.ring_bytes - addr % sb.ring_bytes;
@@ -712,7 +752,7 @@ fn scan(dev: &dyn DeviceIo, sb: &Superblock) -> (Vec<Scanned>, u64) {
             seq,
             handle: Bytes::copy_from_slice(&h[64..64 + hlen]),
             offset: u64_at(h, 32),
-            len: plen as u32,
+            len: record_len(kind, &payload),
             size_after: u64_at(h, 40),
             mtime_after: Time { seconds: u64_at(h, 48) as i64, nanos: u32_at(h, 56) },
             data_pos: pos + HEADER_BYTES as u64,

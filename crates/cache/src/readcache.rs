@@ -266,11 +266,6 @@ impl ReadCache {
         self.slots_used() < self.slots_total()
     }
 
-    /// Whether the block is cached (or being filled).
-    pub fn is_cached(&self, handle: &Bytes, block: u64) -> bool {
-        self.lock().files.get(handle).is_some_and(|b| b.contains_key(&block))
-    }
-
     /// True on the second miss of a block within the filter's memory.
     pub fn second_miss(&self, handle: &Bytes, block: u64) -> bool {
         let mut h = std::collections::hash_map::DefaultHasher::new();

@@ -986,6 +986,10 @@ fn the_read_fill_window_is_a_power_of_two_of_kib() {
     let c = parse_ok(&format!("[cache]\nread_fill_kib = 256\n{SIMPLE_EXPORT}"));
     assert_eq!(c.cache.read_fill_bytes, 256 << 10);
     assert_eq!(parse_ok(SIMPLE_EXPORT).cache.read_fill_bytes, 64 << 10);
-    assert_problem(&format!("[cache]\nread_fill_kib = 48\n{SIMPLE_EXPORT}"), 2, &["read_fill_kib = 48", "power of two"]);
+    assert_problem(
+        &format!("[cache]\nread_fill_kib = 48\n{SIMPLE_EXPORT}"),
+        2,
+        &["read_fill_kib = 48", "power of two"],
+    );
     assert_problem(&format!("[cache]\nread_fill_kib = 2048\n{SIMPLE_EXPORT}"), 2, &["read_fill_kib"]);
 }
