@@ -443,6 +443,15 @@ impl<S: Store> Shared<S> {
         tracing::error!("cache: data acknowledged as unstable may be lost: {why}");
     }
 
+    /// Makes the log durable through `seq` on every healthy mirror. A
+    /// failure may lose unstable data: the verifier moves on.
+    fn sync_log(&self, log: &Log, seq: u64) -> StoreResult<()> {
+        log.sync_through(seq).map_err(|e| {
+            self.data_lost("log sync failed");
+            log_error(e)
+        })
+    }
+
     /// Rebuilds the index from recovered records, oldest first.
     fn rebuild(&self, records: &[log::Record]) {
         for r in records {
@@ -826,10 +835,9 @@ impl<S: Store> Shared<S> {
             Err(e) => return Some(Err(log_error(e))),
         };
         if stability != Stability::Unstable
-            && let Err(e) = log.sync_through(seq)
+            && let Err(e) = self.sync_log(log, seq)
         {
-            self.data_lost("log sync failed");
-            return Some(Err(log_error(e)));
+            return Some(Err(e));
         }
         out.verifier = combine(out.verifier, self.epoch.load(Ordering::Acquire));
         Some(Ok(out))
@@ -947,13 +955,16 @@ impl<S: Store> Shared<S> {
             // (one disk I/O, as the read alone would cost), all admitted.
             let from = offset / fill * fill;
             let to = offset.saturating_add(count as u64).div_ceil(fill).saturating_mul(fill);
-            let mut window = self.inner.read(who, obj, from, (to - from) as usize)?;
-            self.admit(&rc, who, obj, from, gen0, &mut window)?;
-            let data = window.data.into_bytes()?;
-            let start = ((offset - from) as usize).min(data.len());
-            let len = count.min(data.len() - start);
-            let eof = offset + len as u64 >= window.attrs.size;
-            return Ok((ReadOut { data: data.slice(start..start + len).into(), eof, attrs: window.attrs }, false));
+            // A neighbour the disk cannot read must not fail the client's
+            // read: then the read alone is tried, as without the window.
+            if let Ok(mut window) = self.inner.read(who, obj, from, (to - from) as usize) {
+                self.admit(&rc, who, obj, from, gen0, &mut window)?;
+                let data = window.data.into_bytes()?;
+                let start = ((offset - from) as usize).min(data.len());
+                let len = count.min(data.len() - start);
+                let eof = offset + len as u64 >= window.attrs.size;
+                return Ok((ReadOut { data: data.slice(start..start + len).into(), eof, attrs: window.attrs }, false));
+            }
         }
         let mut out = self.inner.read(who, obj, offset, count)?;
         self.admit(&rc, who, obj, offset, gen0, &mut out)?;
@@ -961,9 +972,8 @@ impl<S: Store> Shared<S> {
     }
 
     /// Copies the blocks of a back-end read that the read cache admits
-    /// ([`ReadCache::admits`]) into it: blocks the read covers whole (or
-    /// to the end of file) from its data, the others (its partial first
-    /// and last blocks) from one more back-end read spanning them.
+    /// ([`ReadCache::admits`]) into it: blocks the read covers whole (or to the end of
+    /// file) from its data, others read whole from the back end.
     fn admit(
         &self,
         rc: &ReadCache,
@@ -984,36 +994,22 @@ impl<S: Store> Shared<S> {
         }
         let data = std::mem::take(&mut out.data).into_bytes()?;
         out.data = data.clone().into();
-        let covered = |blk: u64| blk * b >= offset && (blk * b + b <= end || out.eof);
-        // The blocks the read does not cover, in one back-end read.
-        let (mut extra, mut extra_from) = (Bytes::new(), 0);
-        if let (Some(lo), Some(hi)) =
-            (want.iter().find(|&&blk| !covered(blk)), want.iter().rev().find(|&&blk| !covered(blk)))
-        {
-            extra_from = lo * b;
-            if let Ok(r) = self.inner.read(who, obj, extra_from, ((hi - lo + 1) * b) as usize) {
-                extra = r.data.into_bytes().unwrap_or_default();
-                // Short and not at the end of file: the blocks it lacks
-                // are not admitted (below).
-                if !r.eof {
-                    let whole = extra.len() as u64 / b * b;
-                    extra.truncate(whole as usize);
-                }
-            }
-        }
         let mut block = vec![0u8; b as usize];
         for blk in want {
             let (bs, be) = (blk * b, blk * b + b);
             block.fill(0);
-            let piece = if covered(blk) {
-                &data[(bs - offset) as usize..(be.min(end) - offset) as usize]
-            } else if bs >= extra_from && bs < extra_from + extra.len() as u64 {
-                let at = (bs - extra_from) as usize;
-                &extra[at..(at + b as usize).min(extra.len())]
+            if bs >= offset && (be <= end || out.eof) {
+                let piece = &data[(bs - offset) as usize..(be.min(end) - offset) as usize];
+                block[..piece.len()].copy_from_slice(piece);
             } else {
-                continue;
-            };
-            block[..piece.len()].copy_from_slice(piece);
+                match self.inner.read(who, obj, bs, b as usize) {
+                    Ok(r) if r.data.len() as u64 == b || r.eof => {
+                        let Ok(d) = r.data.into_bytes() else { continue };
+                        block[..d.len()].copy_from_slice(&d);
+                    }
+                    _ => continue,
+                }
+            }
             if rc.insert(handle, blk, &block, gen0) {
                 self.stats.read_cache_admitted(obj.export_id());
             }
@@ -1297,10 +1293,7 @@ impl<S: Store> Store for CacheStore<S> {
         // writes), but a logged write drops the blocks as any write does.
         sh.invalidate(handle, offset, offset + data.len() as u64);
         if stability != Stability::Unstable {
-            log.sync_through(last_seq).map_err(|e| {
-                sh.data_lost("log sync failed");
-                log_error(e)
-            })?;
+            sh.sync_log(&log, last_seq)?;
         }
         Ok(WriteOut { before, after, verifier })
     }
@@ -1312,10 +1305,7 @@ impl<S: Store> Store for CacheStore<S> {
             && let Some(log) = sh.log()
         {
             let seq = slot.lock().last_seq;
-            log.sync_through(seq).map_err(|e| {
-                sh.data_lost("log sync failed");
-                log_error(e)
-            })?;
+            sh.sync_log(&log, seq)?;
         }
         let v = sh.inner.commit(who, obj, flush)?;
         Ok(combine(v, sh.epoch.load(Ordering::Acquire)))
