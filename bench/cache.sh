@@ -4,7 +4,9 @@
 # timed) against one Keel whose export's cache mode is switched between
 # off, write-through and write-back (keel cache mode) between workloads.
 #
-#   sudo bench/cache.sh [--quick] [--out DIR]
+#   sudo bench/cache.sh [--quick] [--warm-only] [--out DIR]
+#
+# --warm-only runs the fio warm-read passes alone (a few minutes).
 #
 # The slow disk: an XFS on a loop device throttled at the block layer by
 # ../shared/tools/slow-disk (cgroup v1 blkio; Keel runs in its cgroup, so
@@ -30,10 +32,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 slow=$repo/../shared/tools/slow-disk/slow-disk.sh
 out=$repo/bench/results/cache-$(date -u +%Y%m%dT%H%M%SZ)
-rnd_size=512M; rnd_ops=1500; seq_total=2G; clients=4; warm_size=128m; fill_ops=2600
+rnd_size=512M; rnd_ops=1500; seq_total=2G; clients=4; warm_size=128m; fill_ops=2600; warm_only=
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) rnd_size=128M; rnd_ops=500; seq_total=512M; warm_size=32m; fill_ops=900; shift;;
+    --warm-only) warm_only=1; shift;;
     --out) out=$2; shift 2;;
     *) echo "unknown option $1 (see the header of $0)" >&2; exit 2;;
   esac
@@ -96,6 +99,7 @@ bench() { # label workload args...
     --label "$label" --quiet -o "$out/$label-$workload.json" "$@" | tee -a "$out/summary.txt"
 }
 for mode in off write-through write-back; do
+  [ -n "$warm_only" ] && break
   "$keel" cache mode --state-dir "$work/state" 1 "$mode" >/dev/null
   echo "== cache $mode" | tee -a "$out/summary.txt"
   bench "$mode" random --file-size "$rnd_size" --ops "$rnd_ops" --queue-depth 16
@@ -110,6 +114,7 @@ done
 # files of their own, 4 clients x 16 in flight. The log is filled by random
 # 64 KiB writes whose files are kept (removing them would drop their dirty
 # data instead of destaging it).
+if [ -z "$warm_only" ]; then
 "$keel" cache mode --state-dir "$work/state" 1 off >/dev/null
 "$keel" cache mode --state-dir "$work/state" 1 write-back >/dev/null
 echo "== destage: idle, then flat out" | tee -a "$out/summary.txt"
@@ -121,6 +126,7 @@ bench destage-idle random --file-size 64M --ops "$rnd_ops" --queue-depth 16
   --label destage-busy --file-size 64M --ops "$rnd_ops" --queue-depth 16 -o "$out/destage-busy-random.json" |
   tee -a "$out/summary.txt"
 "$keel" cache stat --state-dir "$work/state" | grep "cache log" | tee -a "$out/summary.txt"
+fi
 
 fio=/var/cache/keel-bench/fio/fio
 if [ -x "$fio" ]; then

@@ -7,6 +7,9 @@ use std::io;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::wear::{self, Wear};
 
 use keel_store::sim::Rng;
 
@@ -22,6 +25,10 @@ pub trait DeviceIo: Send + Sync {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     fn sync(&self) -> io::Result<()>;
+    /// The device's own account of its wear, where it gives one.
+    fn wear(&self) -> Option<Wear> {
+        None
+    }
 }
 
 /// What makes two paths the same device: a block device's number, or a
@@ -40,6 +47,7 @@ pub struct FileDevice {
     len: u64,
     pub id: DeviceId,
     pub path: PathBuf,
+    wear: Mutex<Option<(Instant, Option<Wear>)>>,
 }
 
 impl FileDevice {
@@ -77,7 +85,7 @@ impl FileDevice {
                 DEVICE_BYTES_MIN >> 20
             ));
         }
-        Ok(FileDevice { file, len, id, path: path.to_path_buf() })
+        Ok(FileDevice { file, len, id, path: path.to_path_buf(), wear: Mutex::new(None) })
     }
 }
 
@@ -104,7 +112,27 @@ impl DeviceIo for FileDevice {
     fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
     }
+
+    fn wear(&self) -> Option<Wear> {
+        let mut memo = self.wear.lock().unwrap_or_else(|p| p.into_inner());
+        match *memo {
+            Some((at, wear)) if at.elapsed() < WEAR_MEMO => wear,
+            _ => {
+                let wear = match self.id {
+                    DeviceId::Block(rdev) => wear::of_block_device(rdev),
+                    DeviceId::File { dev, .. } => wear::of_block_device(dev),
+                    DeviceId::Sim(_) => None,
+                };
+                *memo = Some((Instant::now(), wear));
+                wear
+            }
+        }
+    }
 }
+
+/// How long a device's wear is taken as read: `keel cache stat` asks every
+/// second, and the drive's figure moves by a percent in weeks.
+const WEAR_MEMO: Duration = Duration::from_secs(600);
 
 /// An in-memory device for tests: writes land in a volatile image that a
 /// [`SimDevice::power_cut`] throws away except for what `sync` made

@@ -51,7 +51,7 @@
 //! invalidates after the change, and a copy read before is never
 //! published after ([`readcache`]).
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod destage;
 pub mod device;
@@ -60,6 +60,9 @@ pub mod index;
 pub mod log;
 pub mod readcache;
 pub mod stats;
+/// The one unsafe call: the NVMe admin ioctl that reads a drive's wear.
+#[allow(unsafe_code)]
+pub mod wear;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -80,6 +83,7 @@ use crate::index::{Extent, FileState, Index};
 use crate::log::{Log, LogError, Mirror, RecordKind};
 use crate::readcache::{ReadCache, Region};
 use crate::stats::{Bypass, CacheStats};
+use crate::wear::Wear;
 
 /// How an export uses the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -206,6 +210,7 @@ pub struct Shared<S: Store> {
     /// Callers waiting for the log to empty; the destager goes flat out.
     flushers: AtomicU64,
     stop: AtomicBool,
+    /// Each file's write stream: its front, and how far the front moved.
     streams: Mutex<HashMap<Bytes, (u64, u64)>>,
     read_streams: Mutex<HashMap<Bytes, (u64, u64)>>,
 }
@@ -217,6 +222,12 @@ pub struct CacheStore<S: Store> {
 }
 
 const STREAMS_MAX: usize = 4096;
+/// How far out of order a stream's calls may arrive: about the deepest
+/// queue a client keeps (the Linux client's default slot table is 64, but
+/// large transfers rarely have more than 16 in flight), in calls and bytes.
+const REORDER_CALLS: u64 = 16;
+const REORDER_SLACK_MIN: u64 = 64 << 10;
+const REORDER_SLACK_MAX: u64 = 16 << 20;
 /// How long a write of a file with dirty data waits for room in a full log.
 const FULL_WAIT: Duration = Duration::from_secs(10);
 /// Largest record payload.
@@ -493,8 +504,8 @@ impl<S: Store> Shared<S> {
         None
     }
 
-    /// Tracks each file's write stream; true once a run of consecutive
-    /// writes is longer than the cutoff.
+    /// Tracks each file's write stream; true once it has advanced by more
+    /// than the cutoff.
     fn sequential(&self, handle: &Bytes, offset: u64, len: u64) -> bool {
         self.stream(&self.streams, handle, offset, len)
     }
@@ -509,11 +520,20 @@ impl<S: Store> Shared<S> {
         if streams.len() >= STREAMS_MAX && !streams.contains_key(handle) {
             streams.clear();
         }
-        let run = match streams.get(handle) {
-            Some(&(next, run)) if next == offset => run + len,
-            _ => len,
+        let end = offset.saturating_add(len);
+        // Calls in flight together reach here in any order: a call near the
+        // stream's front (within what a deep queue of such calls spans)
+        // still belongs to it. Only bytes that move the front count, so
+        // rewriting a region smaller than the cutoff never becomes a stream;
+        // a call that overtook the one before it counts for both.
+        let slack = (len * REORDER_CALLS).clamp(REORDER_SLACK_MIN, REORDER_SLACK_MAX);
+        let (front, run) = match streams.get(handle) {
+            Some(&(front, run)) if offset.saturating_add(slack) >= front && offset <= front.saturating_add(slack) => {
+                (front.max(end), run + end.saturating_sub(front).min(2 * len))
+            }
+            _ => (end, len),
         };
-        streams.insert(handle.clone(), (offset + len, run));
+        streams.insert(handle.clone(), (front, run));
         run > self.sequential_cutoff
     }
 
@@ -716,9 +736,14 @@ impl<S: Store> Shared<S> {
                     },
                     read_cache_bytes: rc.map_or(0, |u| u.used_bytes),
                     read_cache_capacity_bytes: rc.map_or(0, |u| u.capacity_bytes),
-                    bytes_written: mirror.as_ref().map_or(0, |m| m.bytes_written.load(Ordering::Relaxed)),
-                    bytes_read: mirror.as_ref().map_or(0, |m| m.bytes_read.load(Ordering::Relaxed)),
-                    errors: mirror.as_ref().map_or(0, |m| m.errors.load(Ordering::Relaxed)),
+                    // The log's I/O and the read cache's.
+                    bytes_written: mirror.as_ref().map_or(0, |m| m.bytes_written.load(Ordering::Relaxed))
+                        + rc.map_or(0, |u| u.bytes_written),
+                    bytes_read: mirror.as_ref().map_or(0, |m| m.bytes_read.load(Ordering::Relaxed))
+                        + rc.map_or(0, |u| u.bytes_read),
+                    errors: mirror.as_ref().map_or(0, |m| m.errors.load(Ordering::Relaxed))
+                        + rc.map_or(0, |u| u.errors),
+                    wear: d.io.wear(),
                 }
             })
             .collect()
@@ -1042,6 +1067,8 @@ pub struct DeviceReport {
     /// room it has there.
     pub read_cache_bytes: u64,
     pub read_cache_capacity_bytes: u64,
+    /// What the device says of its wear, where it says anything.
+    pub wear: Option<Wear>,
 }
 
 fn combine(mut v: Verifier, epoch: u64) -> Verifier {

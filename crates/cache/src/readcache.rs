@@ -98,6 +98,8 @@ struct Dev {
     errors: AtomicU32,
     dropped: AtomicBool,
     used: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
 }
 
 struct Inner {
@@ -116,6 +118,10 @@ pub struct DeviceUsage {
     pub capacity_bytes: u64,
     /// Taken out of the read cache after errors.
     pub dropped: bool,
+    /// The read cache's own I/O on the device, and its errors there.
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub errors: u64,
 }
 
 /// A slot found by a lookup.
@@ -169,6 +175,8 @@ impl ReadCache {
                 errors: AtomicU32::new(0),
                 dropped: AtomicBool::new(false),
                 used: AtomicU64::new(0),
+                bytes_read: AtomicU64::new(0),
+                bytes_written: AtomicU64::new(0),
             });
             total += u64::from(count);
         }
@@ -229,6 +237,9 @@ impl ReadCache {
                 used_bytes: d.used.load(Ordering::Relaxed) * self.slot_bytes,
                 capacity_bytes: u64::from(d.count) * self.slot_bytes,
                 dropped: d.dropped.load(Ordering::Acquire),
+                bytes_read: d.bytes_read.load(Ordering::Relaxed),
+                bytes_written: d.bytes_written.load(Ordering::Relaxed),
+                errors: u64::from(d.errors.load(Ordering::Relaxed)),
             })
             .collect()
     }
@@ -316,7 +327,11 @@ impl ReadCache {
         for (i, h) in hits.iter().enumerate() {
             let dev = self.dev_of(h.slot);
             let buf = &mut out[i * n..(i + 1) * n];
-            match self.devs[dev].io.read_at(buf, self.pos(dev, h.slot)) {
+            let read = self.devs[dev].io.read_at(buf, self.pos(dev, h.slot));
+            if read.is_ok() {
+                self.devs[dev].bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            match read {
                 Ok(()) if crc32fast::hash(buf) == h.crc => {}
                 Ok(()) => {
                     bad = Some((h.slot, h.version, true));
@@ -472,6 +487,9 @@ impl ReadCache {
         let dev = self.dev_of(s);
         let crc = crc32fast::hash(data);
         let written = self.devs[dev].io.write_at(data, self.pos(dev, s));
+        if written.is_ok() {
+            self.devs[dev].bytes_written.fetch_add(data.len() as u64, Ordering::Relaxed);
+        }
         let mut inner = self.lock();
         let slot = &inner.slots[s as usize];
         if slot.version != version || slot.state != State::Filling {

@@ -26,6 +26,7 @@ struct Rig {
     /// The read cache's fill window: one slot (a miss brings in only its
     /// own blocks) unless a test asks for more.
     fill: u64,
+    cutoff: u64,
 }
 
 impl Rig {
@@ -40,7 +41,15 @@ impl Rig {
     fn with_mode(seed: u64, devices: usize, log_bytes: Option<u64>, mode: CacheMode) -> Self {
         let sim = Arc::new(SimStore::new(seed));
         let devs = (0..devices).map(|i| Arc::new(SimDevice::new(DEVICE_BYTES, seed ^ (i as u64 + 1)))).collect();
-        let mut rig = Rig { sim, devs, cache: None, log_bytes, mode, fill: 4096 };
+        let mut rig = Rig {
+            sim,
+            devs,
+            cache: None,
+            log_bytes,
+            mode,
+            fill: 4096,
+            cutoff: CacheConfig::default().sequential_cutoff,
+        };
         rig.open();
         rig
     }
@@ -57,6 +66,7 @@ impl Rig {
             modes: HashMap::from([(1, self.mode)]),
             background_destage: false,
             read_fill_bytes: self.fill,
+            sequential_cutoff: self.cutoff,
             ..CacheConfig::default()
         };
         self.cache = Some(CacheStore::with_devices(self.sim.clone(), devices, &config).expect("open the cache"));
@@ -64,6 +74,13 @@ impl Rig {
 
     fn with_fill(mut self, fill: u64) -> Self {
         self.fill = fill;
+        self.cache.take();
+        self.open();
+        self
+    }
+
+    fn with_cutoff(mut self, cutoff: u64) -> Self {
+        self.cutoff = cutoff;
         self.cache.take();
         self.open();
         self
@@ -350,12 +367,12 @@ fn a_full_log_sends_new_files_to_the_back_end() {
 
 #[test]
 fn a_write_over_logged_data_past_a_full_log_goes_to_the_back_end_and_survives_a_power_cut() {
-    let mut rig = Rig::with(28, 2, Some(8 << 20));
+    // No sequential cutoff, so every write is a candidate for the log; the
+    // destager does not run, so the log fills up.
+    let mut rig = Rig::with(28, 2, Some(8 << 20)).with_cutoff(u64::MAX);
     let f = rig.file("f");
     let mut model = Vec::new();
     let mut logged = Vec::new();
-    // Out of order, so no stream passes the sequential cutoff; the destager
-    // does not run, so the log fills up.
     for (i, mib) in [0u64, 4, 2, 6, 1, 5, 3, 7].into_iter().enumerate() {
         let before = rig.stats().writes_logged;
         let d = pattern(100 + i as u64, 1 << 20);
@@ -430,6 +447,42 @@ fn sequential_streams_bypass_the_log() {
     let s = rig.c().shared();
     let e = &s.stats.exports()[0].1;
     assert!(e.writes_bypassed[1] >= 3, "past the 4 MiB cutoff the stream goes to disk: {e:?}");
+}
+
+#[test]
+fn a_sequential_stream_whose_calls_arrive_out_of_order_still_bypasses_the_log() {
+    let rig = Rig::new(29);
+    let f = rig.file("seq");
+    // 16 MiB in 1 MiB writes, each pair swapped, as two workers of a
+    // client with several calls in flight deliver them.
+    for i in (0..16u64).map(|i| i ^ 1) {
+        rig.write(&f, i << 20, &pattern(i, 1 << 20), Stability::Unstable);
+    }
+    let e = rig.stats();
+    assert!(e.writes_bypassed[1] >= 8, "past the 4 MiB cutoff the stream goes to disk: {e:?}");
+    assert!(e.writes_logged <= 6, "only the stream's first 4 MiB or so are logged: {e:?}");
+    for i in 0..16u64 {
+        assert_eq!(rig.read_at(&f, i << 20, 1 << 20), pattern(i, 1 << 20), "MiB {i}");
+    }
+}
+
+#[test]
+fn rewriting_a_region_smaller_than_the_cutoff_never_becomes_a_stream() {
+    let rig = Rig::new(30);
+    let f = rig.file("hot");
+    // 8 MiB of 4 KiB writes, all in one 64 KiB region: each lands near
+    // the one before, as reordered calls of a stream would.
+    let mut model = Vec::new();
+    for k in 0..2048u64 {
+        let off = (k * 5 % 16) * 4096;
+        let d = pattern(k, 4096);
+        rig.write(&f, off, &d, Stability::FileSync);
+        apply(&mut model, off, &d);
+    }
+    let e = rig.stats();
+    assert_eq!(e.writes_bypassed[1], 0, "{e:?}");
+    assert_eq!(e.writes_logged, 2048, "{e:?}");
+    assert_same(&rig.read_all(&f), &model, "the hot region");
 }
 
 /// A seeded random run: FILE_SYNC and committed writes, truncations, reads
@@ -899,6 +952,12 @@ fn a_device_failing_reads_is_taken_out_of_the_read_cache_and_reads_stay_right() 
         rig.warm(&f, b * 4096, 4096);
     }
     assert_eq!(rig.cached(&f).len(), 16);
+    // The device's figures count the read cache's own I/O.
+    let before = rig.c().shared().devices()[0].clone();
+    assert_eq!(before.bytes_written, 64 << 10, "{before:?}");
+    assert_eq!(rig.read_at(&f, 4096, 8192), &data[4096..12288]);
+    assert_eq!(rig.c().shared().devices()[0].bytes_read, before.bytes_read + 8192);
+    assert_eq!(before.wear, None, "a simulated device reports no wear");
     rig.devs[0].fail_next_reads(1000);
     for b in 0..16usize {
         assert_eq!(rig.read_at(&f, b as u64 * 4096, 4096), &data[b * 4096..(b + 1) * 4096], "block {b}");
@@ -912,6 +971,7 @@ fn a_device_failing_reads_is_taken_out_of_the_read_cache_and_reads_stay_right() 
             .any(|(_, e)| matches!(e, Event::ReadCacheDeviceDropped { device, .. } if device == "sim0"))
     );
     assert_eq!(s.devices()[0].state, "out of the read cache");
+    assert_eq!(s.devices()[0].errors, keel_cache::readcache::DEVICE_ERRORS_MAX as u64);
     assert_eq!(s.read_cache_usage().map(|u| u.0), Some(0));
     rig.warm(&f, 0, 4096);
     assert!(rig.cached(&f).is_empty(), "nothing is admitted to a device taken out");

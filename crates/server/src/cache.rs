@@ -10,7 +10,7 @@ use std::time::{Instant, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use keel_cache::stats::Bypass;
 use keel_cache::{CacheConfig, CacheMode, CacheStore};
-use keel_stats::{BypassCount, CacheDeviceSnapshot, CacheExportSnapshot, CacheSnapshot};
+use keel_stats::{BypassCount, CacheDeviceSnapshot, CacheExportSnapshot, CacheSnapshot, DeviceWear};
 use keel_store_local::LocalStore;
 use serde::{Deserialize, Serialize};
 
@@ -137,6 +137,11 @@ pub fn snapshot(served: &Served, exports: &[(u32, String)]) -> CacheSnapshot {
                 errors: d.errors,
                 read_cache_bytes: d.read_cache_bytes,
                 read_cache_capacity_bytes: d.read_cache_capacity_bytes,
+                wear: d.wear.map(|w| DeviceWear {
+                    percent_used: w.percent_used,
+                    spare_percent: w.spare_percent,
+                    host_written_bytes: w.host_written_bytes,
+                }),
             })
             .collect(),
         log_used_bytes,

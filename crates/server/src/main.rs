@@ -220,10 +220,10 @@ enum ExportsCommand {
 
 #[derive(Subcommand)]
 enum CacheCommand {
-    /// The cache devices (role, state, size, bytes written and read,
-    /// errors), the log (used, dirty data and its age) and each export's
-    /// mode. Wear is not shown: the devices are used through the block
-    /// layer, which does not report it.
+    /// The cache devices (role, state, size, bytes written and read by the
+    /// log and the read cache, errors, and wear where the device reports
+    /// it: NVMe drives do, in their SMART log), the log (used, dirty data
+    /// and its age) and each export's mode.
     List {
         #[command(flatten)]
         server: AdminArgs,

@@ -64,6 +64,8 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("keel_cache_device_read_bytes_total", "counter"),
     ("keel_cache_device_errors_total", "counter"),
     ("keel_cache_device_failed", "gauge"),
+    ("keel_cache_device_wear_percent", "gauge"),
+    ("keel_cache_device_spare_percent", "gauge"),
     ("keel_cache_log_used_bytes", "gauge"),
     ("keel_cache_log_bytes", "gauge"),
     ("keel_cache_dirty_bytes", "gauge"),
@@ -308,6 +310,25 @@ fn cache(o: &mut Out, c: &crate::snapshot::CacheSnapshot) {
             o.sample(name, &[("device", &d.name), ("role", &d.role)], value(d));
         }
     }
+    // Only devices that report wear have these samples.
+    let wear: [PerItem<crate::snapshot::DeviceWear>; 2] = [
+        (
+            "keel_cache_device_wear_percent",
+            "The device's estimate of its rated endurance used (NVMe percentage used).",
+            |w| w.percent_used.into(),
+        ),
+        ("keel_cache_device_spare_percent", "The device's spare capacity left (NVMe available spare).", |w| {
+            w.spare_percent.into()
+        }),
+    ];
+    for (name, help, value) in wear {
+        o.family(name, help);
+        for d in &c.devices {
+            if let Some(w) = &d.wear {
+                o.sample(name, &[("device", &d.name), ("role", &d.role)], value(w));
+            }
+        }
+    }
     o.one("keel_cache_log_used_bytes", "Bytes of the write-back log in use.", c.log_used_bytes);
     o.one("keel_cache_log_bytes", "The write-back log's size on each device.", c.log_bytes);
     o.one("keel_cache_dirty_bytes", "File data in the log that the back end does not have yet.", c.dirty_bytes);
@@ -389,6 +410,27 @@ mod tests {
             assert_eq!(text.matches(&format!("# TYPE {name} ")).count(), 1, "{name}");
         }
         let _ = HistogramSnapshot::default();
+    }
+
+    #[test]
+    fn wear_is_sampled_only_for_devices_that_report_it() {
+        let mut s = Snapshot::default();
+        let device = |name: &str, wear| crate::snapshot::CacheDeviceSnapshot {
+            name: name.into(),
+            role: "log mirror".into(),
+            wear,
+            ..Default::default()
+        };
+        let worn = crate::snapshot::DeviceWear { percent_used: 7, spare_percent: 100, host_written_bytes: 1 << 40 };
+        s.cache.devices = vec![device("/dev/nvme0n1", Some(worn)), device("/var/tmp/c2", None)];
+        let text = render(&s);
+        assert!(
+            text.contains("keel_cache_device_wear_percent{device=\"/dev/nvme0n1\",role=\"log mirror\"} 7\n"),
+            "{text}"
+        );
+        assert!(text.contains("keel_cache_device_spare_percent{device=\"/dev/nvme0n1\",role=\"log mirror\"} 100\n"));
+        assert!(!text.contains("wear_percent{device=\"/var/tmp/c2\""));
+        assert!(text.contains("keel_cache_device_read_bytes_total{device=\"/var/tmp/c2\""));
     }
 
     #[test]

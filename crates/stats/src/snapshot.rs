@@ -177,6 +177,19 @@ pub struct CacheDeviceSnapshot {
     pub read_cache_bytes: u64,
     #[serde(default)]
     pub read_cache_capacity_bytes: u64,
+    /// What the device says of its wear (NVMe's SMART log); None where it
+    /// says nothing (SATA, virtual and loop devices, files on them).
+    #[serde(default)]
+    pub wear: Option<DeviceWear>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceWear {
+    /// Share of the rated endurance used, in percent (may pass 100).
+    pub percent_used: u8,
+    /// Spare capacity left, in percent.
+    pub spare_percent: u8,
+    pub host_written_bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

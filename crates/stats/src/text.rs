@@ -252,7 +252,7 @@ pub fn render_cache(c: &crate::snapshot::CacheSnapshot, interval: Option<f64>) -
     for d in &c.devices {
         let _ = writeln!(
             o,
-            "cache device {}: {}, {}, {}; written {}, read {}, {} errors; read cache {} of {}",
+            "cache device {}: {}, {}, {}; written {}, read {}, {} errors; read cache {} of {}; {}",
             d.name,
             d.role,
             d.state,
@@ -261,7 +261,16 @@ pub fn render_cache(c: &crate::snapshot::CacheSnapshot, interval: Option<f64>) -
             per_bytes(d.bytes_read),
             per(d.errors),
             bytes(d.read_cache_bytes as f64),
-            bytes(d.read_cache_capacity_bytes as f64)
+            bytes(d.read_cache_capacity_bytes as f64),
+            match &d.wear {
+                Some(w) => format!(
+                    "wear {}% used, {}% spare, {} written in its life",
+                    w.percent_used,
+                    w.spare_percent,
+                    bytes(w.host_written_bytes as f64)
+                ),
+                None => "wear not reported by the device".into(),
+            }
         );
     }
     if c.log_bytes > 0 {
