@@ -4,7 +4,9 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::handle::{self, FileHandle, HandleKey};
 use crate::sys;
@@ -51,6 +53,7 @@ pub struct Export {
     /// No longer served (an export reload removed it): objects opened
     /// through it are stale.
     retired: AtomicBool,
+    storage: StorageHealth,
 }
 
 impl Export {
@@ -76,6 +79,7 @@ impl Export {
             subtree,
             root_handle,
             retired: AtomicBool::new(false),
+            storage: StorageHealth::default(),
         })
     }
 
@@ -103,7 +107,58 @@ impl Export {
 
     /// Flushes everything of this export's file system to disk.
     pub fn sync(&self) -> StoreResult<()> {
-        sys::syncfs(self.root_fd.as_fd()).map_err(StoreError::from)
+        let result = sys::syncfs(self.root_fd.as_fd());
+        if let Err(e) = &result {
+            self.storage.failed(e);
+        }
+        result.map_err(StoreError::from)
+    }
+
+    /// Whether the export's storage as a whole works: its root answers
+    /// and its file system takes a flush. See [`StorageHealth`].
+    pub fn check(&self) -> StoreResult<()> {
+        self.storage.check(|| sys::fstat(self.root_fd.as_fd()).and_then(|_| sys::syncfs(self.root_fd.as_fd())))
+    }
+}
+
+/// How long a failure of the storage as a whole is taken to last: longer
+/// than the cluster takes to notice it and move the service.
+const STORAGE_FAILURE_HOLD: Duration = Duration::from_secs(30);
+
+/// The export's storage seen as a whole, for the calls that failed with
+/// EIO and ask whether the storage failed (an HA server then holds them).
+///
+/// Linux reports a write-back error to syncfs(2) once per open file
+/// description, and all checks share the root's: of several calls that
+/// fail together (a lost path), only the first check would see the error,
+/// and the others, before the file system shuts down, would find the
+/// storage healthy and answer EIO. So checks run one at a time, and a
+/// failure seen stands for every check in the [`STORAGE_FAILURE_HOLD`]
+/// after it.
+#[derive(Debug, Default)]
+pub(crate) struct StorageHealth {
+    /// When the storage last failed, and its errno.
+    last_failure: Mutex<Option<(Instant, i32)>>,
+}
+
+impl StorageHealth {
+    pub(crate) fn failed(&self, e: &std::io::Error) {
+        let errno = e.raw_os_error().unwrap_or(libc::EIO);
+        *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), errno));
+    }
+
+    pub(crate) fn check(&self, probe: impl FnOnce() -> std::io::Result<()>) -> StoreResult<()> {
+        let mut last = self.last_failure.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, errno)) = *last
+            && at.elapsed() < STORAGE_FAILURE_HOLD
+        {
+            return Err(std::io::Error::from_raw_os_error(errno).into());
+        }
+        let result = probe();
+        if let Err(e) = &result {
+            *last = Some((Instant::now(), e.raw_os_error().unwrap_or(libc::EIO)));
+        }
+        result.map_err(StoreError::from)
     }
 }
 
@@ -205,5 +260,63 @@ mod tests {
             [0x0f, 0x1e, 0x2d, 0x3c, 0x4b, 0x5a, 0x69, 0x78, 0x87, 0x96, 0xa5, 0xb4, 0xc3, 0xd2, 0xe1, 0xf0]
         );
         assert!(parse_uuid(b"1234-ABCD").is_none());
+    }
+
+    fn errno(r: StoreResult<()>) -> Option<i32> {
+        match r {
+            Ok(()) => None,
+            Err(StoreError::Os(e)) => e.raw_os_error(),
+            Err(e) => panic!("not an OS error: {e}"),
+        }
+    }
+
+    /// Two calls fail together on a lost path; the first check consumes
+    /// the write-back error, the second's probe finds nothing wrong.
+    #[test]
+    fn a_storage_failure_seen_by_one_check_stands_for_the_next() {
+        let health = StorageHealth::default();
+        assert_eq!(errno(health.check(|| Ok(()))), None, "healthy storage");
+        assert_eq!(errno(health.check(|| Err(std::io::Error::from_raw_os_error(libc::EIO)))), Some(libc::EIO));
+        assert_eq!(errno(health.check(|| Ok(()))), Some(libc::EIO), "the failure stands");
+        let other = StorageHealth::default();
+        other.failed(&std::io::Error::from_raw_os_error(libc::ENOSPC));
+        assert_eq!(errno(other.check(|| Ok(()))), Some(libc::ENOSPC), "a failed flush outside a check counts too");
+    }
+
+    #[test]
+    fn a_storage_failure_is_forgotten_after_the_hold() {
+        let health = StorageHealth::default();
+        let long_ago = Instant::now().checked_sub(STORAGE_FAILURE_HOLD + Duration::from_secs(1));
+        let Some(long_ago) = long_ago else { return };
+        *health.last_failure.lock().unwrap() = Some((long_ago, libc::EIO));
+        assert_eq!(errno(health.check(|| Ok(()))), None, "probed again, and healthy");
+    }
+
+    /// Checks run one at a time: one that starts while another probes
+    /// sees that probe's failure.
+    #[test]
+    fn concurrent_checks_see_one_probe_fail() {
+        let health = std::sync::Arc::new(StorageHealth::default());
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let first = {
+            let health = health.clone();
+            std::thread::spawn(move || {
+                errno(health.check(|| {
+                    entered_tx.send(()).unwrap();
+                    release_rx.recv().unwrap();
+                    Err(std::io::Error::from_raw_os_error(libc::EIO))
+                }))
+            })
+        };
+        entered_rx.recv().unwrap();
+        let second = {
+            let health = health.clone();
+            std::thread::spawn(move || errno(health.check(|| Ok(()))))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        release_tx.send(()).unwrap();
+        assert_eq!(first.join().unwrap(), Some(libc::EIO));
+        assert_eq!(second.join().unwrap(), Some(libc::EIO));
     }
 }

@@ -247,8 +247,7 @@ impl Store for LocalStore {
     fn check_export(&self, export_id: u32) -> StoreResult<()> {
         let exports = self.open_exports();
         let export = exports.iter().find(|e| e.id == export_id).ok_or(StoreError::Stale)?;
-        crate::sys::fstat(export.root_fd())?;
-        export.sync()
+        export.check()
     }
 
     /// syncfs(2) of every export's file system; each failure is logged,
