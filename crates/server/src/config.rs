@@ -60,6 +60,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// In-flight requests per connection.
     pub max_requests_per_connection: usize,
+    /// How long an idle worker polls for the next call before it sleeps,
+    /// while every other worker sleeps (0: never).
+    pub poll_spin: Duration,
     /// Whether the administration socket may arm storage faults (tests).
     pub fault_injection: bool,
     /// Bytes that calls in flight and their unwritten replies may hold,
@@ -154,6 +157,7 @@ pub const DEFAULT_STATE_DIR: &str = "/var/lib/keel";
 pub const WORKERS_MAX: usize = 4096;
 pub const MAX_CONNECTIONS_MAX: usize = 1_000_000;
 pub const MAX_REQUESTS_PER_CONNECTION_MAX: usize = 65536;
+pub const POLL_SPIN_US_MAX: usize = 1000;
 const MIB: usize = 1 << 20;
 /// A connection must be able to hold its largest call: a 1 MiB READ or
 /// WRITE, or a MOUNT DUMP reply (4.3 MiB), with room for a few more.
@@ -187,6 +191,7 @@ impl Default for ServerConfig {
             state_dir: PathBuf::from(DEFAULT_STATE_DIR),
             max_connections: 1024,
             max_requests_per_connection: 128,
+            poll_spin: Duration::from_micros(50),
             fault_injection: false,
             // 16 MiB: eight 1 MiB READs in flight per connection with room;
             // 192 MiB overall: twelve connections at their cap.
@@ -511,6 +516,10 @@ impl Checker<'_> {
             s.max_requests_per_connection = self
                 .usize("max_requests_per_connection", v, MAX_REQUESTS_PER_CONNECTION_MAX)
                 .unwrap_or(s.max_requests_per_connection);
+        }
+        if let Some(v) = &raw.poll_spin_us {
+            let us = self.usize_from("poll_spin_us", v, 0, POLL_SPIN_US_MAX);
+            s.poll_spin = us.map_or(s.poll_spin, |us| Duration::from_micros(us as u64));
         }
         if let Some(v) = raw.fault_injection {
             s.fault_injection = v;

@@ -294,6 +294,7 @@ fn server_changes(old: &ServerConfig, new: &ServerConfig) -> Vec<String> {
         old.max_requests_per_connection.to_string(),
         new.max_requests_per_connection.to_string(),
     );
+    check("poll_spin_us", old.poll_spin.as_micros().to_string(), new.poll_spin.as_micros().to_string());
     check("fault_injection", old.fault_injection.to_string(), new.fault_injection.to_string());
     check("max_inflight_mib", (old.max_inflight_bytes >> 20).to_string(), (new.max_inflight_bytes >> 20).to_string());
     check(

@@ -270,6 +270,7 @@ async fn serve(
     listeners.extend(portmap_listeners.into_iter().map(|l| (l, Admit::Anyone)));
     let transport = Transport::start(TransportConfig {
         workers: server.workers,
+        poll_spin: server.poll_spin,
         requests_per_connection: server.max_requests_per_connection,
         dispatcher: dispatcher.clone(),
         budget: budget.clone(),

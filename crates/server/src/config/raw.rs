@@ -45,6 +45,7 @@ pub(super) struct RawServer {
     pub state_dir: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<Int>>,
     pub max_requests_per_connection: Option<Spanned<Int>>,
+    pub poll_spin_us: Option<Spanned<Int>>,
     pub fault_injection: Option<bool>,
     pub max_inflight_mib: Option<Spanned<Int>>,
     pub max_inflight_mib_per_connection: Option<Spanned<Int>>,

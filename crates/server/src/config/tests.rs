@@ -102,6 +102,7 @@ log_level = "debug"
 state_dir = "/var/lib/keel-test/"
 max_connections = 5000
 max_requests_per_connection = 64
+poll_spin_us = 0
 fault_injection = true
 max_inflight_mib = 512
 max_inflight_mib_per_connection = 32
@@ -161,6 +162,7 @@ clients = [{{ host = "192.0.2.7" }}]
             state_dir: PathBuf::from("/var/lib/keel-test"),
             max_connections: 5000,
             max_requests_per_connection: 64,
+            poll_spin: Duration::ZERO,
             fault_injection: true,
             max_inflight_bytes: 512 << 20,
             max_inflight_bytes_per_connection: 32 << 20,
@@ -206,7 +208,7 @@ clients = [{{ host = "192.0.2.7" }}]
                     },
                 ],
                 cache: keel_cache::CacheMode::Off,
-                line: 21,
+                line: 22,
             },
             ExportConfig {
                 path: PathBuf::from(&scratch),
@@ -214,7 +216,7 @@ clients = [{{ host = "192.0.2.7" }}]
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
                 cache: keel_cache::CacheMode::Off,
-                line: 52,
+                line: 53,
             },
         ]
     );
@@ -235,6 +237,7 @@ fn defaults_when_server_table_is_absent() {
     assert_eq!(s.state_dir, Path::new("/var/lib/keel"));
     assert_eq!(s.max_connections, 1024);
     assert_eq!(s.max_requests_per_connection, 128);
+    assert_eq!(s.poll_spin, Duration::from_micros(50));
     assert_eq!((s.max_inflight_bytes, s.max_inflight_bytes_per_connection), (192 << 20, 16 << 20));
     assert_eq!((s.idle_timeout.as_secs(), s.stall_timeout.as_secs()), (360, 60));
 
@@ -538,6 +541,11 @@ fn out_of_range_numbers() {
         &format!("[server]\nmax_requests_per_connection = 65537\n{SIMPLE_EXPORT}"),
         2,
         &["max_requests_per_connection = 65537", "65536"],
+    );
+    assert_problem(
+        &format!("[server]\npoll_spin_us = 1001\n{SIMPLE_EXPORT}"),
+        2,
+        &["poll_spin_us = 1001 is out of range", "from 0 to 1000"],
     );
     assert_problem(
         &format!("[server]\nmax_inflight_mib_per_connection = 7\n{SIMPLE_EXPORT}"),
@@ -902,6 +910,7 @@ fn example_file_parses() {
         "state_dir",
         "max_connections",
         "max_requests_per_connection",
+        "poll_spin_us",
         "max_inflight_mib",
         "max_inflight_mib_per_connection",
         "idle_timeout_seconds",

@@ -5,12 +5,14 @@
 //! task per request and no queue between a reader and the workers.
 //!
 //! - Every socket is in one epoll set. A connection's socket is registered
-//!   one-shot, so exactly one worker holds its *read turn* at a time: it
-//!   reads until it has a whole call, then passes the turn on (re-arming
-//!   the socket, or, if another whole call is already buffered, putting
-//!   the connection on the ready queue for the next idle worker) before it
-//!   runs the call. So the calls of one connection run in parallel, and
-//!   connections take turns.
+//!   once, edge-triggered, and exactly one worker holds its *read turn* at
+//!   a time (an atomic in the connection says who): it reads until it has
+//!   a whole call, then passes the turn on before it runs the call: to the
+//!   ready queue for the next idle worker if input is left in the buffer
+//!   or the socket, else to the next input event (an event that finds the
+//!   turn held tells the holder to read again). So the calls of one
+//!   connection run in parallel, connections take turns, and a call at one
+//!   in flight costs three syscalls: `epoll_wait`, `read`, `writev`.
 //! - A call is taken only with a slot of its connection
 //!   (`max_requests_per_connection`) and its bytes from the memory budget
 //!   (`budget.rs`); without them the connection is parked, not polled,
@@ -33,7 +35,7 @@ mod poller;
 use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -76,6 +78,8 @@ pub enum Admit {
 /// What the transport serves.
 pub struct TransportConfig {
     pub workers: usize,
+    /// How long an idle worker polls before it sleeps (0: never).
+    pub poll_spin: Duration,
     pub requests_per_connection: usize,
     pub dispatcher: Arc<Dispatcher>,
     pub budget: Arc<Budget>,
@@ -169,6 +173,9 @@ pub(crate) struct Shared {
     ready: Mutex<VecDeque<Arc<Connection>>>,
     /// Workers in (or about to enter) epoll_wait.
     idle_workers: AtomicUsize,
+    /// An idle worker polls without sleeping (at most one does).
+    spinning: AtomicBool,
+    poll_spin: Duration,
     /// The pool's size, and its threads running now.
     workers: usize,
     alive_workers: AtomicUsize,
@@ -189,6 +196,7 @@ impl Transport {
     pub fn start(config: TransportConfig) -> io::Result<Transport> {
         let TransportConfig {
             workers,
+            poll_spin,
             requests_per_connection,
             dispatcher,
             budget,
@@ -218,6 +226,8 @@ impl Transport {
             table: Mutex::default(),
             ready: Mutex::default(),
             idle_workers: AtomicUsize::new(0),
+            spinning: AtomicBool::new(false),
+            poll_spin,
             workers: workers.max(1),
             alive_workers: AtomicUsize::new(0),
             state: AtomicU8::new(SERVING),
@@ -331,6 +341,9 @@ impl Shared {
                 self.poller.wake();
                 return;
             }
+            if self.spin(&mut events) {
+                continue;
+            }
             // Announced before the ready queue is looked at again, so a
             // connection queued in between wakes someone (see push_ready).
             self.idle_workers.fetch_add(1, Ordering::SeqCst);
@@ -350,6 +363,46 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// One idle worker at a time polls, without sleeping, for up to
+    /// `poll_spin`: at one call in flight the client's next call arrives
+    /// within a round trip, and the worker that answered the last one
+    /// takes it without a sleep and a wake-up; under load, calls queued
+    /// for the ready queue need no wake-up while someone spins. True if
+    /// it found work (and did it).
+    fn spin(self: &Arc<Self>, events: &mut poller::Events) -> bool {
+        if self.poll_spin.is_zero()
+            || self.spinning.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_err()
+        {
+            return false;
+        }
+        let until = Instant::now() + self.poll_spin;
+        let mut found = None;
+        while found.is_none() && Instant::now() < until && self.others_idle() {
+            if let Some(c) = self.pop_ready() {
+                self.spinning.store(false, Ordering::SeqCst);
+                c.read_turn(self);
+                return true;
+            }
+            found = self.poller.poll(events).ok().flatten();
+            std::hint::spin_loop();
+        }
+        // Stopped before looking at the ready queue again (see push_ready).
+        self.spinning.store(false, Ordering::SeqCst);
+        match found {
+            Some(token) => {
+                self.serve(token);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether every other worker sleeps: spinning beside busy ones
+    /// would take their CPU.
+    fn others_idle(&self) -> bool {
+        self.idle_workers.load(Ordering::SeqCst) + 1 >= self.alive_workers.load(Ordering::SeqCst)
     }
 
     fn serve(self: &Arc<Self>, token: Token) {
@@ -372,7 +425,7 @@ impl Shared {
 
     pub(crate) fn push_ready(&self, c: Arc<Connection>) {
         self.ready.lock().expect("ready queue lock").push_back(c);
-        if self.idle_workers.load(Ordering::SeqCst) > 0 {
+        if !self.spinning.load(Ordering::SeqCst) && self.idle_workers.load(Ordering::SeqCst) > 0 {
             self.poller.wake();
         }
     }

@@ -96,6 +96,15 @@ impl Poller {
         Ok(Token::decode(events.0[0].u64))
     }
 
+    /// An event if one is there now, without sleeping.
+    pub fn poll(&self, events: &mut Events) -> io::Result<Option<Token>> {
+        let n = sys::epoll_wait(self.epoll.as_fd(), &mut events.0, 0)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        Ok(Token::decode(events.0[0].u64))
+    }
+
     /// Wakes one worker blocked in [`Poller::wait`].
     pub fn wake(&self) {
         sys::eventfd_signal(self.waker.as_fd());
