@@ -678,3 +678,68 @@ impl Drop for LimitedKeel {
         let _ = self.0.wait();
     }
 }
+
+/// `keel ARGS --state-dir` of `server`, which must succeed; its stdout.
+fn keel_admin(server: &TestServer, args: &[&str]) -> String {
+    let out = Command::new(keel_bin())
+        .args(args)
+        .arg("--state-dir")
+        .arg(server.base.join("state"))
+        .output()
+        .unwrap_or_else(|e| panic!("keel {}: {e}", args.join(" ")));
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "keel {} failed: {stdout}{stderr}", args.join(" "));
+    stdout.into_owned()
+}
+
+/// The kernel client on a write-back export: 1 MiB and 4 KiB writes, odd
+/// appends, a file cut down while its data is in the log, small files.
+/// What the client reads back with cold caches is what it wrote, and once
+/// `keel cache mode 1 off` has flushed the log, so is the file system.
+#[test]
+fn write_back_cache_with_the_kernel_client() {
+    let _vm = one_vm_at_a_time();
+    let start = Instant::now();
+    let devices = keel_testkit::procs::TempDir::new("kclient-cache-devices");
+    let mut table = Vec::new();
+    for name in ["c1", "c2"] {
+        let path = devices.path().join(name);
+        fs::File::create(&path).unwrap().set_len(128 * MIB).unwrap();
+        table.push(format!("{:?}", path.display().to_string()));
+    }
+    // Every stream goes through the log, whatever its length.
+    let cache = format!("[cache]\ndevices = [{}]\nlog_mib = 64\nsequential_cutoff_mib = 4096\n", table.join(", "));
+    let export = vm_export("access = \"rw\"\nsquash = \"no_root_squash\"\ncache = \"write-back\"");
+    let server = TestServer::start("kclient-cache", vec![export], &cache);
+    let g = Guest::run(&server, 1, "write_back.sh", "", 600);
+    g.assert_completed();
+    for op in ["big_rc", "overwrites_failed", "appends_failed", "truncate_rc"] {
+        g.expect(op, "0");
+    }
+    g.expect("errors", "");
+    g.expect("small_count", "150");
+    g.expect("big_size", &(24 * MIB).to_string());
+    g.expect("odd_size", "50010");
+    g.expect("cut_size", "3000000");
+    let names = ["big", "odd", "cut", "small"];
+    for f in names {
+        let want = g.get(&format!("{f}_expected_md5"));
+        assert_eq!(g.get(&format!("{f}_md5")), want, "{f} as the client read it back:\n{g}");
+    }
+
+    let stat: serde_json::Value =
+        serde_json::from_str(&keel_admin(&server, &["cache", "stat", "--json"])).expect("cache stat --json");
+    let logged = stat["exports"][0]["bytes_logged"].as_u64().unwrap_or(0);
+    assert!(logged >= 24 * MIB, "the writes did not go through the log: {stat}");
+    keel_admin(&server, &["cache", "mode", "1", "off"]);
+    let dir = server.export_dir(1);
+    for (f, path) in names.iter().zip(["big", "odd", "cut", "small/renamed"]) {
+        assert_eq!(
+            digest(&dir.join(path)),
+            g.get(&format!("{f}_expected_md5")),
+            "{path} on the file system after the flush"
+        );
+    }
+    assert_log_clean(&server);
+    timed("write_back_cache_with_the_kernel_client", start);
+}
