@@ -378,25 +378,35 @@ impl Shared {
             return false;
         }
         let until = Instant::now() + self.poll_spin;
-        let mut found = None;
-        while found.is_none() && Instant::now() < until && self.others_idle() {
-            if let Some(c) = self.pop_ready() {
-                self.spinning.store(false, Ordering::SeqCst);
-                c.read_turn(self);
-                return true;
+        let (mut conn, mut event) = (None, None);
+        while Instant::now() < until && self.others_idle() {
+            conn = self.pop_ready();
+            if conn.is_some() {
+                break;
             }
-            found = self.poller.poll(events).ok().flatten();
+            event = self.poller.poll(events).ok().flatten();
+            if event.is_some() {
+                break;
+            }
             std::hint::spin_loop();
         }
         // Stopped before looking at the ready queue again (see push_ready).
         self.spinning.store(false, Ordering::SeqCst);
-        match found {
-            Some(token) => {
-                self.serve(token);
-                true
-            }
-            None => false,
+        if conn.is_none() && event.is_none() {
+            return false;
         }
+        // A connection queued while this worker polled woke nobody, and
+        // what this worker found may be a long call: a sleeping worker
+        // takes the queue.
+        if !self.ready.lock().expect("ready queue lock").is_empty() && self.idle_workers.load(Ordering::SeqCst) > 0 {
+            self.poller.wake();
+        }
+        match (conn, event) {
+            (Some(c), _) => c.read_turn(self),
+            (None, Some(token)) => self.serve(token),
+            (None, None) => {}
+        }
+        true
     }
 
     /// Whether every other worker sleeps: spinning beside busy ones
