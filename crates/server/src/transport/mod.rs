@@ -5,14 +5,15 @@
 //! task per request and no queue between a reader and the workers.
 //!
 //! - Every socket is in one epoll set. A connection's socket is registered
-//!   once, edge-triggered, and exactly one worker holds its *read turn* at
-//!   a time (an atomic in the connection says who): it reads until it has
-//!   a whole call, then passes the turn on before it runs the call: to the
-//!   ready queue for the next idle worker if input is left in the buffer
-//!   or the socket, else to the next input event (an event that finds the
-//!   turn held tells the holder to read again). So the calls of one
-//!   connection run in parallel, connections take turns, and a call at one
-//!   in flight costs three syscalls: `epoll_wait`, `read`, `writev`.
+//!   one-shot, so exactly one worker holds its *read turn* at a time: it
+//!   reads until it has a whole call, then passes the turn on (re-arming
+//!   the socket, or, if another whole call is already buffered, putting
+//!   the connection on the ready queue for the next idle worker) before it
+//!   runs the call. So the calls of one connection run in parallel, and
+//!   connections take turns.
+//! - A worker about to sleep while every other worker sleeps polls first
+//!   (`poll_spin_us`): at one call in flight it takes the client's next
+//!   call without a sleep and a wake-up.
 //! - A call is taken only with a slot of its connection
 //!   (`max_requests_per_connection`) and its bytes from the memory budget
 //!   (`budget.rs`); without them the connection is parked, not polled,
