@@ -6,8 +6,11 @@
 //!   larger power of two) hold one block of one file, keyed by (file
 //!   handle, block number): the handle, not a name, so a rename moves
 //!   nothing and a removed file's blocks are never found again. Each
-//!   device's region `[base, size)` is cut into slots; slots are handed out
-//!   alternating between devices. Clean data: no mirroring, no persistence.
+//!   device's region `[base, size)` is cut into slots; free slots are
+//!   handed out in address order, alternating between devices, from a
+//!   cursor that sweeps them ([`FreeSlots`]), so blocks admitted together
+//!   lie together on each device whatever earlier files freed. Clean data:
+//!   no mirroring, no persistence.
 //!   **The index is in memory only: the cache is cold after a restart.**
 //! - **Admission**: at the first miss while the cache has free slots
 //!   (nothing is evicted for it); once full, at the second miss of a block:
@@ -104,7 +107,7 @@ struct Dev {
 
 struct Inner {
     slots: Vec<Slot>,
-    free: Vec<u32>,
+    free: FreeSlots,
     hand: usize,
     files: HashMap<Bytes, BTreeMap<u64, u32>>,
     used: u64,
@@ -183,17 +186,18 @@ impl ReadCache {
         let slots = (0..total)
             .map(|_| Slot { handle: Bytes::new(), block: 0, crc: 0, version: 0, state: State::Free, referenced: false })
             .collect();
-        // Handed out from the end: the first slot of each device in turn.
+        // The sweep's order: the first slot of each device in turn, then
+        // the second, ...
         let longest = devs.iter().map(|d| d.count).max().unwrap_or(0);
-        let mut free = Vec::with_capacity(total as usize);
+        let mut order = Vec::with_capacity(total as usize);
         for k in 0..longest {
             for d in &devs {
                 if k < d.count {
-                    free.push(d.first + k);
+                    order.push(d.first + k);
                 }
             }
         }
-        free.reverse();
+        let free = FreeSlots::new(order);
         let ghost_len = (total as usize).clamp(GHOST_MIN, GHOST_MAX).next_power_of_two();
         counters.slots_total.store(total, Ordering::Relaxed);
         counters.slots_used.store(0, Ordering::Relaxed);
@@ -424,13 +428,14 @@ impl ReadCache {
         if self.devs[self.dev_of(s)].dropped.load(Ordering::Acquire) {
             inner.slots[s as usize].state = State::Retired;
         } else {
-            inner.free.push(s);
+            inner.free.put(s);
         }
     }
 
     /// A slot to fill: a free one, else CLOCK's victim.
     fn alloc(&self, inner: &mut Inner) -> Option<u32> {
-        while let Some(s) = inner.free.pop() {
+        while let Some(s) = inner.free.take() {
+            // A slot of a device taken out is retired, not free.
             if inner.slots[s as usize].state == State::Free {
                 return Some(s);
             }
@@ -449,10 +454,10 @@ impl ReadCache {
             }
             self.free_slot(inner, i as u32);
             self.counters.evictions.fetch_add(1, Ordering::Relaxed);
-            // free_slot put it last on the free list (unless its device
-            // was just taken out).
+            // free_slot put it back among the free (unless its device was
+            // just taken out).
             if inner.slots[i].state == State::Free {
-                inner.free.pop();
+                inner.free.remove(i as u32);
                 return Some(i as u32);
             }
         }
@@ -566,6 +571,84 @@ impl ReadCache {
     }
 }
 
+/// The free slots: a bitmap in the sweep's order (device by device in
+/// turn, address by address) and a cursor. A slot is taken at or after the
+/// cursor, wrapping, so admissions fill the devices in address order and a
+/// region freed by an earlier file is refilled front to back, not in the
+/// order its slots were freed (last-freed-first scattered one fill
+/// window's blocks over every region earlier files had used).
+struct FreeSlots {
+    /// Bit r set: the slot of rank r is free.
+    words: Vec<u64>,
+    slot_of: Vec<u32>,
+    rank_of: Vec<u32>,
+    cursor: usize,
+    count: usize,
+}
+
+impl FreeSlots {
+    /// Every slot free; `order` lists the slots in the sweep's order.
+    fn new(order: Vec<u32>) -> Self {
+        let n = order.len();
+        let mut rank_of = vec![0; n];
+        for (r, &s) in order.iter().enumerate() {
+            rank_of[s as usize] = r as u32;
+        }
+        let mut words = vec![u64::MAX; n.div_ceil(64)];
+        if !n.is_multiple_of(64) {
+            *words.last_mut().expect("n > 0") = (1u64 << (n % 64)) - 1;
+        }
+        FreeSlots { words, slot_of: order, rank_of, cursor: 0, count: n }
+    }
+
+    fn put(&mut self, slot: u32) {
+        let r = self.rank_of[slot as usize] as usize;
+        let bit = 1u64 << (r % 64);
+        if self.words[r / 64] & bit == 0 {
+            self.words[r / 64] |= bit;
+            self.count += 1;
+        }
+    }
+
+    fn remove(&mut self, slot: u32) {
+        let r = self.rank_of[slot as usize] as usize;
+        let bit = 1u64 << (r % 64);
+        if self.words[r / 64] & bit != 0 {
+            self.words[r / 64] &= !bit;
+            self.count -= 1;
+        }
+    }
+
+    /// The first free slot at or after the cursor, wrapping.
+    fn take(&mut self) -> Option<u32> {
+        if self.count == 0 {
+            return None;
+        }
+        let r = self.first_set(self.cursor, self.slot_of.len()).or_else(|| self.first_set(0, self.cursor))?;
+        self.words[r / 64] &= !(1u64 << (r % 64));
+        self.count -= 1;
+        self.cursor = r + 1;
+        Some(self.slot_of[r])
+    }
+
+    /// The first set bit in ranks `[from, to)`.
+    fn first_set(&self, from: usize, to: usize) -> Option<usize> {
+        let mut w = from / 64;
+        let mut bits = self.words.get(w)? & (u64::MAX << (from % 64));
+        loop {
+            if bits != 0 {
+                let r = w * 64 + bits.trailing_zeros() as usize;
+                return (r < to).then_some(r);
+            }
+            w += 1;
+            if w * 64 >= to {
+                return None;
+            }
+            bits = self.words[w];
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,6 +688,31 @@ mod tests {
         let mut out = vec![0u8; 4096];
         rc.read_hits(&rc.lookup(&h, 9, 9), &mut out).unwrap();
         assert_eq!(out, block(9));
+    }
+
+    #[test]
+    fn slots_freed_in_any_order_are_refilled_in_address_order() {
+        let (rc, _) = cache(8, 2);
+        let a = Bytes::from_static(b"a");
+        // Admitted in a random order, as random reads admit: slot k holds
+        // block perm[k], and a removal frees the slots in block order.
+        let perm = [5u64, 12, 1, 9, 14, 0, 7, 3, 11, 15, 2, 8, 6, 13, 4, 10];
+        for &b in &perm {
+            assert!(rc.insert(&a, b, &block(b as u8), rc.generation(&a)));
+        }
+        rc.invalidate_file(&a);
+        let b = Bytes::from_static(b"b");
+        for k in 0..16 {
+            assert!(rc.insert(&b, k, &block(k as u8), rc.generation(&b)));
+        }
+        let at: Vec<(String, u64)> = (0..16).map(|k| rc.location(&b, k).unwrap()).collect();
+        let expect: Vec<(String, u64)> = (0..16).map(|k| (format!("d{}", k % 2), 4096 + (k / 2) * 4096)).collect();
+        assert_eq!(at, expect, "one file's blocks side by side on each device");
+        // A slot freed behind the cursor is found after a wrap.
+        rc.invalidate(&b, 6 * 4096, 7 * 4096);
+        let c = Bytes::from_static(b"c");
+        assert!(rc.insert(&c, 0, &block(1), rc.generation(&c)));
+        assert_eq!(rc.location(&c, 0), Some(("d0".into(), 4096 + 3 * 4096)));
     }
 
     #[test]
