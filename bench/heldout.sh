@@ -5,7 +5,10 @@
 # for mdtest's create/stat/remove (bench/probes), and a raw TCP ping-pong
 # of a GETATTR's size on the same loopback, the bound for one call at a
 # time. Servers and order alternate in every round; the table shows each
-# figure's median over the rounds and Keel/Ganesha.
+# figure's median over the rounds and Keel/Ganesha. The sequential tests
+# also run on the same XFS without a server (fio, psync at one call in
+# flight, io_uring at 8; buffered, as both servers' I/O is): the issue's
+# second bound, what the file system does on its own.
 #
 #   sudo bench/heldout.sh [--quick] [--rounds N] [--out DIR] [--data DIR]
 #
@@ -134,6 +137,27 @@ JOB
   remove_files "$server" "$jobs"
 }
 
+# The same sequential job on the XFS directly, no server between.
+local_test() { # name round rw bs depth jobs
+  local name=$1 round=$2 rw=$3 bs=$4 depth=$5 jobs=$6 engine=psync dir=$run/local
+  [ "$depth" -gt 1 ] && engine=io_uring
+  rm -rf "$dir"; mkdir -p "$dir"
+  case $rw in *read)
+    "$fio" --name=layout --directory="$dir" --rw=write --bs=1m --size="$seq_size" --numjobs="$jobs" \
+      --filename_format='l.$jobnum' --output=/dev/null >/dev/null 2>&1 || true;;
+  esac
+  drop_caches
+  local json=$out/$name-local-$round.json
+  if timeout -k 10 "$run_limit" "$fio" --name="$name" --directory="$dir" --ioengine=$engine --rw=$rw --bs=$bs \
+      --iodepth=$depth --numjobs=$jobs --size="$seq_size" --filename_format='l.$jobnum' --group_reporting=1 \
+      --output-format=json --output="$json" >/dev/null 2>&1; then
+    record "$name" local "$round" "$(jq '[.jobs[] | (.read.bw + .write.bw)] | add / 1024' "$json")"
+  else
+    record "$name" local "$round" failed
+  fi
+  rm -rf "$dir"
+}
+
 # Through the server: both servers keep descriptors of files open, so a
 # removal behind their backs would not free the space.
 remove_files() { # server jobs
@@ -162,6 +186,10 @@ for round in $(seq "$rounds"); do
   echo "== round $round: ${order[*]}"
   record "tcp ping-pong 132/120 B" loopback "$round" "$(inns "$pingpong" "$ping_seconds" 132 120 | sed -n 's/.*: \([0-9.]*\) round trips.*/\1/p')"
   record "tcp ping-pong 44/28 B" loopback "$round" "$(inns "$pingpong" "$ping_seconds" 44 28 | sed -n 's/.*: \([0-9.]*\) round trips.*/\1/p')"
+  local_test "seq write 1 MiB, 2 jobs x 1" "$round" write 1m 1 2
+  local_test "seq write 1 MiB, 1 job x 8" "$round" write 1m 8 1
+  local_test "seq read 1 MiB, 2 jobs x 1" "$round" read 1m 1 2
+  local_test "seq read 1 MiB, 1 job x 8" "$round" read 1m 8 1
   for s in "${order[@]}"; do
     head -c 4096 /dev/urandom > "$(dir "$s")/f"
     port=2050; [ "$s" = ganesha ] && port=2049
@@ -203,11 +231,11 @@ def show(t, s):
 ratio = lambda a, b: f"{a/b:.2f}" if a and b else "-"
 pp = med("tcp ping-pong 132/120 B", "loopback")
 pp_null = med("tcp ping-pong 44/28 B", "loopback")
-print("| test (held-out client) | Ganesha | Keel sync | Keel async | sync/Ganesha | async/Ganesha |")
-print("|---|---|---|---|---|---|")
+print("| test (held-out client) | Ganesha | Keel sync | Keel async | sync/Ganesha | async/Ganesha | XFS alone | async/XFS |")
+print("|---|---|---|---|---|---|---|---|")
 for t in tests:
     if t.startswith("tcp ping-pong"):
-        print(f"| {t} (round trips/s) | {med(t, 'loopback'):.0f} | | | | |")
+        print(f"| {t} (round trips/s) | {med(t, 'loopback'):.0f} | | | | | | |")
         continue
     g, s, a = med(t, "ganesha"), med(t, "keel-sync"), med(t, "keel-async")
     extra = ""
@@ -215,6 +243,8 @@ for t in tests:
     if "1 in flight" in t and bound and g and s:
         extra = f" (of ping-pong: G {g/bound:.0%}, K sync {s/bound:.0%})"
     cells = " | ".join(show(t, x) for x in ("ganesha", "keel-sync", "keel-async"))
-    print(f"| {t}{extra} | {cells} | {ratio(s, g)} | {ratio(a, g)} |")
+    l = med(t, "local")
+    xfs = f" | {show(t, 'local')} | {ratio(a, l)}" if (t, "local") in vals else " | | "
+    print(f"| {t}{extra} | {cells} | {ratio(s, g)} | {ratio(a, g)}{xfs} |")
 PY
 echo "units: MiB/s (seq), IOPS (rand), calls/s (NULL, GETATTR), files/s (meta); results in $out"
