@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# A/B of two Keel binaries, alternating, on one plain directory: fio's
+# libnfs engine, random 4 KiB reads at 16 in flight for 10 s from a cold
+# page cache, then GETATTR at 16 in flight (bench/probes). For telling a
+# change from the noise of a held-out run.
+#
+#   bench/ab.sh ROUNDS KEEL_A KEEL_B [DIR]     (as root: it drops caches)
+#
+# DIR (default /var/tmp/keel-ab) gets a 512 MiB file; fio comes from
+# bench/heldout.sh's build.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+rounds=${1:?rounds}; a=${2:?first keel binary}; b=${3:?second keel binary}; dir=${4:-/var/tmp/keel-ab}
+fio=/var/cache/keel-bench/fio/fio
+[ -x "$fio" ] || { echo "ab.sh: no $fio: run bench/heldout.sh once" >&2; exit 1; }
+probes=$(bash "$here/probes/build.sh" | tail -1); nfsping=$(echo "$probes" | awk '{print $1}')
+mkdir -p "$dir/exp"
+[ -f "$dir/exp/r" ] || dd if=/dev/urandom of="$dir/exp/r" bs=1M count=512 status=none
+url="nfs://127.0.0.1$dir/exp?nfsport=2049&mountport=2049&version=3"
+for r in $(seq "$rounds"); do
+  for bin in "$a" "$b"; do
+    rm -rf "$dir/state"
+    "$bin" serve --listen 127.0.0.1:2049 --portmap off --state-dir "$dir/state" --log-level warn "$dir/exp" >"$dir/serve.log" 2>&1 &
+    pid=$!; sleep 1
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    rr=$(timeout -k 5 40 "$fio" --name=rr --ioengine=nfs --nfs_url="$url" --rw=randread --bs=4k --iodepth=16 --size=512m \
+      --filename=r --time_based=1 --runtime=10 --output-format=json 2>/dev/null | jq '.jobs[0].read.iops | floor' || echo failed)
+    g16=$("$nfsping" "$url" r getattr 16 4 | sed -n 's/.*: \([0-9.]*\) calls\/s.*/\1/p' | head -1)
+    echo "round $r $bin: random read 4 KiB x 16 $rr IOPS, GETATTR x 16 $g16 calls/s"
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+  done
+done
