@@ -158,28 +158,31 @@ for round in $(seq "$rounds"); do
 done
 if [ -z "$warm_only" ]; then
   echo "== sequential medians of $rounds rounds (MiB/s; of off)" | tee -a "$out/summary.txt"
+  # One line: off's median, then each cached mode's and its share of off.
+  against_off() { # label median-function
+    local off m mode line
+    off=$($2 off); line="$1: off $(printf %.0f "$off")"
+    for mode in write-through write-back; do
+      m=$($2 "$mode")
+      line="$line, $mode $(printf %.0f "$m") ($(awk -v a="$m" -v b="$off" 'BEGIN { printf "%.0f%%", (b > 0 ? 100 * a / b : 0) }'))"
+    done
+    echo "$line" | tee -a "$out/summary.txt"
+  }
   for stable in unstable file; do
     for phase in write read; do
       med() { for r in $(seq "$rounds"); do seq_mib "$out/seq-$stable-$1-$r.json" "$phase"; done | median; }
-      off=$(med off)
-      line="seq $stable $phase: off $(printf %.0f "$off")"
-      for mode in write-through write-back; do
-        m=$(med "$mode")
-        line="$line, $mode $(printf %.0f "$m") ($(awk -v a="$m" -v b="$off" 'BEGIN { printf "%.0f%%", 100 * a / b }'))"
-      done
-      echo "$line" | tee -a "$out/summary.txt"
+      against_off "seq $stable $phase" med
     done
   done
   for rw in write read; do
     [ -x "$fio" ] || break
-    fmed() { for r in $(seq "$rounds"); do [ -f "$out/fio-seq-$rw-$1-$r.json" ] && jq ".jobs[0].$rw.bw / 1024" "$out/fio-seq-$rw-$1-$r.json"; done | median; }
-    off=$(fmed off)
-    line="fio seq $rw: off $(printf %.0f "$off")"
-    for mode in write-through write-back; do
-      m=$(fmed "$mode")
-      line="$line, $mode $(printf %.0f "$m") ($(awk -v a="$m" -v b="$off" 'BEGIN { printf "%.0f%%", (b > 0 ? 100 * a / b : 0) }'))"
-    done
-    echo "$line" | tee -a "$out/summary.txt"
+    # A fio run that failed left no file.
+    fmed() {
+      for r in $(seq "$rounds"); do
+        if [ -f "$out/fio-seq-$rw-$1-$r.json" ]; then jq ".jobs[0].$rw.bw / 1024" "$out/fio-seq-$rw-$1-$r.json"; fi
+      done | median
+    }
+    against_off "fio seq $rw" fmed
   done
   "$keel" cache stat --state-dir "$work/state" | tee -a "$out/summary.txt"
 fi
