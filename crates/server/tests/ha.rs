@@ -186,6 +186,23 @@ fn the_ocf_agent_passes_ocf_tester_and_fails_a_frozen_server() {
     let refused = agent("start", &broken, 20_000);
     assert_eq!(refused.status.code(), Some(6), "OCF_ERR_CONFIGURED: {refused:?}");
     assert_eq!(agent("monitor", &broken, 20_000).status.code(), Some(7));
+    // A server that exits at start (its address is taken) fails the start
+    // at once, with the server's own words; one still in exec does not
+    // (the agent once took an empty /proc/PID/cmdline for an exit).
+    let taken = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let t = Instant::now();
+    let exited = agent("start", &params, 20_000);
+    drop(taken);
+    assert_eq!(exited.status.code(), Some(1), "OCF_ERR_GENERIC: {exited:?}");
+    assert!(exited.stderr.contains("keel serve exited at start"), "{exited:?}");
+    assert!(exited.stderr.to_lowercase().contains("address"), "the server's reason is passed on: {exited:?}");
+    assert!(t.elapsed() < Duration::from_secs(10), "failed in {:?}", t.elapsed());
+    assert_eq!(agent("monitor", &params, 20_000).status.code(), Some(7));
+    for _ in 0..10 {
+        let started = agent("start", &params, 30_000);
+        assert_eq!(started.status.code(), Some(0), "{started:?}");
+        assert_eq!(agent("stop", &params, 30_000).status.code(), Some(0));
+    }
 }
 
 /// The hosts and directories DUMP lists.
