@@ -124,9 +124,23 @@ impl<S: Store> NfsService<S> {
     /// Resolves a handle for `peer`, with the client's options on its
     /// export. The client list is checked before the object is opened.
     pub(crate) fn authorize(&self, peer: SocketAddr, fh: &NfsFh3) -> Result<(S::Object, ClientOptions), Nfsstat3> {
+        self.authorize_noting(peer, fh, |_| {})
+    }
+
+    /// As [`NfsService::authorize`]; `admitted` hears the export once the
+    /// client is admitted to it, before the object is opened, so that an
+    /// I/O error in the opening is still known as that export's.
+    pub(crate) fn authorize_noting(
+        &self,
+        peer: SocketAddr,
+        fh: &NfsFh3,
+        admitted: impl FnOnce(u32),
+    ) -> Result<(S::Object, ClientOptions), Nfsstat3> {
         let admit = |export_id: u32| {
             let served = self.served(export_id).ok_or(Status(Nfsstat3::Stale))?;
-            self.client_options(&served, peer).map_err(Status)
+            let opts = self.client_options(&served, peer).map_err(Status)?;
+            admitted(export_id);
+            Ok(opts)
         };
         self.store.resolve(&fh.data, admit).map_err(|Status(s)| s)
     }

@@ -460,6 +460,15 @@ fn in_an_ha_pair_an_io_error_the_whole_export_shares_gets_no_reply_one_files_own
     srv.store.inject(SimFault::fail(SimPoint::Sync, libc::EIO).on(fileid));
     assert_eq!(write(&srv, &f).unwrap().status(), Nfsstat3::Io);
 
+    // The storage fails as the handle is opened (a file system that shut
+    // down fails open_by_handle_at too): the export is known from the
+    // handle, so the call is held all the same. It was answered with
+    // NFS3ERR_IO once, and the HA lab's client saw the error.
+    srv.store.inject(SimFault::fail(SimPoint::Open, libc::EIO));
+    srv.store.inject(SimFault::fail(SimPoint::Sync, libc::EIO));
+    assert!(matches!(write(&srv, &f), Err(AcceptError::Drop)), "no reply: the client retransmits");
+    assert!(write(&srv, &f).unwrap().is_ok());
+
     // Outside an HA pair, every I/O error is answered, as knfsd does.
     let plain = Server::new(11, rw());
     let root = plain.client(0).root();

@@ -16,7 +16,7 @@ use keel_nfs3_proto::nfs3::{
 };
 use keel_nfs3_proto::{NFS_PROGRAM, NFS_V3};
 use keel_rpc::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
-use keel_store::{Caller as _, Object as _, Store};
+use keel_store::{Caller as _, Store};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
 use crate::convert::{fattr, wcc_attr};
@@ -166,8 +166,9 @@ impl<S: Store> Request<'_, S> {
     /// Resolves `fh` for this client and assumes the caller's (squashed)
     /// identity for the rest of the call.
     fn authorize(&self, fh: &NfsFh3) -> Result<(S::Object, Caller<'_, S::Caller>), Nfsstat3> {
-        let (obj, opts) = self.svc.authorize(self.ctx.peer, fh)?;
-        self.ctx.report.set_export(obj.export_id());
+        // The export is noted before the object is opened: an I/O error
+        // there is the export's storage failing too (see `call`).
+        let (obj, opts) = self.svc.authorize_noting(self.ctx.peer, fh, |id| self.ctx.report.set_export(id))?;
         let cred = squash(self.ctx.auth, &opts);
         let who = match self.acting.get() {
             Some(who) if *who.cred() == cred => who,
@@ -185,8 +186,7 @@ impl<S: Store> Request<'_, S> {
     /// Resolves `fh` for this client, for procedures that only read
     /// attributes the server holds open (no identity needed).
     fn resolve(&self, fh: &NfsFh3) -> Result<S::Object, Nfsstat3> {
-        let (obj, _) = self.svc.authorize(self.ctx.peer, fh)?;
-        self.ctx.report.set_export(obj.export_id());
+        let (obj, _) = self.svc.authorize_noting(self.ctx.peer, fh, |id| self.ctx.report.set_export(id))?;
         Ok(obj)
     }
 

@@ -4,6 +4,9 @@
 /// flush to stable storage, whichever verb asked for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SimPoint {
+    /// Opening the object a handle names, once its export admitted the
+    /// client (the local store's `open_by_handle_at`).
+    Open,
     Getattr,
     Setattr,
     Lookup,

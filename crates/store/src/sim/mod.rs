@@ -705,7 +705,7 @@ impl crate::Store for SimStore {
         fh: &Bytes,
         admit: impl FnOnce(u32) -> Result<T, E>,
     ) -> Result<(SimObject, T), E> {
-        let st = self.lock();
+        let mut st = self.lock();
         if fh.len() != HANDLE_BYTES || fh[0] != HANDLE_MAGIC {
             return Err(StoreError::BadHandle.into());
         }
@@ -720,6 +720,7 @@ impl crate::Store for SimStore {
             return Err(StoreError::Stale.into());
         }
         let admitted = admit(export)?;
+        st.strike(SimPoint::Open, ino)?;
         let obj = SimObject { handle: fh.clone(), export, ftype, ino };
         st.node(&obj)?;
         Ok((obj, admitted))
