@@ -2,7 +2,8 @@
 # Keel against NFS-Ganesha with clients Keel did not write, in one run:
 # fio's libnfs engine (sequential 1 MiB and random 4 KiB, at one call in
 # flight and at many), libnfs probes for NULL/GETATTR at a fixed depth and
-# for mdtest's create/stat/remove (bench/probes), and a raw TCP ping-pong
+# for mdtest's create/stat/remove (bench/probes), a raw client with no
+# library for NULL/GETATTR at one call in flight, and a raw TCP ping-pong
 # of a GETATTR's size on the same loopback, the bound for one call at a
 # time. Servers and order alternate in every round; the table shows each
 # figure's median over the rounds and Keel/Ganesha. The sequential tests
@@ -195,6 +196,9 @@ for round in $(seq "$rounds"); do
     port=2050; [ "$s" = ganesha ] && port=2049
     record "NULL (raw client), 1 in flight" "$s" "$round" \
       "$(inns timeout -k 10 "$run_limit" "$pingpong" "$ping_seconds" --null $port | sed -n 's/.*: \([0-9.]*\) calls\/s.*/\1/p')"
+    mport=2050; [ "$s" = ganesha ] && mport=20048
+    record "GETATTR (raw client), 1 in flight" "$s" "$round" \
+      "$(inns timeout -k 10 "$run_limit" "$pingpong" "$ping_seconds" --getattr $port $mport "$(dir "$s")" | sed -n 's/.*: \([0-9.]*\) calls\/s.*/\1/p')"
     ping_test "NULL, 1 in flight" "$s" "$round" null 1
     ping_test "GETATTR, 1 in flight" "$s" "$round" getattr 1
     ping_test "GETATTR, 16 in flight" "$s" "$round" getattr 16
@@ -239,7 +243,7 @@ for t in tests:
         continue
     g, s, a = med(t, "ganesha"), med(t, "keel-sync"), med(t, "keel-async")
     extra = ""
-    bound = pp_null if "raw client" in t else pp
+    bound = pp_null if t.startswith("NULL (raw") else pp
     if "1 in flight" in t and bound and g and s:
         extra = f" (of ping-pong: G {g/bound:.0%}, K sync {s/bound:.0%})"
     cells = " | ".join(show(t, x) for x in ("ganesha", "keel-sync", "keel-async"))

@@ -521,13 +521,16 @@ impl HaLab {
         self.run(node, &["crm_mon", "-1", "-r", "-f"]).text()
     }
 
-    /// Status of both nodes and the tail of their Pacemaker logs, for a
-    /// failing test's message.
+    /// Status of both nodes, what the resource agents logged, and the tail
+    /// of their Pacemaker logs, for a failing test's message. The agents'
+    /// lines come apart from the tail: the one that says why a start
+    /// failed is often older than the last 40 lines.
     pub fn diagnostics(&self) -> String {
         let mut s = String::new();
         for node in Node::ALL {
             s += &format!("--- {} ---\n{}", node.name(), self.status(node));
             let log = std::fs::read_to_string(self.log_dir(node).join("pacemaker/pacemaker.log")).unwrap_or_default();
+            s += &agent_lines(&log);
             let tail: Vec<&str> = log.lines().rev().take(40).collect();
             s += "--- pacemaker.log (tail) ---\n";
             for l in tail.into_iter().rev() {
@@ -1088,6 +1091,18 @@ fn bind_in_netns(ns: &Netns, addr: &str) -> TcpListener {
     .unwrap()
 }
 
+/// What Keel's resource agent logged, and every error line, from a node's
+/// pacemaker.log (the last 60 of them), headed for a test's message.
+fn agent_lines(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("keel(") || l.contains(" ERROR: ")).collect();
+    let mut s = String::from("--- pacemaker.log (the agent's lines and errors) ---\n");
+    for l in &lines[lines.len().saturating_sub(60)..] {
+        s += l;
+        s += "\n";
+    }
+    s
+}
+
 // ---------------------------------------------------------------------------
 // crm_mon XML
 // ---------------------------------------------------------------------------
@@ -1256,5 +1271,26 @@ fn loop_set_offset(dev: &str, offset: u64) {
         info.offset = offset;
         let rc = libc::ioctl(f.as_raw_fd(), LOOP_SET_STATUS64, &info);
         assert_eq!(rc, 0, "LOOP_SET_STATUS64 {dev}: {}", std::io::Error::last_os_error());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diagnostics_keep_the_agents_lines_however_old() {
+        let mut log = String::from("Nov 24 13:48:29  keel(nfs-keel)[669]:    ERROR: keel serve exited at start\n");
+        log += "Nov 24 13:48:29 node-a pacemaker-controld  [1]: error: Result of start operation: error\n";
+        for i in 0..500 {
+            log += &format!("Nov 24 13:48:30 node-a pacemaker-based [1]: info: line {i}\n");
+        }
+        log += "Nov 24 13:48:31  keel(nfs-keel)[700]:    INFO: keel serving /etc/keel/nfs.toml (pid 701)\n";
+        let got = agent_lines(&log);
+        let lines: Vec<&str> = got.lines().skip(1).collect();
+        assert_eq!(lines.len(), 2, "{got}");
+        assert!(lines[0].contains("exited at start"));
+        assert!(lines[1].contains("keel serving"));
+        assert!(!got.contains("line 499"));
     }
 }
