@@ -94,7 +94,7 @@ static int null_calls(double seconds, int port)
 static int rpc_call(int c, uint32_t xid, uint32_t prog, uint32_t vers, uint32_t proc, const char *args, int args_len,
 		    uint32_t *reply, int reply_max)
 {
-	uint32_t call[64];
+	uint32_t call[16 + 1100 / 4]; /* the header, and MNT's longest path */
 	int n = 1;
 	call[n++] = htonl(xid);
 	call[n++] = 0; /* CALL */
