@@ -101,7 +101,10 @@ impl DeviceIo for FileDevice {
         self.len
     }
 
+    // A read may wait for the device and a sync does; a write lands in
+    // the page cache.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        keel_store::blocking::may_block();
         self.file.read_exact_at(buf, offset)
     }
 
@@ -110,6 +113,7 @@ impl DeviceIo for FileDevice {
     }
 
     fn sync(&self) -> io::Result<()> {
+        keel_store::blocking::may_block();
         self.file.sync_data()
     }
 

@@ -52,9 +52,13 @@ pub enum Request {
         /// Only this inode number; none: any object.
         #[serde(default)]
         inode: Option<u64>,
-        /// Fail with this errno; none: panic the worker instead.
+        /// Fail with this errno; none: panic the worker instead (unless
+        /// `stall_ms`).
         #[serde(default)]
         errno: Option<i32>,
+        /// Stall the call this many milliseconds, then go on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stall_ms: Option<u32>,
         count: u32,
     },
     /// Disarms every fault.
@@ -174,8 +178,13 @@ pub struct FaultStatus {
     pub point: FaultPointName,
     pub inode: Option<u64>,
     pub errno: Option<i32>,
+    pub stall_ms: Option<u32>,
     pub count: u32,
 }
+
+/// A stall fault holds a worker this long at most (a minute): a test of a
+/// hung device, not a way to hang the server for good.
+const STALL_MS_MAX: u32 = 60_000;
 
 /// Export roots that take longer than this to answer `stat` make the
 /// server unhealthy (a hung device or network file system under them).
@@ -251,16 +260,19 @@ impl AdminState {
                 crate::notify::notify("READY=1\nSTATUS=serving");
                 outcome.map(to_json)
             }
-            Request::FaultArm { point, inode, errno, count } => {
+            Request::FaultArm { point, inode, errno, stall_ms, count } => {
                 self.faults_allowed()?;
                 let point = match point {
                     FaultPointName::Pwrite => FaultPoint::Pwrite,
                     FaultPointName::Fsync => FaultPoint::Fsync,
                 };
-                let action = match errno {
-                    Some(e) if (1..4096).contains(&e) => FaultAction::Fail(e),
-                    Some(e) => return Err(format!("errno {e} is not an error number (1 to 4095)")),
-                    None => FaultAction::Panic,
+                let action = match (errno, stall_ms) {
+                    (Some(_), Some(_)) => return Err("a fault fails a call or stalls it, not both".into()),
+                    (None, Some(ms)) if (1..=STALL_MS_MAX).contains(&ms) => FaultAction::Stall(ms),
+                    (None, Some(ms)) => return Err(format!("a stall of {ms} ms: it is 1 to {STALL_MS_MAX} ms")),
+                    (Some(e), None) if (1..4096).contains(&e) => FaultAction::Fail(e),
+                    (Some(e), None) => return Err(format!("errno {e} is not an error number (1 to 4095)")),
+                    (None, None) => FaultAction::Panic,
                 };
                 self.store().faults().arm(Fault { point, inode, action, count })?;
                 tracing::warn!(?point, inode, ?action, count, "fault armed through the administration socket");
@@ -391,7 +403,11 @@ fn fault_status(f: &Fault) -> FaultStatus {
         inode: f.inode,
         errno: match f.action {
             FaultAction::Fail(e) => Some(e),
-            FaultAction::Panic => None,
+            FaultAction::Panic | FaultAction::Stall(_) => None,
+        },
+        stall_ms: match f.action {
+            FaultAction::Stall(ms) => Some(ms),
+            FaultAction::Fail(_) | FaultAction::Panic => None,
         },
         count: f.count,
     }
@@ -601,7 +617,13 @@ mod tests {
 
     #[test]
     fn requests_round_trip_and_unknown_ones_are_refused() {
-        let r = Request::FaultArm { point: FaultPointName::Fsync, inode: Some(7), errno: Some(5), count: 1 };
+        let r = Request::FaultArm {
+            point: FaultPointName::Fsync,
+            inode: Some(7),
+            errno: Some(5),
+            stall_ms: None,
+            count: 1,
+        };
         let text = serde_json::to_string(&Envelope { version: 1, body: &r }).unwrap();
         assert_eq!(text, r#"{"version":1,"command":"fault-arm","point":"fsync","inode":7,"errno":5,"count":1}"#);
         let back: Envelope<Request> = serde_json::from_str(&text).unwrap();

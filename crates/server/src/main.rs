@@ -311,7 +311,8 @@ enum DebugCommand {
 #[derive(Subcommand)]
 enum FaultCommand {
     /// Arm a fault: the next COUNT calls at POINT (on INODE, or on any
-    /// object) fail with ERRNO, or panic their worker with --panic.
+    /// object) fail with ERRNO, panic their worker with --panic, or wait
+    /// --stall-ms milliseconds (a device that hangs) and go on.
     Arm {
         #[command(flatten)]
         server: AdminArgs,
@@ -322,11 +323,14 @@ enum FaultCommand {
         #[arg(long)]
         inode: Option<u64>,
         /// The error number to fail with (5 is EIO).
-        #[arg(long, required_unless_present = "panic", conflicts_with = "panic")]
+        #[arg(long, required_unless_present_any = ["panic", "stall_ms"], conflicts_with_all = ["panic", "stall_ms"])]
         errno: Option<i32>,
         /// Panic the worker thread instead of failing the call.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "stall_ms")]
         panic: bool,
+        /// Stall the call this many milliseconds (1 to 60000), then let it go on.
+        #[arg(long, value_name = "MS")]
+        stall_ms: Option<u32>,
         /// How many calls it strikes.
         #[arg(long, default_value_t = 1)]
         count: u32,
@@ -884,9 +888,9 @@ fn reload(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
 
 fn fault(cmd: FaultCommand) -> anyhow::Result<()> {
     let (server, request) = match cmd {
-        FaultCommand::Arm { server, point, inode, errno, panic, count } => {
+        FaultCommand::Arm { server, point, inode, errno, panic, stall_ms, count } => {
             let errno = if panic { None } else { errno };
-            (server, admin::Request::FaultArm { point, inode, errno, count })
+            (server, admin::Request::FaultArm { point, inode, errno, stall_ms, count })
         }
         FaultCommand::Clear { server } => (server, admin::Request::FaultClear {}),
         FaultCommand::List { server } => (server, admin::Request::FaultList {}),

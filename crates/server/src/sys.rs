@@ -86,6 +86,32 @@ pub fn eventfd_signal(fd: BorrowedFd) {
     unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
 }
 
+/// A non-blocking monotonic timerfd, disarmed.
+pub fn timerfd() -> io::Result<OwnedFd> {
+    // SAFETY: timerfd_create takes a clock and flags, returns a new fd.
+    let fd = cvt(unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK) })?;
+    // SAFETY: freshly created, owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Arms a timerfd to fire every `period` (the first time one period from
+/// now), or disarms it with `None`.
+pub fn timerfd_set(fd: BorrowedFd, period: Option<std::time::Duration>) -> io::Result<()> {
+    let period = period.unwrap_or_default();
+    let every = libc::timespec { tv_sec: period.as_secs() as libc::time_t, tv_nsec: period.subsec_nanos() as _ };
+    let spec = libc::itimerspec { it_interval: every, it_value: every };
+    // SAFETY: a valid itimerspec; the old value is not asked for.
+    cvt(unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) }).map(drop)
+}
+
+/// Reads a timerfd's expiry count, which makes it unreadable until it
+/// fires again (nothing to read is not an error).
+pub fn timerfd_ack(fd: BorrowedFd) {
+    let mut count: u64 = 0;
+    // SAFETY: reads at most 8 bytes into a live u64.
+    unsafe { libc::read(fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+}
+
 /// One non-blocking read(2) from `fd` into the spare capacity of `buf`
 /// (at least `min_spare` bytes of it); the bytes read (0 at the end).
 pub fn read_into(fd: BorrowedFd, buf: &mut bytes::BytesMut, min_spare: usize) -> io::Result<usize> {

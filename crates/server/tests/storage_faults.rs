@@ -202,3 +202,57 @@ async fn a_worker_that_panics_mid_call_serves_the_next_caller_as_itself() {
     assert_eq!(status(&read(&mut member, &group_only, 0, 10).await), nfsstat3::NFS3_OK);
     assert!(server.log_text().contains("injected panic"), "the panic is logged");
 }
+
+/// Calls that arrive together are taken together and run one after another
+/// on one worker, their replies sent in one write. A call among them that
+/// stalls in storage must not hold up the calls behind it: one that says it
+/// waits (a COMMIT, whose fsync stalls here) hands them on at once, and one
+/// that does not (an UNSTABLE WRITE, whose pwrite stalls) is found by the
+/// transport's watch. Either way the calls behind it are answered first.
+#[test]
+fn calls_that_arrive_together_do_not_wait_behind_a_stalled_one() {
+    let server = TestServer::start("stall", vec![ExportOpts::rw(1, "export")], FAULTS_ON);
+    let mut nfs = Nfs::connect(server.addr).unwrap();
+    let root = nfs.mount(&server.export_path(1)).unwrap();
+    let file = nfs.create_new(&root, "f").unwrap();
+    for point in ["fsync", "pwrite"] {
+        arm(&server, &["--point", point, "--stall-ms", "2000"]);
+        nfs.conn.hold();
+        let stalled = match point {
+            "fsync" => nfs.send_commit(&file),
+            _ => nfs.send_write(&file, 0, b"data", stable_how::UNSTABLE),
+        }
+        .unwrap();
+        let behind: Vec<u32> = (0..6).map(|_| nfs.send_getattr(&root).unwrap()).collect();
+        nfs.conn.release().unwrap();
+        let answered: Vec<u32> = (0..7).map(|_| nfs.conn.recv().expect("a reply").0).collect();
+        assert_eq!(
+            answered.last(),
+            Some(&stalled),
+            "with a stalled {point}, the calls behind it ({behind:x?}) waited for it: replies in the order {answered:x?}"
+        );
+        let mut rest = answered[..6].to_vec();
+        rest.sort_unstable();
+        assert_eq!(rest, behind, "with a stalled {point}: replies {answered:x?}");
+    }
+    assert_eq!(nfs.read(&file, 0, 16).unwrap().0, b"data", "the stalled WRITE went on and wrote");
+}
+
+#[test]
+fn a_stall_fault_is_refused_with_an_errno_and_beyond_a_minute() {
+    let server = TestServer::start("stall-args", vec![ExportOpts::rw(1, "export")], FAULTS_ON);
+    let config = server.config.display().to_string();
+    for (args, expect) in [
+        (&["--stall-ms", "60001"][..], "1 to 60000 ms"),
+        (&["--stall-ms", "0"][..], "1 to 60000 ms"),
+        (&["--stall-ms", "10", "--errno", "5"][..], "cannot be used with"),
+    ] {
+        let out = Command::new(keel_bin())
+            .args(["debug", "fault", "arm", "--point", "pwrite", "--config", &config])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!out.status.success() && text.contains(expect), "{args:?}: {text}");
+    }
+}

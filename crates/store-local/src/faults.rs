@@ -1,6 +1,7 @@
-//! Fault injection: make chosen storage calls fail (or panic) on purpose,
-//! so tests can prove what the server does when the disk fails: the write
-//! verifier changes, clients are told, the worker thread recovers.
+//! Fault injection: make chosen storage calls fail, panic or stall on
+//! purpose, so tests can prove what the server does when the disk fails or
+//! hangs: the write verifier changes, clients are told, the worker thread
+//! recovers, calls queued behind a stalled one go on.
 //!
 //! Faults are armed at run time (the administration socket does it for a
 //! running server, when its configuration allows) and each fires a bounded
@@ -25,6 +26,9 @@ pub enum FaultAction {
     Fail(i32),
     /// The worker thread panics in the middle of the call.
     Panic,
+    /// The call waits this many milliseconds, as on a device that hangs,
+    /// then goes on.
+    Stall(u32),
 }
 
 /// One armed fault.
@@ -99,6 +103,10 @@ impl FaultInjector {
         match action {
             FaultAction::Fail(errno) => Some(errno),
             FaultAction::Panic => panic!("injected panic at {point:?} of inode {inode}"),
+            FaultAction::Stall(ms) => {
+                std::thread::sleep(std::time::Duration::from_millis(ms.into()));
+                None
+            }
         }
     }
 }

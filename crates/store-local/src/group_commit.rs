@@ -56,6 +56,8 @@ impl<K: Hash + Eq + Clone, O: Clone> GroupCommit<K, O> {
         if objects.is_empty() {
             return Ok(());
         }
+        // Leader or follower, this thread waits for the disk.
+        keel_store::blocking::may_block();
         let ticket = Arc::new(Ticket::default());
         let mut st = self.lock();
         for (key, object) in objects {

@@ -217,6 +217,9 @@ pub fn splice_to_pipe(fd: BorrowedFd, offset: u64, pipe: BorrowedFd, count: usiz
 
 /// pwritev2(2) of all of `data`, with `flags` (RWF_DSYNC / RWF_SYNC or 0).
 pub fn pwrite_all(fd: BorrowedFd, mut data: &[u8], mut offset: u64, flags: libc::c_int) -> io::Result<()> {
+    if flags != 0 {
+        keel_store::blocking::may_block();
+    }
     while !data.is_empty() {
         let iov = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
         // SAFETY: one valid iovec over `data`.
@@ -235,11 +238,13 @@ pub fn pwrite_all(fd: BorrowedFd, mut data: &[u8], mut offset: u64, flags: libc:
 }
 
 pub fn fsync(fd: BorrowedFd) -> io::Result<()> {
+    keel_store::blocking::may_block();
     // SAFETY: plain syscall.
     cvt(unsafe { libc::fsync(fd.as_raw_fd()) }).map(drop)
 }
 
 pub fn syncfs(fd: BorrowedFd) -> io::Result<()> {
+    keel_store::blocking::may_block();
     // SAFETY: plain syscall.
     cvt(unsafe { libc::syncfs(fd.as_raw_fd()) }).map(drop)
 }

@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 pub mod attr;
+pub mod blocking;
 mod cred;
 mod error;
 pub mod lock;

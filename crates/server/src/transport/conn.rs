@@ -103,6 +103,26 @@ struct Outbox {
     write_added: bool,
 }
 
+impl Outbox {
+    /// Counts `n` more bytes of the queue as written; the replies now
+    /// written whole leave the queue (to be dropped by the caller once the
+    /// lock is released).
+    fn advance(&mut self, n: usize) -> Vec<Pending> {
+        let mut written = self.front_written + n;
+        let mut done = Vec::new();
+        while let Some(front) = self.queue.front() {
+            let len: usize = front.segments.iter().map(Segment::len).sum();
+            if written < len {
+                break;
+            }
+            written -= len;
+            done.extend(self.queue.pop_front());
+        }
+        self.front_written = written;
+        done
+    }
+}
+
 struct Pending {
     /// Bytes, and pipes of file data (a READ's), drained as they are sent.
     segments: Vec<Segment>,
@@ -111,7 +131,7 @@ struct Pending {
 
 /// What a call holds until its reply is written or dropped: its bytes of
 /// the budget, its slot, and its mark in the connection table.
-struct CallHold {
+pub(super) struct CallHold {
     charge: Charge,
     _call: CallInFlight,
     conn: Arc<Connection>,
@@ -131,6 +151,31 @@ impl Drop for CallHold {
             }
         }
         c.unpark(PARKED_SLOTS);
+    }
+}
+
+/// A call taken from its connection with its slot and its bytes, not yet
+/// run.
+pub(super) struct TakenCall {
+    pub call: Bytes,
+    pub hold: CallHold,
+}
+
+impl TakenCall {
+    pub fn conn(&self) -> &Arc<Connection> {
+        &self.hold.conn
+    }
+}
+
+/// A reply (record mark first) and what its call holds until it is sent.
+pub(super) struct Reply {
+    pub segments: Vec<Segment>,
+    pub hold: CallHold,
+}
+
+impl Reply {
+    pub fn conn(&self) -> &Arc<Connection> {
+        &self.hold.conn
     }
 }
 
@@ -207,15 +252,20 @@ impl Connection {
         Token::Write(self.slot, self.generation)
     }
 
-    /// The read turn: take the next call and pass the turn on, then run
-    /// the call. Only one worker at a time holds a connection's read turn.
-    pub(super) fn read_turn(self: &Arc<Self>, sh: &Arc<Shared>) {
+    /// The read turn: take the next call, and the calls buffered behind it
+    /// (up to `BATCH_CALLS_MAX`), then pass the turn on; the caller runs
+    /// what was taken. Only one worker at a time holds a connection's read
+    /// turn.
+    pub(super) fn read_turn(self: &Arc<Self>, sh: &Arc<Shared>, taken: &mut Vec<TakenCall>) {
         let mut rd = self.read.lock().expect("read side lock");
         loop {
             if self.reading_done.load(Ordering::SeqCst) {
                 return;
             }
             if sh.draining() {
+                if !taken.is_empty() {
+                    break;
+                }
                 // Stopping: take no new call; read and drop what comes
                 // until the client closes (see Transport::stop).
                 rd.call = None;
@@ -229,6 +279,8 @@ impl Connection {
                 Some(call) => call,
                 None => match rd.next_record() {
                     Ok(Some(call)) => call,
+                    // Only calls already buffered join a batch.
+                    Ok(None) if !taken.is_empty() => break,
                     Ok(None) => {
                         if self.receive(&mut rd, sh) {
                             return;
@@ -259,17 +311,19 @@ impl Connection {
             };
             self.in_flight.fetch_add(1, Ordering::SeqCst);
             let hold = CallHold { charge, _call: self.place.conn.call_started(), conn: self.clone() };
-            // Pass the turn on before running the call: the next call of
-            // this connection may run meanwhile on another worker.
-            let more = rd.assembler.holds_fragment(&rd.buf);
-            drop(rd);
-            if more {
-                sh.push_ready(self.clone());
-            } else {
-                self.rearm(sh);
+            taken.push(TakenCall { call, hold });
+            if taken.len() >= super::BATCH_CALLS_MAX {
+                break;
             }
-            self.run(sh, call, hold);
-            return;
+        }
+        // Pass the turn on before running the calls: the next calls of
+        // this connection may run meanwhile on another worker.
+        let more = rd.assembler.holds_fragment(&rd.buf);
+        drop(rd);
+        if more {
+            sh.push_ready(super::Ready::Turn(self.clone()));
+        } else {
+            self.rearm(sh);
         }
     }
 
@@ -396,7 +450,7 @@ impl Connection {
         if self.parked.compare_exchange(why, PARKED_NOT, Ordering::SeqCst, Ordering::SeqCst).is_ok()
             && let Some(sh) = self.shared_handle()
         {
-            sh.push_ready(self.clone());
+            sh.push_ready(super::Ready::Turn(self.clone()));
         }
     }
 
@@ -408,11 +462,11 @@ impl Connection {
         }
     }
 
-    /// Runs one call on this worker and sends its reply.
-    fn run(self: &Arc<Self>, sh: &Arc<Shared>, call: Bytes, mut hold: CallHold) {
+    /// Runs a call on this worker; its reply, to be sent.
+    pub(super) fn execute(&self, sh: &Shared, call: Bytes, mut hold: CallHold) -> Option<Reply> {
         let xid = call.get(..4).map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")));
         let (peer, local) = (self.peer, self.local);
-        match catch_unwind(AssertUnwindSafe(|| sh.dispatcher.handle(call, peer, local))) {
+        let mut segments = match catch_unwind(AssertUnwindSafe(|| sh.dispatcher.handle(call, peer, local))) {
             Ok(Some(reply)) => {
                 let reply_bytes: usize = reply.iter().map(Segment::len).sum::<usize>() + 4;
                 if reply_bytes > hold.charge.bytes() {
@@ -420,9 +474,9 @@ impl Connection {
                 }
                 // The call's record is gone; the reply is what it holds now.
                 hold.charge.resize(reply_bytes);
-                self.send(sh, reply, hold);
+                reply
             }
-            Ok(None) => {}
+            Ok(None) => return None,
             Err(_) => {
                 // Whatever identity the handler left behind, the next call
                 // starts from root.
@@ -430,48 +484,54 @@ impl Connection {
                     tracing::error!(error = %e, "cannot reset the worker's identity after a panic");
                 }
                 tracing::error!(%peer, xid, "a request handler panicked; answered SYSTEM_ERR");
-                if let Some(xid) = xid {
-                    self.send(sh, status_reply(xid, ReplyStat::Accepted(AcceptStat::SystemErr)), hold);
-                }
+                status_reply(xid?, ReplyStat::Accepted(AcceptStat::SystemErr))
             }
-        }
+        };
+        let len: usize = segments.iter().map(Segment::len).sum();
+        segments.insert(0, Segment::Bytes(Bytes::copy_from_slice(&record_mark(len))));
+        Some(Reply { segments, hold })
     }
 
-    /// Sends a reply (record mark first): written at once if nothing is
-    /// queued ahead of it and the socket takes it, queued otherwise.
-    fn send(self: &Arc<Self>, sh: &Shared, mut reply: Vec<Segment>, hold: CallHold) {
-        let len: usize = reply.iter().map(Segment::len).sum();
-        reply.insert(0, Segment::Bytes(Bytes::copy_from_slice(&record_mark(len))));
+    /// Sends replies of this connection, in one write if the socket takes
+    /// them: written at once if nothing is queued ahead of them, as far as
+    /// the socket takes them; the rest is queued for the write turn.
+    pub(super) fn send(self: &Arc<Self>, sh: &Shared, mut replies: Vec<Reply>) {
         let mut out = self.out.lock().expect("outbox lock");
         if out.closed {
             drop(out);
-            drop(hold);
+            drop(replies);
             return;
         }
-        if out.queue.is_empty() {
-            match write_replies(self.stream.as_fd(), std::iter::once(&mut reply[..]), 0) {
-                Ok(n) if n == len + 4 => {
-                    drop(out);
-                    drop(hold);
-                    return;
-                }
-                Ok(n) => out.front_written = n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => out.front_written = 0,
-                Err(e) => {
-                    tracing::debug!(peer = %self.peer, error = %e, "reply write failed");
-                    let dropped = self.close_outbox(&mut out);
-                    drop(out);
-                    drop((hold, dropped));
-                    self.stream_failed();
-                    return;
-                }
-            }
-            self.place.conn.replies_waiting(true, out.front_written > 0);
-            out.queue.push_back(Pending { segments: reply, _hold: hold });
-            self.arm_write(sh, &mut out);
-        } else {
-            out.queue.push_back(Pending { segments: reply, _hold: hold });
+        if !out.queue.is_empty() {
+            out.queue.extend(replies.into_iter().map(|r| Pending { segments: r.segments, _hold: r.hold }));
+            return;
         }
+        let total: usize = replies.iter().flat_map(|r| &r.segments).map(Segment::len).sum();
+        let written = match write_replies(self.stream.as_fd(), replies.iter_mut().map(|r| &mut r.segments[..]), 0) {
+            Ok(n) if n == total => {
+                drop(out);
+                drop(replies);
+                return;
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => {
+                tracing::debug!(peer = %self.peer, error = %e, "reply write failed");
+                let dropped = self.close_outbox(&mut out);
+                drop(out);
+                drop((replies, dropped));
+                self.stream_failed();
+                return;
+            }
+        };
+        out.queue.extend(replies.into_iter().map(|r| Pending { segments: r.segments, _hold: r.hold }));
+        out.front_written = 0;
+        let sent = out.advance(written);
+        self.place.conn.replies_waiting(true, written > 0);
+        self.arm_write(sh, &mut out);
+        drop(out);
+        // Their holds go (calls answered) outside the outbox lock.
+        drop(sent);
     }
 
     fn arm_write(&self, sh: &Shared, out: &mut Outbox) {
@@ -496,16 +556,7 @@ impl Connection {
         let queued = out.queue.iter_mut().map(|p| &mut p.segments[..]);
         match write_replies(self.stream.as_fd(), queued, out.front_written) {
             Ok(n) => {
-                let mut written = out.front_written + n;
-                while let Some(front) = out.queue.front() {
-                    let len: usize = front.segments.iter().map(Segment::len).sum();
-                    if written < len {
-                        break;
-                    }
-                    written -= len;
-                    done.push(out.queue.pop_front().expect("front"));
-                }
-                out.front_written = written;
+                done = out.advance(n);
                 self.place.conn.replies_waiting(!out.queue.is_empty(), n > 0);
                 if !out.queue.is_empty() {
                     self.arm_write(sh, out);
@@ -601,7 +652,7 @@ impl Connection {
         self.draining.store(true, Ordering::SeqCst);
         // A parked turn no longer waits for anything: it drops its call.
         if self.parked.swap(PARKED_NOT, Ordering::SeqCst) != PARKED_NOT {
-            sh.push_ready(self.clone());
+            sh.push_ready(super::Ready::Turn(self.clone()));
         }
         if self.in_flight.load(Ordering::SeqCst) == 0 {
             self.linger();
@@ -649,7 +700,7 @@ impl Connection {
         sh.free_slot(self.slot);
     }
 
-    fn shared_handle(&self) -> Option<Arc<Shared>> {
+    pub(super) fn shared_handle(&self) -> Option<Arc<Shared>> {
         self.shared.upgrade()
     }
 }

@@ -7,10 +7,19 @@
 //! - Every socket is in one epoll set. A connection's socket is registered
 //!   one-shot, so exactly one worker holds its *read turn* at a time: it
 //!   reads until it has a whole call, then passes the turn on (re-arming
-//!   the socket, or, if another whole call is already buffered, putting
-//!   the connection on the ready queue for the next idle worker) before it
-//!   runs the call. So the calls of one connection run in parallel, and
-//!   connections take turns.
+//!   the socket, or, if more is already buffered, putting the connection
+//!   on the ready queue for the next idle worker) before it runs the call.
+//!   So the calls of one connection run in parallel, and connections take
+//!   turns.
+//! - A read turn takes with its call the whole calls already buffered
+//!   behind it (`BATCH_CALLS_MAX`), runs them one after another and sends
+//!   their replies in one write: under load a call costs no wake-up, and
+//!   the client gets one segment for several replies. A call about to wait
+//!   for storage says so (`keel_store::blocking`), and the worker hands the
+//!   rest of its batch to idle workers, with the replies it holds sent
+//!   first; a call that waits without saying so is found by the batch
+//!   watch (a timer while batches exist), which does the same after
+//!   `BATCH_STALL`. So a batch never waits behind one call's disk.
 //! - A worker about to sleep while every other worker sleeps polls first
 //!   (`poll_spin_us`): at one call in flight it takes the client's next
 //!   call without a sleep and a wake-up.
@@ -26,17 +35,19 @@
 //!   worker wakes per connection or datagram.
 //! - A sweeper thread ages connections (`conns.rs`: idle, stalled).
 //!
-//! Bounds: the ready queue holds each connection at most once (only the
-//! holder of a read turn puts it there); calls in flight per connection
-//! and bytes in flight overall are bounded by the slots and the budget.
+//! Bounds: the ready queue holds each connection's read turn at most once
+//! (only the holder of a read turn puts it there) and calls handed off
+//! from batches, which hold slots; calls in flight per connection and
+//! bytes in flight overall are bounded by the slots and the budget.
 
 mod conn;
 mod poller;
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -45,7 +56,7 @@ use keel_rpc::Dispatcher;
 
 use crate::budget::Budget;
 use crate::conns::{CloseReason, Connections};
-use conn::Connection;
+use conn::{Connection, Reply, TakenCall};
 use poller::{Poller, Token};
 
 /// Largest RPC record accepted: a 1 MiB WRITE plus headers, with room.
@@ -65,6 +76,13 @@ const ACCEPTS_PER_TURN: usize = 32;
 const DATAGRAMS_PER_TURN: usize = 16;
 /// Largest datagram received (portmap, later NLM: small calls).
 const DATAGRAM_BYTES_MAX: usize = 64 << 10;
+/// Calls a read turn takes together, at most: enough for one write to
+/// carry several replies, few enough that a batch is short.
+const BATCH_CALLS_MAX: usize = 8;
+/// How long a batch's call may run before the batch watch hands the rest
+/// of the batch to other workers (a call that waited without saying so);
+/// also the watch timer's period.
+const BATCH_STALL: Duration = Duration::from_micros(500);
 
 /// Whether a listener's peers are checked against the exports' client
 /// lists before they take a connection slot.
@@ -102,7 +120,8 @@ pub struct PoolUsage {
     /// Workers not waiting for work: taking a call, running it, writing
     /// replies, accepting.
     pub workers_busy: usize,
-    /// Connections with a whole call buffered, waiting for an idle worker.
+    /// Read turns of connections with more buffered, and calls handed on
+    /// from a batch, waiting for an idle worker.
     pub ready_queue: usize,
     /// Connections whose next call waits for a slot: all of
     /// `max_requests_per_connection` are in flight.
@@ -170,8 +189,14 @@ pub(crate) struct Shared {
     datagrams: Vec<(UdpSocket, Arc<Dispatcher>)>,
     /// Open connections by the slot in their tokens.
     table: Mutex<Table>,
-    /// Connections whose read turn waits for a worker.
-    ready: Mutex<VecDeque<Arc<Connection>>>,
+    /// Read turns and calls waiting for a worker.
+    ready: Mutex<VecDeque<Ready>>,
+    /// Each worker's batch, for the batch watch.
+    batches: Vec<Arc<Batch>>,
+    /// Whether the batch watch's timer runs.
+    watching: AtomicBool,
+    /// Where batches' clocks start.
+    epoch: Instant,
     /// Workers in (or about to enter) epoll_wait.
     idle_workers: AtomicUsize,
     /// An idle worker polls without sleeping (at most one does).
@@ -183,6 +208,60 @@ pub(crate) struct Shared {
     state: AtomicU8,
     /// Lets the sweeper sleep until the next sweep or the stop.
     sweeper_wake: (Mutex<bool>, std::sync::Condvar),
+}
+
+/// What waits in the ready queue.
+enum Ready {
+    /// A connection's read turn: more of it is buffered.
+    Turn(Arc<Connection>),
+    /// A call of a batch, handed on.
+    Call(TakenCall),
+}
+
+/// The calls a worker took together from a connection and runs one after
+/// another, and the replies to them it holds to send together. The batch
+/// watch and the worker's own announcement of a wait hand them on.
+#[derive(Default)]
+struct Batch {
+    queued: Mutex<VecDeque<TakenCall>>,
+    unsent: Mutex<Vec<Reply>>,
+    /// When the running call of the batch started (ns since `epoch`, at
+    /// least 1); 0 while none runs.
+    running_since: AtomicU64,
+}
+
+thread_local! {
+    /// The batch of the worker on this thread.
+    static WORKER_BATCH: RefCell<Option<Arc<Batch>>> = const { RefCell::new(None) };
+}
+
+/// The workers' hook for `keel_store::blocking`: the call running is about
+/// to wait for storage, so what its batch holds goes on now.
+fn worker_may_block() {
+    if let Some(batch) = WORKER_BATCH.with(|b| b.borrow().clone()) {
+        batch.hand_on();
+    }
+}
+
+impl Batch {
+    /// Sends the replies held and puts the calls not started on the ready
+    /// queue, for idle workers.
+    fn hand_on(&self) {
+        let unsent = std::mem::take(&mut *self.unsent.lock().expect("batch lock"));
+        if let Some(conn) = unsent.first().map(|r| r.conn().clone())
+            && let Some(sh) = conn.shared_handle()
+        {
+            conn.send(&sh, unsent);
+        }
+        let calls = std::mem::take(&mut *self.queued.lock().expect("batch lock"));
+        if let Some(sh) = calls.front().and_then(|c| c.conn().shared_handle()) {
+            sh.push_ready_all(calls.into_iter().map(Ready::Call));
+        }
+    }
+
+    fn holds_something(&self) -> bool {
+        !self.queued.lock().expect("batch lock").is_empty() || !self.unsent.lock().expect("batch lock").is_empty()
+    }
 }
 
 /// Connections by slot; a slot's generation tells its connections apart,
@@ -226,6 +305,9 @@ impl Transport {
             datagrams,
             table: Mutex::default(),
             ready: Mutex::default(),
+            batches: (0..workers.max(1)).map(|_| Arc::default()).collect(),
+            watching: AtomicBool::new(false),
+            epoch: Instant::now(),
             idle_workers: AtomicUsize::new(0),
             spinning: AtomicBool::new(false),
             poll_spin,
@@ -240,7 +322,10 @@ impl Transport {
                 shared.alive_workers.fetch_add(1, Ordering::SeqCst);
                 std::thread::Builder::new().name(format!("keel-worker-{i}")).spawn(move || {
                     let _alive = Alive(shared.clone());
-                    shared.work()
+                    let batch = shared.batches[i].clone();
+                    WORKER_BATCH.with(|b| *b.borrow_mut() = Some(batch.clone()));
+                    keel_store::blocking::set_hook(Some(worker_may_block));
+                    shared.work(&batch)
                 })
             })
             .collect::<io::Result<Vec<_>>>()?;
@@ -330,11 +415,11 @@ impl Shared {
     }
 
     /// A worker: ready connections first, else whatever epoll has.
-    fn work(self: Arc<Self>) {
+    fn work(self: Arc<Self>, batch: &Batch) {
         let mut events = poller::Events::new();
         loop {
-            if let Some(c) = self.pop_ready() {
-                c.read_turn(&self);
+            if let Some(r) = self.pop_ready() {
+                self.run_ready(r, batch);
                 continue;
             }
             if self.state() == STOPPED {
@@ -342,21 +427,21 @@ impl Shared {
                 self.poller.wake();
                 return;
             }
-            if self.spin(&mut events) {
+            if self.spin(&mut events, batch) {
                 continue;
             }
             // Announced before the ready queue is looked at again, so a
             // connection queued in between wakes someone (see push_ready).
             self.idle_workers.fetch_add(1, Ordering::SeqCst);
-            if let Some(c) = self.pop_ready() {
+            if let Some(r) = self.pop_ready() {
                 self.idle_workers.fetch_sub(1, Ordering::SeqCst);
-                c.read_turn(&self);
+                self.run_ready(r, batch);
                 continue;
             }
             let fired = self.poller.wait(&mut events);
             self.idle_workers.fetch_sub(1, Ordering::SeqCst);
             match fired {
-                Ok(Some(token)) => self.serve(token),
+                Ok(Some(token)) => self.serve(token, batch),
                 Ok(None) => {}
                 Err(e) => {
                     tracing::error!(error = %e, "epoll_wait failed");
@@ -372,17 +457,17 @@ impl Shared {
     /// takes it without a sleep and a wake-up; under load, calls queued
     /// for the ready queue need no wake-up while someone spins. True if
     /// it found work (and did it).
-    fn spin(self: &Arc<Self>, events: &mut poller::Events) -> bool {
+    fn spin(self: &Arc<Self>, events: &mut poller::Events, batch: &Batch) -> bool {
         if self.poll_spin.is_zero()
             || self.spinning.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_err()
         {
             return false;
         }
         let until = Instant::now() + self.poll_spin;
-        let (mut conn, mut event) = (None, None);
+        let (mut ready, mut event) = (None, None);
         while Instant::now() < until && self.others_idle() {
-            conn = self.pop_ready();
-            if conn.is_some() {
+            ready = self.pop_ready();
+            if ready.is_some() {
                 break;
             }
             event = self.poller.poll(events).ok().flatten();
@@ -393,7 +478,7 @@ impl Shared {
         }
         // Stopped before looking at the ready queue again (see push_ready).
         self.spinning.store(false, Ordering::SeqCst);
-        if conn.is_none() && event.is_none() {
+        if ready.is_none() && event.is_none() {
             return false;
         }
         // A connection queued while this worker polled woke nobody, and
@@ -402,9 +487,9 @@ impl Shared {
         if !self.ready.lock().expect("ready queue lock").is_empty() && self.idle_workers.load(Ordering::SeqCst) > 0 {
             self.poller.wake();
         }
-        match (conn, event) {
-            (Some(c), _) => c.read_turn(self),
-            (None, Some(token)) => self.serve(token),
+        match (ready, event) {
+            (Some(r), _) => self.run_ready(r, batch),
+            (None, Some(token)) => self.serve(token, batch),
             (None, None) => {}
         }
         true
@@ -416,16 +501,17 @@ impl Shared {
         self.idle_workers.load(Ordering::SeqCst) + 1 >= self.alive_workers.load(Ordering::SeqCst)
     }
 
-    fn serve(self: &Arc<Self>, token: Token) {
+    fn serve(self: &Arc<Self>, token: Token, batch: &Batch) {
         match token {
             Token::Wake => {}
             Token::Listener(i) => self.accept(i as usize),
             Token::Datagram(i) => self.answer_datagrams(i as usize),
             Token::Read(slot, generation) => {
                 if let Some(c) = self.lookup(slot, generation) {
-                    c.read_turn(self);
+                    self.take_turn(&c, batch);
                 }
             }
+            Token::Watch => self.watch_batches(),
             Token::Write(slot, generation) => {
                 if let Some(c) = self.lookup(slot, generation) {
                     c.write_turn(self);
@@ -434,14 +520,117 @@ impl Shared {
         }
     }
 
-    pub(crate) fn push_ready(&self, c: Arc<Connection>) {
-        self.ready.lock().expect("ready queue lock").push_back(c);
-        if !self.spinning.load(Ordering::SeqCst) && self.idle_workers.load(Ordering::SeqCst) > 0 {
+    fn run_ready(self: &Arc<Self>, ready: Ready, batch: &Batch) {
+        match ready {
+            Ready::Turn(c) => self.take_turn(&c, batch),
+            Ready::Call(call) => self.run_batch(batch, vec![call]),
+        }
+    }
+
+    /// A connection's read turn, and the calls it took.
+    fn take_turn(self: &Arc<Self>, c: &Arc<Connection>, batch: &Batch) {
+        let mut taken = Vec::new();
+        c.read_turn(self, &mut taken);
+        if !taken.is_empty() {
+            self.run_batch(batch, taken);
+        }
+    }
+
+    /// Runs calls of one connection one after another; while more of them
+    /// wait, the replies are held and go out together with the last one.
+    fn run_batch(self: &Arc<Self>, batch: &Batch, calls: Vec<TakenCall>) {
+        let mut calls = calls.into_iter();
+        let mut next = calls.next();
+        let rest: VecDeque<TakenCall> = calls.collect();
+        if !rest.is_empty() {
+            *batch.queued.lock().expect("batch lock") = rest;
+            self.watch(true);
+        }
+        while let Some(taken) = next {
+            let conn = taken.conn().clone();
+            batch.running_since.store(self.clock_ns(), Ordering::SeqCst);
+            let reply = conn.execute(self, taken.call, taken.hold);
+            batch.running_since.store(0, Ordering::SeqCst);
+            let mut queued = batch.queued.lock().expect("batch lock");
+            next = queued.pop_front();
+            let last = next.is_none();
+            drop(queued);
+            let mut unsent = batch.unsent.lock().expect("batch lock");
+            unsent.extend(reply);
+            if last && !unsent.is_empty() {
+                let replies = std::mem::take(&mut *unsent);
+                drop(unsent);
+                conn.send(self, replies);
+            }
+        }
+    }
+
+    /// ns since the transport started, never 0.
+    fn clock_ns(&self) -> u64 {
+        (self.epoch.elapsed().as_nanos() as u64).max(1)
+    }
+
+    /// Starts the batch watch's timer (`on`, if it does not run), or stops it.
+    fn watch(&self, on: bool) {
+        if on {
+            if !self.watching.swap(true, Ordering::SeqCst) {
+                self.poller.set_watch(Some(BATCH_STALL));
+            }
+        } else {
+            self.watching.store(false, Ordering::SeqCst);
+            self.poller.set_watch(None);
+        }
+    }
+
+    /// The batch watch: a batch whose call has run for `BATCH_STALL` is
+    /// handed on; with no batch left, the timer stops.
+    fn watch_batches(&self) {
+        self.poller.ack_watch();
+        let now = self.clock_ns();
+        let stall = BATCH_STALL.as_nanos() as u64;
+        let mut holding = false;
+        for b in &self.batches {
+            if !b.holds_something() {
+                continue;
+            }
+            let since = b.running_since.load(Ordering::SeqCst);
+            if since != 0 && now.saturating_sub(since) >= stall {
+                b.hand_on();
+            } else {
+                holding = true;
+            }
+        }
+        if !holding {
+            self.watch(false);
+            // A batch that began while the timer was being stopped saw it
+            // running and did not start it.
+            if self.batches.iter().any(|b| b.holds_something()) {
+                self.watch(true);
+            }
+        }
+    }
+
+    fn push_ready(&self, r: Ready) {
+        self.push_ready_all(std::iter::once(r));
+    }
+
+    /// Queues for idle workers and wakes as many as there are items (a
+    /// spinning one takes the first without a wake-up); each that takes
+    /// from the queue wakes another while more wait (see pop_ready).
+    fn push_ready_all(&self, items: impl Iterator<Item = Ready>) {
+        let mut ready = self.ready.lock().expect("ready queue lock");
+        let before = ready.len();
+        ready.extend(items);
+        let added = ready.len() - before;
+        drop(ready);
+        let spinning = usize::from(self.spinning.load(Ordering::SeqCst));
+        let wakes = added.saturating_sub(spinning).min(self.idle_workers.load(Ordering::SeqCst));
+        for _ in 0..wakes {
             self.poller.wake();
         }
     }
 
-    fn pop_ready(&self) -> Option<Arc<Connection>> {
+    fn pop_ready(&self) -> Option<Ready> {
         let mut ready = self.ready.lock().expect("ready queue lock");
         let c = ready.pop_front()?;
         // One wake-up may stand for several queued connections.

@@ -17,6 +17,8 @@ pub enum Token {
     Read(u32, u32),
     /// A connection's socket takes more of its replies.
     Write(u32, u32),
+    /// The batch watch's timer: look for a batch stuck behind a call.
+    Watch,
 }
 
 const KIND_SHIFT: u32 = 60;
@@ -25,6 +27,7 @@ const LISTENER: u64 = 1;
 const DATAGRAM: u64 = 2;
 const READ: u64 = 3;
 const WRITE: u64 = 4;
+const WATCH: u64 = 5;
 
 impl Token {
     fn encode(self) -> u64 {
@@ -35,6 +38,7 @@ impl Token {
             Token::Datagram(i) => (DATAGRAM << KIND_SHIFT) | u64::from(i),
             Token::Read(s, g) => (READ << KIND_SHIFT) | pair(s, g),
             Token::Write(s, g) => (WRITE << KIND_SHIFT) | pair(s, g),
+            Token::Watch => WATCH << KIND_SHIFT,
         }
     }
 
@@ -46,6 +50,7 @@ impl Token {
             DATAGRAM => Token::Datagram(v as u32),
             READ => Token::Read(slot, generation),
             WRITE => Token::Write(slot, generation),
+            WATCH => Token::Watch,
             _ => return None,
         })
     }
@@ -69,6 +74,8 @@ impl Events {
 pub struct Poller {
     epoll: OwnedFd,
     waker: OwnedFd,
+    /// A timerfd, armed while some worker runs a batch of calls.
+    watch: OwnedFd,
 }
 
 /// One-shot read interest of a connection: exactly one worker at a time.
@@ -84,7 +91,21 @@ impl Poller {
         // Edge-triggered: each signal wakes one waiter; nobody drains it.
         let events = (libc::EPOLLIN | libc::EPOLLET) as u32;
         sys::epoll_ctl(epoll.as_fd(), libc::EPOLL_CTL_ADD, waker.as_raw_fd(), events, Token::Wake.encode())?;
-        Ok(Poller { epoll, waker })
+        let watch = sys::timerfd()?;
+        sys::epoll_ctl(epoll.as_fd(), libc::EPOLL_CTL_ADD, watch.as_raw_fd(), SHARED_INTEREST, Token::Watch.encode())?;
+        Ok(Poller { epoll, waker, watch })
+    }
+
+    /// Makes the watch's timer fire every `period`, or stops it (`None`).
+    pub fn set_watch(&self, period: Option<std::time::Duration>) {
+        if let Err(e) = sys::timerfd_set(self.watch.as_fd(), period) {
+            tracing::error!(error = %e, "cannot set the batch watch's timer");
+        }
+    }
+
+    /// Takes the watch timer's expiry (it is level-triggered).
+    pub fn ack_watch(&self) {
+        sys::timerfd_ack(self.watch.as_fd());
     }
 
     /// Waits for one event; `None` for a wake-up or an interruption.
@@ -154,6 +175,7 @@ mod tests {
             Token::Datagram(0),
             Token::Read(7, 0x0fff_ffff),
             Token::Write(u32::MAX, 5),
+            Token::Watch,
         ] {
             assert_eq!(Token::decode(t.encode()), Some(t));
         }

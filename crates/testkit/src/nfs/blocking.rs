@@ -24,6 +24,8 @@ pub struct RpcConn {
     stream: TcpStream,
     next_xid: u32,
     credential: opaque_auth<'static>,
+    /// Calls kept back by [`RpcConn::hold`], to go in one write.
+    held: Option<Vec<u8>>,
 }
 
 impl RpcConn {
@@ -38,7 +40,12 @@ impl RpcConn {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(60)))?;
         stream.set_write_timeout(Some(Duration::from_secs(60)))?;
-        Ok(RpcConn { stream, next_xid: 0x5eed_0000 ^ std::process::id(), credential: cred_groups(0, 0, &[]) })
+        Ok(RpcConn {
+            stream,
+            next_xid: 0x5eed_0000 ^ std::process::id(),
+            credential: cred_groups(0, 0, &[]),
+            held: None,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -53,8 +60,27 @@ impl RpcConn {
     pub fn send<A: Pack>(&mut self, program: u32, version: u32, proc_: u32, args: &A) -> io::Result<u32> {
         let xid = self.next_xid;
         self.next_xid = self.next_xid.wrapping_add(1);
-        self.stream.write_all(&rpc_record(xid, program, version, proc_, &self.credential, args))?;
+        let record = rpc_record(xid, program, version, proc_, &self.credential, args);
+        match &mut self.held {
+            Some(held) => held.extend_from_slice(&record),
+            None => self.stream.write_all(&record)?,
+        }
         Ok(xid)
+    }
+
+    /// Keeps the calls sent from now on back until [`RpcConn::release`],
+    /// which writes them all at once: the server finds them in its socket
+    /// together.
+    pub fn hold(&mut self) {
+        self.held.get_or_insert_with(Vec::new);
+    }
+
+    /// Writes the calls held back, in one write.
+    pub fn release(&mut self) -> io::Result<()> {
+        match self.held.take() {
+            Some(held) => self.stream.write_all(&held),
+            None => Ok(()),
+        }
     }
 
     /// Reads the next reply: its xid and the procedure's result bytes. A
@@ -261,6 +287,14 @@ impl Nfs {
         let (xid, body) = self.conn.recv()?;
         let r: WRITE3res = decode(&body)?;
         Ok((xid, ok_or_stat(r).map(|ok| Written { count: ok.count, committed: ok.committed, verf: ok.verf.0 })))
+    }
+
+    pub fn send_commit(&mut self, fh: &[u8]) -> io::Result<u32> {
+        self.conn.send(prog::NFS, prog::NFS_V3, proc3::COMMIT, &COMMIT3args { file: fh_of(fh), offset: 0, count: 0 })
+    }
+
+    pub fn send_getattr(&mut self, fh: &[u8]) -> io::Result<u32> {
+        self.conn.send(prog::NFS, prog::NFS_V3, proc3::GETATTR, &GETATTR3args { object: fh_of(fh) })
     }
 
     pub fn commit(&mut self, fh: &[u8]) -> NfsResult<[u8; 8]> {
