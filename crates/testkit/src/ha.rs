@@ -60,8 +60,8 @@
 //! devices over one file share its page cache, so both see the same disk,
 //! as two paths to a SAN LUN do), XFS made by the lab. Each node sees its
 //! own devices as [`SHARED_DISK`] and [`SHARED_DISK2`]. Losing a node's
-//! path sets that loop device's offset to the end of the image: capacity
-//! 0, every I/O fails with EIO, as a dead path does. (This kernel has no
+//! path limits that loop device to 0 bytes: every new I/O fails with EIO,
+//! as a dead path does (see `loop_set_path` for why not an offset). (This kernel has no
 //! device-mapper, so no dm `error` table.) A power cut and
 //! [`HaLab::storage_path_loss`] take all of a node's paths, as a dead HBA
 //! does; [`HaLab::disk_path_loss`] one.
@@ -679,11 +679,11 @@ impl HaLab {
 
     /// The node's path to one shared disk dies (the other's stays).
     pub fn disk_path_loss(&self, node: Node, disk: SharedDisk) {
-        loop_set_offset(&self.inner.loop_device(node, disk), IMAGE_BYTES);
+        loop_set_path(&self.inner.loop_device(node, disk), LoopPath::Dead);
     }
 
     pub fn disk_path_repair(&self, node: Node, disk: SharedDisk) {
-        loop_set_offset(&self.inner.loop_device(node, disk), 0);
+        loop_set_path(&self.inner.loop_device(node, disk), LoopPath::Alive);
     }
 
     /// Every request the switches received, oldest first.
@@ -898,7 +898,7 @@ impl Inner {
         assert_eq!(disks.len(), SharedDisk::ALL.len(), "{}: the lab has no disks yet", node.name());
         // Back from a power cut (power_off) with working disk paths.
         for dev in &disks {
-            loop_set_offset(dev, 0);
+            loop_set_path(dev, LoopPath::Alive);
         }
         let d = self.dir.path();
         let mut cmd = Command::new("ip");
@@ -969,7 +969,7 @@ impl Inner {
         // unmount the shared XFS cleanly, writing back everything a power
         // cut loses.
         for dev in slot.disks.lock().unwrap().iter() {
-            loop_set_offset(dev, IMAGE_BYTES);
+            loop_set_path(dev, LoopPath::Dead);
         }
         self.kill_node(node);
     }
@@ -1258,9 +1258,14 @@ struct LoopInfo64 {
 const LOOP_SET_STATUS64: libc::c_ulong = 0x4C04;
 const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
 
-/// Moves a bound loop device's window on its file: at the end of the file
-/// the device has capacity 0 and fails all I/O; at 0 it is whole again.
-fn loop_set_offset(dev: &str, offset: u64) {
+/// Kills or restores a bound loop device's path to its file. A dead path
+/// has capacity 0 (a size limit of 1 byte): new I/O fails with EIO, and
+/// I/O already past the block layer's end-of-device check when the limit
+/// changed lands where it was aimed, as a write in flight at a real path's
+/// death may. (Moving the device's offset to the end of the file instead
+/// sent such writes beyond the end of the image: acknowledged to the node,
+/// gone for the other, a lost write that no real path makes.)
+fn loop_set_path(dev: &str, path: LoopPath) {
     use std::os::fd::AsRawFd;
     let f = std::fs::File::open(dev).unwrap_or_else(|e| panic!("open {dev}: {e}"));
     // SAFETY: LoopInfo64 is plain data; all zeroes is a valid value.
@@ -1268,10 +1273,19 @@ fn loop_set_offset(dev: &str, offset: u64) {
     // SAFETY: the ioctls read and write one loop_info64, which `info` is.
     unsafe {
         assert_eq!(libc::ioctl(f.as_raw_fd(), LOOP_GET_STATUS64, &mut info), 0, "LOOP_GET_STATUS64 {dev}");
-        info.offset = offset;
+        info.sizelimit = match path {
+            LoopPath::Alive => 0,
+            LoopPath::Dead => 1,
+        };
         let rc = libc::ioctl(f.as_raw_fd(), LOOP_SET_STATUS64, &info);
         assert_eq!(rc, 0, "LOOP_SET_STATUS64 {dev}: {}", std::io::Error::last_os_error());
     }
+}
+
+#[derive(Clone, Copy)]
+enum LoopPath {
+    Alive,
+    Dead,
 }
 
 #[cfg(test)]
