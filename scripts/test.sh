@@ -42,6 +42,7 @@ wanted=(
   pacemaker-cli-utils:crm_mon
   crmsh:crm
   resource-agents:/usr/lib/ocf/resource.d/heartbeat/IPaddr2
+  libxml2-utils:xmllint
   iputils-ping:ping
 )
 missing=()
