@@ -2,7 +2,7 @@
 //! costs no open: knfsd's file cache, in user space.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 
@@ -28,7 +28,18 @@ pub struct Inode {
     /// that reading a file never takes write access (which would make a
     /// local exec of it fail with ETXTBSY).
     writer: OnceLock<OwnedFd>,
+    /// O_RDWR descriptors for synchronous writes, each lent to one write at
+    /// a time. The kernel reports a write-back error once per open file
+    /// description: two synchronous writes through one description can
+    /// both fail to reach the disk while only the first is told, and the
+    /// second acknowledges data that is not there. (knfsd samples the
+    /// description's error sequence before each write; user space cannot.)
+    sync_writers: Mutex<Vec<OwnedFd>>,
 }
+
+/// Idle synchronous-write descriptions kept per inode; a burst beyond it
+/// opens more and closes them after.
+const SYNC_WRITERS_KEPT: usize = 4;
 
 impl Inode {
     pub(crate) fn new(
@@ -39,7 +50,16 @@ impl Inode {
         fd: OwnedFd,
         fd_writable: bool,
     ) -> Self {
-        Inode { export, handle, ftype, kernel, fd, fd_writable, writer: OnceLock::new() }
+        Inode {
+            export,
+            handle,
+            ftype,
+            kernel,
+            fd,
+            fd_writable,
+            writer: OnceLock::new(),
+            sync_writers: Mutex::default(),
+        }
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -61,6 +81,18 @@ impl Inode {
         Ok(self.writer.get().expect("set above").as_fd())
     }
 
+    /// A description open for writing that no other call uses until the
+    /// returned lease is dropped: for a write that must report every
+    /// write-back error of its own data.
+    pub(crate) fn sync_writer(&self) -> StoreResult<SyncWriter<'_>> {
+        let idle = self.sync_writers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let fd = match idle {
+            Some(fd) => fd,
+            None => ident::as_root(|| sys::open_by_handle(self.export.root_fd(), &self.kernel, libc::O_RDWR))?,
+        };
+        Ok(SyncWriter { inode: self, fd: Some(fd) })
+    }
+
     /// A new open file description of the object (as root: permission is
     /// the caller's business), for byte-range locks.
     pub(crate) fn open_description(&self, flags: libc::c_int) -> std::io::Result<OwnedFd> {
@@ -74,6 +106,27 @@ impl Inode {
 
     pub fn is_export_root(&self) -> bool {
         self.handle == self.export.root_handle
+    }
+}
+
+/// A synchronous-write description on lease from its inode.
+pub(crate) struct SyncWriter<'a> {
+    inode: &'a Inode,
+    fd: Option<OwnedFd>,
+}
+
+impl SyncWriter<'_> {
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_ref().expect("held until drop").as_fd()
+    }
+}
+
+impl Drop for SyncWriter<'_> {
+    fn drop(&mut self) {
+        let mut idle = self.inode.sync_writers.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < SYNC_WRITERS_KEPT {
+            idle.extend(self.fd.take());
+        }
     }
 }
 

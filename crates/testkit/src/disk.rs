@@ -11,6 +11,7 @@ use crate::procs::{TempDir, run_ok, run_timeout};
 use crate::server::require_root;
 
 const IMAGE_BYTES: u64 = 512 << 20;
+const LOG_IMAGE_BYTES: u64 = 64 << 20;
 const CMD_TIMEOUT: Duration = Duration::from_secs(60);
 
 // ---------------------------------------------------------------------------
@@ -21,6 +22,8 @@ const CMD_TIMEOUT: Duration = Duration::from_secs(60);
 /// unmounts the file system and detaches the device, whatever happened.
 pub struct XfsDisk {
     dev: Option<String>,
+    /// The external log's loop device, if the log is not internal.
+    log_dev: Option<String>,
     pub mnt: PathBuf,
     mounted: bool,
     /// A small tmpfs holding the image of a thin-provisioned disk.
@@ -30,23 +33,36 @@ pub struct XfsDisk {
 
 impl XfsDisk {
     pub fn new(tag: &str) -> Self {
-        Self::make(tag, None)
+        Self::make(tag, None, false)
     }
 
     /// A thin-provisioned disk: the image is a sparse file on a tmpfs of
     /// `backing_bytes`, far smaller than the disk, so writes to new blocks
     /// fail once the tmpfs is full ([`XfsDisk::fill_backing`]), as they do
     /// on an overcommitted SAN LUN or sparse image.
+    ///
+    /// The loop driver completes a write that the full backing store took
+    /// only part of as a success: a block written across the edge is
+    /// acknowledged and half lost below the file system. Use it for errors
+    /// the file system reports, not for what reaches the disk.
     pub fn thin(tag: &str, backing_bytes: u64) -> Self {
-        Self::make(tag, Some(backing_bytes))
+        Self::make(tag, Some(backing_bytes), false)
     }
 
-    fn make(tag: &str, backing_bytes: Option<u64>) -> Self {
+    /// An XFS whose log is on a second loop device, so that the data path
+    /// can die ([`XfsDisk::data_path_loss`]) while the log's works: data
+    /// write-back fails with EIO and every log force still succeeds, as
+    /// with a failed data LUN or a bad region of the disk.
+    pub fn with_external_log(tag: &str) -> Self {
+        Self::make(tag, None, true)
+    }
+
+    fn make(tag: &str, backing_bytes: Option<u64>, external_log: bool) -> Self {
         require_root();
         let dir = TempDir::new(&format!("xfs-{tag}"));
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
-        let mut disk = XfsDisk { dev: None, mnt, mounted: false, backing: None, dir };
+        let mut disk = XfsDisk { dev: None, log_dev: None, mnt, mounted: false, backing: None, dir };
         let mut image_dir = disk.dir.path().to_path_buf();
         if let Some(bytes) = backing_bytes {
             image_dir = disk.dir.path().join("backing");
@@ -59,7 +75,16 @@ impl XfsDisk {
         std::fs::File::create(&image).unwrap().set_len(IMAGE_BYTES).unwrap();
         let out = run_ok(Command::new("losetup").args(["-f", "--show"]).arg(&image), CMD_TIMEOUT);
         disk.dev = Some(out.stdout.trim().to_string());
-        run_ok(Command::new("mkfs.xfs").args(["-q", "-f"]).arg(disk.dev()), CMD_TIMEOUT);
+        let mut mkfs = Command::new("mkfs.xfs");
+        mkfs.args(["-q", "-f"]);
+        if external_log {
+            let log = image_dir.join("log.img");
+            std::fs::File::create(&log).unwrap().set_len(LOG_IMAGE_BYTES).unwrap();
+            let out = run_ok(Command::new("losetup").args(["-f", "--show"]).arg(&log), CMD_TIMEOUT);
+            disk.log_dev = Some(out.stdout.trim().to_string());
+            mkfs.arg("-l").arg(format!("logdev={}", disk.log_dev.as_deref().unwrap()));
+        }
+        run_ok(mkfs.arg(disk.dev()), CMD_TIMEOUT);
         disk.mount();
         disk
     }
@@ -70,8 +95,23 @@ impl XfsDisk {
 
     pub fn mount(&mut self) {
         assert!(!self.mounted);
-        run_ok(Command::new("mount").arg(self.dev()).arg(&self.mnt), CMD_TIMEOUT);
+        let mut mount = Command::new("mount");
+        if let Some(log) = &self.log_dev {
+            mount.arg("-o").arg(format!("logdev={log}"));
+        }
+        run_ok(mount.arg(self.dev()).arg(&self.mnt), CMD_TIMEOUT);
         self.mounted = true;
+    }
+
+    /// The data device's path dies: every new data or metadata I/O to it
+    /// fails with EIO; the external log's path stays.
+    pub fn data_path_loss(&self) {
+        assert!(self.log_dev.is_some(), "a data path loss with the log on the same device kills the log too");
+        loop_set_path(self.dev(), LoopPath::Dead);
+    }
+
+    pub fn data_path_repair(&self) {
+        loop_set_path(self.dev(), LoopPath::Alive);
     }
 
     /// Makes everything written so far durable (setup, not under test).
@@ -138,7 +178,7 @@ impl Drop for XfsDisk {
                 let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
             }
         }
-        if let Some(dev) = &self.dev {
+        for dev in self.dev.iter().chain(&self.log_dev) {
             let _ = Command::new("losetup").arg("-d").arg(dev).status();
         }
         if let Some(backing) = &self.backing {
@@ -146,5 +186,57 @@ impl Drop for XfsDisk {
         }
         // The image is of no use once detached, even when the test failed.
         let _ = std::fs::remove_file(self.dir.path().join("xfs.img"));
+        let _ = std::fs::remove_file(self.dir.path().join("log.img"));
     }
+}
+
+/// struct loop_info64 (linux/loop.h).
+#[repr(C)]
+struct LoopInfo64 {
+    device: u64,
+    inode: u64,
+    rdevice: u64,
+    offset: u64,
+    sizelimit: u64,
+    number: u32,
+    encrypt_type: u32,
+    encrypt_key_size: u32,
+    flags: u32,
+    file_name: [u8; 64],
+    crypt_name: [u8; 64],
+    encrypt_key: [u8; 32],
+    init: [u64; 2],
+}
+
+const LOOP_SET_STATUS64: libc::c_ulong = 0x4C04;
+const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
+
+/// Kills or restores a bound loop device's path to its file. A dead path
+/// has capacity 0 (a size limit of 1 byte): new I/O fails with EIO, and
+/// I/O already past the block layer's end-of-device check when the limit
+/// changed lands where it was aimed, as a write in flight at a real path's
+/// death may. (Moving the device's offset to the end of the file instead
+/// sent such writes beyond the end of the image: acknowledged to the writer,
+/// gone for any other reader: a lost write that no real path makes.)
+pub(crate) fn loop_set_path(dev: &str, path: LoopPath) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(dev).unwrap_or_else(|e| panic!("open {dev}: {e}"));
+    // SAFETY: LoopInfo64 is plain data; all zeroes is a valid value.
+    let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+    // SAFETY: the ioctls read and write one loop_info64, which `info` is.
+    unsafe {
+        assert_eq!(libc::ioctl(f.as_raw_fd(), LOOP_GET_STATUS64, &mut info), 0, "LOOP_GET_STATUS64 {dev}");
+        info.sizelimit = match path {
+            LoopPath::Alive => 0,
+            LoopPath::Dead => 1,
+        };
+        let rc = libc::ioctl(f.as_raw_fd(), LOOP_SET_STATUS64, &info);
+        assert_eq!(rc, 0, "LOOP_SET_STATUS64 {dev}: {}", std::io::Error::last_os_error());
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(crate) enum LoopPath {
+    Alive,
+    Dead,
 }

@@ -122,6 +122,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::disk::{LoopPath, loop_set_path};
 use crate::netns::Netns;
 use crate::procs::{Output, TempDir, run_ok, run_timeout, wait_for, wait_timeout};
 use crate::server::require_root;
@@ -1235,57 +1236,6 @@ fn detach_loop(dev: &str) {
         }
         Err(e) => eprintln!("ha lab: losetup -d {dev}: {e}"),
     }
-}
-
-/// struct loop_info64 (linux/loop.h).
-#[repr(C)]
-struct LoopInfo64 {
-    device: u64,
-    inode: u64,
-    rdevice: u64,
-    offset: u64,
-    sizelimit: u64,
-    number: u32,
-    encrypt_type: u32,
-    encrypt_key_size: u32,
-    flags: u32,
-    file_name: [u8; 64],
-    crypt_name: [u8; 64],
-    encrypt_key: [u8; 32],
-    init: [u64; 2],
-}
-
-const LOOP_SET_STATUS64: libc::c_ulong = 0x4C04;
-const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
-
-/// Kills or restores a bound loop device's path to its file. A dead path
-/// has capacity 0 (a size limit of 1 byte): new I/O fails with EIO, and
-/// I/O already past the block layer's end-of-device check when the limit
-/// changed lands where it was aimed, as a write in flight at a real path's
-/// death may. (Moving the device's offset to the end of the file instead
-/// sent such writes beyond the end of the image: acknowledged to the node,
-/// gone for the other, a lost write that no real path makes.)
-fn loop_set_path(dev: &str, path: LoopPath) {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::File::open(dev).unwrap_or_else(|e| panic!("open {dev}: {e}"));
-    // SAFETY: LoopInfo64 is plain data; all zeroes is a valid value.
-    let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
-    // SAFETY: the ioctls read and write one loop_info64, which `info` is.
-    unsafe {
-        assert_eq!(libc::ioctl(f.as_raw_fd(), LOOP_GET_STATUS64, &mut info), 0, "LOOP_GET_STATUS64 {dev}");
-        info.sizelimit = match path {
-            LoopPath::Alive => 0,
-            LoopPath::Dead => 1,
-        };
-        let rc = libc::ioctl(f.as_raw_fd(), LOOP_SET_STATUS64, &info);
-        assert_eq!(rc, 0, "LOOP_SET_STATUS64 {dev}: {}", std::io::Error::last_os_error());
-    }
-}
-
-#[derive(Clone, Copy)]
-enum LoopPath {
-    Alive,
-    Dead,
 }
 
 #[cfg(test)]

@@ -110,7 +110,9 @@ impl LocalStore {
         let verifier = self.verifier.get();
         let written = match self.faults.strike(FaultPoint::Pwrite, || st.st_ino) {
             Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
-            None => sys::pwrite_all(inode.writer()?, data, offset, flags),
+            None if flags == 0 => sys::pwrite_all(inode.writer()?, data, offset, flags),
+            // Reports its own data's write-back errors (inode.rs).
+            None => sys::pwrite_all(inode.sync_writer()?.fd(), data, offset, flags),
         };
         if let Err(e) = written {
             // As knfsd: whatever failed may have taken data acknowledged
