@@ -4,16 +4,48 @@
 # page cache, then GETATTR at 16 in flight (bench/probes). For telling a
 # change from the noise of a held-out run.
 #
-#   bench/ab.sh ROUNDS KEEL_A KEEL_B [DIR]     (as root: it drops caches)
+#   bench/ab.sh ROUNDS KEEL_A KEEL_B [DIR]          (as root: it drops caches)
+#   bench/ab.sh --meta ROUNDS KEEL_A KEEL_B [DIR]
 #
 # DIR (default /var/tmp/keel-ab) gets a 512 MiB file; fio comes from
-# bench/heldout.sh's build.
+# bench/heldout.sh's build. --meta instead runs bench/probes' nfsmeta
+# (libnfs; create, stat, remove of 2000 files from 1, then 8 processes) on
+# Keel's default export, which is `sync`; DIR defaults to an XFS image
+# mounted at /var/tmp/keel-ab-xfs (the seeds' file system, and the one
+# whose log forces a sync export's group commit shares).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-rounds=${1:?rounds}; a=${2:?first keel binary}; b=${3:?second keel binary}; dir=${4:-/var/tmp/keel-ab}
+meta=false
+[ "${1:-}" = --meta ] && { meta=true; shift; }
+rounds=${1:?rounds}; a=${2:?first keel binary}; b=${3:?second keel binary}; dir=${4:-}
+probes=$(bash "$here/probes/build.sh" | tail -1)
+if $meta; then
+  nfsmeta=$(echo "$probes" | awk '{print $2}')
+  if [ -z "$dir" ]; then
+    dir=/var/tmp/keel-ab-xfs
+    if ! mountpoint -q "$dir"; then
+      mkdir -p "$dir"; truncate -s 4G "$dir.img"; mkfs.xfs -q -f "$dir.img"; mount -o loop "$dir.img" "$dir"
+    fi
+  fi
+  url="nfs://127.0.0.1$dir/exp?nfsport=2049&mountport=2049&version=3"
+  for r in $(seq "$rounds"); do
+    for bin in "$a" "$b"; do
+      rm -rf "$dir/state" "$dir/exp"; mkdir -p "$dir/exp"
+      "$bin" serve --listen 127.0.0.1:2049 --portmap off --state-dir "$dir/state" --log-level warn "$dir/exp" >"$dir/serve.log" 2>&1 &
+      pid=$!; sleep 1
+      for procs in 1 8; do
+        rates=$(timeout -k 5 120 "$nfsmeta" "$url" "$procs" $((2000 / procs)) | awk '{printf "%s %s  ", $1, $2}')
+        echo "round $r $bin: $procs proc: $rates"
+      done
+      kill "$pid"; wait "$pid" 2>/dev/null || true
+    done
+  done
+  exit 0
+fi
+dir=${dir:-/var/tmp/keel-ab}
 fio=/var/cache/keel-bench/fio/fio
 [ -x "$fio" ] || { echo "ab.sh: no $fio: run bench/heldout.sh once" >&2; exit 1; }
-probes=$(bash "$here/probes/build.sh" | tail -1); nfsping=$(echo "$probes" | awk '{print $1}')
+nfsping=$(echo "$probes" | awk '{print $1}')
 mkdir -p "$dir/exp"
 [ -f "$dir/exp/r" ] || dd if=/dev/urandom of="$dir/exp/r" bs=1M count=512 status=none
 url="nfs://127.0.0.1$dir/exp?nfsport=2049&mountport=2049&version=3"
