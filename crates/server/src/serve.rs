@@ -498,12 +498,13 @@ fn lock_files_max(nofile: u64) -> usize {
     usize::try_from(nofile / 4).unwrap_or(usize::MAX).clamp(16, LOCK_FILES_MAX)
 }
 
-/// Cached objects hold one descriptor, two once written: they may have
-/// half of what the limit leaves after connections and per-call opens, so
-/// the cache evicts before open() fails with EMFILE (which clients see as
-/// JUKEBOX, and retry forever).
+/// Cached objects hold one descriptor, two once written, three once
+/// written synchronously (an idle description kept for stable writes):
+/// they may have a third of what the limit leaves after connections and
+/// per-call opens, so the cache evicts before open() fails with EMFILE
+/// (which clients see as JUKEBOX, and retry forever).
 fn cached_inodes_max(nofile: u64, max_connections: usize) -> usize {
     let reserve = (max_connections as u64 + 256).min(nofile / 2);
-    let room = usize::try_from(nofile.saturating_sub(reserve) / 2).unwrap_or(usize::MAX);
+    let room = usize::try_from(nofile.saturating_sub(reserve) / 3).unwrap_or(usize::MAX);
     room.clamp(16, CACHED_INODES_MAX)
 }

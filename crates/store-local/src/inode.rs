@@ -37,9 +37,10 @@ pub struct Inode {
     sync_writers: Mutex<Vec<OwnedFd>>,
 }
 
-/// Idle synchronous-write descriptions kept per inode; a burst beyond it
-/// opens more and closes them after.
-const SYNC_WRITERS_KEPT: usize = 4;
+/// Idle synchronous-write descriptions kept per inode (the server's
+/// descriptor budget counts it); concurrent stable writes to one file open
+/// more and close them after, at most one per worker thread.
+const SYNC_WRITERS_KEPT: usize = 1;
 
 impl Inode {
     pub(crate) fn new(
