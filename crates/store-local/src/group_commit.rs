@@ -1,11 +1,12 @@
-//! Group commit: calls in flight that must make objects durable before
-//! they reply share the syncs. A call adds its objects to the next batch;
-//! one caller at a time (the leader) syncs a whole batch, each object once,
+//! Group commit: calls in flight that must make files durable before they
+//! reply share the syncs. A call adds its objects to the next batch; one
+//! caller at a time (the leader) syncs a whole batch, each object once,
 //! while the others wait; whoever finds no leader leads the next batch. At
-//! one call in flight nobody waits; with many, N creates in one directory
-//! cost one fsync of the directory and N fsyncs of new files that mostly
-//! find their journal entries forced already (one log force on XFS, one
-//! jbd2 commit on ext4), instead of 2N forces racing each other. Never a
+//! one call in flight nobody waits. Its other use is the one the store
+//! relies on: the syncs of a file's shared writer description are never
+//! concurrent, so no sync is told "success" while another sync of the same
+//! description was told of the error that lost its data. Directories and
+//! new objects do not come here (`LocalStore::commit_objects`). Never a
 //! sync of the whole file system.
 
 use std::collections::HashMap;

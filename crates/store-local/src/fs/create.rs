@@ -117,7 +117,7 @@ impl LocalStore {
 
     fn finish_create(&self, dir: &Arc<Inode>, inode: Arc<Inode>, commit: bool) -> StoreResult<Made> {
         if commit {
-            self.commit_objects(&[&inode, dir])?;
+            self.commit_created(&inode, dir)?;
         }
         let attrs = attrs_of(&inode)?;
         Ok(Created { object: inode, attrs })
