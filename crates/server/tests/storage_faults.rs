@@ -76,6 +76,35 @@ async fn a_failed_commit_changes_the_verifier_for_every_client() {
     assert_eq!(commit(&mut b, &file).await.expect("COMMIT").verf, v2);
 }
 
+/// On a `sync` export a namespace call syncs its directory, and a file it
+/// created, itself (outside the group commit): a failure of either sync
+/// still fails the call with NFS3ERR_IO and changes the write verifier.
+#[tokio::test]
+async fn a_failed_sync_of_a_directory_or_a_new_file_fails_the_call_and_changes_the_verifier() {
+    let server = TestServer::start("verf-dir-fsync", vec![ExportOpts::rw(1, "export")], FAULTS_ON);
+    let (mut c, root) = mount_root(&server, 1).await;
+    let (kept, _) = create_file(&mut c, &root, b"kept", 0o644).await;
+    create_file(&mut c, &root, b"doomed", 0o644).await;
+    let v1 = write_verf(&mut c, &kept, 0, b"unstable").await;
+
+    let root_ino = meta(&server.export_dir(1)).ino();
+    arm(&server, &["--point", "fsync", "--inode", &root_ino.to_string(), "--errno", "5"]);
+    assert_eq!(status(&remove(&mut c, &root, b"doomed").await), nfsstat3::NFS3ERR_IO, "the directory's sync failed");
+    let v2 = write_verf(&mut c, &kept, 0, b"unstable").await;
+    assert_ne!(v2, v1, "a failed sync changes the verifier");
+
+    // The first sync of a CREATE is the new file's.
+    arm(&server, &["--point", "fsync", "--errno", "5"]);
+    let how = createhow3::UNCHECKED(sattr3::default());
+    assert_eq!(status(&create(&mut c, &root, b"new", how).await), nfsstat3::NFS3ERR_IO, "the new file's sync failed");
+    let v3 = write_verf(&mut c, &kept, 0, b"unstable").await;
+    assert_ne!(v3, v2, "a failed sync changes the verifier");
+
+    // Nothing is armed any more: the next namespace call goes through.
+    create_file(&mut c, &root, b"after", 0o644).await;
+    assert_eq!(commit(&mut c, &kept).await.expect("COMMIT").verf, v3);
+}
+
 /// A failed write may have taken earlier acknowledged data with it (a
 /// synchronous write reports the file's earlier write-back errors), so it
 /// changes the verifier too; an error that says nothing about the storage

@@ -61,8 +61,8 @@
 //! as two paths to a SAN LUN do), XFS made by the lab. Each node sees its
 //! own devices as [`SHARED_DISK`] and [`SHARED_DISK2`]. Losing a node's
 //! path limits that loop device to 0 bytes: every new I/O fails with EIO,
-//! as a dead path does (see `loop_set_path` for why not an offset). (This kernel has no
-//! device-mapper, so no dm `error` table.) A power cut and
+//! as a dead path does (see `loop_set_path` for why not an offset; this
+//! kernel has no device-mapper, so no dm `error` table). A power cut and
 //! [`HaLab::storage_path_loss`] take all of a node's paths, as a dead HBA
 //! does; [`HaLab::disk_path_loss`] one.
 //!

@@ -394,7 +394,7 @@ impl LocalStore {
     /// error is reported once per open file description (inode.rs). A
     /// directory holds no file data: this call syncs it at once, and
     /// concurrent calls' syncs meet in the file system's own coalescing of
-    /// log forces (bench/ab.sh --meta: creates from 8 processes 16-38 %
+    /// log forces (bench/ab.sh --meta: creates from 8 processes 14-34 %
     /// faster than in batches, docs/benchmarks.md). O_PATH objects
     /// (symlinks, devices, fifos, sockets) cannot be fsync'ed; their file
     /// system is.
