@@ -31,8 +31,9 @@
 //!   socket does not take waits in the connection's outbox, flushed by
 //!   whichever worker gets the socket's (separately registered) write
 //!   readiness.
-//! - Listeners and UDP sockets are level-triggered and exclusive: one
-//!   worker wakes per connection or datagram.
+//! - Listeners, UDP sockets and the batch watch are one-shot too, armed
+//!   again by the worker that took the event: one worker wakes for a
+//!   connection, datagram or tick, not every idle one.
 //! - A sweeper thread ages connections (`conns.rs`: idle, stalled).
 //!
 //! Bounds: the ready queue holds each connection's read turn at most once
@@ -47,6 +48,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -405,6 +407,23 @@ impl Drop for Alive {
     }
 }
 
+/// A listener's or UDP socket's event goes to one worker (one-shot): the
+/// worker arms it again when its turn ends, by return or by panic, and
+/// what still waits on it wakes the next.
+struct RearmShared<'a> {
+    shared: &'a Shared,
+    fd: RawFd,
+    token: Token,
+}
+
+impl Drop for RearmShared<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.shared.poller.rearm_shared(&self.fd, self.token) {
+            tracing::error!(error = %e, token = ?self.token, "cannot poll a listening socket again");
+        }
+    }
+}
+
 impl Shared {
     fn state(&self) -> u8 {
         self.state.load(Ordering::SeqCst)
@@ -504,8 +523,14 @@ impl Shared {
     fn serve(self: &Arc<Self>, token: Token, batch: &Batch) {
         match token {
             Token::Wake => {}
-            Token::Listener(i) => self.accept(i as usize),
-            Token::Datagram(i) => self.answer_datagrams(i as usize),
+            Token::Listener(i) => {
+                let _rearm = RearmShared { shared: self, fd: self.listeners[i as usize].0.as_raw_fd(), token };
+                self.accept(i as usize);
+            }
+            Token::Datagram(i) => {
+                let _rearm = RearmShared { shared: self, fd: self.datagrams[i as usize].0.as_raw_fd(), token };
+                self.answer_datagrams(i as usize);
+            }
             Token::Read(slot, generation) => {
                 if let Some(c) = self.lookup(slot, generation) {
                     self.take_turn(&c, batch);
@@ -681,7 +706,7 @@ impl Shared {
                 }
             }
         }
-        // More may be waiting: level-triggered, so epoll says so again.
+        // More may be waiting: the re-armed listener says so at once.
     }
 
     fn answer_datagrams(&self, i: usize) {

@@ -81,8 +81,12 @@ pub struct Poller {
 /// One-shot read interest of a connection: exactly one worker at a time.
 const READ_INTEREST: u32 = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT) as u32;
 const WRITE_INTEREST: u32 = (libc::EPOLLOUT | libc::EPOLLONESHOT) as u32;
-/// Listeners and UDP sockets: level-triggered, one waiter woken.
-const SHARED_INTEREST: u32 = (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32;
+/// Listeners, UDP sockets and the watch: one-shot as well, re-armed by
+/// the worker that took the event. All workers wait on one epoll set, and
+/// a level-triggered descriptor there wakes one waiter after another
+/// until somebody consumes it: every idle worker, for each connection,
+/// datagram or tick of the watch (EPOLLEXCLUSIVE only works across sets).
+const SHARED_INTEREST: u32 = (libc::EPOLLIN | libc::EPOLLONESHOT) as u32;
 
 impl Poller {
     pub fn new() -> io::Result<Self> {
@@ -103,9 +107,12 @@ impl Poller {
         }
     }
 
-    /// Takes the watch timer's expiry (it is level-triggered).
+    /// Takes the watch timer's expiry and arms it for the next one.
     pub fn ack_watch(&self) {
         sys::timerfd_ack(self.watch.as_fd());
+        if let Err(e) = self.ctl(libc::EPOLL_CTL_MOD, self.watch.as_raw_fd(), SHARED_INTEREST, Token::Watch) {
+            tracing::error!(error = %e, "cannot re-arm the batch watch's timer");
+        }
     }
 
     /// Waits for one event; `None` for a wake-up or an interruption.
@@ -131,8 +138,16 @@ impl Poller {
         sys::eventfd_signal(self.waker.as_fd());
     }
 
+    /// Registers a listener or a UDP socket: one worker takes its event,
+    /// and calls [`Poller::rearm_shared`] when done with it.
     pub fn add_shared(&self, fd: &impl AsRawFd, token: Token) -> io::Result<()> {
         self.ctl(libc::EPOLL_CTL_ADD, fd.as_raw_fd(), SHARED_INTEREST, token)
+    }
+
+    /// Arms a listener or a UDP socket again; what is still waiting on it
+    /// is reported at once.
+    pub fn rearm_shared(&self, fd: &impl AsRawFd, token: Token) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_MOD, fd.as_raw_fd(), SHARED_INTEREST, token)
     }
 
     /// Registers a connection's socket, armed for its first read turn.
@@ -180,5 +195,40 @@ mod tests {
             assert_eq!(Token::decode(t.encode()), Some(t));
         }
         assert_eq!(Token::decode(u64::MAX), None);
+    }
+
+    /// A listener's readiness goes to one waiter until it is re-armed; a
+    /// level-triggered one would wake every idle worker in turn.
+    #[test]
+    fn a_shared_descriptor_wakes_one_waiter_until_rearmed() {
+        let poller = Poller::new().unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        poller.add_shared(&listener, Token::Listener(0)).unwrap();
+        let _c1 = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let mut events = Events::new();
+        assert_eq!(poller.wait(&mut events).unwrap(), Some(Token::Listener(0)));
+        // Not accepted yet, so still ready: but nobody else is told.
+        assert_eq!(poller.poll(&mut events).unwrap(), None);
+        poller.rearm_shared(&listener, Token::Listener(0)).unwrap();
+        assert_eq!(poller.poll(&mut events).unwrap(), Some(Token::Listener(0)), "re-armed: still waiting");
+        listener.set_nonblocking(true).unwrap();
+        listener.accept().unwrap();
+        poller.rearm_shared(&listener, Token::Listener(0)).unwrap();
+        assert_eq!(poller.poll(&mut events).unwrap(), None, "nothing left to accept");
+    }
+
+    #[test]
+    fn the_watch_ticks_to_one_waiter_per_expiry() {
+        let poller = Poller::new().unwrap();
+        poller.set_watch(Some(std::time::Duration::from_millis(1)));
+        let mut events = Events::new();
+        assert_eq!(poller.wait(&mut events).unwrap(), Some(Token::Watch));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(poller.poll(&mut events).unwrap(), None, "taken by the first waiter until acknowledged");
+        poller.ack_watch();
+        assert_eq!(poller.wait(&mut events).unwrap(), Some(Token::Watch), "the next tick");
+        poller.set_watch(None);
+        poller.ack_watch();
+        assert_eq!(poller.poll(&mut events).unwrap(), None, "stopped");
     }
 }
