@@ -9,7 +9,14 @@
 # figure's median over the rounds and Keel/Ganesha. The sequential tests
 # also run on the same XFS without a server (fio, psync at one call in
 # flight, io_uring at 8; buffered, as both servers' I/O is): the issue's
-# second bound, what the file system does on its own.
+# second bound, what the file system does on its own. So do the random
+# reads from a cold cache (the disk's bound) and the metadata phases
+# (nfsmeta on the directory: plain, and durable, syncing what a sync
+# export must before it replies: the ceiling of any durable server).
+# For every test through a server, cpu.tsv gets the server's own CPU time
+# per operation (all its threads) and how busy the machine was: the
+# second table, which tells a figure the clients or the CPUs bound from
+# one the server bounds.
 #
 #   sudo bench/heldout.sh [--quick] [--rounds N] [--out DIR] [--data DIR]
 #
@@ -74,8 +81,8 @@ url() { # server -> libnfs URL of its export
 }
 dir() { case $1 in ganesha) echo "$run/ganesha";; *) echo "$run/$1";; esac; }
 files=0
-results=$out/results.tsv
-: > "$results"
+results=$out/results.tsv cpu=$out/cpu.tsv
+: > "$results"; : > "$cpu"
 # A run that failed is recorded as "failed" and the table says so: a
 # client that loses I/Os against one server must not stop the others.
 record() { # test server round value
@@ -88,6 +95,23 @@ record() { # test server round value
 # a call the server dropped.
 run_limit=90
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+
+# CPU while a client runs: "server ticks, machine busy ticks, all ticks".
+server_pid() { case $1 in ganesha) echo "$ganesha_pid";; keel-*) echo "$keel_pid";; esac; }
+cpu_mark() { # server
+  local pid; pid=$(server_pid "$1")
+  echo "$( [ -n "$pid" ] && awk '{print $14 + $15}' "/proc/$pid/stat" || echo 0)" \
+    "$(awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat)"
+}
+# The machine's busy share is left out (quiet) where the client idles
+# part of the time measured.
+cpu_record() { # test server round mark_before operations [quiet]
+  local a b; read -r -a a <<< "$4"; read -r -a b <<< "$(cpu_mark "$2")"
+  awk -v t="$1" -v s="$2" -v r="$3" -v ops="$5" -v hz="$(getconf CLK_TCK)" -v quiet="${6:-}" \
+    -v ticks=$((b[0] - a[0])) -v busy=$((b[1] - a[1])) -v all=$((b[2] - a[2])) \
+    'BEGIN { if (ops > 0 && all > 0) printf "%s\t%s\t%s\t%.1f\t%s\n", t, s, r, ticks / hz * 1e6 / ops,
+             quiet ? "failed" : sprintf("%.0f", 100 * busy / all) }' >> "$cpu"
+}
 
 # fio: one job file per test; the figure is the sum of the jobs' bandwidth
 # (MiB/s) or IOPS.
@@ -119,10 +143,11 @@ filename_format=$names
 group_reporting=1
 $timed
 JOB
-  local json=$out/$name-$server-$round.json v
+  local json=$out/$name-$server-$round.json v mark
   # fio's libnfs engine reports failed calls but not as job errors. At the
   # end of a job it cancels the calls still in flight and reports each as
   # failed (code -14): up to depth x jobs such lines are that, not errors.
+  mark=$(cpu_mark "$server")
   if ! inns timeout -k 10 "$run_limit" "$fio" --output-format=json --output="$json" "$out/$name.fio" \
       > "$json.stderr" 2>&1 || [ "$(grep -c 'Failed NFS operation' "$json.stderr")" -gt $((depth * jobs)) ]; then
     record "$name" "$server" "$round" failed
@@ -135,24 +160,28 @@ JOB
     v=$(jq '[.jobs[] | (.read.iops + .write.iops)] | add' "$out/$name-$server-$round.json")
   fi
   record "$name" "$server" "$round" "$v"
+  cpu_record "$name" "$server" "$round" "$mark" "$(jq '[.jobs[] | (.read.total_ios + .write.total_ios)] | add' "$json")"
   remove_files "$server" "$jobs"
 }
 
-# The same sequential job on the XFS directly, no server between.
-local_test() { # name round rw bs depth jobs
-  local name=$1 round=$2 rw=$3 bs=$4 depth=$5 jobs=$6 engine=psync dir=$run/local
+# The same job on the XFS directly, no server between.
+local_test() { # name round rw bs depth jobs metric
+  local name=$1 round=$2 rw=$3 bs=$4 depth=$5 jobs=$6 metric=$7 engine=psync dir=$run/local
+  local size=$seq_size timed=()
+  case $rw in rand*) size=512m; timed=(--time_based=1 --runtime="$rnd_seconds");; esac
   [ "$depth" -gt 1 ] && engine=io_uring
   rm -rf "$dir"; mkdir -p "$dir"
   case $rw in *read)
-    "$fio" --name=layout --directory="$dir" --rw=write --bs=1m --size="$seq_size" --numjobs="$jobs" \
+    "$fio" --name=layout --directory="$dir" --rw=write --bs=1m --size="$size" --numjobs="$jobs" \
       --filename_format='l.$jobnum' --output=/dev/null >/dev/null 2>&1 || true;;
   esac
   drop_caches
-  local json=$out/$name-local-$round.json
+  local json=$out/$name-local-$round.json sum='(.read.bw + .write.bw)] | add / 1024'
+  [ "$metric" = iops ] && sum='(.read.iops + .write.iops)] | add'
   if timeout -k 10 "$run_limit" "$fio" --name="$name" --directory="$dir" --ioengine=$engine --rw=$rw --bs=$bs \
-      --iodepth=$depth --numjobs=$jobs --size="$seq_size" --filename_format='l.$jobnum' --group_reporting=1 \
-      --output-format=json --output="$json" >/dev/null 2>&1; then
-    record "$name" local "$round" "$(jq '[.jobs[] | (.read.bw + .write.bw)] | add / 1024' "$json")"
+      --iodepth=$depth --numjobs=$jobs --size="$size" --filename_format='l.$jobnum' --group_reporting=1 \
+      "${timed[@]}" --output-format=json --output="$json" >/dev/null 2>&1; then
+    record "$name" local "$round" "$(jq "[.jobs[] | $sum" "$json")"
   else
     record "$name" local "$round" failed
   fi
@@ -168,16 +197,32 @@ remove_files() { # server jobs
 }
 
 ping_test() { # name server round op depth
-  local v
+  local v mark
+  mark=$(cpu_mark "$2")
   v=$(inns timeout -k 10 "$run_limit" "$nfsping" "$(url "$2")" f "$4" "$5" "$ping_seconds" | sed -n 's/.*: \([0-9.]*\) calls\/s.*/\1/p')
   record "$1" "$2" "$3" "$v"
+  cpu_record "$1" "$2" "$3" "$mark" "$(awk -v v="$v" -v s="$ping_seconds" 'BEGIN { printf "%d", v * s }')"
 }
 
+# Through a server, or on the XFS alone (server local, or local-durable:
+# syncing what a sync export must).
 meta_test() { # server round procs
-  local line
+  local target mark durable=()
+  case $1 in
+    local*) target=$run/local; rm -rf "$target"; mkdir -p "$target";;
+    *) target=$(url "$1");;
+  esac
+  [ "$1" = local-durable ] && durable=(durable)
+  mark=$(cpu_mark "$1")
   while read -r phase rate _; do
     record "meta $phase, $3 proc" "$1" "$2" "$rate"
-  done < <(inns timeout -k 10 "$run_limit" "$nfsmeta" "$(url "$1")" "$3" "$((meta_files / $3))" || echo "all failed -")
+  done < <(inns timeout -k 10 "$run_limit" "$nfsmeta" "$target" "$3" "$((meta_files / $3))" "${durable[@]}" ||
+    echo "all failed -")
+  # Per file and phase (a LOOKUP and the phase's call); nfsmeta's clients
+  # spend a second mounting first.
+  if [ "${1#local}" = "$1" ]; then
+    cpu_record "meta (all phases), $3 proc" "$1" "$2" "$mark" $((3 * $3 * (meta_files / $3))) quiet
+  fi
 }
 
 servers=(ganesha keel-sync keel-async)
@@ -187,10 +232,16 @@ for round in $(seq "$rounds"); do
   echo "== round $round: ${order[*]}"
   record "tcp ping-pong 132/120 B" loopback "$round" "$(inns "$pingpong" "$ping_seconds" 132 120 | sed -n 's/.*: \([0-9.]*\) round trips.*/\1/p')"
   record "tcp ping-pong 44/28 B" loopback "$round" "$(inns "$pingpong" "$ping_seconds" 44 28 | sed -n 's/.*: \([0-9.]*\) round trips.*/\1/p')"
-  local_test "seq write 1 MiB, 2 jobs x 1" "$round" write 1m 1 2
-  local_test "seq write 1 MiB, 1 job x 8" "$round" write 1m 8 1
-  local_test "seq read 1 MiB, 2 jobs x 1" "$round" read 1m 1 2
-  local_test "seq read 1 MiB, 1 job x 8" "$round" read 1m 8 1
+  local_test "seq write 1 MiB, 2 jobs x 1" "$round" write 1m 1 2 mibs
+  local_test "seq write 1 MiB, 1 job x 8" "$round" write 1m 8 1 mibs
+  local_test "seq read 1 MiB, 2 jobs x 1" "$round" read 1m 1 2 mibs
+  local_test "seq read 1 MiB, 1 job x 8" "$round" read 1m 8 1 mibs
+  local_test "rand read 4 KiB, 2 jobs x 1" "$round" randread 4k 1 2 iops
+  local_test "rand read 4 KiB, 1 job x 16" "$round" randread 4k 16 1 iops
+  for procs in 1 8; do
+    meta_test local "$round" "$procs"
+    meta_test local-durable "$round" "$procs"
+  done
   for s in "${order[@]}"; do
     head -c 4096 /dev/urandom > "$(dir "$s")/f"
     port=2050; [ "$s" = ganesha ] && port=2049
@@ -215,31 +266,36 @@ for round in $(seq "$rounds"); do
   done
 done
 
-python3 - "$results" <<'PY' | tee "$out/table.md"
+python3 - "$results" "$cpu" <<'PY' | tee "$out/table.md"
 import statistics, sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
-tests, vals = [], {}
-for test, server, _round, v in rows:
-    if test not in tests:
-        tests.append(test)
-    vals.setdefault((test, server), []).append(None if v == "failed" else float(v))
-def med(t, s):
-    got = [v for v in vals.get((t, s), []) if v is not None]
+def load(path):
+    rows = [l.rstrip("\n").split("\t") for l in open(path)]
+    tests, vals = [], {}
+    for test, server, _round, v, *rest in rows:
+        if test not in tests:
+            tests.append(test)
+        vals.setdefault((test, server), []).append([None if x == "failed" else float(x) for x in [v, *rest]])
+    return tests, vals
+tests, vals = load(sys.argv[1])
+def med(t, s, i=0, vals=vals):
+    got = [v[i] for v in vals.get((t, s), []) if v[i] is not None]
     return statistics.median(got) if got else None
 def failed(t, s):
-    return sum(v is None for v in vals.get((t, s), []))
+    return sum(v[0] is None for v in vals.get((t, s), []))
 def show(t, s):
     v, f = med(t, s), failed(t, s)
+    if (t, s) not in vals:
+        return ""
     text = "failed" if v is None else f"{v:.0f}"
     return text + (f" ({f} of {len(vals[(t, s)])} runs failed)" if f and v is not None else "")
-ratio = lambda a, b: f"{a/b:.2f}" if a and b else "-"
+ratio = lambda a, b: f"{a/b:.2f}" if a and b else ""
 pp = med("tcp ping-pong 132/120 B", "loopback")
 pp_null = med("tcp ping-pong 44/28 B", "loopback")
-print("| test (held-out client) | Ganesha | Keel sync | Keel async | sync/Ganesha | async/Ganesha | XFS alone | async/XFS |")
-print("|---|---|---|---|---|---|---|---|")
+print("| test (held-out client) | Ganesha | Keel sync | Keel async | sync/Ganesha | async/Ganesha | XFS alone | async/XFS | XFS alone, durable | sync/durable XFS |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for t in tests:
     if t.startswith("tcp ping-pong"):
-        print(f"| {t} (round trips/s) | {med(t, 'loopback'):.0f} | | | | | | |")
+        print(f"| {t} (round trips/s) | {med(t, 'loopback'):.0f} | | | | | | | | |")
         continue
     g, s, a = med(t, "ganesha"), med(t, "keel-sync"), med(t, "keel-async")
     extra = ""
@@ -247,8 +303,19 @@ for t in tests:
     if "1 in flight" in t and bound and g and s:
         extra = f" (of ping-pong: G {g/bound:.0%}, K sync {s/bound:.0%})"
     cells = " | ".join(show(t, x) for x in ("ganesha", "keel-sync", "keel-async"))
-    l = med(t, "local")
-    xfs = f" | {show(t, 'local')} | {ratio(a, l)}" if (t, "local") in vals else " | | "
-    print(f"| {t}{extra} | {cells} | {ratio(s, g)} | {ratio(a, g)}{xfs} |")
+    l, d = med(t, "local"), med(t, "local-durable")
+    print(f"| {t}{extra} | {cells} | {ratio(s, g)} | {ratio(a, g)} | {show(t, 'local')} | {ratio(a, l)} "
+          f"| {show(t, 'local-durable')} | {ratio(s, d)} |")
+ctests, cvals = load(sys.argv[2])
+print()
+print("Server CPU per operation (µs, all the server's threads; a sequential operation is 1 MiB), and how busy the machine's CPUs were meanwhile (medians):")
+print()
+print("| test | Ganesha | Keel sync | Keel async | busy: Ganesha | Keel sync | Keel async |")
+print("|---|---|---|---|---|---|---|")
+for t in ctests:
+    us = [med(t, x, 0, cvals) for x in ("ganesha", "keel-sync", "keel-async")]
+    busy = [med(t, x, 1, cvals) for x in ("ganesha", "keel-sync", "keel-async")]
+    print(f"| {t} | " + " | ".join("" if v is None else f"{v:.0f}" for v in us) + " | "
+          + " | ".join("" if v is None else f"{v:.0f} %" for v in busy) + " |")
 PY
 echo "units: MiB/s (seq), IOPS (rand), calls/s (NULL, GETATTR), files/s (meta); results in $out"

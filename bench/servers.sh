@@ -3,7 +3,8 @@
 # insists on), exporting directories of the same file system.
 #
 #   servers_start DATA OUT    installs what is missing, builds Keel, starts
-#                             both; sets ns, run, keel, fs and the versions
+#                             both; sets ns, run, keel, fs, the versions
+#                             and the servers' pids (ganesha_pid, keel_pid)
 #   keel_start DATA OUT       the same for Keel alone (no Ganesha, no
 #                             rpcbind: Keel's portmapper is off)
 #   inns CMD...               runs CMD in the namespace
@@ -40,6 +41,7 @@ CONF
   # Ganesha registers with rpcbind as it starts and does not come up without it.
   for _ in $(seq 100); do inns ss -ltnH | grep -q ':111 ' && break; sleep 0.1; done
   serve_in_ns ganesha.nfsd -F -L "$out/ganesha.log" -f "$run/ganesha.conf" -p "$run/ganesha.pid" -N NIV_WARN
+  ganesha_pid=$last_pid
   keel_serve "$out"
   for _ in $(seq 100); do inns bash -c "echo > /dev/tcp/127.0.0.1/2049" 2>/dev/null && break; sleep 0.2; done
   ganesha_version=$(ganesha.nfsd -v 2>&1 | sed -n 's/.*Release = V\?//p' | head -1)
@@ -91,14 +93,15 @@ squash = "no_root_squash"
 clients = [{ host = "*" }]
 CONF
   serve_in_ns "$keel" serve --config "$run/keel.toml" > "$out/keel.out" 2> "$out/keel.log"
+  keel_pid=$last_pid
   for _ in $(seq 100); do inns bash -c "echo > /dev/tcp/127.0.0.1/2050" 2>/dev/null && break; sleep 0.2; done
 }
 
 inns() { ip netns exec "$ns" "$@"; }
 
 # A server in the background; its pid (ip netns exec becomes the command)
-# is kept for the cleanup.
-serve_in_ns() { ip netns exec "$ns" "$@" & server_pids="${server_pids:-} $!"; }
+# is kept for the cleanup, and in $last_pid.
+serve_in_ns() { ip netns exec "$ns" "$@" & last_pid=$!; server_pids="${server_pids:-} $last_pid"; }
 
 servers_cleanup() {
   # Ganesha may take its time over SIGTERM: wait a little, then insist.

@@ -5,9 +5,15 @@
  * phase's rate over all processes (files per second).
  *
  *   nfsmeta nfs://SERVER/EXPORT?ARGS PROCS FILES_PER_PROC
+ *   nfsmeta /LOCAL/DIR PROCS FILES_PER_PROC [durable]
  *
  * Every process mounts on its own (its own TCP connection), as separate
- * client nodes would. Built by bench/probes/build.sh.
+ * client nodes would. With a local directory instead of a URL, the same
+ * phases run on the local file system with no server: what it does on
+ * its own. `durable` then syncs what a sync NFS export must make stable
+ * before it replies (the new file and its directory after a create, the
+ * directory after a remove): the ceiling for any durable server on that
+ * file system. Built by bench/probes/build.sh.
  */
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -37,6 +43,63 @@ static void die(struct nfs_context *nfs, const char *what)
 	exit(1);
 }
 
+static void local_die(const char *what, const char *path)
+{
+	fprintf(stderr, "nfsmeta: %s %s: %m\n", what, path);
+	exit(1);
+}
+
+/* One phase on the local file system; `dirfd` is the process's directory. */
+static void local_phase(int p, int dirfd, const char *dir, long files, int durable)
+{
+	char name[64];
+	struct stat st;
+	for (long i = 0; i < files; i++) {
+		snprintf(name, sizeof name, "f.%ld", i);
+		if (p == CREATE) {
+			int fd = openat(dirfd, name, O_CREAT | O_EXCL | O_WRONLY, 0644);
+			if (fd < 0 || (durable && fsync(fd) != 0))
+				local_die("create", name);
+			close(fd);
+		} else if (p == STAT) {
+			if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+				local_die("stat", name);
+		} else if (unlinkat(dirfd, name, 0) != 0) {
+			local_die("remove", name);
+		}
+		if (durable && p != STAT && fsync(dirfd) != 0)
+			local_die("sync", dir);
+	}
+}
+
+static void report_times(int out, double t0)
+{
+	double t[2] = { t0, now() };
+	if (write(out, t, sizeof t) != sizeof t)
+		exit(1);
+}
+
+static void local_client(const char *root, int id, long files, int durable, int go, int out)
+{
+	char dir[4096];
+	int dirfd;
+	snprintf(dir, sizeof dir, "%s/nfsmeta.%d.%d", root, (int)getppid(), id);
+	if (mkdir(dir, 0755) != 0 || (dirfd = open(dir, O_RDONLY | O_DIRECTORY)) < 0)
+		local_die("mkdir", dir);
+	for (int p = 0; p < PHASES; p++) {
+		char c;
+		double t0;
+		if (read(go, &c, 1) != 1)
+			exit(1);
+		t0 = now();
+		local_phase(p, dirfd, dir, files, durable);
+		report_times(out, t0);
+	}
+	close(dirfd);
+	rmdir(dir);
+	exit(0);
+}
+
 /* Waits on a pipe until the parent starts the phase, runs it, and writes
  * the phase's start and end times to `out`. */
 static void client(const char *url, int id, long files, int go, int out)
@@ -56,10 +119,10 @@ static void client(const char *url, int id, long files, int go, int out)
 		die(nfs, "mkdir");
 	for (int p = 0; p < PHASES; p++) {
 		char c;
-		double t[2];
+		double t0;
 		if (read(go, &c, 1) != 1)
 			exit(1);
-		t[0] = now();
+		t0 = now();
 		for (long i = 0; i < files; i++) {
 			struct nfsfh *fh;
 			struct nfs_stat_64 st;
@@ -75,9 +138,7 @@ static void client(const char *url, int id, long files, int go, int out)
 				die(nfs, "remove");
 			}
 		}
-		t[1] = now();
-		if (write(out, t, sizeof t) != sizeof t)
-			exit(1);
+		report_times(out, t0);
 	}
 	nfs_rmdir(nfs, dir);
 	nfs_destroy_url(u);
@@ -89,8 +150,11 @@ int main(int argc, char **argv)
 {
 	int procs, go[2], out[2];
 	long files;
-	if (argc != 4) {
-		fprintf(stderr, "usage: nfsmeta nfs://SERVER/EXPORT PROCS FILES_PER_PROC\n");
+	int local = argc > 1 && argv[1][0] == '/';
+	int durable = local && argc == 5 && strcmp(argv[4], "durable") == 0;
+	if (argc != 4 && !durable) {
+		fprintf(stderr, "usage: nfsmeta nfs://SERVER/EXPORT PROCS FILES_PER_PROC\n"
+				"       nfsmeta /LOCAL/DIR PROCS FILES_PER_PROC [durable]\n");
 		return 2;
 	}
 	procs = atoi(argv[2]);
@@ -100,6 +164,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < procs; i++)
 		if (fork() == 0) {
 			close(go[1]);
+			if (local)
+				local_client(argv[1], i, files, durable, go[0], out[1]);
 			client(argv[1], i, files, go[0], out[1]);
 		}
 	close(go[0]);
