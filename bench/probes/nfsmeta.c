@@ -72,6 +72,15 @@ static void local_phase(int p, int dirfd, const char *dir, long files, int durab
 	}
 }
 
+/* Waits on a pipe until the parent starts the phase; its start time. */
+static double await_phase(int go)
+{
+	char c;
+	if (read(go, &c, 1) != 1)
+		exit(1);
+	return now();
+}
+
 static void report_times(int out, double t0)
 {
 	double t[2] = { t0, now() };
@@ -87,11 +96,7 @@ static void local_client(const char *root, int id, long files, int durable, int 
 	if (mkdir(dir, 0755) != 0 || (dirfd = open(dir, O_RDONLY | O_DIRECTORY)) < 0)
 		local_die("mkdir", dir);
 	for (int p = 0; p < PHASES; p++) {
-		char c;
-		double t0;
-		if (read(go, &c, 1) != 1)
-			exit(1);
-		t0 = now();
+		double t0 = await_phase(go);
 		local_phase(p, dirfd, dir, files, durable);
 		report_times(out, t0);
 	}
@@ -100,8 +105,8 @@ static void local_client(const char *root, int id, long files, int durable, int 
 	exit(0);
 }
 
-/* Waits on a pipe until the parent starts the phase, runs it, and writes
- * the phase's start and end times to `out`. */
+/* Runs each phase when the parent starts it, and writes the phase's start
+ * and end times to `out`. */
 static void client(const char *url, int id, long files, int go, int out)
 {
 	struct nfs_context *nfs = nfs_init_context();
@@ -118,11 +123,7 @@ static void client(const char *url, int id, long files, int go, int out)
 	if (nfs_mkdir(nfs, dir) != 0)
 		die(nfs, "mkdir");
 	for (int p = 0; p < PHASES; p++) {
-		char c;
-		double t0;
-		if (read(go, &c, 1) != 1)
-			exit(1);
-		t0 = now();
+		double t0 = await_phase(go);
 		for (long i = 0; i < files; i++) {
 			struct nfsfh *fh;
 			struct nfs_stat_64 st;
