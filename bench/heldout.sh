@@ -14,8 +14,8 @@
 # (nfsmeta on the directory: plain, and durable, syncing what a sync
 # export must before it replies: the ceiling of any durable server).
 # For every test through a server, cpu.tsv gets the server's own CPU time
-# per operation (all its threads) and how busy the machine was: the
-# second table, which tells a figure the clients or the CPUs bound from
+# per operation (all its threads) and how busy the machine was (not for
+# metadata, whose clients spend a second mounting first): the second table, which tells a figure the clients or the CPUs bound from
 # one the server bounds.
 #
 #   sudo bench/heldout.sh [--quick] [--rounds N] [--out DIR] [--data DIR]

@@ -19,6 +19,7 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <nfsc/libnfs.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -158,6 +159,8 @@ int main(int argc, char **argv)
 				"       nfsmeta /LOCAL/DIR PROCS FILES_PER_PROC [durable]\n");
 		return 2;
 	}
+	/* A client that died closes its end: report it, do not die of SIGPIPE. */
+	signal(SIGPIPE, SIG_IGN);
 	procs = atoi(argv[2]);
 	files = atol(argv[3]);
 	if (procs < 1 || files < 1 || pipe(go) || pipe(out))
@@ -176,8 +179,10 @@ int main(int argc, char **argv)
 		double first = 1e300, last = 0, t[2];
 		/* One byte per client starts the phase for all at once. */
 		for (int i = 0; i < procs; i++)
-			if (write(go[1], "g", 1) != 1)
+			if (write(go[1], "g", 1) != 1) {
+				fprintf(stderr, "nfsmeta: a client failed before %s\n", phase_name[p]);
 				return 1;
+			}
 		for (int i = 0; i < procs; i++) {
 			if (read(out[0], t, sizeof t) != sizeof t) {
 				fprintf(stderr, "nfsmeta: a client failed in %s\n", phase_name[p]);
