@@ -167,6 +167,23 @@ pub fn pread(fd: BorrowedFd, offset: u64, count: usize) -> io::Result<BytesMut> 
     Ok(buf)
 }
 
+/// Up to `count` bytes at `offset`, but only what the page cache holds
+/// (preadv2 with RWF_NOWAIT): `None` if the first page must come from the
+/// disk (a miss starts its read-ahead) or on any error, which the
+/// blocking read that follows reports itself. May return fewer bytes than
+/// asked: the cached part, or up to the file's end.
+pub fn pread_cached(fd: BorrowedFd, offset: u64, count: usize) -> Option<BytesMut> {
+    let mut buf = BytesMut::with_capacity(count);
+    let spare = buf.spare_capacity_mut();
+    let iov = libc::iovec { iov_base: spare.as_mut_ptr().cast(), iov_len: count };
+    // SAFETY: one iovec over the buffer's spare capacity, `count` long.
+    let n = cvt_size(unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, offset as libc::off_t, libc::RWF_NOWAIT) });
+    let n = n.ok()?;
+    // SAFETY: the kernel initialised n bytes.
+    unsafe { buf.set_len(n) };
+    Some(buf)
+}
+
 /// A non-blocking pipe sized to hold `bytes` (`F_SETPIPE_SZ`); an error
 /// if the kernel will not make it that large (`pipe-max-size`, or the
 /// user's pipe pages beyond `pipe-user-pages-soft` without

@@ -510,3 +510,65 @@ fn a_spliced_read_of_a_file_truncated_before_it_is_sent_fails_rather_than_lying(
         assert!(out.data.into_bytes().unwrap()[..] == data[..]);
     });
 }
+
+thread_local! {
+    static ANNOUNCED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn count_announcement() {
+    ANNOUNCED.with(|n| n.set(n.get() + 1));
+}
+
+/// How many times `f` announced a wait for storage (`blocking::may_block`).
+fn announcements<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let before = ANNOUNCED.with(|n| n.get());
+    let out = f();
+    (out, ANNOUNCED.with(|n| n.get()) - before)
+}
+
+#[test]
+fn a_small_read_announces_a_wait_only_when_its_data_is_not_in_memory() {
+    let fx = Fixture::new("read-cached");
+    let path = fx.export_dir.join("f");
+    let data = pattern(256 << 10);
+    std::fs::write(&path, &data).unwrap();
+    std::fs::File::open(&path).unwrap().sync_all().unwrap();
+    on_worker(move || {
+        keel_store::blocking::set_hook(Some(count_announcement));
+        let mut vfs = fx.vfs();
+        vfs.splice_reads(1, 1 << 20).unwrap();
+        let root = fx.root(&vfs);
+        let (file, _) = act(ROOT, |w| vfs.lookup(w, &root, b"f")).unwrap();
+        let read = |offset: u64, count: usize| act(ROOT, |w| vfs.read(w, &file, offset, count)).unwrap();
+        let check = |out: ReadOut, offset: usize, count: usize| {
+            let end = (offset + count).min(data.len());
+            assert_eq!(out.eof, end == data.len(), "eof at {offset}+{count}");
+            assert!(out.data.into_bytes().unwrap()[..] == data[offset..end], "data at {offset}+{count}");
+        };
+        // Written just now: in memory.
+        let (out, n) = announcements(|| read(4096, 4096));
+        assert_eq!(n, 0, "a read from the page cache announced a wait");
+        check(out, 4096, 4096);
+        let (out, n) = announcements(|| read((256 << 10) - 100, 4096));
+        assert_eq!(n, 0, "a cached read across the end of the file announced a wait");
+        check(out, (256 << 10) - 100, 4096);
+        // Dropped from memory (clean, so the kernel lets them go).
+        let f = std::fs::File::open(fx.export_dir.join("f")).unwrap();
+        // SAFETY: plain syscall on a live descriptor.
+        assert_eq!(
+            unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, libc::POSIX_FADV_DONTNEED) },
+            0
+        );
+        let (out, n) = announcements(|| read(128 << 10, 8192));
+        assert_eq!(n, 1, "a read from the disk did not announce its wait");
+        check(out, 128 << 10, 8192);
+        // In memory again now.
+        let (out, n) = announcements(|| read(128 << 10, 8192));
+        assert_eq!(n, 0);
+        check(out, 128 << 10, 8192);
+        // Reads large enough to splice announce whatever the cache holds.
+        let (out, n) = announcements(|| read(0, 64 << 10));
+        assert_eq!(n, 1);
+        check(out, 0, 64 << 10);
+    });
+}

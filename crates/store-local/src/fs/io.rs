@@ -47,17 +47,31 @@ impl LocalStore {
             ReadData::default()
         } else {
             let expected = count.min((attrs.size - offset).try_into().unwrap_or(usize::MAX));
-            // Whether the data is in memory is not known before reading it:
-            // asking first (preadv2 with RWF_NOWAIT) was measured, and made
-            // reads that miss a third slower without making hits faster.
-            keel_store::blocking::may_block();
-            match self.splice_read(inode, offset, count, expected) {
-                Some(pipe) => ReadData::Pipe(pipe),
-                None => ReadData::Bytes(sys::pread(inode.fd(), offset, count)?.freeze()),
+            match self.read_cached(inode, offset, count, expected) {
+                Some(bytes) => ReadData::Bytes(bytes.freeze()),
+                None => {
+                    keel_store::blocking::may_block();
+                    match self.splice_read(inode, offset, count, expected) {
+                        Some(pipe) => ReadData::Pipe(pipe),
+                        None => ReadData::Bytes(sys::pread(inode.fd(), offset, count)?.freeze()),
+                    }
+                }
             }
         };
         let eof = data.len() < count || offset + data.len() as u64 >= attrs.size;
         Ok(ReadOut { data, eof, attrs })
+    }
+
+    /// A READ too small to splice, answered from the page cache without
+    /// waiting, so that it stays in its worker's batch: announcing every
+    /// READ handed the calls behind it to other workers, a wake-up each
+    /// (docs/benchmarks.md, "Reads that hit"). `None` if some of it must
+    /// come from the disk.
+    fn read_cached(&self, inode: &Inode, offset: u64, count: usize, expected: usize) -> Option<bytes::BytesMut> {
+        if expected >= SPLICE_READ_BYTES_MIN {
+            return None;
+        }
+        sys::pread_cached(inode.fd(), offset, count).filter(|b| b.len() >= expected)
     }
 
     /// The file's data at `offset` spliced into a pipe, when the read is
