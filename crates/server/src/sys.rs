@@ -135,6 +135,41 @@ pub fn read_into(fd: BorrowedFd, buf: &mut bytes::BytesMut, min_spare: usize) ->
     }
 }
 
+/// Sets the socket's receive low-water mark (SO_RCVLOWAT): epoll reports
+/// it readable once `bytes` have arrived, or at the end, an error, or when
+/// the receive window has all but closed.
+pub fn set_rcvlowat(fd: BorrowedFd, bytes: usize) -> io::Result<()> {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the kernel reads one int from a live local.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// The socket's receive buffer now (SO_RCVBUF; TCP grows it as it goes).
+pub fn rcvbuf(fd: BorrowedFd) -> io::Result<usize> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into a live int.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(value.max(0) as usize)
+}
+
 /// One non-blocking sendmsg(2) of `slices` on the socket `fd`; with `more`,
 /// MSG_MORE says more of the same reply follows (TCP holds a partial
 /// segment back for it). The bytes sent.

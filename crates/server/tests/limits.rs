@@ -290,3 +290,57 @@ fn a_retransmitted_write_does_not_overwrite_a_later_write() {
     assert!(now == later, "the retransmitted WRITE was executed again over the later write");
     assert!(server.log_text().contains("replayed from the duplicate reply cache"));
 }
+
+/// A 1 MiB WRITE that arrives in pieces, the server seeing each: while the
+/// record is half there, the socket wakes a worker only when the rest has
+/// arrived (SO_RCVLOWAT); after it, at the first byte again, so the small
+/// calls that follow are answered at once. A client that stops halfway
+/// and leaves is closed, and nobody else notices.
+#[test]
+fn a_large_write_sent_in_pieces_is_answered_and_so_are_the_small_calls_after_it() {
+    let server = TestServer::start_default("limits-pieces");
+    let mut nfs = Nfs::connect(server.addr).unwrap();
+    let root = nfs.mount(&server.export_path(1)).unwrap();
+    let fh = nfs.create_new(&root, "big").unwrap();
+    let data = pattern(7, 1 << 20);
+    for round in 0..3u64 {
+        nfs.conn.hold();
+        nfs.send_write(&fh, round << 20, &data, stable_how::UNSTABLE).unwrap();
+        let record = nfs.conn.take_held();
+        let cuts = [0, 100 << 10, 400 << 10, record.len() - 10, record.len()];
+        for piece in cuts.windows(2) {
+            std::io::Write::write_all(&mut nfs.conn.stream(), &record[piece[0]..piece[1]]).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let (_, written) = nfs.recv_write().unwrap();
+        assert_eq!(written.expect("WRITE").count, 1 << 20, "round {round}");
+        // Without the low-water mark set back, these would wait for
+        // hundreds of KiB that never come.
+        nfs.conn.stream().set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        for _ in 0..3 {
+            nfs.null().unwrap_or_else(|e| panic!("NULL after a WRITE in pieces (round {round}): {e}"));
+            nfs.getattr(&fh).expect("GETATTR");
+        }
+        nfs.conn.stream().set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    }
+    let on_disk = std::fs::read(server.export_dir(1).join("big")).unwrap();
+    assert_eq!(on_disk.len(), 3 << 20);
+    assert!(on_disk.chunks(1 << 20).all(|c| c == &data[..]), "the pieces were put together wrongly");
+
+    // Half a record, then gone: closed, the others still served.
+    let closed = server.log_text().matches("closed by the client").count();
+    let mut half = Nfs::connect(server.addr).unwrap();
+    half.conn.hold();
+    half.send_write(&fh, 0, &data, stable_how::UNSTABLE).unwrap();
+    let record = half.conn.take_held();
+    std::io::Write::write_all(&mut half.conn.stream(), &record[..300 << 10]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    drop(half);
+    assert!(
+        wait_for_log(&server, "closed by the client", closed + 1, Duration::from_secs(10)) > closed,
+        "{}",
+        server.log_text()
+    );
+    nfs.null().expect("NULL from another client");
+    assert!(std::fs::read(server.export_dir(1).join("big")).unwrap() == on_disk, "half a WRITE was written");
+}

@@ -83,6 +83,8 @@ struct ReadSide {
     waiting: Option<Wait>,
     /// Why the reading ended, for the log.
     ended: Option<String>,
+    /// The socket's receive low-water mark (SO_RCVLOWAT) as last set.
+    low_water: usize,
 }
 
 impl ReadSide {
@@ -210,6 +212,7 @@ impl Connection {
                 receiving: None,
                 waiting: None,
                 ended: None,
+                low_water: 1,
             }),
             out: Mutex::default(),
             in_flight: AtomicUsize::new(0),
@@ -319,6 +322,9 @@ impl Connection {
         // Pass the turn on before running the calls: the next calls of
         // this connection may run meanwhile on another worker.
         let more = rd.assembler.holds_fragment(&rd.buf);
+        if !more {
+            self.wake_for_rest(&mut rd);
+        }
         drop(rd);
         if more {
             sh.push_ready(super::Ready::Turn(self.clone()));
@@ -351,6 +357,7 @@ impl Connection {
                 false
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.wake_for_rest(rd);
                 self.rearm(sh);
                 true
             }
@@ -359,6 +366,26 @@ impl Connection {
                 self.end_reading();
                 true
             }
+        }
+    }
+
+    /// Before the socket is polled again: while a large record is half
+    /// received, the socket is to wake a worker only once the rest of it
+    /// is there (SO_RCVLOWAT), not at each segment, which on loopback
+    /// arrives 64 KiB at a time: a 1 MiB WRITE took a wake-up per
+    /// segment. Otherwise at the first byte.
+    fn wake_for_rest(&self, rd: &mut ReadSide) {
+        let rest = rd.assembler.bytes_wanted(&rd.buf).saturating_sub(rd.buf.len());
+        let mark = if rest > READ_CHUNK_BYTES {
+            // A mark above about half the receive buffer makes the kernel
+            // grow the buffer and clamp the window to the mark for the
+            // rest of the connection; a quarter stays clear of that.
+            sys::rcvbuf(self.stream.as_fd()).map_or(1, |buffer| rest.min(buffer / 4).max(1))
+        } else {
+            1
+        };
+        if mark != rd.low_water && sys::set_rcvlowat(self.stream.as_fd(), mark).is_ok() {
+            rd.low_water = mark;
         }
     }
 

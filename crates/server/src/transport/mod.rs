@@ -23,6 +23,9 @@
 //! - A worker about to sleep while every other worker sleeps polls first
 //!   (`poll_spin_us`): at one call in flight it takes the client's next
 //!   call without a sleep and a wake-up.
+//! - While a large record (a WRITE) is half received, the socket wakes a
+//!   worker only once the rest is there (SO_RCVLOWAT, `conn.rs`), not at
+//!   every segment.
 //! - A call is taken only with a slot of its connection
 //!   (`max_requests_per_connection`) and its bytes from the memory budget
 //!   (`budget.rs`); without them the connection is parked, not polled,

@@ -83,6 +83,12 @@ impl RpcConn {
         }
     }
 
+    /// The calls held back since [`RpcConn::hold`], as bytes, for the test
+    /// to send as it likes (in pieces, say); nothing is held after.
+    pub fn take_held(&mut self) -> Vec<u8> {
+        self.held.take().unwrap_or_default()
+    }
+
     /// Reads the next reply: its xid and the procedure's result bytes. A
     /// reply that is not "accepted, success" is an error.
     pub fn recv(&mut self) -> io::Result<(u32, Vec<u8>)> {
