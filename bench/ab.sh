@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B of two Keel binaries, alternating, on one plain directory: fio's
 # libnfs engine, random 4 KiB reads at 16 in flight for 10 s from a cold
-# page cache, then GETATTR at 16 in flight (bench/probes). For telling a
+# page cache, then again warm, each with the server's context switches and
+# CPU per READ; then GETATTR at 16 in flight (bench/probes). For telling a
 # change from the noise of a held-out run.
 #
 #   bench/ab.sh ROUNDS KEEL_A KEEL_B [DIR]          (as root: it drops caches)
@@ -42,6 +43,11 @@ if $meta; then
   done
   exit 0
 fi
+# The server's context switches (all its threads) and CPU ticks so far.
+server_usage() {
+  echo "$(cat /proc/"$1"/task/*/status | awk '/ctxt_switches/ {s += $2} END {print s}')" \
+    "$(awk '{print $14 + $15}' /proc/"$1"/stat)"
+}
 dir=${dir:-/var/tmp/keel-ab}
 fio=/var/cache/keel-bench/fio/fio
 [ -x "$fio" ] || { echo "ab.sh: no $fio: run bench/heldout.sh once" >&2; exit 1; }
@@ -54,11 +60,25 @@ for r in $(seq "$rounds"); do
     rm -rf "$dir/state"
     "$bin" serve --listen 127.0.0.1:2049 --portmap off --state-dir "$dir/state" --log-level warn "$dir/exp" >"$dir/serve.log" 2>&1 &
     pid=$!; sleep 1
-    sync; echo 3 > /proc/sys/vm/drop_caches
-    rr=$(timeout -k 5 40 "$fio" --name=rr --ioengine=nfs --nfs_url="$url" --rw=randread --bs=4k --iodepth=16 --size=512m \
-      --filename=r --time_based=1 --runtime=10 --output-format=json 2>/dev/null | jq '.jobs[0].read.iops | floor' || echo failed)
+    rr=""
+    for cache in cold warm; do
+      [ $cache = cold ] && { sync; echo 3 > /proc/sys/vm/drop_caches; }
+      read -r s0 t0 < <(server_usage "$pid")
+      json=$(timeout -k 5 40 "$fio" --name=rr --ioengine=nfs --nfs_url="$url" --rw=randread --bs=4k --iodepth=16 --size=512m \
+        --filename=r --time_based=1 --runtime=10 --output-format=json 2>/dev/null | sed -n '/^{/,$p')
+      read -r s1 t1 < <(server_usage "$pid")
+      n=$(echo "$json" | jq '.jobs[0].read.total_ios' 2>/dev/null || echo 0)
+      if [ "${n:-0}" -gt 0 ]; then
+        rr+="$cache $(echo "$json" | jq '.jobs[0].read.iops | floor') IOPS"
+        # CPU ticks are 1/100 s (CLK_TCK).
+        rr+=$(awk -v s=$((s1 - s0)) -v t=$((t1 - t0)) -v n="$n" \
+          'BEGIN {printf " (%.2f switches, %.0f us CPU per READ), ", s / n, t * 10000 / n}')
+      else
+        rr+="$cache failed, "
+      fi
+    done
     g16=$("$nfsping" "$url" r getattr 16 4 | sed -n 's/.*: \([0-9.]*\) calls\/s.*/\1/p' | head -1)
-    echo "round $r $bin: random read 4 KiB x 16 $rr IOPS, GETATTR x 16 $g16 calls/s"
+    echo "round $r $bin: random read 4 KiB x 16: ${rr}GETATTR x 16 $g16 calls/s"
     kill "$pid"; wait "$pid" 2>/dev/null || true
   done
 done
