@@ -519,6 +519,24 @@ fn count_announcement() {
     ANNOUNCED.with(|n| n.set(n.get() + 1));
 }
 
+/// Whether the page cache holds the page of `file` at `offset` (mincore(2)
+/// on a mapping: asking starts no read, unlike a read with RWF_NOWAIT).
+fn page_cached(file: &std::fs::File, len: usize, offset: usize) -> bool {
+    use std::os::fd::AsRawFd;
+    let pages = len.div_ceil(4096);
+    let mut resident = vec![0u8; pages];
+    // SAFETY: a private read-only mapping of `len` bytes of an open file,
+    // asked about and unmapped here; mincore writes one byte per page into
+    // `resident`, which has that many.
+    unsafe {
+        let map = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0);
+        assert_ne!(map, libc::MAP_FAILED, "mmap");
+        assert_eq!(libc::mincore(map, len, resident.as_mut_ptr()), 0, "mincore");
+        libc::munmap(map, len);
+    }
+    resident[offset / 4096] & 1 != 0
+}
+
 /// How many times `f` announced a wait for storage (`blocking::may_block`).
 fn announcements<T>(f: impl FnOnce() -> T) -> (T, usize) {
     let before = ANNOUNCED.with(|n| n.get());
@@ -533,6 +551,24 @@ fn a_small_read_announces_a_wait_only_when_its_data_is_not_in_memory() {
     let data = pattern(256 << 10);
     std::fs::write(&path, &data).unwrap();
     std::fs::File::open(&path).unwrap().sync_all().unwrap();
+    let fx_dir = fx.export_dir.clone();
+    // tmpfs neither reads without waiting (RWF_NOWAIT: EOPNOTSUPP, so every
+    // READ there announces) nor drops pages: say so rather than fail on
+    // the counts below.
+    let nowait = {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open(&path).unwrap();
+        let mut page = [0u8; 4096];
+        let iov = libc::iovec { iov_base: page.as_mut_ptr().cast(), iov_len: page.len() };
+        // SAFETY: one iovec over a live local buffer.
+        unsafe { libc::preadv2(f.as_raw_fd(), &iov, 1, 0, libc::RWF_NOWAIT) }
+    };
+    assert_eq!(
+        nowait,
+        4096,
+        "{} cannot read without waiting (tmpfs?): run the tests with TMPDIR on a disk-backed file system",
+        fx_dir.display()
+    );
     on_worker(move || {
         keel_store::blocking::set_hook(Some(count_announcement));
         let mut vfs = fx.vfs();
@@ -559,6 +595,7 @@ fn a_small_read_announces_a_wait_only_when_its_data_is_not_in_memory() {
             unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, libc::POSIX_FADV_DONTNEED) },
             0
         );
+        assert!(!page_cached(&f, 256 << 10, 128 << 10), "{} kept the dropped pages", fx_dir.display());
         let (out, n) = announcements(|| read(128 << 10, 8192));
         assert_eq!(n, 1, "a read from the disk did not announce its wait");
         check(out, 128 << 10, 8192);
