@@ -20,6 +20,11 @@ meta=false
 [ "${1:-}" = --meta ] && { meta=true; shift; }
 rounds=${1:?rounds}; a=${2:?first keel binary}; b=${3:?second keel binary}; dir=${4:-}
 probes=$(bash "$here/probes/build.sh" | tail -1)
+# On a VM that gives freed memory back to its host, both binaries get
+# memory the host backs (bench/servers.sh).
+. "$here/servers.sh"
+trap guest_memory_release EXIT
+guest_memory_hold
 if $meta; then
   nfsmeta=$(echo "$probes" | awk '{print $2}')
   if [ -z "$dir" ]; then
