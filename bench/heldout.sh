@@ -18,7 +18,9 @@
 # For every test through a server, cpu.tsv gets the server's own CPU time
 # per operation (all its threads) and how busy the machine was (not for
 # metadata, whose clients spend a second mounting first): the second table, which tells a figure the clients or the CPUs bound from
-# one the server bounds.
+# one the server bounds. On a VM that gives freed memory back to its
+# host, that is held off for the run and free memory touched first
+# (bench/servers.sh: guest_memory_hold), as a physical machine's is.
 #
 #   sudo bench/heldout.sh [--quick] [--rounds N] [--out DIR] [--data DIR]
 #

@@ -12,7 +12,7 @@
 # rand*-x16: 4 KiB at 16 in flight on one 512 MiB file (laid out first,
 # page cache kept: the rate of the serving path, not of the disk). Keel is
 # the release build of this tree. Needs bench/heldout.sh's fio (run that
-# once) and perf.
+# once) and perf. Holds the guest's memory as heldout.sh does.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
