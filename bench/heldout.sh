@@ -45,6 +45,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "heldout.sh: run as root" >&2; exit 1; }
+# An earlier run's results (committed, cited in docs/) are never mixed
+# with or replaced by a new run's.
+if [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
+  echo "heldout.sh: $out already holds results; give another --out" >&2; exit 2
+fi
 mkdir -p "$out"
 
 cache=/var/cache/keel-bench
