@@ -133,19 +133,27 @@ servers_cleanup() {
 guest_memory_hold() {
   local param=/sys/module/page_reporting/parameters/page_reporting_order
   [ -w "$param" ] && [ -z "${reporting_order_was:-}" ] || return 0
-  reporting_order_was=$(cat "$param")
-  # "Node 0, zone DMA n0 n1 ...": one count per order.
-  awk '{print NF - 4; exit}' /proc/buddyinfo > "$param"
-  local mib touch
+  local was orders mib touch touched=0
+  was=$(cat "$param")
+  # "Node 0, zone DMA n0 n1 ...": one count per order, so the count is
+  # above the largest order. A kernel that refuses it gets the largest
+  # (only its rare 4 MiB blocks are then reported); one that refuses both
+  # keeps its setting, and the run says so.
+  orders=$(awk '{print NF - 4; exit}' /proc/buddyinfo)
+  if ! { echo "$orders" > "$param" || echo $((orders - 1)) > "$param"; } 2>/dev/null; then
+    memory_note="free page reporting on (the kernel refused a higher order): sequential figures may carry host faults"
+    return 0
+  fi
+  reporting_order_was=$was
   mib=$(awk '/MemFree/ {print int($2 / 1024) - 1024}' /proc/meminfo)
   touch=$(mktemp -d /tmp/keel-touch.XXXXXX)
   if [ "$mib" -gt 0 ] && mount -t tmpfs -o size="${mib}m" keel-touch "$touch"; then
     echo "== touching $((mib / 1024)) GiB of free memory, which the host no longer takes back during the run"
-    dd if=/dev/zero of="$touch/f" bs=1M count="$mib" status=none 2>/dev/null || true
+    dd if=/dev/zero of="$touch/f" bs=1M count="$mib" status=none 2>/dev/null && touched=$mib
     umount "$touch"
   fi
   rmdir "$touch"
-  memory_note="free page reporting held (order $reporting_order_was -> $(cat "$param")), ${mib} MiB touched first"
+  memory_note="free page reporting held (order $was -> $(cat "$param")), $touched MiB touched first"
 }
 
 guest_memory_release() {

@@ -171,8 +171,9 @@ pub fn pread(fd: BorrowedFd, offset: u64, count: usize) -> io::Result<BytesMut> 
 /// (preadv2 with RWF_NOWAIT): `None` if the first page must come from the
 /// disk (a miss starts its read-ahead) or on any error, which the
 /// blocking read that follows reports itself (tmpfs, which cannot read
-/// without waiting, says EOPNOTSUPP: its READs all announce, as before). May return fewer bytes than
-/// asked: the cached part, or up to the file's end.
+/// without waiting, says EOPNOTSUPP: its READs all announce, as before).
+/// May return fewer bytes than asked: the cached part, or up to the
+/// file's end.
 pub fn pread_cached(fd: BorrowedFd, offset: u64, count: usize) -> Option<BytesMut> {
     let mut buf = BytesMut::with_capacity(count);
     let spare = buf.spare_capacity_mut();
