@@ -6,24 +6,32 @@
 # change from the noise of a held-out run.
 #
 #   bench/ab.sh ROUNDS KEEL_A KEEL_B [DIR]          (as root: it drops caches)
-#   bench/ab.sh --meta ROUNDS KEEL_A KEEL_B [DIR]
+#   bench/ab.sh --meta [--async] ROUNDS KEEL_A KEEL_B [DIR]
 #
 # DIR (default /var/tmp/keel-ab) gets a 512 MiB file; fio comes from
 # bench/heldout.sh's build. --meta instead runs bench/probes' nfsmeta
 # (libnfs; create, stat, remove of 2000 files from 1, then 8 processes) on
 # Keel's default export, which is `sync`; DIR defaults to an XFS image
 # mounted at /var/tmp/keel-ab-xfs (the seeds' file system, and the one
-# whose log forces a sync export's group commit shares).
+# whose log forces a sync export's group commit shares); --async exports it
+# `async`. Each line ends with the server's context switches and CPU per
+# file and phase of that run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-meta=false
+meta=false; sync=sync
 [ "${1:-}" = --meta ] && { meta=true; shift; }
+$meta && [ "${1:-}" = --async ] && { sync=async; shift; }
 rounds=${1:?rounds}; a=${2:?first keel binary}; b=${3:?second keel binary}; dir=${4:-}
 probes=$(bash "$here/probes/build.sh" | tail -1)
 # On a VM that gives freed memory back to its host, both binaries get
 # memory the host backs (bench/servers.sh).
 . "$here/servers.sh"
 trap guest_memory_release EXIT
+# The server's context switches (all its threads) and CPU ticks so far.
+server_usage() {
+  echo "$(cat /proc/"$1"/task/*/status | awk '/ctxt_switches/ {s += $2} END {print s}')" \
+    "$(awk '{print $14 + $15}' /proc/"$1"/stat)"
+}
 guest_memory_hold
 if $meta; then
   nfsmeta=$(echo "$probes" | awk '{print $2}')
@@ -37,22 +45,36 @@ if $meta; then
   for r in $(seq "$rounds"); do
     for bin in "$a" "$b"; do
       rm -rf "$dir/state" "$dir/exp"; mkdir -p "$dir/exp"
-      "$bin" serve --listen 127.0.0.1:2049 --portmap off --state-dir "$dir/state" --log-level warn "$dir/exp" >"$dir/serve.log" 2>&1 &
+      cat >"$dir/keel.toml" <<EOF
+[server]
+listen = ["127.0.0.1:2049"]
+portmap = "off"
+state_dir = "$dir/state"
+log_level = "warn"
+[[export]]
+path = "$dir/exp"
+id = 1
+sync = $([ $sync = sync ] && echo true || echo false)
+[[export.clients]]
+host = "127.0.0.1"
+access = "rw"
+squash = "no_root_squash"
+EOF
+      "$bin" serve -c "$dir/keel.toml" >"$dir/serve.log" 2>&1 &
       pid=$!; sleep 1
       for procs in 1 8; do
+        read -r s0 t0 < <(server_usage "$pid")
         rates=$(timeout -k 5 120 "$nfsmeta" "$url" "$procs" $((2000 / procs)) | awk '{printf "%s %s  ", $1, $2}')
-        echo "round $r $bin: $procs proc: $rates"
+        read -r s1 t1 < <(server_usage "$pid")
+        # 2000 files, three phases; CPU ticks are 1/100 s (CLK_TCK).
+        cost=$(awk -v s=$((s1 - s0)) -v t=$((t1 - t0)) 'BEGIN {printf "(%.2f switches, %.0f us CPU per file and phase)", s / 6000, t * 10000 / 6000}')
+        echo "round $r $bin $sync: $procs proc: $rates$cost"
       done
       kill "$pid"; wait "$pid" 2>/dev/null || true
     done
   done
   exit 0
 fi
-# The server's context switches (all its threads) and CPU ticks so far.
-server_usage() {
-  echo "$(cat /proc/"$1"/task/*/status | awk '/ctxt_switches/ {s += $2} END {print s}')" \
-    "$(awk '{print $14 + $15}' /proc/"$1"/stat)"
-}
 dir=${dir:-/var/tmp/keel-ab}
 fio=/var/cache/keel-bench/fio/fio
 [ -x "$fio" ] || { echo "ab.sh: no $fio: run bench/heldout.sh once" >&2; exit 1; }

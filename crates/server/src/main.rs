@@ -361,7 +361,7 @@ struct ServeArgs {
     /// Portmapper: auto (serve port 111 if free, else register with rpcbind), serve, register or off.
     #[arg(long, value_parser = parse_portmap)]
     portmap: Option<PortmapMode>,
-    /// File-system worker threads (knfsd's thread count).
+    /// File-system worker threads (knfsd's thread count); as many as CPUs run at once, the others stand in for calls that wait for storage.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=4096))]
     workers: Option<u16>,
     /// error, warn, info, debug or trace.

@@ -220,3 +220,9 @@ pub fn splice_to_socket(pipe: BorrowedFd, socket: BorrowedFd, count: usize, more
         }
     }
 }
+
+/// The calling thread's id (for /proc/self/task/TID).
+pub fn gettid() -> i32 {
+    // SAFETY: gettid(2) takes nothing and cannot fail.
+    unsafe { libc::gettid() }
+}

@@ -285,3 +285,44 @@ fn a_stall_fault_is_refused_with_an_errno_and_beyond_a_minute() {
         assert!(!out.status.success() && text.contains(expect), "{args:?}: {text}");
     }
 }
+
+/// Calls that wait in storage without saying so, one in each of the places
+/// a worker may run in (as many as CPUs, at most 7 here: the server has 8
+/// workers), must not stop other clients: the transport lends a parked
+/// worker a place once every place is stuck.
+#[test]
+fn calls_stuck_in_every_place_do_not_stop_other_clients() {
+    const STALL_MS: u64 = 5000;
+    let server = TestServer::start("stuck", vec![ExportOpts::rw(1, "export")], FAULTS_ON);
+    let stuck = std::thread::available_parallelism().map_or(1, usize::from).min(7);
+    let mut writers: Vec<(Nfs, Fh)> = (0..stuck)
+        .map(|i| {
+            let mut nfs = Nfs::connect(server.addr).unwrap();
+            let root = nfs.mount(&server.export_path(1)).unwrap();
+            let file = nfs.create_new(&root, &format!("f{i}")).unwrap();
+            (nfs, file)
+        })
+        .collect();
+    let mut other = Nfs::connect(server.addr).unwrap();
+    let root = other.mount(&server.export_path(1)).unwrap();
+    arm(&server, &["--point", "pwrite", "--stall-ms", &STALL_MS.to_string(), "--count", &stuck.to_string()]);
+    let since = std::time::Instant::now();
+    for (nfs, file) in &mut writers {
+        nfs.send_write(file, 0, b"data", stable_how::UNSTABLE).unwrap();
+    }
+    // Every stalled WRITE has reached its pwrite.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    other.getattr(&root).expect("GETATTR while every place is stuck");
+    let mut late = Nfs::connect(server.addr).unwrap();
+    late.mount(&server.export_path(1)).expect("a new connection's MOUNT while every place is stuck");
+    let waited = since.elapsed();
+    assert!(
+        waited < std::time::Duration::from_millis(STALL_MS),
+        "another client waited for the {stuck} stalled WRITEs: answered after {waited:?}"
+    );
+    for (nfs, file) in &mut writers {
+        let (_, written) = nfs.recv_write().unwrap();
+        assert_eq!(written.expect("the stalled WRITE").count, 4);
+        assert_eq!(nfs.read(file, 0, 16).unwrap().0, b"data", "the stalled WRITE went on and wrote");
+    }
+}

@@ -23,6 +23,13 @@
 //! - A worker about to sleep while every other worker sleeps polls first
 //!   (`poll_spin_us`): at one call in flight it takes the client's next
 //!   call without a sleep and a wake-up.
+//! - At most as many workers as CPUs are active (`places.rs`); the rest
+//!   park where arriving calls do not wake them. A larger pool in
+//!   `epoll_wait` cost a wake-up per call under load: epoll wakes a
+//!   sleeping waiter for each arrival even when a busy worker would take
+//!   the call a moment later. A worker about to wait for storage gives its
+//!   place to a parked one; a sentinel lends one more place when every
+//!   active worker has waited off the CPU in one call for `PLACE_STALL`.
 //! - While a large record (a WRITE) is half received, the socket wakes a
 //!   worker only once the rest is there (SO_RCVLOWAT, `conn.rs`), not at
 //!   every segment.
@@ -45,6 +52,7 @@
 //! bytes in flight overall are bounded by the slots and the budget.
 
 mod conn;
+mod places;
 mod poller;
 
 use std::cell::RefCell;
@@ -52,7 +60,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -62,6 +70,7 @@ use keel_rpc::Dispatcher;
 use crate::budget::Budget;
 use crate::conns::{CloseReason, Connections};
 use conn::{Connection, Reply, TakenCall};
+use places::{Places, Watch};
 use poller::{Poller, Token};
 
 /// Largest RPC record accepted: a 1 MiB WRITE plus headers, with room.
@@ -88,6 +97,10 @@ const BATCH_CALLS_MAX: usize = 8;
 /// of the batch to other workers (a call that waited without saying so);
 /// also the watch timer's period.
 const BATCH_STALL: Duration = Duration::from_micros(500);
+/// How long every worker holding a place must wait in its call, off the
+/// CPU, before a parked worker is lent one more (places.rs); also how
+/// often the sentinel looks while calls run.
+const PLACE_STALL: Duration = Duration::from_millis(1);
 
 /// Whether a listener's peers are checked against the exports' client
 /// lists before they take a connection slot.
@@ -150,7 +163,7 @@ impl PoolProbe {
         let mut usage = PoolUsage {
             workers: sh.workers,
             workers_alive: alive,
-            workers_busy: alive.saturating_sub(sh.idle_workers.load(Ordering::SeqCst)),
+            workers_busy: alive.saturating_sub(sh.idle_workers.load(Ordering::SeqCst) + sh.places.parked()),
             ready_queue: sh.ready.lock().expect("ready queue lock").len(),
             ..PoolUsage::default()
         };
@@ -204,6 +217,8 @@ pub(crate) struct Shared {
     epoch: Instant,
     /// Workers in (or about to enter) epoll_wait.
     idle_workers: AtomicUsize,
+    /// Workers allowed to be active at once (places.rs).
+    places: Arc<Places>,
     /// An idle worker polls without sleeping (at most one does).
     spinning: AtomicBool,
     poll_spin: Duration,
@@ -233,18 +248,26 @@ struct Batch {
     /// When the running call of the batch started (ns since `epoch`, at
     /// least 1); 0 while none runs.
     running_since: AtomicU64,
+    /// Whether the batch's worker holds one of the places (places.rs).
+    holds_place: AtomicBool,
+    /// The worker's thread id, for the sentinel to see whether it runs.
+    tid: AtomicI32,
 }
 
 thread_local! {
-    /// The batch of the worker on this thread.
-    static WORKER_BATCH: RefCell<Option<Arc<Batch>>> = const { RefCell::new(None) };
+    /// The batch of the worker on this thread, and the pool's places.
+    static WORKER_BATCH: RefCell<Option<(Arc<Batch>, Arc<Places>)>> = const { RefCell::new(None) };
 }
 
 /// The workers' hook for `keel_store::blocking`: the call running is about
-/// to wait for storage, so what its batch holds goes on now.
+/// to wait for storage, so what its batch holds goes on now, and so does
+/// its worker's place, to a parked worker.
 fn worker_may_block() {
-    if let Some(batch) = WORKER_BATCH.with(|b| b.borrow().clone()) {
+    if let Some((batch, places)) = WORKER_BATCH.with(|b| b.borrow().clone()) {
         batch.hand_on();
+        if batch.holds_place.swap(false, Ordering::SeqCst) {
+            places.give_back();
+        }
     }
 }
 
@@ -291,6 +314,8 @@ impl Transport {
             datagrams,
         } = config;
         let poller = Poller::new()?;
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let places = Arc::new(Places::new(cpus.min(workers.max(1)), PLACE_STALL));
         for (i, (l, _)) in listeners.iter().enumerate() {
             l.set_nonblocking(true)?;
             poller.add_shared(l, Token::Listener(i as u32))?;
@@ -314,6 +339,7 @@ impl Transport {
             watching: AtomicBool::new(false),
             epoch: Instant::now(),
             idle_workers: AtomicUsize::new(0),
+            places,
             spinning: AtomicBool::new(false),
             poll_spin,
             workers: workers.max(1),
@@ -326,9 +352,10 @@ impl Transport {
                 let shared = shared.clone();
                 shared.alive_workers.fetch_add(1, Ordering::SeqCst);
                 std::thread::Builder::new().name(format!("keel-worker-{i}")).spawn(move || {
-                    let _alive = Alive(shared.clone());
                     let batch = shared.batches[i].clone();
-                    WORKER_BATCH.with(|b| *b.borrow_mut() = Some(batch.clone()));
+                    batch.tid.store(crate::sys::gettid(), Ordering::SeqCst);
+                    let _alive = Alive(shared.clone(), batch.clone());
+                    WORKER_BATCH.with(|b| *b.borrow_mut() = Some((batch.clone(), shared.places.clone())));
                     keel_store::blocking::set_hook(Some(worker_may_block));
                     shared.work(&batch)
                 })
@@ -386,6 +413,7 @@ impl Transport {
             }
         }
         sh.state.store(STOPPED, Ordering::SeqCst);
+        sh.places.stop();
         sh.poller.wake();
         *sh.sweeper_wake.0.lock().expect("sweeper lock") = true;
         sh.sweeper_wake.1.notify_all();
@@ -398,11 +426,15 @@ impl Transport {
     }
 }
 
-/// Counts a worker thread out when it ends, by return or by panic.
-struct Alive(Arc<Shared>);
+/// Counts a worker thread out when it ends, by return or by panic, and
+/// gives its place back.
+struct Alive(Arc<Shared>, Arc<Batch>);
 
 impl Drop for Alive {
     fn drop(&mut self) {
+        if self.1.holds_place.swap(false, Ordering::SeqCst) {
+            self.0.places.give_back();
+        }
         self.0.alive_workers.fetch_sub(1, Ordering::SeqCst);
         if std::thread::panicking() {
             tracing::error!("a worker thread panicked outside a call and is gone");
@@ -436,10 +468,20 @@ impl Shared {
         self.state() != SERVING
     }
 
-    /// A worker: ready connections first, else whatever epoll has.
+    /// A worker: with a place (places.rs), ready connections first, else
+    /// whatever epoll has.
     fn work(self: Arc<Self>, batch: &Batch) {
         let mut events = poller::Events::new();
         loop {
+            if batch.holds_place.load(Ordering::SeqCst) && self.places.return_lent(|| self.watch_places(Some(batch))) {
+                batch.holds_place.store(false, Ordering::SeqCst);
+            }
+            if !batch.holds_place.load(Ordering::SeqCst) {
+                if !self.places.take(|| self.watch_places(None)) {
+                    return;
+                }
+                batch.holds_place.store(true, Ordering::SeqCst);
+            }
             if let Some(r) = self.pop_ready() {
                 self.run_ready(r, batch);
                 continue;
@@ -517,10 +559,40 @@ impl Shared {
         true
     }
 
-    /// Whether every other worker sleeps: spinning beside busy ones
-    /// would take their CPU.
+    /// Whether every other worker sleeps or is parked: spinning beside
+    /// busy ones would take their CPU.
     fn others_idle(&self) -> bool {
-        self.idle_workers.load(Ordering::SeqCst) + 1 >= self.alive_workers.load(Ordering::SeqCst)
+        self.idle_workers.load(Ordering::SeqCst) + self.places.parked() + 1 >= self.alive_workers.load(Ordering::SeqCst)
+    }
+
+    /// What the workers holding places (but `except`) do, for the
+    /// sentinel (places.rs): stuck if each has been in one call for the
+    /// stall and does not run.
+    fn watch_places(&self, except: Option<&Batch>) -> Watch {
+        let (now, stall) = (self.clock_ns(), self.places.stall().as_nanos() as u64);
+        let (mut waiting, mut calls, mut lately) = (false, false, false);
+        for b in self.place_holders(except) {
+            match b.running_since.load(Ordering::SeqCst) {
+                0 => waiting = true,
+                since => {
+                    calls = true;
+                    lately |= now.saturating_sub(since) < stall;
+                }
+            }
+        }
+        match (calls, waiting) {
+            (false, _) => Watch::Quiet,
+            (true, true) => Watch::Free,
+            _ if lately => Watch::Busy,
+            _ if self.place_holders(except).any(|b| places::thread_runs(b.tid.load(Ordering::SeqCst))) => Watch::Busy,
+            _ => Watch::Stuck,
+        }
+    }
+
+    fn place_holders<'a>(&'a self, except: Option<&'a Batch>) -> impl Iterator<Item = &'a Arc<Batch>> + 'a {
+        self.batches
+            .iter()
+            .filter(move |b| b.holds_place.load(Ordering::SeqCst) && !except.is_some_and(|e| std::ptr::eq(e, &***b)))
     }
 
     fn serve(self: &Arc<Self>, token: Token, batch: &Batch) {
