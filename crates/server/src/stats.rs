@@ -200,6 +200,8 @@ impl ServerStats {
             workers: pool.workers as u64,
             alive: pool.workers_alive as u64,
             busy: pool.workers_busy as u64,
+            places: pool.places as u64,
+            places_lent: pool.places_lent,
             ready_queue: pool.ready_queue as u64,
             parked_for_slots: pool.parked_for_slots as u64,
             parked_for_budget: pool.parked_for_budget as u64,

@@ -320,6 +320,13 @@ fn calls_stuck_in_every_place_do_not_stop_other_clients() {
         waited < std::time::Duration::from_millis(STALL_MS),
         "another client waited for the {stuck} stalled WRITEs: answered after {waited:?}"
     );
+    let out = run(Command::new(keel_bin()).args(["stat", "--json", "--config"]).arg(&server.config));
+    let stats: serde_json::Value =
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("keel stat --json: {e}: {out}"));
+    let workers = &stats["workers"];
+    if workers["places"].as_u64() <= Some(stuck as u64) {
+        assert!(workers["places_lent"].as_u64() >= Some(1), "every place was stuck, yet none was lent: {workers}");
+    }
     for (nfs, file) in &mut writers {
         let (_, written) = nfs.recv_write().unwrap();
         assert_eq!(written.expect("the stalled WRITE").count, 4);

@@ -49,6 +49,8 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("keel_workers", "gauge"),
     ("keel_workers_alive", "gauge"),
     ("keel_workers_busy", "gauge"),
+    ("keel_worker_places", "gauge"),
+    ("keel_worker_places_lent_total", "counter"),
     ("keel_ready_connections", "gauge"),
     ("keel_parked_connections", "gauge"),
     ("keel_inflight_bytes", "gauge"),
@@ -272,6 +274,12 @@ pub fn render(s: &Snapshot) -> String {
     o.one("keel_workers", "File-system worker threads.", w.workers);
     o.one("keel_workers_alive", "Worker threads running (fewer than keel_workers if some died).", w.alive);
     o.one("keel_workers_busy", "Workers not waiting for work: taking, running or answering calls.", w.busy);
+    o.one("keel_worker_places", "Workers that may be active at once (as many as CPUs).", w.places);
+    o.one(
+        "keel_worker_places_lent_total",
+        "Workers let in beyond keel_worker_places because every active one waited in a call unannounced.",
+        w.places_lent,
+    );
     o.one("keel_ready_connections", "Connections with a call ready, waiting for an idle worker.", w.ready_queue);
     o.family("keel_parked_connections", "Connections whose next call waits, by what it waits for.");
     o.sample("keel_parked_connections", &[("waiting_for", "slots")], w.parked_for_slots);

@@ -316,6 +316,13 @@ pub struct WorkersSnapshot {
     pub alive: u64,
     /// Workers not waiting for work (taking, running or answering calls).
     pub busy: u64,
+    /// Workers that may be active at once (as many as CPUs).
+    #[serde(default)]
+    pub places: u64,
+    /// Times a worker was let in beyond `places` because every active
+    /// one had waited in a call that did not say it would wait.
+    #[serde(default)]
+    pub places_lent: u64,
     /// Connections with a call ready, waiting for an idle worker.
     pub ready_queue: u64,
     /// Connections whose next call waits for a slot of

@@ -121,10 +121,13 @@ pub fn render(s: &Snapshot, opts: Options) -> String {
     let w = &s.workers;
     let _ = writeln!(
         o,
-        "workers: {} of {} busy, {} connections ready for a worker, {} parked for slots, {} for memory; \
+        "workers: {} of {} busy ({} at once, {} more let in for unannounced waits), \
+         {} connections ready for a worker, {} parked for slots, {} for memory; \
          {} calls running, the oldest for {}, {} stuck; memory in flight {} of {}",
         w.busy,
         w.workers,
+        w.places,
+        w.places_lent,
         w.ready_queue,
         w.parked_for_slots,
         w.parked_for_budget,

@@ -138,6 +138,12 @@ pub struct PoolUsage {
     /// Workers not waiting for work: taking a call, running it, writing
     /// replies, accepting.
     pub workers_busy: usize,
+    /// Workers that may be active at once (as many as CPUs; places.rs).
+    pub places: usize,
+    /// Places lent since the start, each when every active worker had
+    /// waited in a call that did not say it would (a sign of storage that
+    /// stalls where Keel does not expect it).
+    pub places_lent: u64,
     /// Read turns of connections with more buffered, and calls handed on
     /// from a batch, waiting for an idle worker.
     pub ready_queue: usize,
@@ -164,6 +170,8 @@ impl PoolProbe {
             workers: sh.workers,
             workers_alive: alive,
             workers_busy: alive.saturating_sub(sh.idle_workers.load(Ordering::SeqCst) + sh.places.parked()),
+            places: sh.places.places(),
+            places_lent: sh.places.lent_total(),
             ready_queue: sh.ready.lock().expect("ready queue lock").len(),
             ..PoolUsage::default()
         };

@@ -16,7 +16,7 @@
 //! the sentinel looks less often (`IDLE_LOOK`): an idle server does not
 //! spin.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -39,7 +39,10 @@ pub(crate) enum Watch {
 pub(crate) struct Places {
     state: Mutex<State>,
     freed: Condvar,
+    places: usize,
     stall: Duration,
+    /// Places lent since the start.
+    lent_total: AtomicU64,
     /// Workers parked now (changed under the lock, read without it).
     parked: AtomicUsize,
     /// Whether places are lent (`State::free` below zero), read without
@@ -59,7 +62,9 @@ impl Places {
         Places {
             state: Mutex::new(State { free: places.max(1) as isize, sentinel: false, stopped: false }),
             freed: Condvar::new(),
+            places: places.max(1),
             stall,
+            lent_total: AtomicU64::new(0),
             parked: AtomicUsize::new(0),
             lent: AtomicBool::new(false),
         }
@@ -102,6 +107,7 @@ impl Places {
                 true
             } else if waited.timed_out() && watch() == Watch::Stuck {
                 self.lent.store(true, Ordering::SeqCst);
+                self.lent_total.fetch_add(1, Ordering::Relaxed);
                 true
             } else {
                 false
@@ -143,6 +149,17 @@ impl Places {
         st.free += 1;
         self.lent.store(st.free < 0, Ordering::SeqCst);
         true
+    }
+
+    /// How many workers may be active at once, lent places aside.
+    pub(crate) fn places(&self) -> usize {
+        self.places
+    }
+
+    /// Places lent since the start: each time, every active worker had
+    /// waited in a call that did not say it would.
+    pub(crate) fn lent_total(&self) -> u64 {
+        self.lent_total.load(Ordering::Relaxed)
     }
 
     /// Workers parked now.
@@ -220,6 +237,7 @@ mod tests {
         watch.store(2, Ordering::SeqCst);
         assert!(waiter.join().unwrap());
         assert!(since.elapsed() < Duration::from_secs(5));
+        assert_eq!(places.lent_total(), 1);
         // Two places are taken now. While the other holder stays stuck the
         // lent one is kept; once it is not, the lent one goes back.
         assert!(!places.return_lent(|| Watch::Stuck));
