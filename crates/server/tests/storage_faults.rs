@@ -24,8 +24,13 @@ fn arm(server: &TestServer, args: &[&str]) {
 
 /// `keel status --json` of `server`.
 fn status_json(server: &TestServer) -> serde_json::Value {
-    let out = run(Command::new(keel_bin()).args(["status", "--json", "--config"]).arg(&server.config));
-    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("keel status --json: {e}: {out}"))
+    keel_json(server, "status")
+}
+
+/// `keel COMMAND --json` of `server`.
+fn keel_json(server: &TestServer, command: &str) -> serde_json::Value {
+    let out = run(Command::new(keel_bin()).args([command, "--json", "--config"]).arg(&server.config));
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("keel {command} --json: {e}: {out}"))
 }
 
 /// Restarts `server` with a single worker thread, so that consecutive
@@ -320,9 +325,7 @@ fn calls_stuck_in_every_place_do_not_stop_other_clients() {
         waited < std::time::Duration::from_millis(STALL_MS),
         "another client waited for the {stuck} stalled WRITEs: answered after {waited:?}"
     );
-    let out = run(Command::new(keel_bin()).args(["stat", "--json", "--config"]).arg(&server.config));
-    let stats: serde_json::Value =
-        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("keel stat --json: {e}: {out}"));
+    let stats = keel_json(&server, "stat");
     let workers = &stats["workers"];
     if workers["places"].as_u64() <= Some(stuck as u64) {
         assert!(workers["places_lent"].as_u64() >= Some(1), "every place was stuck, yet none was lent: {workers}");

@@ -180,16 +180,19 @@ impl Places {
 
 /// Whether the thread `tid` of this process runs or waits to run (state
 /// `R` in /proc): a call on it is not stuck, only slow or preempted. A
-/// thread that cannot be read counts as running, so nothing is lent for it.
+/// thread that cannot be read (no /proc) counts as not running: the
+/// sentinel then goes by time alone and lends more often than it needs
+/// to, rather than never, which would leave stuck calls stopping every
+/// client.
 pub(crate) fn thread_runs(tid: i32) -> bool {
     let Ok(stat) = std::fs::read(format!("/proc/self/task/{tid}/stat")) else {
-        return true;
+        return false;
     };
     // "pid (comm) S ...": comm may hold spaces and parentheses.
     let Some(close) = stat.iter().rposition(|&b| b == b')') else {
-        return true;
+        return false;
     };
-    stat.get(close + 2).is_none_or(|&state| state == b'R')
+    stat.get(close + 2).is_some_and(|&state| state == b'R')
 }
 
 #[cfg(test)]
@@ -276,6 +279,6 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         assert!(!thread_runs(tid));
         sleeper.join().unwrap();
-        assert!(thread_runs(i32::MAX), "an unknown thread counts as running");
+        assert!(!thread_runs(i32::MAX), "an unknown thread counts as not running: time alone decides");
     }
 }
