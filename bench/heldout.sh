@@ -22,8 +22,15 @@
 # host, that is held off for the run and free memory touched first
 # (bench/servers.sh: guest_memory_hold), as a physical machine's is.
 #
-#   sudo bench/heldout.sh [--quick] [--rounds N] [--out DIR] [--data DIR]
+# The metadata tests also say where the machine's CPU went per file
+# (nfsmeta: the clients', the server's, the machine's in all), in a third
+# table with the ratio to Ganesha that a server costing nothing would reach
+# where the CPUs are the bound.
 #
+#   sudo bench/heldout.sh [--quick] [--rounds N] [--out DIR] [--data DIR] [--only REGEX]
+#
+# --only: run only the tests whose names match REGEX (grep -E), e.g.
+#         --only meta; the ping-pong probes always run.
 # --data: where the exports go; default: a fresh XFS on a loop device
 #         (the seeds' file system), 16 GiB sparse, under /var/tmp.
 # fio is built from Debian's source package with --enable-libnfs (Debian's
@@ -34,7 +41,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 out=$repo/bench/results/heldout-$(date -u +%Y%m%dT%H%M%SZ)
 data=
-rounds=3
+rounds=3 only=.
 seq_size=1g; rnd_seconds=10; ping_seconds=5; meta_files=2000
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -42,6 +49,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2;;
     --out) out=$2; shift 2;;
     --data) data=$2; shift 2;;
+    --only) only=$2; shift 2;;
     *) echo "unknown option $1 (see the header of $0)" >&2; exit 2;;
   esac
 done
@@ -97,8 +105,9 @@ url() { # server -> libnfs URL of its export
 }
 dir() { case $1 in ganesha) echo "$run/ganesha";; *) echo "$run/$1";; esac; }
 files=0
-results=$out/results.tsv cpu=$out/cpu.tsv
-: > "$results"; : > "$cpu"
+results=$out/results.tsv cpu=$out/cpu.tsv meta_cpu=$out/meta-cpu.tsv
+: > "$results"; : > "$cpu"; : > "$meta_cpu"
+wanted() { grep -Eq -- "$only" <<< "$1"; }
 # A run that failed is recorded as "failed" and the table says so: a
 # client that loses I/Os against one server must not stop the others.
 record() { # test server round value
@@ -133,6 +142,7 @@ cpu_record() { # test server round mark_before operations [quiet]
 # (MiB/s) or IOPS.
 fio_test() { # name server round rw bs depth jobs metric [cached]
   local name=$1 server=$2 round=$3 rw=$4 bs=$5 depth=$6 jobs=$7 metric=$8 cached=${9:-}
+  wanted "$name" || return 0
   local size=$seq_size timed=""
   # Files of their own for every test: removing them on the host behind
   # Ganesha's back leaves its cache with stale entries for the old names.
@@ -185,6 +195,7 @@ JOB
 # The same job on the XFS directly, no server between.
 local_test() { # name round rw bs depth jobs metric [cached]
   local name=$1 round=$2 rw=$3 bs=$4 depth=$5 jobs=$6 metric=$7 cached=${8:-} engine=psync dir=$run/local
+  wanted "$name" || return 0
   local size=$seq_size timed=()
   case $rw in rand*) size=512m; timed=(--time_based=1 --runtime="$rnd_seconds");; esac
   [ "$depth" -gt 1 ] && engine=io_uring
@@ -216,6 +227,7 @@ remove_files() { # server jobs
 
 ping_test() { # name server round op depth
   local v mark
+  wanted "$1" || return 0
   mark=$(cpu_mark "$2")
   v=$(inns timeout -k 10 "$run_limit" "$nfsping" "$(url "$2")" f "$4" "$5" "$ping_seconds" | sed -n 's/.*: \([0-9.]*\) calls\/s.*/\1/p')
   record "$1" "$2" "$3" "$v"
@@ -225,17 +237,22 @@ ping_test() { # name server round op depth
 # Through a server, or on the XFS alone (server local, or local-durable:
 # syncing what a sync export must).
 meta_test() { # server round procs
-  local target mark durable=()
+  local target mark durable=() pid=
+  wanted "meta, $3 proc" || return 0
   case $1 in
     local*) target=$run/local; rm -rf "$target"; mkdir -p "$target";;
-    *) target=$(url "$1");;
+    *) target=$(url "$1"); pid=$(server_pid "$1");;
   esac
   [ "$1" = local-durable ] && durable=(durable)
   mark=$(cpu_mark "$1")
-  while read -r phase rate _; do
+  # "create 6360 files/s  CPU per file: clients 112 us, server 163 us,
+  # rest 23 us, machine 297 us; busy 92 %"
+  while read -r phase rate _ _ _ _ _ clients _ _ server _ _ _ _ _ machine _ _ busy _; do
     record "meta $phase, $3 proc" "$1" "$2" "$rate"
-  done < <(inns timeout -k 10 "$run_limit" "$nfsmeta" "$target" "$3" "$((meta_files / $3))" "${durable[@]}" ||
-    echo "all failed -")
+    [ "$phase" = all ] || printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "meta $phase, $3 proc" "$1" "$2" \
+      "$machine" "$server" "$clients" "$busy" >> "$meta_cpu"
+  done < <(inns env ${pid:+NFSMETA_SERVER_PID=$pid} timeout -k 10 "$run_limit" "$nfsmeta" "$target" "$3" \
+    "$((meta_files / $3))" "${durable[@]}" || echo "all failed -")
   # Per file and phase (a LOOKUP and the phase's call); nfsmeta's clients
   # spend a second mounting first.
   if [ "${1#local}" = "$1" ]; then
@@ -264,10 +281,10 @@ for round in $(seq "$rounds"); do
   for s in "${order[@]}"; do
     head -c 4096 /dev/urandom > "$(dir "$s")/f"
     port=2050; [ "$s" = ganesha ] && port=2049
-    record "NULL (raw client), 1 in flight" "$s" "$round" \
+    wanted "raw client" && record "NULL (raw client), 1 in flight" "$s" "$round" \
       "$(inns timeout -k 10 "$run_limit" "$pingpong" "$ping_seconds" --null $port | sed -n 's/.*: \([0-9.]*\) calls\/s.*/\1/p')"
     mport=2050; [ "$s" = ganesha ] && mport=20048
-    record "GETATTR (raw client), 1 in flight" "$s" "$round" \
+    wanted "raw client" && record "GETATTR (raw client), 1 in flight" "$s" "$round" \
       "$(inns timeout -k 10 "$run_limit" "$pingpong" "$ping_seconds" --getattr $port $mport "$(dir "$s")" | sed -n 's/.*: \([0-9.]*\) calls\/s.*/\1/p')"
     ping_test "NULL, 1 in flight" "$s" "$round" null 1
     ping_test "GETATTR, 1 in flight" "$s" "$round" getattr 1
@@ -286,7 +303,7 @@ for round in $(seq "$rounds"); do
   done
 done
 
-python3 - "$results" "$cpu" <<'PY' | tee "$out/table.md"
+python3 - "$results" "$cpu" "$meta_cpu" <<'PY' | tee "$out/table.md"
 import statistics, sys
 def load(path):
     rows = [l.rstrip("\n").split("\t") for l in open(path)]
@@ -337,5 +354,23 @@ for t in ctests:
     busy = [med(t, x, 1, cvals) for x in ("ganesha", "keel-sync", "keel-async")]
     print(f"| {t} | " + " | ".join("" if v is None else f"{v:.0f}" for v in us) + " | "
           + " | ".join("" if v is None else f"{v:.0f} %" for v in busy) + " |")
+mtests, mvals = load(sys.argv[3])
+if mtests:
+    print()
+    print("Metadata: the machine's CPU per file (all CPUs: machine = busy share x CPUs / rate), the server's and the clients' (µs, medians). "
+          "Where the machine is busy near 100 %, a server that cost nothing would leave the clients and the rest: "
+          "\"free server / G\" is the ratio to Ganesha it would reach, the ceiling of Keel async / Ganesha on these CPUs.")
+    print()
+    print("| test | Ganesha: machine / server / clients, busy | Keel sync | Keel async | free server / G |")
+    print("|---|---|---|---|---|")
+    for t in mtests:
+        cells = []
+        for x in ("ganesha", "keel-sync", "keel-async"):
+            m, sv, c, b = (med(t, x, i, mvals) for i in range(4))
+            cells.append("" if m is None else f"{m:.0f} / {sv:.0f} / {c:.0f}, {b:.0f} %")
+        gm = med(t, "ganesha", 0, mvals)
+        km, ks = med(t, "keel-async", 0, mvals), med(t, "keel-async", 1, mvals)
+        ceiling = f"{gm / (km - ks):.2f}" if gm and km and ks is not None and km > ks else ""
+        print(f"| {t} | " + " | ".join(cells) + f" | {ceiling} |")
 PY
 echo "units: MiB/s (seq), IOPS (rand), calls/s (NULL, GETATTR), files/s (meta); results in $out"

@@ -14,10 +14,18 @@
  * before it replies (the new file and its directory after a create, the
  * directory after a remove): the ceiling for any durable server on that
  * file system. Built by bench/probes/build.sh.
+ *
+ * Each phase's line also says where the machine's CPU went per file: the
+ * clients' own (their user and system time), the server's when
+ * NFSMETA_SERVER_PID names it (all its threads), and the machine's in all
+ * (busy share of every CPU, from /proc/stat); "rest" is what the machine
+ * spent beyond those two, interrupts and other processes.
  */
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <nfsc/libnfs.h>
@@ -82,9 +90,18 @@ static double await_phase(int go)
 	return now();
 }
 
-static void report_times(int out, double t0)
+/* This process's CPU time so far, in seconds. */
+static double cpu_self(void)
 {
-	double t[2] = { t0, now() };
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* The phase's start and end, and the CPU this client spent in it. */
+static void report_times(int out, double t0, double cpu0)
+{
+	double t[3] = { t0, now(), cpu_self() - cpu0 };
 	if (write(out, t, sizeof t) != sizeof t)
 		exit(1);
 }
@@ -97,9 +114,9 @@ static void local_client(const char *root, int id, long files, int durable, int 
 	if (mkdir(dir, 0755) != 0 || (dirfd = open(dir, O_RDONLY | O_DIRECTORY)) < 0)
 		local_die("mkdir", dir);
 	for (int p = 0; p < PHASES; p++) {
-		double t0 = await_phase(go);
+		double t0 = await_phase(go), cpu0 = cpu_self();
 		local_phase(p, dirfd, dir, files, durable);
-		report_times(out, t0);
+		report_times(out, t0, cpu0);
 	}
 	close(dirfd);
 	rmdir(dir);
@@ -124,7 +141,7 @@ static void client(const char *url, int id, long files, int go, int out)
 	if (nfs_mkdir(nfs, dir) != 0)
 		die(nfs, "mkdir");
 	for (int p = 0; p < PHASES; p++) {
-		double t0 = await_phase(go);
+		double t0 = await_phase(go), cpu0 = cpu_self();
 		for (long i = 0; i < files; i++) {
 			struct nfsfh *fh;
 			struct nfs_stat_64 st;
@@ -140,12 +157,58 @@ static void client(const char *url, int id, long files, int go, int out)
 				die(nfs, "remove");
 			}
 		}
-		report_times(out, t0);
+		report_times(out, t0, cpu0);
 	}
 	nfs_rmdir(nfs, dir);
 	nfs_destroy_url(u);
 	nfs_destroy_context(nfs);
 	exit(0);
+}
+
+/* The machine's busy and total CPU time so far (all CPUs), in seconds. */
+static void machine_cpu(double *busy, double *all)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+	if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+			 &v[5], &v[6], &v[7]) != 8) {
+		fprintf(stderr, "nfsmeta: cannot read /proc/stat\n");
+		exit(1);
+	}
+	fclose(f);
+	double hz = sysconf(_SC_CLK_TCK);
+	/* user nice system idle iowait irq softirq steal: idle and iowait are not busy */
+	*busy = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / hz;
+	*all = *busy + (v[3] + v[4]) / hz;
+}
+
+/* The CPU time of every thread of `pid` so far, in seconds (the
+ * scheduler's own count, in nanoseconds; 0 without a server). */
+static double server_cpu(const char *pid)
+{
+	char path[512];
+	double sum = 0;
+	if (!pid)
+		return 0;
+	snprintf(path, sizeof path, "/proc/%s/task", pid);
+	DIR *d = opendir(path);
+	if (!d) {
+		fprintf(stderr, "nfsmeta: no server process %s\n", pid);
+		exit(1);
+	}
+	for (struct dirent *e; (e = readdir(d));) {
+		unsigned long long ns;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/task/%s/schedstat", pid, e->d_name);
+		FILE *f = fopen(path, "r");
+		if (f && fscanf(f, "%llu", &ns) == 1)
+			sum += ns / 1e9;
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return sum;
 }
 
 int main(int argc, char **argv)
@@ -175,8 +238,11 @@ int main(int argc, char **argv)
 	close(go[0]);
 	close(out[1]);
 	sleep(1); /* every client mounted and made its directory */
+	const char *server = getenv("NFSMETA_SERVER_PID");
 	for (int p = 0; p < PHASES; p++) {
-		double first = 1e300, last = 0, t[2];
+		double first = 1e300, last = 0, t[3], clients = 0, busy0, all0, busy1, all1;
+		double server0 = server_cpu(server);
+		machine_cpu(&busy0, &all0);
 		/* One byte per client starts the phase for all at once. */
 		for (int i = 0; i < procs; i++)
 			if (write(go[1], "g", 1) != 1) {
@@ -190,8 +256,14 @@ int main(int argc, char **argv)
 			}
 			first = t[0] < first ? t[0] : first;
 			last = t[1] > last ? t[1] : last;
+			clients += t[2];
 		}
-		printf("%s %.0f files/s\n", phase_name[p], procs * files / (last - first));
+		machine_cpu(&busy1, &all1);
+		double n = procs * files, us = 1e6 / n, mine = (busy1 - busy0) * us;
+		double theirs = (server_cpu(server) - server0) * us;
+		printf("%s %.0f files/s  CPU per file: clients %.0f us, server %.0f us, rest %.0f us, machine %.0f us; busy %.0f %%\n",
+		       phase_name[p], n / (last - first), clients * us, theirs, mine - clients * us - theirs, mine,
+		       100 * (busy1 - busy0) / (all1 - all0));
 		fflush(stdout);
 	}
 	int failed = 0, status;
