@@ -10,8 +10,11 @@
 # metadata changes (CREATE, REMOVE, ...) before replying, so for metadata it
 # compares with Keel async, for stable data with Keel sync.
 #
-#   sudo bench/compare.sh [--quick] [--out DIR] [--data DIR] [--clients 1,2,4,8] [--repeat N]
+#   sudo bench/compare.sh [--quick] [--out DIR] [--data DIR] [--clients 1,2,4,8] [--repeat N] [--in-flight N]
 #
+# --in-flight: calls each client keeps in flight in the sequential test
+#         (default 16, keel bench's; 1 is a client that waits for each
+#         reply, as the held-out fio runs at depth 1).
 # --data: where the two export directories go (default /var/tmp/keel-compare;
 #         put it on the file system you care about, e.g. an XFS).
 # --quick: small sizes, for a smoke run (a minute or two).
@@ -24,6 +27,7 @@ out=$repo/bench/results/compare-$(date -u +%Y%m%dT%H%M%SZ)
 data=/var/tmp/keel-compare
 clients=1,2,4,8
 repeat=3
+seq_in_flight=16
 seq_total=4G; rnd_size=256M; rnd_ops=20000; meta_files=2000
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -32,6 +36,7 @@ while [ $# -gt 0 ]; do
     --data) data=$2; shift 2;;
     --clients) clients=$2; shift 2;;
     --repeat) repeat=$2; shift 2;;
+    --in-flight) seq_in_flight=$2; shift 2;;
     *) echo "unknown option $1 (see the header of $0)" >&2; exit 2;;
   esac
 done
@@ -64,7 +69,8 @@ run_keel() {
 }
 # The order alternates so that neither server always meets the file system
 # in the state the other left it in.
-run_ganesha seq --total "$seq_total"; run_keel seq --total "$seq_total"
+run_ganesha seq --total "$seq_total" --in-flight "$seq_in_flight"
+run_keel seq --total "$seq_total" --in-flight "$seq_in_flight"
 run_keel random --file-size "$rnd_size" --ops "$rnd_ops" --queue-depth 4
 run_ganesha random --file-size "$rnd_size" --ops "$rnd_ops" --queue-depth 4
 run_ganesha meta -n "$meta_files"; run_keel meta -n "$meta_files"
@@ -72,6 +78,6 @@ run_ganesha meta -n "$meta_files"; run_keel meta -n "$meta_files"
 {
   machine_line
   echo "ganesha: $ganesha_version; keel: $keel_version; clients: $clients; repetitions: $repeat"
-  echo "seq: --total $seq_total; random: --file-size $rnd_size --ops $rnd_ops --queue-depth 4; meta: -n $meta_files"
+  echo "seq: --total $seq_total --in-flight $seq_in_flight; random: --file-size $rnd_size --ops $rnd_ops --queue-depth 4; meta: -n $meta_files"
 } > "$out/machine.txt"
 echo "results in $out (report: $out/report/index.html)"

@@ -120,6 +120,11 @@ record() { # test server round value
 # a call the server dropped.
 run_limit=90
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# Every test starts with the dirty data of the one before on disk: a
+# sequential write leaves a GiB in the page cache, whose write-back (a
+# loop device's, on this VM the host's) otherwise lands on whatever test
+# runs 30 s later, on either server.
+settle() { sync; }
 
 # CPU while a client runs: "server ticks, machine busy ticks, all ticks".
 server_pid() { case $1 in ganesha) echo "$ganesha_pid";; keel-*) echo "$keel_pid";; esac; }
@@ -130,12 +135,13 @@ cpu_mark() { # server
 }
 # The machine's busy share is left out (quiet) where the client idles
 # part of the time measured.
-cpu_record() { # test server round mark_before operations [quiet]
+# The client's own CPU (fio's, in % of one CPU) is recorded where known.
+cpu_record() { # test server round mark_before operations [quiet] [client_cpu_percent]
   local a b; read -r -a a <<< "$4"; read -r -a b <<< "$(cpu_mark "$2")"
   awk -v t="$1" -v s="$2" -v r="$3" -v ops="$5" -v hz="$(getconf CLK_TCK)" -v quiet="${6:-}" \
-    -v ticks=$((b[0] - a[0])) -v busy=$((b[1] - a[1])) -v all=$((b[2] - a[2])) \
-    'BEGIN { if (ops > 0 && all > 0) printf "%s\t%s\t%s\t%.1f\t%s\n", t, s, r, ticks / hz * 1e6 / ops,
-             quiet ? "failed" : sprintf("%.0f", 100 * busy / all) }' >> "$cpu"
+    -v client="${7:-failed}" -v ticks=$((b[0] - a[0])) -v busy=$((b[1] - a[1])) -v all=$((b[2] - a[2])) \
+    'BEGIN { if (ops > 0 && all > 0) printf "%s\t%s\t%s\t%.1f\t%s\t%s\n", t, s, r, ticks / hz * 1e6 / ops,
+             quiet ? "failed" : sprintf("%.0f", 100 * busy / all), client }' >> "$cpu"
 }
 
 # fio: one job file per test; the figure is the sum of the jobs' bandwidth
@@ -143,6 +149,7 @@ cpu_record() { # test server round mark_before operations [quiet]
 fio_test() { # name server round rw bs depth jobs metric [cached]
   local name=$1 server=$2 round=$3 rw=$4 bs=$5 depth=$6 jobs=$7 metric=$8 cached=${9:-}
   wanted "$name" || return 0
+  settle
   local size=$seq_size timed=""
   # Files of their own for every test: removing them on the host behind
   # Ganesha's back leaves its cache with stale entries for the old names.
@@ -157,7 +164,7 @@ runtime=$rnd_seconds";; esac
   esac
   # cached: the files stay in the page cache the layout left them in, so
   # the server's own cost per call is measured, not the disk's.
-  [ "$cached" = cached ] || drop_caches
+  if [ "$cached" = cached ]; then settle; else drop_caches; fi
   cat > "$out/$name.fio" <<JOB
 [$name]
 ioengine=nfs
@@ -188,7 +195,8 @@ JOB
     v=$(jq '[.jobs[] | (.read.iops + .write.iops)] | add' "$out/$name-$server-$round.json")
   fi
   record "$name" "$server" "$round" "$v"
-  cpu_record "$name" "$server" "$round" "$mark" "$(jq '[.jobs[] | (.read.total_ios + .write.total_ios)] | add' "$json")"
+  cpu_record "$name" "$server" "$round" "$mark" "$(jq '[.jobs[] | (.read.total_ios + .write.total_ios)] | add' "$json")" "" \
+    "$(jq '[.jobs[] | (.usr_cpu + .sys_cpu)] | add | floor' "$json")"
   remove_files "$server" "$jobs"
 }
 
@@ -196,6 +204,7 @@ JOB
 local_test() { # name round rw bs depth jobs metric [cached]
   local name=$1 round=$2 rw=$3 bs=$4 depth=$5 jobs=$6 metric=$7 cached=${8:-} engine=psync dir=$run/local
   wanted "$name" || return 0
+  settle
   local size=$seq_size timed=()
   case $rw in rand*) size=512m; timed=(--time_based=1 --runtime="$rnd_seconds");; esac
   [ "$depth" -gt 1 ] && engine=io_uring
@@ -204,7 +213,7 @@ local_test() { # name round rw bs depth jobs metric [cached]
     "$fio" --name=layout --directory="$dir" --rw=write --bs=1m --size="$size" --numjobs="$jobs" \
       --filename_format='l.$jobnum' --output=/dev/null >/dev/null 2>&1 || true;;
   esac
-  [ "$cached" = cached ] || drop_caches
+  if [ "$cached" = cached ]; then settle; else drop_caches; fi
   local json=$out/$name-local-$round.json sum='(.read.bw + .write.bw)] | add / 1024'
   [ "$metric" = iops ] && sum='(.read.iops + .write.iops)] | add'
   if timeout -k 10 "$run_limit" "$fio" --name="$name" --directory="$dir" --ioengine=$engine --rw=$rw --bs=$bs \
@@ -228,6 +237,7 @@ remove_files() { # server jobs
 ping_test() { # name server round op depth
   local v mark
   wanted "$1" || return 0
+  settle
   mark=$(cpu_mark "$2")
   v=$(inns timeout -k 10 "$run_limit" "$nfsping" "$(url "$2")" f "$4" "$5" "$ping_seconds" | sed -n 's/.*: \([0-9.]*\) calls\/s.*/\1/p')
   record "$1" "$2" "$3" "$v"
@@ -239,6 +249,7 @@ ping_test() { # name server round op depth
 meta_test() { # server round procs
   local target mark durable=() pid=
   wanted "meta, $3 proc" || return 0
+  settle
   case $1 in
     local*) target=$run/local; rm -rf "$target"; mkdir -p "$target";;
     *) target=$(url "$1"); pid=$(server_pid "$1");;
@@ -345,15 +356,17 @@ for t in tests:
           f"| {show(t, 'local-durable')} | {ratio(s, d)} |")
 ctests, cvals = load(sys.argv[2])
 print()
-print("Server CPU per operation (µs, all the server's threads; a sequential operation is 1 MiB), and how busy the machine's CPUs were meanwhile (medians):")
+print("Server CPU per operation (µs, all the server's threads; a sequential operation is 1 MiB), how busy the machine's CPUs were meanwhile, "
+      "and fio's own CPU (% of one CPU: near 100 % per job, the client is the bound) (medians):")
 print()
-print("| test | Ganesha | Keel sync | Keel async | busy: Ganesha | Keel sync | Keel async |")
-print("|---|---|---|---|---|---|---|")
+print("| test | Ganesha | Keel sync | Keel async | busy: Ganesha | Keel sync | Keel async | fio: Ganesha | Keel sync | Keel async |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+servers3 = ("ganesha", "keel-sync", "keel-async")
 for t in ctests:
-    us = [med(t, x, 0, cvals) for x in ("ganesha", "keel-sync", "keel-async")]
-    busy = [med(t, x, 1, cvals) for x in ("ganesha", "keel-sync", "keel-async")]
-    print(f"| {t} | " + " | ".join("" if v is None else f"{v:.0f}" for v in us) + " | "
-          + " | ".join("" if v is None else f"{v:.0f} %" for v in busy) + " |")
+    cols = [[med(t, x, i, cvals) for x in servers3] for i in range(3)]
+    print(f"| {t} | " + " | ".join("" if v is None else f"{v:.0f}" for v in cols[0]) + " | "
+          + " | ".join("" if v is None else f"{v:.0f} %" for v in cols[1]) + " | "
+          + " | ".join("" if v is None else f"{v:.0f} %" for v in cols[2]) + " |")
 mtests, mvals = load(sys.argv[3])
 if mtests:
     print()
