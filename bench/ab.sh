@@ -63,6 +63,8 @@ EOF
       "$bin" serve -c "$dir/keel.toml" >"$dir/serve.log" 2>&1 &
       pid=$!; sleep 1
       for procs in 1 8; do
+        # The last run's metadata on disk first (heldout.sh's settle).
+        sync
         read -r s0 t0 < <(server_usage "$pid")
         rates=$(timeout -k 5 120 "$nfsmeta" "$url" "$procs" $((2000 / procs)) | awk '{printf "%s %s  ", $1, $2}')
         read -r s1 t1 < <(server_usage "$pid")
