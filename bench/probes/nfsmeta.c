@@ -259,11 +259,13 @@ int main(int argc, char **argv)
 			clients += t[2];
 		}
 		machine_cpu(&busy1, &all1);
-		double n = procs * files, us = 1e6 / n, mine = (busy1 - busy0) * us;
-		double theirs = (server_cpu(server) - server0) * us;
+		/* CPU seconds in all become µs per file. */
+		double n = procs * files, per_file = 1e6 / n;
+		double machine_us = (busy1 - busy0) * per_file, clients_us = clients * per_file;
+		double server_us = (server_cpu(server) - server0) * per_file;
 		printf("%s %.0f files/s  CPU per file: clients %.0f us, server %.0f us, rest %.0f us, machine %.0f us; busy %.0f %%\n",
-		       phase_name[p], n / (last - first), clients * us, theirs, mine - clients * us - theirs, mine,
-		       100 * (busy1 - busy0) / (all1 - all0));
+		       phase_name[p], n / (last - first), clients_us, server_us, machine_us - clients_us - server_us,
+		       machine_us, 100 * (busy1 - busy0) / (all1 - all0));
 		fflush(stdout);
 	}
 	int failed = 0, status;
