@@ -588,17 +588,25 @@ fn a_small_read_announces_a_wait_only_when_its_data_is_not_in_memory() {
         let (out, n) = announcements(|| read((256 << 10) - 100, 4096));
         assert_eq!(n, 0, "a cached read across the end of the file announced a wait");
         check(out, (256 << 10) - 100, 4096);
-        // Dropped from memory (clean, so the kernel lets them go).
+        // Dropped from memory (clean, so the kernel lets them go). The
+        // no-wait attempt itself starts the read-ahead, and a fast enough
+        // disk can finish it before the kernel looks again: then the read
+        // rightly did not wait. Such a race is rare, so a few tries tell it
+        // from a store that never announces.
         let f = std::fs::File::open(fx.export_dir.join("f")).unwrap();
-        // SAFETY: plain syscall on a live descriptor.
-        assert_eq!(
-            unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, libc::POSIX_FADV_DONTNEED) },
-            0
-        );
-        assert!(!page_cached(&f, 256 << 10, 128 << 10), "{} kept the dropped pages", fx_dir.display());
-        let (out, n) = announcements(|| read(128 << 10, 8192));
-        assert_eq!(n, 1, "a read from the disk did not announce its wait");
-        check(out, 128 << 10, 8192);
+        let announced = (0..8).any(|_| {
+            // SAFETY: plain syscall on a live descriptor.
+            assert_eq!(
+                unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, libc::POSIX_FADV_DONTNEED) },
+                0
+            );
+            assert!(!page_cached(&f, 256 << 10, 128 << 10), "{} kept the dropped pages", fx_dir.display());
+            let (out, n) = announcements(|| read(128 << 10, 8192));
+            assert!(n <= 1, "one read announced {n} waits");
+            check(out, 128 << 10, 8192);
+            n == 1
+        });
+        assert!(announced, "reads from the disk did not announce their wait");
         // In memory again now.
         let (out, n) = announcements(|| read(128 << 10, 8192));
         assert_eq!(n, 0);
