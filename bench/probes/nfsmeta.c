@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <nfsc/libnfs.h>
 #include <stdint.h>
@@ -265,7 +266,8 @@ int main(int argc, char **argv)
 		double server_us = (server_cpu(server) - server0) * per_file;
 		printf("%s %.0f files/s  CPU per file: clients %.0f us, server %.0f us, rest %.0f us, machine %.0f us; busy %.0f %%\n",
 		       phase_name[p], n / (last - first), clients_us, server_us, machine_us - clients_us - server_us,
-		       machine_us, 100 * (busy1 - busy0) / (all1 - all0));
+		       /* a phase shorter than a clock tick of /proc/stat has no busy share */
+		       machine_us, all1 > all0 ? 100 * (busy1 - busy0) / (all1 - all0) : NAN);
 		fflush(stdout);
 	}
 	int failed = 0, status;
