@@ -27,8 +27,12 @@
 # table with the ratio to Ganesha that a server costing nothing would reach
 # where the CPUs are the bound.
 #
-#   sudo bench/heldout.sh [--quick] [--rounds N] [--out DIR] [--data DIR] [--only REGEX]
+#   sudo bench/heldout.sh [--quick] [--rounds N] [--out DIR] [--data DIR] [--only REGEX] [--pin]
 #
+# --pin:  the servers on CPU 0, the clients on CPU 1 (bench/servers.sh:
+#         server_cpus, client_cpus): each server's rate on one CPU of its
+#         own, with the clients' CPU and their preemption of the server
+#         taken out. XFS alone still runs on every CPU.
 # --only: run only the tests whose names match REGEX (grep -E), e.g.
 #         --only meta; the ping-pong probes always run.
 # --data: where the exports go; default: a fresh XFS on a loop device
@@ -41,7 +45,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 out=$repo/bench/results/heldout-$(date -u +%Y%m%dT%H%M%SZ)
 data=
-rounds=3 only=.
+rounds=3 only=. server_cpus= client_cpus=
 seq_size=1g; rnd_seconds=10; ping_seconds=5; meta_files=2000
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -50,6 +54,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2;;
     --data) data=$2; shift 2;;
     --only) only=$2; shift 2;;
+    --pin) server_cpus=0 client_cpus=1; shift;;
     *) echo "unknown option $1 (see the header of $0)" >&2; exit 2;;
   esac
 done
@@ -94,7 +99,7 @@ if [ -z "$data" ]; then
 fi
 . "$here/servers.sh"
 servers_start "$data" "$out"
-echo "$(machine_line); ganesha $ganesha_version; keel $keel_version; rounds $rounds" | tee "$out/machine.txt"
+echo "$(machine_line); ganesha $ganesha_version; keel $keel_version; rounds $rounds${server_cpus:+; servers on CPU $server_cpus, clients on CPU $client_cpus}" | tee "$out/machine.txt"
 
 url() { # server -> libnfs URL of its export
   case $1 in

@@ -101,11 +101,19 @@ CONF
   for _ in $(seq 100); do inns bash -c "echo > /dev/tcp/127.0.0.1/2050" 2>/dev/null && break; sleep 0.2; done
 }
 
-inns() { ip netns exec "$ns" "$@"; }
+# With server_cpus / client_cpus set (taskset lists, e.g. 0 and 1), the
+# servers run on the first CPUs and everything run through inns on the
+# second, so that neither side preempts the other or is charged for its
+# loopback deliveries. A server started so sees only its own CPUs
+# (sched_getaffinity), as on a machine of that size.
+inns() { ip netns exec "$ns" ${client_cpus:+taskset -c "$client_cpus"} "$@"; }
 
-# A server in the background; its pid (ip netns exec becomes the command)
-# is kept for the cleanup, and in $last_pid.
-serve_in_ns() { ip netns exec "$ns" "$@" & last_pid=$!; server_pids="${server_pids:-} $last_pid"; }
+# A server in the background; its pid (ip netns exec and taskset become
+# the command) is kept for the cleanup, and in $last_pid.
+serve_in_ns() {
+  ip netns exec "$ns" ${server_cpus:+taskset -c "$server_cpus"} "$@" &
+  last_pid=$!; server_pids="${server_pids:-} $last_pid"
+}
 
 servers_cleanup() {
   # Ganesha may take its time over SIGTERM: wait a little, then insist.
