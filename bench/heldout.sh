@@ -32,7 +32,8 @@
 # --pin:  the servers on CPU 0, the clients on CPU 1 (bench/servers.sh:
 #         server_cpus, client_cpus): each server's rate on one CPU of its
 #         own, with the clients' CPU and their preemption of the server
-#         taken out. XFS alone still runs on every CPU.
+#         taken out. fio on XFS alone still runs on every CPU; nfsmeta
+#         on XFS alone runs where the clients do (CPU 1).
 # --only: run only the tests whose names match REGEX (grep -E), e.g.
 #         --only meta; the ping-pong probes always run.
 # --data: where the exports go; default: a fresh XFS on a loop device
