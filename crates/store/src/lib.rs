@@ -86,8 +86,8 @@ pub trait Caller {
 /// directory whose entries changed.
 ///
 /// Dispatch is static: the handlers are generic over `S: Store` (measured:
-/// see ARCHITECTURE.md), and a store that wraps another is generic over
-/// the inner one (`CacheStore<S: Store>`).
+/// see the crate documentation), and a store that wraps another is generic
+/// over the inner one (`CacheStore<S: Store>`).
 pub trait Store: Send + Sync + 'static {
     type Object: Object;
     /// The caller's identity for one call, from [`Store::act_as`].
