@@ -3,7 +3,7 @@
 # libnfs engine, random 4 KiB reads at 16 in flight for 10 s from a cold
 # page cache, then again warm, each with the server's context switches and
 # CPU per READ; then GETATTR at 16 in flight (bench/probes). For telling a
-# change from the noise of a held-out run.
+# change from the noise of a bench/heldout.sh run.
 #
 #   bench/ab.sh ROUNDS KEEL_A KEEL_B [DIR]          (as root: it drops caches)
 #   bench/ab.sh --meta [--async] ROUNDS KEEL_A KEEL_B [DIR]
@@ -12,7 +12,8 @@
 # bench/heldout.sh's build. --meta instead runs bench/probes' nfsmeta
 # (libnfs; create, stat, remove of 2000 files from 1, then 8 processes) on
 # Keel's default export, which is `sync`; DIR defaults to an XFS image
-# mounted at /var/tmp/keel-ab-xfs (the seeds' file system, and the one
+# mounted at /var/tmp/keel-ab-xfs (the reference systems' file system,
+# docs/benchmarks.md, and the one
 # whose log forces a sync export's group commit shares); --async exports it
 # `async`. Each line ends with the server's context switches and CPU per
 # file and phase of that run.

@@ -13,15 +13,16 @@
 # --rounds sets the sequential rounds (default 5).
 #
 # The slow disk: an XFS on a loop device throttled at the block layer by
-# ../shared/tools/slow-disk (cgroup v1 blkio; Keel runs in its cgroup, so
+# tools/slow-disk (cgroup v1 blkio; Keel runs in its cgroup, so
 # every bio Keel sends to that device waits): 400 random read IOPS, 200
 # random write IOPS, 300 MiB/s each way, about what 6-8 NL-SAS drives in
-# RAID 6 give one client (the seed's array at 64 clients, slow-disk's
-# default, gives 9,300 / 1,600: on this 2-CPU machine the server would be
-# the bound, not the disks). The cache devices: two files on /var/tmp (the
+# RAID 6 give one client (the DFC 2013 paper's array at 64 clients,
+# slow-disk's default, gives 9,300 / 1,600: on this 2-CPU machine the
+# server would be the bound, not the disks; docs/benchmarks.md,
+# "Reference systems", cites the paper). The cache devices: two files on /var/tmp (the
 # machine's own disk), not throttled. Keel also runs in a memory cgroup of
 # 512 MiB, so the 2 GiB of random-read files cannot stay in its page cache:
-# the seed's working sets were larger than the servers' RAM.
+# the DFC paper's working sets were larger than its server's RAM.
 #
 # keel bench makes new files for every run, so the read cache (keyed by
 # file handle, a block admitted at its second miss) is cold in those runs.
@@ -34,7 +35,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-slow=$repo/../shared/tools/slow-disk/slow-disk.sh
+slow=$repo/tools/slow-disk/slow-disk.sh
 out=$repo/bench/results/cache-$(date -u +%Y%m%dT%H%M%SZ)
 rnd_size=512M; rnd_ops=1500; seq_total=2G; clients=4; warm_size=128m; fill_ops=2600; warm_only=; rounds=5
 while [ $# -gt 0 ]; do

@@ -14,7 +14,7 @@
 #
 # --in-flight: calls each client keeps in flight in the sequential test
 #         (default 16, keel bench's; 1 is a client that waits for each
-#         reply, as the held-out fio runs at depth 1).
+#         reply, as heldout.sh's fio runs at depth 1 do).
 # --data: where the two export directories go (default /var/tmp/keel-compare;
 #         put it on the file system you care about, e.g. an XFS).
 # --quick: small sizes, for a smoke run (a minute or two).

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The failure table of issue 12, with repeated trials: the cases of
+# The failure table of Dell's NSS7.0-HA paper (docs/benchmarks.md,
+# "Reference systems"), with repeated trials: the cases of
 # crates/server/tests/ha_failover.rs (two Pacemaker/Corosync nodes in
 # namespaces, Keel configured by `keel ha init`, keel verify and a FILE_SYNC
 # prober through each fault), each run TRIALS times in one lab (the service

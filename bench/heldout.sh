@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Keel against NFS-Ganesha with clients Keel did not write, in one run:
+# Keel against NFS-Ganesha with clients Keel did not write ("held out"
+# from its development, so it is not tuned to their habits), in one run:
 # fio's libnfs engine (sequential 1 MiB and random 4 KiB, at one call in
 # flight and at many), libnfs probes for NULL/GETATTR at a fixed depth and
 # for mdtest's create/stat/remove (bench/probes), a raw client with no
@@ -37,7 +38,8 @@
 # --only: run only the tests whose names match REGEX (grep -E), e.g.
 #         --only meta; the ping-pong probes always run.
 # --data: where the exports go; default: a fresh XFS on a loop device
-#         (the seeds' file system), 16 GiB sparse, under /var/tmp.
+#         (the reference systems' file system, docs/benchmarks.md),
+#         16 GiB sparse, under /var/tmp.
 # fio is built from Debian's source package with --enable-libnfs (Debian's
 # binary package leaves the engine out) and bench/fio-nfs-getevents.patch,
 # once, into /var/cache/keel-bench.

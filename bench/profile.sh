@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where the server's time goes under one of the held-out run's fio
+# Where the server's time goes under one of bench/heldout.sh's fio
 # workloads: fio's libnfs engine runs for 8 s against a Keel `async`
 # export on a fresh XFS (a loop device), while `perf record` samples the
 # server for 4 s. Prints fio's rate, the CPU time of the server and of fio
@@ -30,7 +30,7 @@ case $mode in
   *) echo "profile.sh: the workload is write-x8, write-2x1, randwrite-x16 or randread-x16" >&2; exit 2;;
 esac
 
-# A fresh XFS, and Keel in a network namespace as the held-out run has it
+# A fresh XFS, and Keel in a network namespace as heldout.sh has it
 # (bench/servers.sh: the async export is $run/keel-async on port 2050).
 . "$here/servers.sh"
 img=$(mktemp /var/tmp/keel-profile.XXXXXX.xfs); data=${img%.xfs}

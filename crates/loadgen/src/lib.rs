@@ -1,6 +1,9 @@
-//! `keel bench`: load from one machine or many (mpirun/srun), in the seed
-//! papers' shapes, written out as JSON (every sample, the full
-//! configuration) and CSV, summarised as a table.
+//! `keel bench`: load from one machine or many (mpirun/srun), in the shapes
+//! of the published NFS benchmarks Keel is compared with (IOzone N-to-N,
+//! random 4 KiB, mdtest, IOR; the papers are cited in docs/benchmarks.md,
+//! "Reference systems", and called the seed papers in the code), written
+//! out as JSON (every sample, the full configuration) and CSV, summarised
+//! as a table.
 
 #![forbid(unsafe_code)]
 

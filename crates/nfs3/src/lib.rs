@@ -22,7 +22,8 @@ pub use mount::MountProgram;
 pub use nfs::Nfs3Program;
 pub use service::{NfsService, ServedExport};
 
-/// Largest READ and WRITE (FSINFO rtmax/wtmax): 1 MiB, as the seeds' tuned servers use.
+/// Largest READ and WRITE (FSINFO rtmax/wtmax): 1 MiB, knfsd's largest and the record size of
+/// the reference systems' sequential tests (docs/benchmarks.md).
 pub const IO_BYTES_MAX: u32 = 1 << 20;
 /// Largest READDIR / READDIRPLUS reply.
 pub const DIR_REPLY_BYTES_MAX: u32 = 1 << 20;

@@ -350,9 +350,10 @@ fn shell_words(words: &[String]) -> String {
 
 fn references_section(h: &mut String, seeds: &Seeds, selected: &[usize]) {
     *h += "<section id=\"references\">\n<h2>Published references</h2>\n";
-    *h += "<p>The grey series are results the seed papers published, transcribed by hand with the sentence or \
-           table each comes from. Basis <em>table</em>: a table in the source; <em>text</em>: a number the prose \
-           states about a figure whose curve is not available; <em>derived</em>: computed from a ratio the source \
+    *h += "<p>The grey series are results published by the papers listed under Sources, transcribed by hand \
+           with the sentence or table each comes from. Basis <em>table</em>: a table in the source; \
+           <em>text</em>: a number the prose states about a figure whose curve is not available; \
+           <em>derived</em>: computed from a ratio the source \
            states, not a published value. Values published without a client count are drawn as dotted lines over \
            the client range the source tested. MB/s and GB/s are converted to MiB/s as 10<sup>6</sup> and \
            10<sup>9</sup> bytes. Their hardware and client counts differ from yours: read them as where a tuned \

@@ -1,5 +1,8 @@
-//! `keel report RESULTS.json...`: the figures and tables of the seed
-//! papers from `keel bench` result files. Aggregate MiB/s, IOPS or ops/s
+//! `keel report RESULTS.json...`: the figures and tables of the published
+//! NFS benchmarks Keel is compared with (the seed papers: Dell's NFS white
+//! papers and blog posts of 2012-2016 and a BeeGFS report of 2015, cited
+//! in docs/benchmarks.md, "Reference systems") from `keel bench` result
+//! files. Aggregate MiB/s, IOPS or ops/s
 //! against the number of processes (base-2 axis), one figure per
 //! workload phase, one line per result file (sync vs async, cache off vs
 //! on, Keel vs another server), min–max bars from the runs, and the
@@ -46,10 +49,12 @@ pub struct ReportArgs {
     #[arg(short, long, value_name = "DIR", default_value = "keel-report")]
     pub output: PathBuf,
 
-    /// Published results to draw as reference series: "seeds" (the headline
-    /// series of every seed paper), "seeds:all", "seeds:<paper>" (dfc-2013,
-    /// nss7-ha-2016, plain-nfs-blog, nss5-ha-blog, nss4-ha-blog, beegfs-2015)
-    /// or "seeds:<series id>". Repeatable.
+    /// Published results to draw as reference series, from Dell's NFS white
+    /// papers and blog posts (2012-2016) and a BeeGFS report (2015), the
+    /// "seed papers": "seeds" (the headline series of every paper),
+    /// "seeds:all", "seeds:<paper>" (dfc-2013, nss7-ha-2016, plain-nfs-blog,
+    /// nss5-ha-blog, nss4-ha-blog, beegfs-2015) or "seeds:<series id>".
+    /// The page lists each paper's title, author and date. Repeatable.
     #[arg(long = "reference", value_name = "SET")]
     pub reference: Vec<String>,
 

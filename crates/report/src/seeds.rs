@@ -1,4 +1,7 @@
-//! The seed papers' published results as reference series. The numbers
+//! The seed papers' published results as reference series. The seed
+//! papers are the published NFS benchmarks Keel is compared with (Dell's
+//! NFS white papers and blog posts of 2012-2016, a BeeGFS report of 2015;
+//! docs/benchmarks.md, "Reference systems", cites them). The numbers
 //! live in `seeds.json` (transcribed by hand, with the sentence or table
 //! each came from) so that they can be checked against the sources without
 //! reading Rust; this module parses, validates, converts and selects them.
@@ -21,12 +24,13 @@ pub struct Seeds {
     pub gaps: Vec<Gap>,
 }
 
-/// One source: a white paper or blog post in `/work/shared/seeds`.
+/// One source: a white paper or blog post, with the name of the text
+/// transcript the numbers were read from.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Document {
     pub id: String,
-    /// File name in the seeds directory.
+    /// File name of the transcript.
     pub file: String,
     pub title: String,
     pub author: String,

@@ -8,7 +8,9 @@
 //! taking the server's memory, and part of the budget stays free for the
 //! connections that hold little: a connection already holding more than a
 //! quarter of its cap may only take from the budget while less than three
-//! quarters of it are in use.
+//! quarters of it are in use. Measured: 16 connections pipelining 128
+//! READs of 1 MiB each without reading their replies grow the server by
+//! about 160 MiB (2 GiB before the budget).
 //!
 //! Transport-agnostic: a transport charges an [`Account`] per connection
 //! and keeps the [`Charge`] with the reply. A charge that cannot be granted

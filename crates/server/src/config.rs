@@ -733,7 +733,7 @@ impl Checker<'_> {
     }
 
     /// An `async` export acknowledges writes that exist only in the active
-    /// node's memory: a failover loses them (the seeds' warning), so it is
+    /// node's memory: a failover loses them (the NSS7.0-HA paper's warning), so it is
     /// refused under `[ha]`.
     fn ha_exports(&mut self, exports: &[ExportConfig]) {
         for e in exports {

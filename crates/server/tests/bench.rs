@@ -106,7 +106,7 @@ fn seq_sweeps_clients_with_repetitions_and_records_every_sample() {
     assert_eq!(csv.lines().count(), 1 + 8 * 2, "a header and a row per run");
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(table.contains("Operation") && table.contains("MiB/s"), "{table}");
-    // The figure of that run, with the seeds' published points beside it.
+    // The figure of that run, with the reference papers' published points beside it.
     let report = s.base.join("report");
     let o = keel()
         .args(["report", "--reference", "seeds", "--baseline", "keel test", "-o"])

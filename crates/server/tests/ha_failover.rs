@@ -579,7 +579,8 @@ fn ha_status(lab: &HaLab, node: Node) -> keel_testkit::procs::Output {
     lab.run(node, &[keel_bin().to_str().unwrap(), "ha", "status"])
 }
 
-/// Trials of one row of the seed's failure table: KEEL_HA_TRIALS of them
+/// Trials of one row of the NSS7.0-HA paper's failure table (docs/benchmarks.md,
+/// "Reference systems"): KEEL_HA_TRIALS of them
 /// (default 1), each from the service on A; between two, `repair` and the
 /// service's return to A (it prefers A). Prints p50 and p99.
 fn case(what: &str, expect: Expect, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaLab)) -> HaLab {
@@ -699,7 +700,7 @@ fn storage_path_loss() {
     });
 }
 
-/// The seed: with the private switch gone, neither node can fence the
+/// As in the NSS7.0-HA paper: with the private switch gone, neither node can fence the
 /// other, and the service goes on where it is. Not repaired: both nodes'
 /// queued fencing would then reach the switches.
 #[test]
@@ -713,7 +714,7 @@ fn heartbeat_switch_loss() {
     let _ = std::fs::remove_file(config);
 }
 
-/// The seeds' warning, shown: an `async` export (refused under [ha]; here
+/// The NSS7.0-HA paper's warning, shown: an `async` export (refused under [ha]; here
 /// [ha] is turned off to allow it) acknowledges FILE_SYNC writes that are
 /// only in the active node's memory, and the failover loses them.
 #[test]

@@ -7,6 +7,9 @@
 //! **Architecture invariant:** this crate never sees wire types. It speaks
 //! in handles (opaque bytes), names (bytes), attributes and errno.
 
+// Every `unsafe` of this crate is in `sys`.
+#![deny(unsafe_code)]
+
 pub mod export;
 pub mod faults;
 mod fs;
@@ -16,6 +19,7 @@ pub mod ident;
 mod inode;
 mod locks;
 mod store;
+#[allow(unsafe_code)]
 mod sys;
 mod verifier;
 

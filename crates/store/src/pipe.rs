@@ -4,6 +4,11 @@
 //! the reply's header. The pipes come from a bounded [`PipePool`] and go
 //! back to it once sent; this module only holds and reads them (the
 //! splicing itself is the store's and the transport's).
+//!
+//! The pages go out as they are when the socket takes them: a WRITE
+//! between the store's splice and the send can show through, as with
+//! knfsd's splice reads (the attributes are those of the READ). A store
+//! never maps a file instead: a file truncated under a mapping is SIGBUS.
 
 use std::fmt;
 use std::fs::File;

@@ -177,7 +177,7 @@ fn frozen_active_node_is_fenced() {
 }
 
 /// The heartbeat switch fails: the nodes lose each other and the power
-/// switches, which are on the heartbeat network (as the seed's fence
+/// switches, which are on the heartbeat network (as the NSS7.0-HA paper's fence
 /// devices are on its private network). Neither can fence the other, so
 /// B must not start the group, and A keeps serving it.
 #[test]

@@ -27,8 +27,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Measure an NFS server the way the seed papers did (IOzone, mdtest,
-    /// IOR): sweeps over clients, repetitions, JSON and CSV results.
+    /// Measure an NFS server the way published NFS benchmarks did (Dell's
+    /// NFS white papers, BeeGFS's report: IOzone, mdtest, IOR): sweeps over
+    /// clients, repetitions, JSON and CSV results.
     #[command(subcommand)]
     Bench(Box<keel_loadgen::BenchCommand>),
     /// Write self-describing data streams, recording what the server
@@ -40,7 +41,8 @@ enum Command {
         cmd: keel_verify::VerifyCommand,
     },
     /// Draw result files of keel bench as an HTML page with figures (PNG,
-    /// SVG) and tables, side by side and against the seed papers' numbers.
+    /// SVG) and tables, side by side and against the published numbers of
+    /// Dell's NFS white papers (2012-2016) and a BeeGFS report (2015).
     Report(keel_report::ReportArgs),
     /// Write the man pages of keel-tools and its commands into DIR, and
     /// the same pages as `keel bench|verify|report` (for packaging).

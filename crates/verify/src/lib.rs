@@ -1,5 +1,6 @@
-//! `keel verify`: data verification across failures, after the seeds'
-//! checkstream (NSS-HA, appendix A.3 and section 4.3: streams copied to the
+//! `keel verify`: data verification across failures, after the
+//! checkstream of Dell's NSS7.0-HA paper (docs/benchmarks.md, "Reference
+//! systems"; appendix A.3 and section 4.3: streams copied to the
 //! NFS share while the service fails over, then checked for corruption),
 //! with one thing checkstream could not know: which data the server had
 //! **acknowledged as stable** when it died.

@@ -9,7 +9,7 @@
 //!
 //! [`Encoder`] writes into a growable buffer but can splice in large shared
 //! payloads as separate segments, so a reply is a list of buffers handed to
-//! `writev` as they are. A payload the encoder does not hold (a pipe of
+//! one vectored write (`sendmsg`, `writev`) as they are. A payload the encoder does not hold (a pipe of
 //! file data, say) is carried as an opaque [`Spliced`] segment of known
 //! length, for the transport to write.
 //!

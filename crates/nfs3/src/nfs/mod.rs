@@ -24,8 +24,8 @@ use crate::errno::status;
 use crate::service::{Caller, NfsService, squash};
 
 /// The NFSv3 program over a store. Static dispatch: the handlers are
-/// generic over the store (see ARCHITECTURE.md for the measured cost of
-/// the alternative).
+/// generic over the store (keel-store's crate documentation gives the
+/// measured cost of the alternative).
 pub struct Nfs3Program<S: Store> {
     svc: Arc<NfsService<S>>,
 }

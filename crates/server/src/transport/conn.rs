@@ -25,7 +25,7 @@ use crate::sys;
 
 /// Bytes read from a socket at a time when no large record is expected.
 const READ_CHUNK_BYTES: usize = 64 << 10;
-/// Segments handed to one writev (IOV_MAX is 1024).
+/// Segments handed to one sendmsg (IOV_MAX is 1024).
 const WRITEV_SEGMENTS_MAX: usize = 512;
 
 /// Why a read turn stopped taking calls.

@@ -37,7 +37,7 @@
 //!   (`max_requests_per_connection`) and its bytes from the memory budget
 //!   (`budget.rs`); without them the connection is parked, not polled,
 //!   until a reply goes out or the budget grants the bytes.
-//! - The worker writes its reply with a non-blocking `writev`; what the
+//! - The worker writes its reply with a non-blocking `sendmsg`; what the
 //!   socket does not take waits in the connection's outbox, flushed by
 //!   whichever worker gets the socket's (separately registered) write
 //!   readiness.
