@@ -677,6 +677,8 @@ impl<S: Store> LockManager<S> {
         let m = Monitored { host: host.clone(), local: canonical(local) };
         let sent = nsm.send(NsmOp::Monitor(m, done_tx)).is_ok();
         drop(nsm);
+        // A durable write: calls queued behind this one go to other workers.
+        keel_store::blocking::may_block();
         if sent && done.recv_timeout(NSM_WRITE_TIMEOUT).unwrap_or(false) {
             self.monitored().insert(host.clone());
         }

@@ -432,6 +432,26 @@ fn idle_clients_stay_on_disk_only_up_to_hosts_max() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+thread_local! {
+    static ANNOUNCED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn count_announcement() {
+    ANNOUNCED.with(|n| n.set(n.get() + 1));
+}
+
+#[test]
+fn a_first_lock_announces_that_it_waits_for_the_disk() {
+    let (s, _) = setup("announce", |_| {});
+    keel_store::blocking::set_hook(Some(count_announcement));
+    assert_eq!(lock_as(&s, A, "a", 1), Nlm4Stats::Granted);
+    assert_eq!(ANNOUNCED.with(|n| n.get()), 1, "the NSM record is a durable write");
+    assert_eq!(lock_as(&s, A, "a", 2), Nlm4Stats::Granted);
+    assert_eq!(ANNOUNCED.with(|n| n.get()), 1, "a client already recorded waits for nothing");
+    keel_store::blocking::set_hook(None);
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
 #[test]
 fn a_waiter_whose_grant_would_pass_the_limit_waits_on_and_its_poll_is_refused() {
     let (s, _) = setup("split-grant", |c| c.locks_per_client_max = 3);
