@@ -10,12 +10,15 @@ pub struct LockConfig {
     /// The longest grace period after a restart; it ends sooner once every
     /// client that held locks has reclaimed or is known gone.
     pub grace_max: Duration,
-    /// Locks held plus locks waited for, per client host.
+    /// Locks held, locks waited for and share reservations, per client
+    /// address (whatever names it gives).
     pub locks_per_client_max: usize,
-    /// Client hosts with locks or waiters at once.
+    /// Client hosts (an address and a caller name) with state at once,
+    /// and hosts recorded for SM_NOTIFY; one address holds at most its
+    /// share ([`crate::claims`]).
     pub hosts_max: usize,
     /// Lock-holding open file descriptions (one per lock owner and file),
-    /// across all clients.
+    /// across all clients; one address holds at most its share.
     pub lock_files_max: usize,
 }
 

@@ -5,6 +5,8 @@
 //! - [`LockManager`] (`manager.rs`): lock owners, their open file
 //!   descriptions (real OFD locks through `keel_store::Store`), blocked
 //!   requests, per-client bounds, the grace period after a restart.
+//! - [`claims`]: the rule that bounds what one client address may make
+//!   the server hold (a share of each server-wide pool).
 //! - [`NlmProgram`], [`NsmProgram`] (`program.rs`): the procedure tables.
 //! - `courier.rs`: the server's calls to clients (GRANTED, `_RES`,
 //!   SM_NOTIFY) on a thread of their own, and the tick thread.
@@ -14,10 +16,11 @@
 //! trait, and handles only after the NFS export's admission
 //! (`NfsService::admit_handle`: client list, `secure`, squash); no worker
 //! thread ever waits for a lock or for a client; every table is bounded
-//! per client and overall.
+//! per client address (never per name a client gives) and overall.
 
 #![forbid(unsafe_code)]
 
+pub mod claims;
 mod config;
 pub mod courier;
 mod manager;

@@ -5,8 +5,14 @@
 //! description per file ([`Store::open_for_locks`]) and takes its locks
 //! through it, so the kernel arbitrates between owners, and between NFS
 //! clients and local processes on the server. The table below mirrors what
-//! each description holds, to count it (every client is bounded), to name
-//! holders in TEST replies and to free everything a client held.
+//! each description holds, to count it, to name holders in TEST replies
+//! and to free everything a client held.
+//!
+//! A client host is its address and the name it gives (`caller_name`),
+//! which SM_NOTIFY and FREE_ALL match; but what a client may make the
+//! server hold (locks, waiters and shares; descriptions; hosts) is counted
+//! by address alone, with the rule of [`crate::claims`], since a client can
+//! give itself any number of names.
 //!
 //! A blocked LOCK leaves a [`Waiter`] in its file's queue and returns
 //! BLOCKED at once: no thread waits. The queue is retried whenever a lock
@@ -42,6 +48,7 @@ use keel_store::lock::LOCK_OFFSET_MAX;
 use keel_store::{LockFile, LockKind, LockRange, Store, StoreError};
 use keel_xdr::Opaque;
 
+use crate::claims::{ClaimPool, Refusal};
 use crate::config::LockConfig;
 use crate::nsm_store::{HostKey, Monitored, NsmStore};
 
@@ -59,7 +66,8 @@ use crate::nsm_store::{HostKey, Monitored, NsmStore};
 /// make every restart cost the full `grace_max` with Linux clients, which
 /// hold their locks without further calls, and with clients that are
 /// still monitored but hold nothing (a client stays on disk until it
-/// reboots, or a grace period ends with it holding nothing).
+/// reboots, a grace period ends with it holding nothing, or it holds
+/// nothing and its record makes room for another's).
 pub const RECLAIM_QUIET: Duration = Duration::from_secs(3);
 /// SM_NOTIFY rounds to a client before it is taken to be gone.
 const NOTIFY_ROUNDS_MAX: u32 = 3;
@@ -148,12 +156,6 @@ impl<L> File<L> {
     }
 }
 
-/// A client host with state here.
-struct Host {
-    /// Locks held, locks waited for and share reservations.
-    count: usize,
-}
-
 /// A client that held locks before the restart.
 struct Pending {
     local: IpAddr,
@@ -172,8 +174,15 @@ struct Grace {
 
 struct Table<L> {
     files: HashMap<Bytes, File<L>>,
-    hosts: HashMap<HostKey, Host>,
-    lock_files: usize,
+    /// Client hosts with state here, and their locks held, locks waited
+    /// for and share reservations (a host is here while it has one).
+    hosts: HashMap<HostKey, usize>,
+    /// Those claims, per address (`locks_per_client_max`).
+    claims: ClaimPool,
+    /// The hosts, per address (`hosts_max`).
+    names: ClaimPool,
+    /// The owners' open file descriptions, per address (`lock_files_max`).
+    lock_files: ClaimPool,
     grace: Option<Grace>,
 }
 
@@ -181,6 +190,10 @@ struct Table<L> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LockStats {
     pub hosts: usize,
+    /// Client addresses holding state.
+    pub addresses: usize,
+    /// Client hosts recorded on disk for SM_NOTIFY after a restart.
+    pub monitored: usize,
     pub files: usize,
     pub lock_files: usize,
     pub locks: usize,
@@ -290,18 +303,96 @@ fn cut(held: &mut Vec<Held>, start: u64, end: u64) {
     *held = kept;
 }
 
+/// What one description holds once it takes `kind` over `range` (as the
+/// kernel does: the new lock replaces what it covers).
+fn held_after(held: &[Held], kind: LockKind, range: LockRange) -> Vec<Held> {
+    let mut after = held.to_vec();
+    cut(&mut after, range.start, range.end());
+    after.push(Held { kind, start: range.start, end: range.end() });
+    after
+}
+
+/// How many more entries `after` has than `before` (negative: fewer).
+fn growth(before: usize, after: usize) -> isize {
+    after as isize - before as isize
+}
+
 fn conflicts(a: LockKind, b: LockKind) -> bool {
     a == LockKind::Exclusive || b == LockKind::Exclusive
 }
 
+const LOCK_FILES: &str = "lock-holding descriptions (lock_files_max)";
+
+/// A claim refused: of what, and why.
+struct Refused {
+    what: &'static str,
+    why: Refusal,
+}
+
+impl Refused {
+    /// Logs the refusal; the client is told NLM4_DENIED_NOLOCKS.
+    fn answer(self, host: &HostKey) -> Nlm4Stats {
+        let limit = match self.why {
+            Refusal::AddressShare => "the client's address holds all it may",
+            Refusal::PoolFull => "the server holds all it may",
+        };
+        tracing::warn!(host = %host.addr, what = self.what, limit, "lock request refused (NLM4_DENIED_NOLOCKS)");
+        Nlm4Stats::DeniedNolocks
+    }
+}
+
 impl<L: LockFile> Table<L> {
-    fn host_add(&mut self, host: &HostKey, delta: isize) {
-        if let Some(h) = self.hosts.get_mut(host) {
-            h.count = h.count.saturating_add_signed(delta);
-            if h.count == 0 {
+    fn new(config: &LockConfig, grace: Option<Grace>) -> Self {
+        Table {
+            files: HashMap::new(),
+            hosts: HashMap::new(),
+            claims: ClaimPool::per_address(config.locks_per_client_max),
+            names: ClaimPool::new(config.hosts_max, usize::MAX),
+            lock_files: ClaimPool::new(config.lock_files_max, usize::MAX),
+            grace,
+        }
+    }
+
+    /// Whether `host` may hold `n` more locks, waiters or shares (and, if
+    /// it holds none, become a host).
+    fn may_claim(&self, host: &HostKey, n: usize) -> Result<(), Refused> {
+        if n == 0 {
+            return Ok(());
+        }
+        if !self.hosts.contains_key(host) {
+            self.names.check(host.addr, 1).map_err(|why| Refused { what: "client hosts (hosts_max)", why })?;
+        }
+        self.claims
+            .check(host.addr, n)
+            .map_err(|why| Refused { what: "locks, waiters and shares (locks_per_client_max)", why })
+    }
+
+    /// Counts `delta` more (or fewer) claims of `host`: at most what
+    /// [`Table::may_claim`] admitted.
+    fn count(&mut self, host: &HostKey, delta: isize) {
+        let n = delta.unsigned_abs();
+        if delta > 0 {
+            if !self.hosts.contains_key(host) {
+                self.names.add(host.addr, 1);
+            }
+            *self.hosts.entry(host.clone()).or_insert(0) += n;
+            self.claims.add(host.addr, n);
+        } else if delta < 0
+            && let Some(count) = self.hosts.get_mut(host)
+        {
+            let n = n.min(*count);
+            *count -= n;
+            self.claims.release(host.addr, n);
+            if *count == 0 {
                 self.hosts.remove(host);
+                self.names.release(host.addr, 1);
             }
         }
+    }
+
+    /// Whether the grace period waits for `host` to reclaim.
+    fn awaits_reclaim(&self, host: &HostKey) -> bool {
+        self.grace.as_ref().and_then(|g| g.pending.get(host)).is_some_and(|p| !p.done)
     }
 
     /// Drops `owner` of `fh` if it holds and awaits nothing (closing its
@@ -310,44 +401,45 @@ impl<L: LockFile> Table<L> {
         let Some(file) = self.files.get_mut(fh) else { return };
         if file.owners.get(owner).is_some_and(|o| o.held.is_empty() && o.waiting == 0) {
             file.owners.remove(owner);
-            self.lock_files -= 1;
+            self.lock_files.release(owner.host.addr, 1);
         }
         if file.is_empty() {
             self.files.remove(fh);
         }
     }
 
-    /// Records that `owner` now holds `kind` over `range` (as the kernel
-    /// does for one description: the new lock replaces what it covers).
-    fn record(&mut self, fh: &Bytes, owner: &OwnerKey, kind: LockKind, range: LockRange) {
-        let Some(o) = self.files.get_mut(fh).and_then(|f| f.owners.get_mut(owner)) else { return };
-        let before = o.held.len();
-        cut(&mut o.held, range.start, range.end());
-        o.held.push(Held { kind, start: range.start, end: range.end() });
-        let after = o.held.len();
-        self.host_add(&owner.host, after as isize - before as isize);
-    }
-
     /// Takes what waiters of `fh` can now have, in order; returns the
-    /// GRANTED callbacks to send.
+    /// GRANTED callbacks to send. A waiter whose lock would split one of
+    /// its owner's ranges past its client's limit waits on (the tick
+    /// retries it).
     fn grant_waiters(&mut self, fh: &Bytes, out: &mut Vec<Outbound>) {
         let mut i = 0;
         loop {
-            let Some(file) = self.files.get_mut(fh) else { return };
+            let Some(file) = self.files.get(fh) else { return };
             let Some(w) = file.waiters.get(i) else { break };
-            let Some(owner) = file.owners.get_mut(&w.owner) else {
-                file.waiters.remove(i);
+            let Some(owner) = file.owners.get(&w.owner) else {
+                let w = self.files.get_mut(fh).and_then(|f| f.waiters.remove(i)).expect("waiter at i");
+                self.count(&w.owner.host, -1);
                 continue;
             };
+            // The lock replaces the waiter.
+            let after = held_after(&owner.held, w.kind, w.range);
+            let need = growth(owner.held.len(), after.len()) - 1;
+            if need > 0 && self.may_claim(&w.owner.host, need.unsigned_abs()).is_err() {
+                i += 1;
+                continue;
+            }
+            let file = self.files.get_mut(fh).expect("listed");
+            let w = &file.waiters[i];
+            let owner = file.owners.get_mut(&w.owner).expect("listed");
             match owner.fd.try_lock(w.kind, w.range) {
                 Ok(Some(_)) => i += 1,
                 result => {
                     let w = file.waiters.remove(i).expect("waiter at i");
                     owner.waiting -= 1;
-                    self.host_add(&w.owner.host, -1);
                     if result.is_ok() {
-                        self.hosts.entry(w.owner.host.clone()).or_insert(Host { count: 0 });
-                        self.record(fh, &w.owner, w.kind, w.range);
+                        owner.held = after;
+                        self.count(&w.owner.host, need);
                         tracing::debug!(host = %w.owner.host.addr, svid = w.owner.svid, "blocked lock granted");
                         out.push(Outbound::Granted {
                             to: w.owner.host.addr,
@@ -357,6 +449,8 @@ impl<L: LockFile> Table<L> {
                             owner: w.owner.clone(),
                             range: w.range,
                         });
+                    } else {
+                        self.count(&w.owner.host, -1);
                     }
                     self.tidy(fh, &w.owner);
                 }
@@ -368,20 +462,30 @@ impl<L: LockFile> Table<L> {
     fn free_hosts(&mut self, matches: &dyn Fn(&HostKey) -> bool, out: &mut Vec<Outbound>) -> usize {
         let fhs: Vec<Bytes> = self.files.keys().cloned().collect();
         let mut freed = 0;
-        for fh in fhs {
-            let file = self.files.get_mut(&fh).expect("listed");
-            let before = file.owners.len();
-            file.owners.retain(|k, _| !matches(&k.host));
-            freed += before - file.owners.len();
-            self.lock_files -= before - file.owners.len();
+        for fh in &fhs {
+            let file = self.files.get_mut(fh).expect("listed");
+            let gone: Vec<OwnerKey> = file.owners.keys().filter(|k| matches(&k.host)).cloned().collect();
+            for k in &gone {
+                file.owners.remove(k);
+                self.lock_files.release(k.host.addr, 1);
+            }
+            freed += gone.len();
             file.waiters.retain(|w| !matches(&w.owner.host));
             file.shares.retain(|s| !matches(&s.host));
-            self.grant_waiters(&fh, out);
-            if self.files.get(&fh).is_some_and(File::is_empty) {
-                self.files.remove(&fh);
+        }
+        let hosts: Vec<(HostKey, usize)> =
+            self.hosts.iter().filter(|(k, _)| matches(k)).map(|(k, n)| (k.clone(), *n)).collect();
+        for (host, n) in hosts {
+            self.count(&host, -(n as isize));
+        }
+        // Waiters are granted once what was freed is given back, since
+        // they may be other hosts of the same address.
+        for fh in &fhs {
+            self.grant_waiters(fh, out);
+            if self.files.get(fh).is_some_and(File::is_empty) {
+                self.files.remove(fh);
             }
         }
-        self.hosts.retain(|k, _| !matches(k));
         freed
     }
 }
@@ -421,10 +525,11 @@ impl<S: Store> LockManager<S> {
         tracing::info!(nsm_state = state, dir = %config.nsm_state_dir.display(), "lock manager ready");
         let monitored = grace.as_ref().map(|g| g.pending.keys().cloned().collect()).unwrap_or_default();
         let nsm = nsm_thread(nsm)?;
+        let table = Mutex::new(Table::new(&config, grace));
         Ok(LockManager {
             svc,
             config,
-            table: Mutex::new(Table { files: HashMap::new(), hosts: HashMap::new(), lock_files: 0, grace }),
+            table,
             monitored: Mutex::new(monitored),
             nsm: Mutex::new(nsm),
             state,
@@ -474,8 +579,10 @@ impl<S: Store> LockManager<S> {
         let t = self.table();
         LockStats {
             hosts: t.hosts.len(),
+            addresses: t.claims.addresses(),
+            monitored: self.monitored().len(),
             files: t.files.len(),
-            lock_files: t.lock_files,
+            lock_files: t.lock_files.used(),
             locks: t.files.values().flat_map(|f| f.owners.values()).map(|o| o.held.len()).sum(),
             waiters: t.files.values().map(|f| f.waiters.len()).sum(),
             in_grace: t.grace.is_some(),
@@ -539,20 +646,50 @@ impl<S: Store> LockManager<S> {
     }
 
     /// Monitors `host` (durably, on disk) if it is not yet.
+    ///
+    /// A client that comes to hold nothing stays recorded, so that its
+    /// next lock costs no disk write; but at most `hosts_max` are: past
+    /// that, a first lock forgets an idle one (holding nothing here and
+    /// not awaited for a reclaim, so SM_NOTIFY had nothing to tell it).
+    /// Without it, one address giving ever new names would fill the disk
+    /// records, and every restart's grace period would wait for them.
     fn monitor(&self, host: &HostKey, local: IpAddr) {
-        if self.monitored.lock().unwrap_or_else(|e| e.into_inner()).contains(host) {
+        if self.monitored().contains(host) {
             return;
+        }
+        let idle = {
+            let t = self.table();
+            let mut monitored = self.monitored();
+            let idle = if monitored.len() >= self.config.hosts_max {
+                monitored.iter().find(|h| !t.hosts.contains_key(*h) && !t.awaits_reclaim(h)).cloned()
+            } else {
+                None
+            };
+            idle.inspect(|h| {
+                monitored.remove(h);
+            })
+        };
+        let nsm = self.nsm.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = idle {
+            let _ = nsm.send(NsmOp::Unmonitor(h));
         }
         let (done_tx, done) = channel();
         let m = Monitored { host: host.clone(), local: canonical(local) };
-        let sent = self.nsm.lock().unwrap_or_else(|e| e.into_inner()).send(NsmOp::Monitor(m, done_tx)).is_ok();
+        let sent = nsm.send(NsmOp::Monitor(m, done_tx)).is_ok();
+        drop(nsm);
+        // A durable write: calls queued behind this one go to other workers.
+        keel_store::blocking::may_block();
         if sent && done.recv_timeout(NSM_WRITE_TIMEOUT).unwrap_or(false) {
-            self.monitored.lock().unwrap_or_else(|e| e.into_inner()).insert(host.clone());
+            self.monitored().insert(host.clone());
         }
     }
 
+    fn monitored(&self) -> MutexGuard<'_, HashSet<HostKey>> {
+        self.monitored.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn unmonitor(&self, host: &HostKey) {
-        if self.monitored.lock().unwrap_or_else(|e| e.into_inner()).remove(host) {
+        if self.monitored().remove(host) {
             let _ = self.nsm.lock().unwrap_or_else(|e| e.into_inner()).send(NsmOp::Unmonitor(host.clone()));
         }
     }
@@ -636,10 +773,17 @@ impl<S: Store> LockManager<S> {
         let (kind, range) = (kind_of(args.exclusive), range_of(&args.alock));
         let fh = args.alock.fh.0.clone();
         // Open a description first if the owner has none on this file
-        // (not under the table lock: it is an open by handle).
-        let has_fd = self.table().files.get(&fh).is_some_and(|f| f.owners.contains_key(&owner));
+        // (not under the table lock: it is an open by handle), unless the
+        // client may not have one more.
+        let (has_fd, room) = {
+            let t = self.table();
+            let has_fd = t.files.get(&fh).is_some_and(|f| f.owners.contains_key(&owner));
+            (has_fd, t.lock_files.check(owner.host.addr, 1))
+        };
         let mut fresh = if has_fd {
             None
+        } else if let Err(why) = room {
+            return Refused { what: LOCK_FILES, why }.answer(&owner.host);
         } else {
             match self.open(&obj, &cred) {
                 Ok(fd) => Some(fd),
@@ -647,70 +791,74 @@ impl<S: Store> LockManager<S> {
             }
         };
         let mut t = self.table();
-        let count = t.hosts.get(&owner.host).map(|h| h.count);
-        if count.is_none() && t.hosts.len() >= self.config.hosts_max {
-            tracing::warn!(host = %owner.host.addr, "lock refused: hosts_max client hosts hold locks");
-            return Nlm4Stats::DeniedNolocks;
-        }
-        if count.unwrap_or(0) >= self.config.locks_per_client_max {
-            tracing::warn!(host = %owner.host.addr, "lock refused: the client holds locks_per_client_max locks");
-            return Nlm4Stats::DeniedNolocks;
-        }
-        let file = t.files.entry(fh.clone()).or_default();
-        if !file.owners.contains_key(&owner) {
-            let fd = match fresh.take() {
-                Some(fd) => fd,
-                // Another call of the same owner dropped its description
-                // meanwhile: rare; let the client retry.
-                None => return Nlm4Stats::DeniedNolocks,
-            };
-            file.owners.insert(owner.clone(), Owner { fd, held: Vec::new(), waiting: 0 });
-            t.lock_files += 1;
-            if t.lock_files > self.config.lock_files_max {
+        let blocks = args.block && !grace;
+        let same = |w: &Waiter| w.owner == owner && w.range == range && w.kind == kind;
+        // What the answer can add to the client's claims: the lock's new
+        // ranges less the waiter it replaces (the client's poll), or a
+        // waiter.
+        let file = t.files.get(&fh);
+        let held = file.and_then(|f| f.owners.get(&owner)).map_or(&[][..], |o| &o.held[..]);
+        let after = held_after(held, kind, range);
+        let waited = file.map_or(0, |f| f.waiters.iter().filter(|w| same(w)).count());
+        let grant_need = growth(held.len(), after.len()) - waited as isize;
+        let need = grant_need.max(isize::from(blocks && waited == 0));
+        if need > 0
+            && let Err(r) = t.may_claim(&owner.host, need.unsigned_abs())
+        {
+            // A poll for a lock that no longer fits: it waits no more.
+            if let Some(file) = t.files.get_mut(&fh)
+                && waited > 0
+            {
+                file.waiters.retain(|w| !same(w));
+                if let Some(o) = file.owners.get_mut(&owner) {
+                    o.waiting -= waited;
+                }
+                t.count(&owner.host, -(waited as isize));
                 t.tidy(&fh, &owner);
-                tracing::warn!("lock refused: lock_files_max descriptions are open");
-                return Nlm4Stats::DeniedNolocks;
             }
+            return r.answer(&owner.host);
         }
-        t.hosts.entry(owner.host.clone()).or_insert(Host { count: 0 });
+        if !t.files.get(&fh).is_some_and(|f| f.owners.contains_key(&owner)) {
+            // Another call of the same owner dropped its description
+            // meanwhile: rare; let the client retry.
+            let Some(fd) = fresh.take() else { return Nlm4Stats::DeniedNolocks };
+            if let Err(why) = t.lock_files.try_claim(owner.host.addr, 1) {
+                return Refused { what: LOCK_FILES, why }.answer(&owner.host);
+            }
+            let file = t.files.entry(fh.clone()).or_default();
+            file.owners.insert(owner.clone(), Owner { fd, held: Vec::new(), waiting: 0 });
+        }
         let file = t.files.get_mut(&fh).expect("inserted");
         let o = file.owners.get_mut(&owner).expect("inserted");
-        let result = o.fd.try_lock(kind, range);
-        let stat = match result {
+        let (stat, claimed) = match o.fd.try_lock(kind, range) {
             Ok(None) => {
                 // A waiter for the same lock (the client's poll) is done.
-                let before = file.waiters.len();
-                file.waiters.retain(|w| !(w.owner == owner && w.range == range && w.kind == kind));
-                let gone = before - file.waiters.len();
-                o.waiting -= gone;
-                t.host_add(&owner.host, -(gone as isize));
-                t.hosts.entry(owner.host.clone()).or_insert(Host { count: 0 });
-                t.record(&fh, &owner, kind, range);
-                Nlm4Stats::Granted
+                file.waiters.retain(|w| !same(w));
+                o.waiting -= waited;
+                o.held = after;
+                (Nlm4Stats::Granted, grant_need)
             }
-            Ok(Some(_)) if args.block && !grace => {
-                let known = file.waiters.iter().any(|w| w.owner == owner && w.range == range && w.kind == kind);
-                if !known {
-                    let waiter = Waiter {
-                        owner: owner.clone(),
-                        kind,
-                        range,
-                        args: Nlm4Testargs {
-                            cookie: args.cookie.clone(),
-                            exclusive: args.exclusive,
-                            alock: args.alock.clone(),
-                        },
-                        local: canonical(ctx.local.ip()),
-                    };
-                    file.waiters.push_back(waiter);
-                    o.waiting += 1;
-                    t.host_add(&owner.host, 1);
-                }
-                Nlm4Stats::Blocked
+            Ok(Some(_)) if blocks && waited > 0 => (Nlm4Stats::Blocked, 0),
+            Ok(Some(_)) if blocks => {
+                let waiter = Waiter {
+                    owner: owner.clone(),
+                    kind,
+                    range,
+                    args: Nlm4Testargs {
+                        cookie: args.cookie.clone(),
+                        exclusive: args.exclusive,
+                        alock: args.alock.clone(),
+                    },
+                    local: canonical(ctx.local.ip()),
+                };
+                file.waiters.push_back(waiter);
+                o.waiting += 1;
+                (Nlm4Stats::Blocked, 1)
             }
-            Ok(Some(_)) => Nlm4Stats::Denied,
-            Err(e) => stat_of(&e),
+            Ok(Some(_)) => (Nlm4Stats::Denied, 0),
+            Err(e) => (stat_of(&e), 0),
         };
+        t.count(&owner.host, claimed);
         t.tidy(&fh, &owner);
         drop(t);
         if monitor && matches!(stat, Nlm4Stats::Granted | Nlm4Stats::Blocked) {
@@ -742,7 +890,7 @@ impl<S: Store> LockManager<S> {
         if let Some(o) = file.owners.get_mut(&owner) {
             o.waiting -= gone;
         }
-        t.host_add(&owner.host, -(gone as isize));
+        t.count(&owner.host, -(gone as isize));
         t.tidy(fh, &owner);
         if gone == 0 { Nlm4Stats::Denied } else { Nlm4Stats::Granted }
     }
@@ -766,14 +914,23 @@ impl<S: Store> LockManager<S> {
         if self.in_grace(&mut t, Some((&owner.host, false))) {
             return Nlm4Stats::DeniedGracePeriod;
         }
-        let Some(o) = t.files.get_mut(fh).and_then(|f| f.owners.get_mut(&owner)) else { return Nlm4Stats::Granted };
+        let Some(o) = t.files.get(fh).and_then(|f| f.owners.get(&owner)) else { return Nlm4Stats::Granted };
+        let mut after = o.held.clone();
+        cut(&mut after, range.start, range.end());
+        // Unlocking the middle of a range splits it in two: bounded too,
+        // or a client could grow one lock into any number.
+        let change = growth(o.held.len(), after.len());
+        if change > 0
+            && let Err(r) = t.may_claim(&owner.host, change.unsigned_abs())
+        {
+            return r.answer(&owner.host);
+        }
+        let o = t.files.get_mut(fh).and_then(|f| f.owners.get_mut(&owner)).expect("found above");
         if let Err(e) = o.fd.unlock(range) {
             return stat_of(&e);
         }
-        let before = o.held.len();
-        cut(&mut o.held, range.start, range.end());
-        let after = o.held.len();
-        t.host_add(&owner.host, after as isize - before as isize);
+        o.held = after;
+        t.count(&owner.host, change);
         t.tidy(fh, &owner);
         t.grant_waiters(fh, &mut out);
         drop(t);
@@ -806,13 +963,13 @@ impl<S: Store> LockManager<S> {
                 if file.is_empty() {
                     t.files.remove(&fh);
                 }
-                t.host_add(&host, -(gone as isize));
+                t.count(&host, -(gone as isize));
             }
             return Nlm4Stats::Granted;
         }
-        let count = t.hosts.get(&host).map_or(0, |h| h.count);
-        if count >= self.config.locks_per_client_max || (count == 0 && t.hosts.len() >= self.config.hosts_max) {
-            return Nlm4Stats::DeniedNolocks;
+        let mine = t.files.get(&fh).is_some_and(|f| f.shares.iter().any(|x| x.host == host && x.oh == s.oh.0));
+        if !mine && let Err(r) = t.may_claim(&host, 1) {
+            return r.answer(&host);
         }
         let (mode, access) = (mode_bits(s.mode), access_bits(s.access));
         let file = t.files.entry(fh).or_default();
@@ -834,7 +991,7 @@ impl<S: Store> LockManager<S> {
             }
             None => {
                 file.shares.push(Share { host: host.clone(), oh: s.oh.0.clone(), mode, access });
-                t.hosts.entry(host.clone()).or_insert(Host { count: 0 }).count += 1;
+                t.count(&host, 1);
             }
         }
         Nlm4Stats::Granted
@@ -865,7 +1022,9 @@ impl<S: Store> LockManager<S> {
     fn free(&self, matches: &dyn Fn(&HostKey) -> bool, why: &str) {
         let mut out = Vec::new();
         let mut t = self.table();
-        let hosts: Vec<HostKey> = t.hosts.keys().filter(|h| matches(h)).cloned().collect();
+        let mut hosts: HashSet<HostKey> = t.hosts.keys().filter(|h| matches(h)).cloned().collect();
+        // Idle hosts are still on disk; a reboot or FREE_ALL ends that too.
+        hosts.extend(self.monitored().iter().filter(|h| matches(h)).cloned());
         let freed = t.free_hosts(matches, &mut out);
         if let Some(g) = &mut t.grace {
             for (k, p) in g.pending.iter_mut() {
@@ -893,10 +1052,12 @@ impl<S: Store> LockManager<S> {
         if o.fd.unlock(range).is_err() {
             return;
         }
+        // Released whatever the limits: the client does not want it (a
+        // split here needs a lock the client took since, inside this one).
         let before = o.held.len();
         cut(&mut o.held, range.start, range.end());
-        let after = o.held.len();
-        t.host_add(&owner.host, after as isize - before as isize);
+        let change = growth(before, o.held.len());
+        t.count(&owner.host, change);
         t.tidy(fh, owner);
         t.grant_waiters(fh, &mut out);
         drop(t);

@@ -1,7 +1,8 @@
 //! The lock manager on the simulated store: mutual exclusion between
 //! owners, blocked requests granted by callback, TEST's holder, limits per
-//! client, releases by FREE_ALL and SM_NOTIFY, the grace period after a
-//! restart, and malformed calls through the dispatcher.
+//! client address whatever names it gives, releases by FREE_ALL and
+//! SM_NOTIFY, the grace period after a restart, and malformed calls
+//! through the dispatcher.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -160,7 +161,7 @@ fn cancel_forgets_a_blocked_request() {
     assert_eq!(s.lm.unlock(&a, &unlock), Nlm4Stats::Granted);
     assert!(s.sent.lock().unwrap().is_empty(), "no grant for a cancelled request");
     let st = s.lm.stats();
-    assert_eq!((st.hosts, st.files, st.lock_files, st.locks), (0, 0, 0, 0), "{st:?}");
+    assert_eq!((st.hosts, st.addresses, st.files, st.lock_files, st.locks), (0, 0, 0, 0, 0), "{st:?}");
     std::fs::remove_dir_all(&s.dir).unwrap();
 }
 
@@ -337,5 +338,144 @@ fn share_reservations_exclude_by_mode_and_access() {
     assert_eq!(s.lm.share(&b, &share("b", Fsh4Mode::DenyNone, Fsh4Access::Write), true), Nlm4Stats::Granted);
     s.lm.free_all(B.parse().unwrap(), &Nlm4Notify { name: "b".into(), state: 1 });
     assert_eq!(s.lm.stats().hosts, 0);
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+/// A LOCK from `peer` as the client named `name`, of a byte of its own.
+fn lock_as(s: &Setup, peer: &str, name: &str, svid: i32) -> Nlm4Stats {
+    let auth = root();
+    let offset = 1000 * u64::from(svid.unsigned_abs());
+    s.lm.lock(&ctx(peer, &auth), &lockargs(lock(&s.fh, name, svid, offset, 1), false, false), true)
+}
+
+#[test]
+fn one_address_giving_many_names_cannot_take_every_lock_file() {
+    let (s, _) = setup("lock-files", |c| c.lock_files_max = 8);
+    // Each caller name is a client host of its own, and each of its
+    // owners needs a description of the file: A asks until refused.
+    let granted = (0..64).take_while(|i| lock_as(&s, A, &format!("n{}", i % 4), i + 1) == Nlm4Stats::Granted).count();
+    assert_eq!(granted, 2, "one address holds at most a quarter of lock_files_max");
+    assert_eq!(lock_as(&s, A, "n0", 100), Nlm4Stats::DeniedNolocks);
+    // Another address is served.
+    assert_eq!(lock_as(&s, B, "b", 500), Nlm4Stats::Granted);
+    let st = s.lm.stats();
+    assert_eq!((st.lock_files, st.addresses, st.hosts), (3, 2, 3), "{st:?}");
+    // Once A lets go, it gets its share back.
+    s.lm.free_all(A.parse().unwrap(), &Nlm4Notify { name: "n0".into(), state: 3 });
+    assert_eq!(lock_as(&s, A, "n9", 200), Nlm4Stats::Granted);
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+#[test]
+fn the_per_client_limit_counts_every_name_an_address_gives() {
+    use keel_nlm_proto::nlm4::{Fsh4Access, Fsh4Mode, Nlm4Share, Nlm4Shareargs};
+    let (s, _) = setup("per-address", |c| c.locks_per_client_max = 4);
+    let auth = root();
+    for (i, name) in ["x", "y", "z"].iter().enumerate() {
+        assert_eq!(lock_as(&s, A, name, i as i32 + 1), Nlm4Stats::Granted);
+    }
+    // The same address over IPv6 (v4-mapped) is the same client.
+    assert_eq!(lock_as(&s, "[::ffff:10.0.0.1]:800", "w", 4), Nlm4Stats::Granted);
+    assert_eq!(lock_as(&s, A, "v", 5), Nlm4Stats::DeniedNolocks);
+    let share = Nlm4Shareargs {
+        cookie: "s".into(),
+        share: Nlm4Share {
+            caller_name: "u".into(),
+            fh: Opaque(s.fh.clone()),
+            oh: "o".into(),
+            mode: Fsh4Mode::DenyNone,
+            access: Fsh4Access::Read,
+        },
+        reclaim: false,
+    };
+    assert_eq!(s.lm.share(&ctx(A, &auth), &share, true), Nlm4Stats::DeniedNolocks);
+    // Unlocking the middle of a lock would make two of it: refused too.
+    let middle = Nlm4Unlockargs { cookie: "u".into(), alock: lock(&s.fh, "x", 1, 1000, 1) };
+    let whole = lockargs(lock(&s.fh, "x", 1, 1000, 10), false, false);
+    assert_eq!(s.lm.lock(&ctx(A, &auth), &whole, true), Nlm4Stats::Granted, "a lock replacing one is no more");
+    let middle_of_whole = Nlm4Unlockargs { cookie: "u".into(), alock: lock(&s.fh, "x", 1, 1004, 1) };
+    assert_eq!(s.lm.unlock(&ctx(A, &auth), &middle_of_whole), Nlm4Stats::DeniedNolocks);
+    assert_eq!(s.lm.stats().locks, 4);
+    // Its end is fine, and so is another address.
+    assert_eq!(s.lm.unlock(&ctx(A, &auth), &middle), Nlm4Stats::Granted);
+    assert_eq!(lock_as(&s, B, "x", 1), Nlm4Stats::Granted);
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+#[test]
+fn idle_clients_stay_on_disk_only_up_to_hosts_max() {
+    let (s, _) = setup("idle-hosts", |c| c.hosts_max = 4);
+    let auth = root();
+    // One host per address at a time (a quarter of four).
+    assert_eq!(lock_as(&s, A, "n0", 1), Nlm4Stats::Granted);
+    assert_eq!(lock_as(&s, A, "n1", 2), Nlm4Stats::DeniedNolocks);
+    assert_eq!(lock_as(&s, B, "b", 500), Nlm4Stats::Granted);
+    // A host that holds nothing stays recorded, but ever new names do not
+    // pile up on disk.
+    let a = ctx(A, &auth);
+    for i in 0..12 {
+        let name = format!("n{i}");
+        assert_eq!(lock_as(&s, A, &name, i + 1), Nlm4Stats::Granted, "{name}");
+        let unlock = Nlm4Unlockargs { cookie: "u".into(), alock: lock(&s.fh, &name, i + 1, 0, 0) };
+        assert_eq!(s.lm.unlock(&a, &unlock), Nlm4Stats::Granted);
+        let st = s.lm.stats();
+        assert!(st.monitored <= 4, "{name}: {st:?}");
+    }
+    assert_eq!(s.lm.stats().monitored, 4, "idle hosts are kept while there is room");
+    // On disk too (the NSM thread forgets an idle host before it records
+    // the next), and B, which holds a lock, is among them.
+    let dir = s.dir.clone();
+    drop(s);
+    let (_, previous) = keel_nlm::nsm_store::NsmStore::open(&dir).unwrap();
+    assert_eq!(previous.len(), 4, "{previous:?}");
+    assert!(previous.iter().any(|m| m.host.name == "b"), "{previous:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+thread_local! {
+    static ANNOUNCED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn count_announcement() {
+    ANNOUNCED.with(|n| n.set(n.get() + 1));
+}
+
+#[test]
+fn a_first_lock_announces_that_it_waits_for_the_disk() {
+    let (s, _) = setup("announce", |_| {});
+    keel_store::blocking::set_hook(Some(count_announcement));
+    assert_eq!(lock_as(&s, A, "a", 1), Nlm4Stats::Granted);
+    assert_eq!(ANNOUNCED.with(|n| n.get()), 1, "the NSM record is a durable write");
+    assert_eq!(lock_as(&s, A, "a", 2), Nlm4Stats::Granted);
+    assert_eq!(ANNOUNCED.with(|n| n.get()), 1, "a client already recorded waits for nothing");
+    keel_store::blocking::set_hook(None);
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+#[test]
+fn a_waiter_whose_grant_would_pass_the_limit_waits_on_and_its_poll_is_refused() {
+    let (s, _) = setup("split-grant", |c| c.locks_per_client_max = 3);
+    let auth = root();
+    let (a, b) = (ctx(A, &auth), ctx(B, &auth));
+    let shared = |l| Nlm4Lockargs { exclusive: false, ..lockargs(l, false, false) };
+    assert_eq!(s.lm.lock(&a, &shared(lock(&s.fh, "a", 1, 0, 100)), true), Nlm4Stats::Granted);
+    assert_eq!(s.lm.lock(&b, &shared(lock(&s.fh, "b", 1, 10, 10)), true), Nlm4Stats::Granted);
+    // A's owner waits to make the middle of its range exclusive (three
+    // ranges once granted: room for it now), then A takes another lock.
+    let middle = lockargs(lock(&s.fh, "a", 1, 10, 10), true, false);
+    assert_eq!(s.lm.lock(&a, &middle, true), Nlm4Stats::Blocked);
+    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 2, 200, 1), false, false), true), Nlm4Stats::Granted);
+    // B lets go: the grant would make four, past A's limit.
+    let unlock = Nlm4Unlockargs { cookie: "u".into(), alock: lock(&s.fh, "b", 1, 0, 0) };
+    assert_eq!(s.lm.unlock(&b, &unlock), Nlm4Stats::Granted);
+    assert!(s.sent.lock().unwrap().is_empty(), "no grant past the limit");
+    let st = s.lm.stats();
+    assert_eq!((st.locks, st.waiters), (2, 1), "{st:?}");
+    // The client's poll is told, and the waiter goes.
+    assert_eq!(s.lm.lock(&a, &middle, true), Nlm4Stats::DeniedNolocks);
+    let st = s.lm.stats();
+    assert_eq!((st.locks, st.waiters, st.hosts, st.lock_files), (2, 0, 1, 2), "{st:?}");
+    // Making the whole range exclusive needs no more: granted.
+    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 0, 100), false, false), true), Nlm4Stats::Granted);
     std::fs::remove_dir_all(&s.dir).unwrap();
 }

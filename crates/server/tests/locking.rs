@@ -2,9 +2,9 @@
 //! reserved port of this host to a `keel` process. Locks exclude each
 //! other across owners and clients, a restart (kill -9) holds a grace
 //! period in which only reclaims are granted, which ends as soon as the
-//! client that held locks is done; state per client is bounded; malformed
-//! calls get RPC errors and the server lives on. The kernel client's side
-//! is in `kernel_locking.rs`.
+//! client that held locks is done; state per client address is bounded
+//! whatever names it gives; malformed calls get RPC errors and the server
+//! lives on. The kernel client's side is in `kernel_locking.rs`.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
@@ -28,7 +28,13 @@ struct Client {
 
 impl Client {
     fn new(server: &TestServer) -> Self {
-        Client { sock: bind_from("127.0.0.1".parse().unwrap()).unwrap(), server: server.addr }
+        Client::from_address(server, "127.0.0.1")
+    }
+
+    /// A client at another loopback address (all of 127.0.0.0/8 is this
+    /// host's).
+    fn from_address(server: &TestServer, addr: &str) -> Self {
+        Client { sock: bind_from(addr.parse().unwrap()).unwrap(), server: server.addr }
     }
 
     fn call_raw(&self, proc_: u32, args: &dyn Encode) -> Result<Bytes, CallError> {
@@ -98,16 +104,19 @@ fn locks_exclude_and_a_restart_grants_only_reclaims_until_the_client_is_done() {
 }
 
 #[test]
-fn lock_state_is_bounded_per_client() {
+fn lock_state_is_bounded_per_client_address_whatever_names_it_gives() {
     let server = TestServer::start("nlm-bound", vec![ExportOpts::rw(1, "export")], "max_locks_per_client = 4");
     let fh = file_handle(&server, "f");
     let c = Client::new(&server);
+    // Each lock under another caller name: the address is full all the same.
     for i in 0..4 {
-        assert_eq!(c.lock(&lock(&fh, "greedy", 1, i * 10, 1), false, false), Nlm4Stats::Granted);
+        assert_eq!(c.lock(&lock(&fh, &format!("greedy{i}"), 1, i * 10, 1), false, false), Nlm4Stats::Granted);
     }
-    assert_eq!(c.lock(&lock(&fh, "greedy", 1, 100, 1), false, false), Nlm4Stats::DeniedNolocks);
-    assert_eq!(c.lock(&lock(&fh, "greedy", 2, 100, 1), true, false), Nlm4Stats::DeniedNolocks);
-    assert_eq!(c.lock(&lock(&fh, "modest", 1, 100, 1), false, false), Nlm4Stats::Granted, "another client");
+    assert_eq!(c.lock(&lock(&fh, "greedy0", 1, 100, 1), false, false), Nlm4Stats::DeniedNolocks);
+    assert_eq!(c.lock(&lock(&fh, "greedy0", 2, 100, 1), true, false), Nlm4Stats::DeniedNolocks);
+    assert_eq!(c.lock(&lock(&fh, "greedy9", 1, 100, 1), false, false), Nlm4Stats::DeniedNolocks, "a new name");
+    let other = Client::from_address(&server, "127.0.0.2");
+    assert_eq!(other.lock(&lock(&fh, "modest", 1, 100, 1), false, false), Nlm4Stats::Granted, "another client");
 }
 
 #[test]
