@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::error::DeviceError;
 use crate::wear::{self, Wear};
 
 use keel_store::sim::Rng;
@@ -51,9 +52,9 @@ pub struct FileDevice {
 }
 
 impl FileDevice {
-    pub fn open(path: &Path) -> Result<Self, String> {
-        let what = path.display();
-        let meta = std::fs::metadata(path).map_err(|e| format!("{what}: {e}"))?;
+    pub fn open(path: &Path) -> Result<Self, DeviceError> {
+        let device = || path.display().to_string();
+        let meta = std::fs::metadata(path).map_err(|source| DeviceError::Open { device: device(), source })?;
         let ft = meta.file_type();
         let (file, id) = if ft.is_block_device() {
             let file = OpenOptions::new()
@@ -61,9 +62,9 @@ impl FileDevice {
                 .write(true)
                 .custom_flags(libc::O_EXCL | libc::O_CLOEXEC)
                 .open(path)
-                .map_err(|e| match e.raw_os_error() {
-                    Some(libc::EBUSY) => format!("{what}: the device is in use (mounted, or already a cache device)"),
-                    _ => format!("{what}: {e}"),
+                .map_err(|source| match source.raw_os_error() {
+                    Some(libc::EBUSY) => DeviceError::Busy { device: device() },
+                    _ => DeviceError::Open { device: device(), source },
                 })?;
             (file, DeviceId::Block(meta.rdev()))
         } else if ft.is_file() {
@@ -72,18 +73,14 @@ impl FileDevice {
                 .write(true)
                 .custom_flags(libc::O_CLOEXEC)
                 .open(path)
-                .map_err(|e| format!("{what}: {e}"))?;
+                .map_err(|source| DeviceError::Open { device: device(), source })?;
             (file, DeviceId::File { dev: meta.dev(), ino: meta.ino() })
         } else {
-            return Err(format!("{what}: not a block device or a regular file"));
+            return Err(DeviceError::NotADevice { device: device() });
         };
-        let len = device_size(&file).map_err(|e| format!("{what}: cannot find its size: {e}"))? & !511;
+        let len = device_size(&file).map_err(|source| DeviceError::Size { device: device(), source })? & !511;
         if len < DEVICE_BYTES_MIN {
-            return Err(format!(
-                "{what}: too small ({} MiB; a cache device needs at least {} MiB)",
-                len >> 20,
-                DEVICE_BYTES_MIN >> 20
-            ));
+            return Err(DeviceError::TooSmall { device: device(), mib: len >> 20, min_mib: DEVICE_BYTES_MIN >> 20 });
         }
         Ok(FileDevice { file, len, id, path: path.to_path_buf(), wear: Mutex::new(None) })
     }

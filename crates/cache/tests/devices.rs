@@ -24,7 +24,7 @@ fn sized(dir: &std::path::Path, name: &str, bytes: u64) -> PathBuf {
 
 fn open(devices: Vec<PathBuf>) -> Result<CacheStore<SimStore>, String> {
     let config = CacheConfig { devices, modes: HashMap::new(), background_destage: false, ..CacheConfig::default() };
-    CacheStore::open(Arc::new(SimStore::new(1)), &config)
+    CacheStore::open(Arc::new(SimStore::new(1)), &config).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -32,11 +32,11 @@ fn bad_devices_are_refused_with_a_reason() {
     let dir = scratch("bad");
     let small = sized(&dir, "small", DEVICE_BYTES_MIN - 4096);
     let err = FileDevice::open(&small).err().expect("too small");
-    assert!(err.contains("too small"), "{err}");
+    assert!(err.to_string().contains("too small"), "{err}");
     let err = FileDevice::open(&dir).err().expect("a directory");
-    assert!(err.contains("not a block device or a regular file"), "{err}");
+    assert!(err.to_string().contains("not a block device or a regular file"), "{err}");
     let err = FileDevice::open(&dir.join("missing")).err().expect("missing");
-    assert!(err.contains("No such file"), "{err}");
+    assert!(err.to_string().contains("No such file"), "{err}");
 
     let good = sized(&dir, "good", DEVICE_BYTES_MIN);
     let err = open(vec![good.clone(), good.clone()]).err().expect("the same device twice");

@@ -631,7 +631,7 @@ impl Checker<'_> {
         let mode = match CacheMode::parse(v.get_ref()) {
             Ok(m) => m,
             Err(why) => {
-                self.error(&v.span(), why);
+                self.error(&v.span(), why.to_string());
                 return CacheMode::Off;
             }
         };
