@@ -36,6 +36,14 @@ pub enum DeviceError {
     TooSmall { device: String, mib: u64, min_mib: u64 },
     #[error("{device}: the same device as {other}")]
     Duplicate { device: String, other: String },
+    /// Memory, not storage: the next power cut or reboot empties it, and
+    /// any device may come to hold a copy of the write-back log.
+    #[error(
+        "{device}: {what}, which a power cut or reboot empties: a cache device must keep what is written to it (any \
+         device may come to hold a copy of the write-back log). Use an SSD: its block device, or a file on a file \
+         system on it"
+    )]
+    Volatile { device: String, what: &'static str },
 }
 
 /// Why a destage round stopped; everything it had not retired stays dirty.

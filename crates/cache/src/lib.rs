@@ -65,6 +65,9 @@ mod read;
 pub mod readcache;
 pub mod stats;
 mod store;
+/// statfs, to refuse file systems that forget at a power cut.
+#[allow(unsafe_code)]
+mod sys;
 /// The one unsafe call: the NVMe admin ioctl that reads a drive's wear.
 #[allow(unsafe_code)]
 pub mod wear;

@@ -232,7 +232,8 @@ enum CacheCommand {
         json: bool,
     },
     /// Add a cache device: a block device (opened exclusively) or a file of
-    /// at least 64 MiB on a fast file system. With fewer than two devices
+    /// at least 64 MiB on a fast file system (not in memory: tmpfs, ramfs
+    /// and RAM disks are refused). With fewer than two devices
     /// before, the log moves onto the new pair (dirty data is destaged
     /// first). A runtime change: name the device in [cache] devices too.
     Add {

@@ -329,3 +329,62 @@ fn wait_with_output(child: std::process::Child, limit: Duration) -> Output {
         }
     }
 }
+
+/// A tmpfs mounted for a test, unmounted when dropped.
+struct Tmpfs(TempDir);
+
+impl Tmpfs {
+    fn mount(tag: &str) -> Self {
+        let dir = TempDir::new(tag);
+        run_ok(
+            Command::new("mount").args(["-t", "tmpfs", "-o", "size=128m", "keel-test"]).arg(dir.path()),
+            CMD_TIMEOUT,
+        );
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+    }
+}
+
+/// A file on tmpfs would hold a copy of the write-back log that the next
+/// power cut empties (any device may become a log mirror: `keel cache
+/// remove` of a log device promotes the next): refused at `keel cache add`
+/// and at start, saying why.
+#[test]
+fn a_cache_device_on_tmpfs_is_refused_at_add_and_at_start() {
+    let devices = TempDir::new("cache-volatile");
+    let c1 = device_file(devices.path(), "c1", 96 * MIB);
+    let c2 = device_file(devices.path(), "c2", 96 * MIB);
+    let tmpfs = Tmpfs::mount("cache-tmpfs");
+    let shm = tmpfs.0.path().join("x");
+    std::fs::File::create(&shm).unwrap().set_len(96 * MIB).unwrap();
+    let shm_name = shm.display().to_string();
+    let mut server =
+        TestServer::start("cache-volatile", vec![write_back_export("export")], &cache_table(&[&c1, &c2], 32));
+
+    keel_refuses(&server, &["cache", "add", &shm_name], &format!("{shm_name}: on tmpfs, which a power cut"));
+    let stat = cache_stat(&server);
+    let names: Vec<&str> = stat["devices"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
+    assert_eq!(names, [c1.to_str().unwrap(), c2.to_str().unwrap()], "nothing changed");
+    // Removing a log device leaves one: no tmpfs file took its place.
+    keel_ok(&server, &["cache", "remove", c1.to_str().unwrap()]);
+    assert!(!keel_ok(&server, &["cache", "list"]).contains(&shm_name));
+
+    // Named in [cache] devices: the start is refused.
+    server.terminate();
+    let config = std::fs::read_to_string(&server.config).unwrap();
+    let old = format!("devices = [{:?}, {:?}]", c1.display().to_string(), c2.display().to_string());
+    assert!(config.contains(&old), "{config}");
+    let with_shm = format!("devices = [{:?}, {:?}]", c2.display().to_string(), shm_name);
+    std::fs::write(&server.config, config.replace(&old, &with_shm)).unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_keel")).arg("serve").arg("--config").arg(&server.config).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains(&format!("{shm_name}: on tmpfs")), "{stderr}");
+    drop(server);
+    drop(tmpfs);
+}
