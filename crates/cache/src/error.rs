@@ -77,6 +77,8 @@ pub enum CacheError {
     /// The log on the devices could not be read back or made.
     #[error("cache log: {0}")]
     Log(io::Error),
+    #[error("the log still holds {dirty_bytes} dirty bytes: {source}")]
+    Flush { dirty_bytes: u64, source: DestageError },
     #[error("cannot start the destager: {0}")]
     Destager(io::Error),
     #[error("{device}: not a cache device (devices: {known})")]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use keel_store::{Object, SetAttrs, Stability, Store, StoreError, StoreResult, WriteOut};
 
-use crate::error::DestageError;
+use crate::error::{CacheError, DestageError};
 use crate::events::Event;
 use crate::index::{self, Extent, FileState};
 use crate::log::{self, Log, LogError, RecordKind};
@@ -44,9 +44,8 @@ impl<S: Store> Shared<S> {
         let live = sh.index.get(handle);
         let log = sh.log();
         let why = sh.bypass(obj, offset, data.len() as u64, log.as_deref());
-        if let (Some(Bypass::Full), Some(slot), Some(log)) = (why, &live, &log)
-            && !log.has_room_for_write(data.len())
-            && let Some(r) = sh.write_past_full_log(who, obj, slot, log, offset, data, stability)
+        if let (Some(why), Some(slot), Some(log)) = (why, &live, &log)
+            && let Some(r) = sh.write_live_around_log(who, obj, slot, log, offset, data, stability, why)
         {
             return r;
         }
@@ -209,13 +208,16 @@ impl<S: Store> Shared<S> {
         }
     }
 
-    /// A write of a live file past a full log: to the back end, durably,
-    /// then a `Bypassed` record, so neither the destager nor a replay
-    /// writes the file's older logged data over it. `None` when the log
-    /// has no room even for that record (the caller logs the write,
-    /// waiting for room, as before).
+    /// A write of a live file that is not to add dirty data to the log
+    /// (`why`): past a full log; and, over the file's logged data, while
+    /// the log is being emptied (a flush, the export leaving write-back:
+    /// new dirty data could keep it from ever emptying) or has fewer than
+    /// two working mirrors (one copy is not enough to acknowledge on).
+    /// Those go [`Shared::write_past_log`], waiting for room for its small
+    /// record if they must. `None`: the caller goes on as for any write
+    /// (a full log's write is then logged, waiting for room, as before).
     #[allow(clippy::too_many_arguments)]
-    fn write_past_full_log(
+    fn write_live_around_log(
         &self,
         who: &S::Caller,
         obj: &S::Object,
@@ -224,6 +226,46 @@ impl<S: Store> Shared<S> {
         offset: u64,
         data: &[u8],
         stability: Stability,
+        why: Bypass,
+    ) -> Option<StoreResult<WriteOut>> {
+        match why {
+            Bypass::Full if !log.has_room_for_write(data.len()) => {
+                self.write_past_log(who, obj, slot, log, offset, data, stability, why)
+            }
+            Bypass::Flushing | Bypass::Degraded | Bypass::Mode
+                if slot.lock().overlaps_log(offset, data.len() as u64) =>
+            {
+                let deadline = Instant::now() + FULL_WAIT;
+                loop {
+                    if let Some(r) = self.write_past_log(who, obj, slot, log, offset, data, stability, why) {
+                        return Some(r);
+                    }
+                    if Instant::now() >= deadline {
+                        return Some(Err(errno(libc::EAGAIN)));
+                    }
+                    self.stats.full_waits.fetch_add(1, Ordering::Relaxed);
+                    log.wait_for_room(Duration::from_millis(100));
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// A write of a live file around the log: to the back end, durably,
+    /// then a `Bypassed` record, so neither the destager nor a replay
+    /// writes the file's older logged data over it. `None` when the log
+    /// has no room even for that record.
+    #[allow(clippy::too_many_arguments)]
+    fn write_past_log(
+        &self,
+        who: &S::Caller,
+        obj: &S::Object,
+        slot: &index::FileSlot,
+        log: &Log,
+        offset: u64,
+        data: &[u8],
+        stability: Stability,
+        why: Bypass,
     ) -> Option<StoreResult<WriteOut>> {
         let len = u32::try_from(data.len()).ok()?;
         if !log.has_room_for_bypass() {
@@ -243,7 +285,7 @@ impl<S: Store> Shared<S> {
             Ok(out) => out,
             Err(e) => return Some(Err(e)),
         };
-        self.stats.bypassed(obj.export_id(), Bypass::Full, data.len() as u64);
+        self.stats.bypassed(obj.export_id(), why, data.len() as u64);
         let end = offset + u64::from(len);
         st.overlay(&mut out.before);
         let size = st.size.max(end);
@@ -382,9 +424,12 @@ impl<S: Store> Shared<S> {
         }
     }
 
-    /// Waits for the log to be empty (every dirty byte on the back end),
-    /// calling `progress` with the dirty bytes left now and then.
-    pub fn flush(&self, why: &str, mut progress: impl FnMut(u64)) -> Result<(), DestageError> {
+    /// Waits for the log to be empty (every dirty byte on the back end,
+    /// synced, and the head past every record), calling `progress` with
+    /// the dirty bytes left now and then. While it runs no write adds dirty
+    /// data ([`Shared::write_live_around_log`]), so it ends; a back end
+    /// that fails three rounds in a row ends it with the error.
+    pub fn flush(&self, why: &str, mut progress: impl FnMut(u64)) -> Result<(), CacheError> {
         let dirty = self.index.dirty_bytes();
         self.events.push(Event::FlushStarted { why: why.into(), dirty_bytes: dirty });
         self.flushers.fetch_add(1, Ordering::AcqRel);
@@ -394,7 +439,7 @@ impl<S: Store> Shared<S> {
             Ok(()) => self.events.push(Event::FlushFinished { why: why.into() }),
             Err(e) => self.events.push(Event::DestageFailed { reason: format!("flush ({why}): {e}") }),
         }
-        r
+        r.map_err(|source| CacheError::Flush { dirty_bytes: self.index.dirty_bytes(), source })
     }
 
     fn flush_inner(&self, progress: &mut impl FnMut(u64)) -> Result<(), DestageError> {

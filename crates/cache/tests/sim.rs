@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use keel_cache::device::SimDevice;
+use keel_cache::device::{DeviceIo, SimDevice};
 use keel_cache::events::Event;
 use keel_cache::stats::ExportSnapshot;
 use keel_cache::{CacheConfig, CacheDevice, CacheMode, CacheStore};
@@ -916,6 +916,90 @@ fn readers_racing_a_writer_never_see_data_older_than_an_acknowledged_write() {
         let s = rig.stats();
         assert!(s.read_cache_hits > hits_before, "{mode:?}: the race ran against cached data: {s:?}");
     }
+}
+
+/// A log device that runs a hook before each read (the destager reads
+/// dirty data from the log between taking its cut and moving the head).
+struct Hooked {
+    dev: SimDevice,
+    on_read: std::sync::Mutex<Option<Box<dyn FnMut() + Send>>>,
+}
+
+impl DeviceIo for Hooked {
+    fn size(&self) -> u64 {
+        self.dev.size()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let hook = self.on_read.lock().unwrap().take();
+        if let Some(mut hook) = hook {
+            hook();
+            *self.on_read.lock().unwrap() = Some(hook);
+        }
+        self.dev.read_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.dev.write_at(buf, offset)
+    }
+
+    fn sync(&self) -> std::io::Result<()> {
+        self.dev.sync()
+    }
+}
+
+/// A flush ends while a client keeps rewriting data that is in the log
+/// (`keel cache flush` before the disks are moved): a write during a
+/// destage round, after its cut, goes to the back end around the log
+/// rather than into it, so the log empties; the back end holds the newest
+/// data afterwards.
+#[test]
+fn a_flush_ends_while_a_client_keeps_rewriting_logged_data() {
+    /// The client writes during each round, this many times at most.
+    const WRITES_MAX: u64 = 50;
+    let sim = Arc::new(SimStore::new(41));
+    let hooked = Arc::new(Hooked { dev: SimDevice::new(DEVICE_BYTES, 41), on_read: Default::default() });
+    let devices = vec![
+        CacheDevice { name: "sim0".into(), id: None, io: hooked.clone() as Arc<_> },
+        CacheDevice { name: "sim1".into(), id: None, io: Arc::new(SimDevice::new(DEVICE_BYTES, 42)) as Arc<_> },
+    ];
+    let config = CacheConfig {
+        modes: HashMap::from([(1, CacheMode::WriteBack)]),
+        background_destage: false,
+        ..CacheConfig::default()
+    };
+    let c = Arc::new(CacheStore::with_devices(sim.clone(), devices, &config).unwrap());
+    let who = c.act_as(&ROOT).unwrap();
+    let root = c.lookup_path(1, b"").unwrap();
+    let mut files: Vec<SimObject> = ["a", "b"]
+        .iter()
+        .map(|n| c.create(&who, &root, n.as_bytes(), CreateMode::Guarded, &SetAttrs::default(), true).unwrap().object)
+        .collect();
+    // The destager goes in handle order: `first`'s data is read while
+    // `hot`, logged as one record, waits its turn.
+    files.sort_by(|x, y| x.handle().cmp(y.handle()));
+    let (first, hot) = (files[0].clone(), files[1].clone());
+    c.write(&who, &first, 0, &stamp(1000, 65536), Stability::FileSync).unwrap();
+    c.write(&who, &hot, 0, &stamp(0, 4096), Stability::FileSync).unwrap();
+
+    let writes = Arc::new(AtomicU64::new(0));
+    let (weak, n, f) = (Arc::downgrade(&c), writes.clone(), hot.clone());
+    *hooked.on_read.lock().unwrap() = Some(Box::new(move || {
+        let (Some(c), i) = (weak.upgrade(), n.load(Ordering::SeqCst)) else { return };
+        if i < WRITES_MAX {
+            n.store(i + 1, Ordering::SeqCst);
+            let who = c.act_as(&ROOT).unwrap();
+            c.write(&who, &f, 0, &stamp(i + 1, 4096), Stability::Unstable).unwrap();
+        }
+    }));
+    c.shared().flush("test", |_| {}).unwrap();
+    *hooked.on_read.lock().unwrap() = None;
+    let writes = writes.load(Ordering::SeqCst);
+    assert!(writes < 5, "the flush ended only when the client stopped writing ({writes} rounds with a write)");
+    let s = c.shared();
+    assert_eq!((s.index.dirty_bytes(), s.log_usage().unwrap().0), (0, 0), "the log is empty after the flush");
+    assert_eq!(sim.file_data(hot.fileid()).unwrap(), stamp(writes, 4096), "the back end has the newest data");
+    assert_eq!(sim.file_data(first.fileid()).unwrap(), stamp(1000, 65536));
 }
 
 #[test]

@@ -85,6 +85,9 @@ pub enum Request {
     CacheMode { export: String, mode: String },
     /// The cache's event log, oldest first.
     CacheEvents {},
+    /// Destages every dirty byte of the log to the back end and empties
+    /// the log (progress lines: dirty bytes left).
+    CacheFlush {},
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -242,6 +245,7 @@ impl AdminState {
             Request::CacheRemove { device } => {
                 self.cache_op(progress, move |s, p| s.shared().remove_device(&device, p)).await
             }
+            Request::CacheFlush {} => self.cache_op(progress, |s, p| s.shared().flush("keel cache flush", p)).await,
             Request::CacheMode { export, mode } => {
                 let (id, path) = cache::find_export(&self.stats.export_names(), &export)?;
                 let mode = keel_cache::CacheMode::parse(&mode).map_err(|e| e.to_string())?;

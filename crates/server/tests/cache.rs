@@ -388,3 +388,27 @@ fn a_cache_device_on_tmpfs_is_refused_at_add_and_at_start() {
     drop(server);
     drop(tmpfs);
 }
+
+/// `keel cache flush`: the log's dirty data reaches the file system (read
+/// on the host, not through Keel) and the log is empty when it returns.
+#[test]
+fn cache_flush_writes_the_log_to_the_disk_and_empties_it() {
+    let devices = TempDir::new("cache-flush");
+    let c1 = device_file(devices.path(), "c1", 96 * MIB);
+    let c2 = device_file(devices.path(), "c2", 96 * MIB);
+    let server = TestServer::start("cache-flush", vec![write_back_export("export")], &cache_table(&[&c1, &c2], 32));
+    let local = TempDir::new("cache-flush-local");
+    let data = pattern(21, 2 * MIB as usize + 5);
+    nfs_cp_in(&server, &local, "f.bin", &data);
+    let before = cache_stat(&server);
+    assert!(before["dirty_bytes"].as_u64().unwrap() > 0, "the data is in the log: {before}");
+
+    let listed = keel_ok(&server, &["cache", "flush"]);
+    assert!(listed.contains("cache log: 0 B of"), "{listed}");
+    let after = cache_stat(&server);
+    assert_eq!((after["dirty_bytes"].as_u64(), after["log_used_bytes"].as_u64()), (Some(0), Some(0)), "{after}");
+    let on_disk = std::fs::read(server.export_dir(1).join("f.bin")).unwrap();
+    assert!(on_disk == data, "the file on the disk is not what was written ({} bytes)", on_disk.len());
+    let events = keel_ok(&server, &["cache", "events"]);
+    assert!(events.contains("flush finished (keel cache flush)"), "{events}");
+}
