@@ -84,6 +84,7 @@ impl<S: Store> Shared<S> {
         }
         *devices = next;
         self.restart_read_cache(&devices);
+        self.missing.lock().unwrap_or_else(|p| p.into_inner()).clear();
         self.events.push(Event::DeviceAdded { device: name });
         Ok(())
     }
@@ -147,8 +148,12 @@ impl<S: Store> Shared<S> {
             }
         };
         if devices.len() < 2 {
-            self.events
-                .push(Event::Degraded { reason: format!("{} cache device(s): write-back needs two", devices.len()) });
+            let reason = format!(
+                "{} cache device(s): write-back exports are served write-through until two work: add one with \
+                 `keel cache add DEVICE`",
+                devices.len()
+            );
+            self.events.push(Event::Degraded { reason });
         }
         Ok(())
     }

@@ -46,6 +46,22 @@ pub enum DeviceError {
     Volatile { device: String, what: &'static str },
 }
 
+impl DeviceError {
+    /// Whether the device is gone rather than unfit: its path no longer
+    /// names anything (ENOENT), or names a device that is not there (ENXIO,
+    /// ENODEV) or does not answer (EIO). A start goes on without such a
+    /// device; an unfit one (too small, in use, in memory) is refused.
+    pub fn is_missing(&self) -> bool {
+        match self {
+            DeviceError::Open { source, .. } => {
+                source.kind() == io::ErrorKind::NotFound
+                    || matches!(source.raw_os_error(), Some(libc::ENXIO | libc::ENODEV | libc::EIO))
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Why a destage round stopped; everything it had not retired stays dirty.
 #[derive(Debug, thiserror::Error)]
 pub enum DestageError {
@@ -79,6 +95,12 @@ pub enum CacheError {
     Log(io::Error),
     #[error("the log still holds {dirty_bytes} dirty bytes: {source}")]
     Flush { dirty_bytes: u64, source: DestageError },
+    #[error(
+        "no cache device could be opened ({devices}): the write-back log, and any data it held that was not on \
+         the disks yet, was on them. If they are lost for good, take them out of [cache] devices and set the \
+         exports' cache to off"
+    )]
+    AllMissing { devices: String },
     #[error("cannot start the destager: {0}")]
     Destager(io::Error),
     #[error("{device}: not a cache device (devices: {known})")]

@@ -121,6 +121,33 @@ pub struct Shared<S: Store> {
     /// Each file's write stream: its front, and how far the front moved.
     pub(crate) streams: Mutex<HashMap<Bytes, (u64, u64)>>,
     pub(crate) read_streams: Mutex<HashMap<Bytes, (u64, u64)>>,
+    /// Configured devices that were gone at start, until a device is added.
+    pub(crate) missing: Mutex<Vec<MissingDevice>>,
+}
+
+/// A configured device the cache started without.
+#[derive(Debug, Clone)]
+pub struct MissingDevice {
+    pub name: String,
+    /// Why it could not be opened.
+    pub reason: String,
+}
+
+/// What a start with fewer than two working log devices tells the
+/// administrator to do.
+fn degraded_at_start(healthy: usize, missing: &[MissingDevice]) -> String {
+    const SERVED: &str = "write-back exports are served write-through (each write goes to the disks as its \
+                          client asks) until two cache devices work";
+    if missing.is_empty() {
+        return format!("{healthy} working cache device: {SERVED}: add one with `keel cache add DEVICE`");
+    }
+    let names: Vec<&str> = missing.iter().map(|m| m.name.as_str()).collect();
+    format!(
+        "{} missing, the log recovered from the device left: {SERVED}: add a new one with `keel cache add \
+         DEVICE`, and name it in [cache] devices in place of {}",
+        names.join(", "),
+        names.join(", ")
+    )
 }
 
 /// The cache tier in front of store `S`.
@@ -148,18 +175,45 @@ pub(crate) fn log_error(e: LogError) -> StoreError {
 impl<S: Store> CacheStore<S> {
     /// Opens the cache devices, recovers their log (the index is rebuilt
     /// before this returns) and starts the destager.
+    ///
+    /// A device that is gone ([`DeviceError::is_missing`]) is left out, with
+    /// an event: the log is recovered from the other mirror, and with fewer
+    /// than two devices write-back exports are served write-through until
+    /// one is added. With every device gone the start is refused.
     pub fn open(inner: Arc<S>, config: &CacheConfig) -> Result<Self, CacheError> {
         let mut devices = Vec::new();
+        let mut missing = Vec::new();
         for path in &config.devices {
-            let dev = FileDevice::open(path)?;
+            let dev = match FileDevice::open(path) {
+                Ok(dev) => dev,
+                Err(e) if e.is_missing() => {
+                    tracing::error!("cache device missing: {e}");
+                    missing.push(MissingDevice { name: path.display().to_string(), reason: e.to_string() });
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             devices::check_distinct(&devices, &dev.path, dev.id)?;
             devices.push(CacheDevice { name: path.display().to_string(), id: Some(dev.id), io: Arc::new(dev) });
         }
-        Self::with_devices(inner, devices, config)
+        if devices.is_empty() && !missing.is_empty() {
+            let list: Vec<String> = missing.iter().map(|m| m.reason.clone()).collect();
+            return Err(CacheError::AllMissing { devices: list.join("; ") });
+        }
+        Self::start(inner, devices, missing, config)
     }
 
     /// As [`CacheStore::open`], on devices already open (tests: simulated).
     pub fn with_devices(inner: Arc<S>, devices: Vec<CacheDevice>, config: &CacheConfig) -> Result<Self, CacheError> {
+        Self::start(inner, devices, Vec::new(), config)
+    }
+
+    fn start(
+        inner: Arc<S>,
+        devices: Vec<CacheDevice>,
+        missing: Vec<MissingDevice>,
+        config: &CacheConfig,
+    ) -> Result<Self, CacheError> {
         config.check()?;
         let events = Arc::new(Events::default());
         let shared = Arc::new(Shared {
@@ -182,6 +236,7 @@ impl<S: Store> CacheStore<S> {
             stop: AtomicBool::new(false),
             streams: Mutex::new(HashMap::new()),
             read_streams: Mutex::new(HashMap::new()),
+            missing: Mutex::new(missing.clone()),
         });
         if !devices.is_empty() {
             let mirrors: Vec<Arc<Mirror>> =
@@ -193,8 +248,12 @@ impl<S: Store> CacheStore<S> {
                 shared.rebuild(&opened.records);
                 events.push(Event::Recovered { records: n, dirty_bytes: shared.index.dirty_bytes() });
             }
-            if devices.len() < 2 {
-                events.push(Event::Degraded { reason: "one cache device: write-back needs two".into() });
+            for m in &missing {
+                events.push(Event::DeviceMissing { device: m.name.clone(), reason: m.reason.clone() });
+            }
+            let healthy = opened.log.healthy_mirrors();
+            if healthy < 2 {
+                events.push(Event::Degraded { reason: degraded_at_start(healthy, &missing) });
             }
             *shared.read_cache.write().unwrap_or_else(|p| p.into_inner()) =
                 Some(Arc::new(shared.make_read_cache(&devices, opened.log.ring_bytes())));
@@ -287,6 +346,21 @@ impl<S: Store> Shared<S> {
             self.flush(&format!("{export} set to {}", mode.name()), progress)?;
         }
         Ok(())
+    }
+
+    /// How an export is served now: a write-back export with fewer than
+    /// two working log devices is served write-through.
+    pub fn serving(&self, export_id: u32) -> CacheMode {
+        match self.mode(export_id) {
+            CacheMode::WriteBack if self.log().is_none_or(|l| l.healthy_mirrors() < 2) => CacheMode::WriteThrough,
+            mode => mode,
+        }
+    }
+
+    /// Configured devices the cache started without (gone), until a
+    /// device is added.
+    pub fn missing_devices(&self) -> Vec<MissingDevice> {
+        self.missing.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn stopping(&self) -> bool {

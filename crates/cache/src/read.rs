@@ -191,7 +191,7 @@ impl<S: Store> Shared<S> {
         let end = offset.saturating_add(data.len() as u64);
         let (generation, dropped) = rc.invalidate_blocks(handle, offset, end);
         let Some(before) = gen_before else { return };
-        if !ok || generation != before + 1 || self.mode(obj.export_id()) != CacheMode::WriteThrough {
+        if !ok || generation != before + 1 || self.serving(obj.export_id()) != CacheMode::WriteThrough {
             return;
         }
         let b = rc.slot_bytes();

@@ -152,6 +152,7 @@ impl<S: Store> Store for CacheStore<S> {
         {
             let seq = slot.lock().last_seq;
             sh.sync_log(&log, seq)?;
+            sh.durable_without_two_copies(&log);
         }
         let v = sh.inner.commit(who, obj, flush)?;
         Ok(combine(v, sh.epoch.load(Ordering::Acquire)))

@@ -113,8 +113,24 @@ impl<S: Store> Shared<S> {
         sh.invalidate(handle, offset, offset + data.len() as u64);
         if stability != Stability::Unstable {
             sh.sync_log(&log, last_seq)?;
+            sh.durable_without_two_copies(&log);
         }
         Ok(WriteOut { before, after, verifier })
+    }
+
+    /// With fewer than two working mirrors (one failed under this very
+    /// write or COMMIT), one copy in the log is not enough to acknowledge
+    /// data as stable on: a destage round puts everything logged so far
+    /// on the back end, synced, first. If the back end fails too, the
+    /// synced copy on the survivor is what there is: an error would not
+    /// undo the record (a replay applies it), so the reply stands.
+    pub(crate) fn durable_without_two_copies(&self, log: &Log) {
+        if log.healthy_mirrors() >= 2 {
+            return;
+        }
+        if let Err(e) = self.destage_round(log, u64::MAX) {
+            tracing::error!("cache: one cache device left, and logged data cannot reach the disks: {e}");
+        }
     }
 
     /// Whether a write of a file with nothing in the log goes to the back

@@ -294,8 +294,9 @@ fn a_failing_device_degrades_write_back_without_losing_acknowledged_data() {
     let a = pattern(7, 50_000);
     rig.write(&f, 0, &a, Stability::FileSync);
     rig.devs[1].kill();
-    // With one device left, writes go to the back end unless they overlap
-    // dirty data (those stay in order, in the log on the survivor).
+    // With one device left, writes go to the back end (those over dirty
+    // data durably, with a small record on the survivor that keeps a
+    // replay from writing the older data over them).
     let b = pattern(8, 1000);
     rig.write(&f, 50_000, &b, Stability::FileSync);
     let events = rig.c().shared().events.list();
@@ -314,6 +315,40 @@ fn a_failing_device_degrades_write_back_without_losing_acknowledged_data() {
     rig.power_cut(false);
     assert_eq!(rig.read_all(&f), model);
     assert_eq!(rig.read_all(&g), b"DIRECT");
+}
+
+/// A log device failing at runtime is an event of its own ("degraded",
+/// saying what to run), and from then on nothing is acknowledged as stable
+/// from the one copy left: a COMMIT first puts the logged data on the back
+/// end, and a stable write over logged data goes there before its reply.
+#[test]
+fn a_device_failing_at_runtime_is_a_degraded_event_and_nothing_stable_rests_on_one_copy() {
+    let mut rig = Rig::new(30);
+    let f = rig.file("f");
+    let mut model = pattern(30, 20_000);
+    rig.write(&f, 0, &model, Stability::FileSync);
+    rig.devs[0].kill();
+    // This write meets the dead device: logged on the survivor only.
+    let over = pattern(31, 8192);
+    rig.write(&f, 4096, &over, Stability::Unstable);
+    model[4096..4096 + 8192].copy_from_slice(&over);
+    let events = rig.c().shared().events.list();
+    let degraded = events.iter().find_map(|(_, e)| match e {
+        Event::Degraded { reason } => Some(reason.clone()),
+        _ => None,
+    });
+    let degraded = degraded.expect("a degraded event when the device failed");
+    assert!(degraded.contains("sim0") && degraded.contains("keel cache remove sim0"), "{degraded}");
+    assert_eq!(rig.c().shared().serving(1), CacheMode::WriteThrough);
+    let c = rig.c();
+    c.commit(&c.act_as(&ROOT).unwrap(), &f, true).unwrap();
+    assert_eq!(rig.backend(&f), model, "COMMIT put the data on the back end");
+    let again = pattern(32, 3000);
+    rig.write(&f, 15_000, &again, Stability::FileSync);
+    model[15_000..18_000].copy_from_slice(&again);
+    assert_eq!(rig.backend(&f), model, "a stable write went to the back end");
+    rig.power_cut(false);
+    assert_eq!(rig.read_all(&f), model);
 }
 
 #[test]

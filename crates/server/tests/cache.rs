@@ -412,3 +412,50 @@ fn cache_flush_writes_the_log_to_the_disk_and_empties_it() {
     let events = keel_ok(&server, &["cache", "events"]);
     assert!(events.contains("flush finished (keel cache flush)"), "{events}");
 }
+
+/// A cache device lost for good after a crash: Keel starts on the one
+/// left (no configuration edit), every write acknowledged before is there,
+/// `keel status`, `keel cache list` and `keel cache events` say it is
+/// degraded and what to run, and `keel cache add` makes it write-back
+/// again.
+#[test]
+fn a_lost_cache_device_leaves_a_degraded_start_until_one_is_added() {
+    let devices = TempDir::new("cache-lost-device");
+    let c1 = device_file(devices.path(), "c1", 96 * MIB);
+    let c2 = device_file(devices.path(), "c2", 96 * MIB);
+    let c3 = device_file(devices.path(), "c3", 96 * MIB);
+    let mut server = TestServer::start("cache-lost", vec![write_back_export("export")], &cache_table(&[&c1, &c2], 32));
+    let local = TempDir::new("cache-lost-local");
+    let data = pattern(31, 2 * MIB as usize + 3);
+    nfs_cp_in(&server, &local, "f.bin", &data);
+    assert!(cache_stat(&server)["dirty_bytes"].as_u64().unwrap() > 0, "the data is in the log");
+
+    server.kill9();
+    std::fs::remove_file(&c2).unwrap();
+    server.start_again();
+    assert!(nfs_cp_out(&server, &local, "f.bin") == data, "f.bin after the restart on one device");
+    let status = keel(&server, &["status"]);
+    let said = String::from_utf8_lossy(&status.stdout);
+    assert_eq!(status.status.code(), Some(1), "degraded is unhealthy: {said}");
+    assert!(said.contains("served write-through") && said.contains("keel cache add"), "{said}");
+    assert!(said.contains(&format!("cache device {} was missing at start", c2.display())), "{said}");
+    let listed = keel_ok(&server, &["cache", "list"]);
+    assert!(listed.contains("(write-back, served write-through for now)"), "{listed}");
+    let events = keel_ok(&server, &["cache", "events"]);
+    assert!(events.contains(&format!("device missing at start: {}", c2.display())), "{events}");
+    assert!(events.contains("degraded: ") && events.contains("keel cache add DEVICE"), "{events}");
+    // Writes go to the disk meanwhile.
+    let more = pattern(32, MIB as usize);
+    nfs_cp_in(&server, &local, "g.bin", &more);
+    assert!(std::fs::read(server.export_dir(1).join("g.bin")).unwrap() == more);
+
+    keel_ok(&server, &["cache", "add", c3.to_str().unwrap()]);
+    let listed = keel_ok(&server, &["cache", "list"]);
+    assert!(listed.contains("(write-back)") && !listed.contains("served write-through"), "{listed}");
+    assert_eq!(keel(&server, &["status"]).status.code(), Some(0), "healthy again");
+    assert!(nfs_cp_out(&server, &local, "f.bin") == data);
+    let logged = cache_stat(&server)["exports"][0]["bytes_logged"].as_u64().unwrap();
+    let again = pattern(33, MIB as usize);
+    nfs_cp_in(&server, &local, "h.bin", &again);
+    assert!(cache_stat(&server)["exports"][0]["bytes_logged"].as_u64().unwrap() > logged, "write-back again");
+}
