@@ -34,13 +34,16 @@
 //! - **Bypass**: writes of files with nothing in the log go straight to the
 //!   back end when the export is not write-back, when a stream is
 //!   sequential past the cutoff (sequential bandwidth is the back end's),
-//!   when the log is full, and when fewer than two devices work. A write
-//!   over a file's logged data past a full log goes to the back end too,
-//!   durably, followed by a small `Bypassed` record (the ring keeps room
-//!   for those) that makes a replay drop the older logged data there.
+//!   when the log is full, and when fewer than two devices work (a
+//!   write-back export is then served write-through). A write over a
+//!   file's logged data past a full log, during a flush, or with one
+//!   working device goes to the back end too, durably, followed by a small
+//!   `Bypassed` record (the ring keeps room for those) that makes a replay
+//!   drop the older logged data there.
 //! - **Recovery** ([`log`]): at start the log is read back from the head,
 //!   checksums and sequence numbers checked, and the index rebuilt before
-//!   the first call is served.
+//!   the first call is served. A configured device that is gone is left
+//!   out: the other mirror's copy of the log is recovered.
 //!
 //! **Invariants:** a file with records in the live log has all its writes
 //! and truncations logged (so replay is its exact history); dirty data
