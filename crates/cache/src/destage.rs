@@ -21,6 +21,7 @@ use std::time::Duration;
 use keel_store::{Cred, ExportInfo, SetAttrs, SetTime, Stability, Store, StoreError};
 
 use crate::Shared;
+use crate::error::DestageError;
 use crate::events::Event;
 use crate::log::Log;
 
@@ -56,7 +57,7 @@ pub fn run<S: Store>(sh: &Arc<Shared<S>>) {
                 failures += 1;
                 sh.stats.destage_errors.fetch_add(1, Ordering::Relaxed);
                 if failures == 1 || failures.is_power_of_two() {
-                    sh.events.push(Event::DestageFailed { reason: e });
+                    sh.events.push(Event::DestageFailed { reason: e.to_string() });
                 }
                 std::thread::sleep(Duration::from_millis(100 * u64::from(failures.min(50))));
                 continue;
@@ -73,10 +74,10 @@ pub fn run<S: Store>(sh: &Arc<Shared<S>>) {
 impl<S: Store> Shared<S> {
     /// One round over at most `bytes_max` of the log. Returns the bytes
     /// written to the back end.
-    pub fn destage_round(&self, log: &Log, bytes_max: u64) -> Result<u64, String> {
+    pub fn destage_round(&self, log: &Log, bytes_max: u64) -> Result<u64, DestageError> {
         let _round = self.round.lock().unwrap_or_else(|p| p.into_inner());
         let (cut_seq, cut_addr) = log.cut(bytes_max);
-        let who = self.inner.act_as(&Cred::ROOT).map_err(|e| format!("cannot act as root: {e}"))?;
+        let who = self.inner.act_as(&Cred::ROOT).map_err(DestageError::ActAsRoot)?;
         let exports = self.inner.exports();
         let mut files = self.index.all();
         files.sort_by(|a, b| a.0.cmp(&b.0));
@@ -103,14 +104,13 @@ impl<S: Store> Shared<S> {
                     self.events.push(Event::Dropped { bytes: dropped });
                     continue;
                 }
-                Err(e) => return Err(format!("cannot open a file with dirty data: {e}")),
+                Err(e) => return Err(DestageError::Open(e)),
             };
             for (offset, len, parts) in coalesce(&pieces) {
                 buf.resize(len as usize, 0);
                 let mut at = 0usize;
                 for e in parts {
-                    log.read_data(&mut buf[at..at + e.len as usize], e.pos)
-                        .map_err(|err| format!("cannot read dirty data from the log: {err}"))?;
+                    log.read_data(&mut buf[at..at + e.len as usize], e.pos).map_err(DestageError::LogRead)?;
                     at += e.len as usize;
                 }
                 let r = self.inner.write(&who, &obj, offset, &buf, Stability::Unstable);
@@ -118,24 +118,22 @@ impl<S: Store> Shared<S> {
                 // blocks the log overlays until the extents are retired,
                 // below: the invalidation comes first).
                 self.invalidate(&handle, offset, offset + len);
-                r.map_err(|e| format!("back-end write failed: {e}"))?;
+                r.map_err(DestageError::Write)?;
                 written += len;
             }
             if done_after {
                 // The client's mtime, not the destage's.
                 let set = SetAttrs { mtime: SetTime::To(mtime), ..SetAttrs::default() };
-                self.inner
-                    .setattr(&who, &obj, &set, None, false)
-                    .map_err(|e| format!("back-end setattr failed: {e}"))?;
+                self.inner.setattr(&who, &obj, &set, None, false).map_err(DestageError::SetAttr)?;
             }
-            self.inner.commit(&who, &obj, true).map_err(|e| format!("back-end sync failed: {e}"))?;
+            self.inner.commit(&who, &obj, true).map_err(DestageError::Sync)?;
             let retired = slot.lock().retire(cut_seq);
             self.index.add_dirty(-(retired as i64));
         }
         drop(who);
         {
             let _reuse = self.ring_guard.write().unwrap_or_else(|p| p.into_inner());
-            log.advance_head(cut_seq, cut_addr).map_err(|e| format!("cannot move the log head: {e}"))?;
+            log.advance_head(cut_seq, cut_addr).map_err(DestageError::Head)?;
         }
         self.index.release_before(cut_seq);
         self.stats.destaged_bytes.fetch_add(written, Ordering::Relaxed);

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::error::DeviceError;
 use crate::wear::{self, Wear};
 
 use keel_store::sim::Rng;
@@ -51,9 +52,9 @@ pub struct FileDevice {
 }
 
 impl FileDevice {
-    pub fn open(path: &Path) -> Result<Self, String> {
-        let what = path.display();
-        let meta = std::fs::metadata(path).map_err(|e| format!("{what}: {e}"))?;
+    pub fn open(path: &Path) -> Result<Self, DeviceError> {
+        let device = || path.display().to_string();
+        let meta = std::fs::metadata(path).map_err(|source| DeviceError::Open { device: device(), source })?;
         let ft = meta.file_type();
         let (file, id) = if ft.is_block_device() {
             let file = OpenOptions::new()
@@ -61,9 +62,9 @@ impl FileDevice {
                 .write(true)
                 .custom_flags(libc::O_EXCL | libc::O_CLOEXEC)
                 .open(path)
-                .map_err(|e| match e.raw_os_error() {
-                    Some(libc::EBUSY) => format!("{what}: the device is in use (mounted, or already a cache device)"),
-                    _ => format!("{what}: {e}"),
+                .map_err(|source| match source.raw_os_error() {
+                    Some(libc::EBUSY) => DeviceError::Busy { device: device() },
+                    _ => DeviceError::Open { device: device(), source },
                 })?;
             (file, DeviceId::Block(meta.rdev()))
         } else if ft.is_file() {
@@ -72,21 +73,55 @@ impl FileDevice {
                 .write(true)
                 .custom_flags(libc::O_CLOEXEC)
                 .open(path)
-                .map_err(|e| format!("{what}: {e}"))?;
+                .map_err(|source| DeviceError::Open { device: device(), source })?;
             (file, DeviceId::File { dev: meta.dev(), ino: meta.ino() })
         } else {
-            return Err(format!("{what}: not a block device or a regular file"));
+            return Err(DeviceError::NotADevice { device: device() });
         };
-        let len = device_size(&file).map_err(|e| format!("{what}: cannot find its size: {e}"))? & !511;
+        let volatile = match id {
+            DeviceId::Block(rdev) => volatile_block_device(Path::new(SYS_DEV_BLOCK), rdev),
+            _ => volatile_fs(
+                crate::sys::fs_type(&file).map_err(|source| DeviceError::Open { device: device(), source })?,
+            ),
+        };
+        if let Some(what) = volatile {
+            return Err(DeviceError::Volatile { device: device(), what });
+        }
+        let len = device_size(&file).map_err(|source| DeviceError::Size { device: device(), source })? & !511;
         if len < DEVICE_BYTES_MIN {
-            return Err(format!(
-                "{what}: too small ({} MiB; a cache device needs at least {} MiB)",
-                len >> 20,
-                DEVICE_BYTES_MIN >> 20
-            ));
+            return Err(DeviceError::TooSmall { device: device(), mib: len >> 20, min_mib: DEVICE_BYTES_MIN >> 20 });
         }
         Ok(FileDevice { file, len, id, path: path.to_path_buf(), wear: Mutex::new(None) })
     }
+}
+
+/// RAMFS_MAGIC of linux/magic.h (libc names tmpfs's and hugetlbfs's, not
+/// this one).
+const RAMFS_MAGIC: u32 = 0x8584_58f6;
+/// RAMDISK_MAJOR of linux/major.h: brd's `/dev/ramN`.
+const RAMDISK_MAJOR: u32 = 1;
+const SYS_DEV_BLOCK: &str = "/sys/dev/block";
+
+/// What a file system of type `f_type` (statfs) is, if it keeps its files
+/// in memory only: tmpfs (also `/dev/shm` and devtmpfs), ramfs, hugetlbfs.
+pub fn volatile_fs(f_type: u32) -> Option<&'static str> {
+    match f_type {
+        t if t == libc::TMPFS_MAGIC as u32 => Some("on tmpfs"),
+        RAMFS_MAGIC => Some("on ramfs"),
+        t if t == libc::HUGETLBFS_MAGIC as u32 => Some("on hugetlbfs"),
+        _ => None,
+    }
+}
+
+/// What block device `rdev` is, if its blocks are memory: a brd RAM disk
+/// or a zram device (named by the kernel in `sys_dev_block`).
+fn volatile_block_device(sys_dev_block: &Path, rdev: u64) -> Option<&'static str> {
+    if libc::major(rdev) == RAMDISK_MAJOR {
+        return Some("a RAM disk (brd)");
+    }
+    let link = sys_dev_block.join(format!("{}:{}", libc::major(rdev), libc::minor(rdev)));
+    let name = std::fs::canonicalize(link).ok()?.file_name()?.to_string_lossy().into_owned();
+    name.starts_with("zram").then_some("a RAM disk (zram)")
 }
 
 fn device_size(file: &File) -> io::Result<u64> {
@@ -295,5 +330,43 @@ impl DeviceIo for SimDevice {
             st.durable[a..b].copy_from_slice(&chunk);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_systems_in_memory_are_told_by_their_statfs_type() {
+        assert_eq!(volatile_fs(0x0102_1994), Some("on tmpfs"));
+        assert_eq!(volatile_fs(0x8584_58f6), Some("on ramfs"));
+        assert_eq!(volatile_fs(0x9584_58f6), Some("on hugetlbfs"));
+        // XFS, ext4, btrfs keep what they are given.
+        for disk in [0x5846_5342, 0xef53, 0x9123_683e] {
+            assert_eq!(volatile_fs(disk), None, "{disk:#x}");
+        }
+        // A real tmpfs, where the machine has one at /dev/shm.
+        if let Ok(shm) = File::open("/dev/shm") {
+            assert_eq!(volatile_fs(crate::sys::fs_type(&shm).unwrap()), Some("on tmpfs"));
+        }
+    }
+
+    #[test]
+    fn ram_disks_are_told_by_their_major_or_their_kernel_name() {
+        let root = std::env::temp_dir().join(format!("keel-volatile-sysfs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("dev-block")).unwrap();
+        for (number, device) in [("251:0", "virtual/block/zram0"), ("7:0", "virtual/block/loop0")] {
+            let dir = root.join("devices").join(device);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::os::unix::fs::symlink(&dir, root.join("dev-block").join(number)).unwrap();
+        }
+        let sys = root.join("dev-block");
+        assert_eq!(volatile_block_device(&sys, libc::makedev(251, 0)), Some("a RAM disk (zram)"));
+        assert_eq!(volatile_block_device(&sys, libc::makedev(1, 3)), Some("a RAM disk (brd)"));
+        assert_eq!(volatile_block_device(&sys, libc::makedev(7, 0)), None);
+        assert_eq!(volatile_block_device(&sys, libc::makedev(259, 0)), None, "not in sysfs: not known to be RAM");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -22,6 +22,12 @@ pub enum Event {
         device: String,
         reason: String,
     },
+    /// A configured device that could not be opened at start (gone): the
+    /// cache started without it.
+    DeviceMissing {
+        device: String,
+        reason: String,
+    },
     ModeChanged {
         export: String,
         from: String,
@@ -34,7 +40,8 @@ pub enum Event {
     FlushFinished {
         why: String,
     },
-    /// Write-back is off for new writes: fewer than two working devices.
+    /// Write-back is off for new writes (write-back exports are served
+    /// write-through): fewer than two working devices.
     Degraded {
         reason: String,
     },
@@ -63,6 +70,9 @@ impl fmt::Display for Event {
             Event::DeviceAdded { device } => write!(f, "device added: {device}"),
             Event::DeviceRemoved { device } => write!(f, "device removed: {device}"),
             Event::DeviceFailed { device, reason } => write!(f, "device failed: {device}: {reason}"),
+            Event::DeviceMissing { device, reason } => {
+                write!(f, "device missing at start: {device}: {reason}; started without it")
+            }
             Event::ModeChanged { export, from, to } => write!(f, "mode changed: {export}: {from} -> {to}"),
             Event::FlushStarted { why, dirty_bytes } => write!(f, "flush started ({why}): {dirty_bytes} dirty bytes"),
             Event::FlushFinished { why } => write!(f, "flush finished ({why})"),

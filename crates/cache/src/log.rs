@@ -418,10 +418,29 @@ impl Log {
 
     fn fail(&self, m: &Mirror, what: &str, e: &io::Error) {
         m.errors.fetch_add(1, Ordering::Relaxed);
-        if !m.failed.swap(true, Ordering::AcqRel) {
-            tracing::error!(device = %m.name, "cache device failed ({what}): {e}");
-            self.events.push(Event::DeviceFailed { device: m.name.clone(), reason: format!("{what}: {e}") });
+        if m.failed.swap(true, Ordering::AcqRel) {
+            return;
         }
+        tracing::error!(device = %m.name, "cache device failed ({what}): {e}");
+        self.events.push(Event::DeviceFailed { device: m.name.clone(), reason: format!("{what}: {e}") });
+        let healthy = self.healthy_mirrors();
+        if healthy == 0 {
+            return;
+        }
+        // From now on its copy of the log falls behind: a later start
+        // that finds only this device must not replay it (its records
+        // were destaged, and maybe overwritten since). Best effort: the
+        // device may take no write any more.
+        if let Err(e) = Log::erase(m.dev.as_ref()) {
+            tracing::warn!(device = %m.name, "cannot erase the failed device's log superblocks: {e}");
+        }
+        self.events.push(Event::Degraded {
+            reason: format!(
+                "cache device {} failed: write-back exports are served write-through until two cache devices \
+                 work: run `keel cache remove {}`, then `keel cache add DEVICE`",
+                m.name, m.name
+            ),
+        });
     }
 
     /// Writes `buf` at `pos` on every healthy mirror. Fails only when none

@@ -85,6 +85,9 @@ pub enum Request {
     CacheMode { export: String, mode: String },
     /// The cache's event log, oldest first.
     CacheEvents {},
+    /// Destages every dirty byte of the log to the back end and empties
+    /// the log (progress lines: dirty bytes left).
+    CacheFlush {},
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -212,14 +215,14 @@ impl AdminState {
     async fn cache_op(
         self: &Arc<Self>,
         progress: UnboundedSender<serde_json::Value>,
-        op: impl FnOnce(&Served, &mut dyn FnMut(u64)) -> Result<(), String> + Send + 'static,
+        op: impl FnOnce(&Served, &mut dyn FnMut(u64)) -> Result<(), keel_cache::CacheError> + Send + 'static,
     ) -> Result<serde_json::Value, String> {
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
             let mut p = cache::Progress::new(|dirty| {
                 let _ = progress.send(serde_json::json!({ "dirty_bytes": dirty }));
             });
-            op(&me.served, &mut |dirty| p.tick(dirty))?;
+            op(&me.served, &mut |dirty| p.tick(dirty)).map_err(|e| e.to_string())?;
             cache::write_record(&me.state_dir, &me.served)
                 .map_err(|e| format!("done, but the device record could not be written: {e}"))?;
             Ok(to_json(cache::snapshot(&me.served, &me.stats.export_names())))
@@ -242,9 +245,10 @@ impl AdminState {
             Request::CacheRemove { device } => {
                 self.cache_op(progress, move |s, p| s.shared().remove_device(&device, p)).await
             }
+            Request::CacheFlush {} => self.cache_op(progress, |s, p| s.shared().flush("keel cache flush", p)).await,
             Request::CacheMode { export, mode } => {
                 let (id, path) = cache::find_export(&self.stats.export_names(), &export)?;
-                let mode = keel_cache::CacheMode::parse(&mode)?;
+                let mode = keel_cache::CacheMode::parse(&mode).map_err(|e| e.to_string())?;
                 self.cache_op(progress, move |s, p| s.shared().set_mode(id, &path, mode, p)).await
             }
             Request::Status {} => Ok(to_json(self.status().await)),

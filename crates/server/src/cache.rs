@@ -103,6 +103,10 @@ pub fn snapshot(served: &Served, exports: &[(u32, String)]) -> CacheSnapshot {
                 id: *id,
                 path: path.clone(),
                 mode: sh.mode(*id).name().into(),
+                serving: match sh.serving(*id) {
+                    s if s == sh.mode(*id) => String::new(),
+                    s => s.name().into(),
+                },
                 writes_logged: c.writes_logged,
                 bytes_logged: c.bytes_logged,
                 writes_bypassed: Bypass::ALL
@@ -172,12 +176,19 @@ pub fn problems(served: &Served, exports: &[(u32, String)]) -> Vec<String> {
         .filter(|d| d.state == "failed")
         .map(|d| format!("cache device {} has failed ({} errors)", d.name, d.errors))
         .collect();
+    for m in sh.missing_devices() {
+        problems.push(format!(
+            "cache device {} was missing at start ({}): add a new one with `keel cache add DEVICE` and name it in \
+             [cache] devices in its place",
+            m.name, m.reason
+        ));
+    }
     let healthy = sh.log().map_or(0, |l| l.healthy_mirrors());
     for (id, path) in exports {
         if sh.mode(*id) == CacheMode::WriteBack && healthy < 2 {
             problems.push(format!(
-                "export {id} {path} is set to write-back but only {healthy} cache device(s) work: its writes go \
-                 straight to disk"
+                "export {id} {path} is set to write-back but only {healthy} cache device(s) work: it is served \
+                 write-through (its writes go straight to disk) until `keel cache add DEVICE` brings a second"
             ));
         }
     }

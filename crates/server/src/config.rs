@@ -631,7 +631,7 @@ impl Checker<'_> {
         let mode = match CacheMode::parse(v.get_ref()) {
             Ok(m) => m,
             Err(why) => {
-                self.error(&v.span(), why);
+                self.error(&v.span(), why.to_string());
                 return CacheMode::Off;
             }
         };
@@ -641,11 +641,18 @@ impl Checker<'_> {
             CacheMode::WriteThrough | CacheMode::WriteAround => 1,
         };
         if cache.devices.len() < needed {
-            let msg = format!(
+            let mut msg = format!(
                 "cache = {:?} needs {needed} cache device(s) in [cache] devices; {} given",
                 mode.name(),
                 cache.devices.len()
             );
+            if mode == CacheMode::WriteBack && cache.devices.len() == 1 {
+                // What an administrator who took a lost device out needs.
+                msg.push_str(
+                    " (if one was lost, keep it named: Keel starts on the one left, serving write-through, until \
+                     `keel cache add DEVICE` brings a second)",
+                );
+            }
             self.error(&v.span(), msg);
         }
         mode

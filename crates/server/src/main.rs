@@ -232,7 +232,8 @@ enum CacheCommand {
         json: bool,
     },
     /// Add a cache device: a block device (opened exclusively) or a file of
-    /// at least 64 MiB on a fast file system. With fewer than two devices
+    /// at least 64 MiB on a fast file system (not in memory: tmpfs, ramfs
+    /// and RAM disks are refused). With fewer than two devices
     /// before, the log moves onto the new pair (dirty data is destaged
     /// first). A runtime change: name the device in [cache] devices too.
     Add {
@@ -267,6 +268,14 @@ enum CacheCommand {
         server: AdminArgs,
         #[command(flatten)]
         sampling: Sampling,
+    },
+    /// Write every dirty byte in the write-back log to the disks now, and
+    /// return when the log is empty (progress: dirty bytes left). Before
+    /// moving the disks elsewhere: a stop leaves the log's data for the
+    /// next start to destage.
+    Flush {
+        #[command(flatten)]
+        server: AdminArgs,
     },
     /// The cache's event log, oldest first: devices added, failed and
     /// removed, mode changes, flushes, degradation, recovery.
@@ -829,6 +838,7 @@ fn cache_command(cmd: CacheCommand) -> anyhow::Result<()> {
             (server, admin::Request::CacheAdd { device })
         }
         CacheCommand::Remove { server, device } => (server, admin::Request::CacheRemove { device }),
+        CacheCommand::Flush { server } => (server, admin::Request::CacheFlush {}),
         CacheCommand::Mode { server, export, mode } => (server, admin::Request::CacheMode { export, mode }),
     };
     let answer = admin::call_with_progress(&server.socket()?, &request, None, |p| {

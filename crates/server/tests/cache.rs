@@ -329,3 +329,133 @@ fn wait_with_output(child: std::process::Child, limit: Duration) -> Output {
         }
     }
 }
+
+/// A tmpfs mounted for a test, unmounted when dropped.
+struct Tmpfs(TempDir);
+
+impl Tmpfs {
+    fn mount(tag: &str) -> Self {
+        let dir = TempDir::new(tag);
+        run_ok(
+            Command::new("mount").args(["-t", "tmpfs", "-o", "size=128m", "keel-test"]).arg(dir.path()),
+            CMD_TIMEOUT,
+        );
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+    }
+}
+
+/// A file on tmpfs would hold a copy of the write-back log that the next
+/// power cut empties (any device may become a log mirror: `keel cache
+/// remove` of a log device promotes the next): refused at `keel cache add`
+/// and at start, saying why.
+#[test]
+fn a_cache_device_on_tmpfs_is_refused_at_add_and_at_start() {
+    let devices = TempDir::new("cache-volatile");
+    let c1 = device_file(devices.path(), "c1", 96 * MIB);
+    let c2 = device_file(devices.path(), "c2", 96 * MIB);
+    let tmpfs = Tmpfs::mount("cache-tmpfs");
+    let shm = tmpfs.0.path().join("x");
+    std::fs::File::create(&shm).unwrap().set_len(96 * MIB).unwrap();
+    let shm_name = shm.display().to_string();
+    let mut server =
+        TestServer::start("cache-volatile", vec![write_back_export("export")], &cache_table(&[&c1, &c2], 32));
+
+    keel_refuses(&server, &["cache", "add", &shm_name], &format!("{shm_name}: on tmpfs, which a power cut"));
+    let stat = cache_stat(&server);
+    let names: Vec<&str> = stat["devices"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
+    assert_eq!(names, [c1.to_str().unwrap(), c2.to_str().unwrap()], "nothing changed");
+    // Removing a log device leaves one: no tmpfs file took its place.
+    keel_ok(&server, &["cache", "remove", c1.to_str().unwrap()]);
+    assert!(!keel_ok(&server, &["cache", "list"]).contains(&shm_name));
+
+    // Named in [cache] devices: the start is refused.
+    server.terminate();
+    let config = std::fs::read_to_string(&server.config).unwrap();
+    let old = format!("devices = [{:?}, {:?}]", c1.display().to_string(), c2.display().to_string());
+    assert!(config.contains(&old), "{config}");
+    let with_shm = format!("devices = [{:?}, {:?}]", c2.display().to_string(), shm_name);
+    std::fs::write(&server.config, config.replace(&old, &with_shm)).unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_keel")).arg("serve").arg("--config").arg(&server.config).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains(&format!("{shm_name}: on tmpfs")), "{stderr}");
+    drop(server);
+    drop(tmpfs);
+}
+
+/// `keel cache flush`: the log's dirty data reaches the file system (read
+/// on the host, not through Keel) and the log is empty when it returns.
+#[test]
+fn cache_flush_writes_the_log_to_the_disk_and_empties_it() {
+    let devices = TempDir::new("cache-flush");
+    let c1 = device_file(devices.path(), "c1", 96 * MIB);
+    let c2 = device_file(devices.path(), "c2", 96 * MIB);
+    let server = TestServer::start("cache-flush", vec![write_back_export("export")], &cache_table(&[&c1, &c2], 32));
+    let local = TempDir::new("cache-flush-local");
+    let data = pattern(21, 2 * MIB as usize + 5);
+    nfs_cp_in(&server, &local, "f.bin", &data);
+    let before = cache_stat(&server);
+    assert!(before["dirty_bytes"].as_u64().unwrap() > 0, "the data is in the log: {before}");
+
+    let listed = keel_ok(&server, &["cache", "flush"]);
+    assert!(listed.contains("cache log: 0 B of"), "{listed}");
+    let after = cache_stat(&server);
+    assert_eq!((after["dirty_bytes"].as_u64(), after["log_used_bytes"].as_u64()), (Some(0), Some(0)), "{after}");
+    let on_disk = std::fs::read(server.export_dir(1).join("f.bin")).unwrap();
+    assert!(on_disk == data, "the file on the disk is not what was written ({} bytes)", on_disk.len());
+    let events = keel_ok(&server, &["cache", "events"]);
+    assert!(events.contains("flush finished (keel cache flush)"), "{events}");
+}
+
+/// A cache device lost for good after a crash: Keel starts on the one
+/// left (no configuration edit), every write acknowledged before is there,
+/// `keel status`, `keel cache list` and `keel cache events` say it is
+/// degraded and what to run, and `keel cache add` makes it write-back
+/// again.
+#[test]
+fn a_lost_cache_device_leaves_a_degraded_start_until_one_is_added() {
+    let devices = TempDir::new("cache-lost-device");
+    let c1 = device_file(devices.path(), "c1", 96 * MIB);
+    let c2 = device_file(devices.path(), "c2", 96 * MIB);
+    let c3 = device_file(devices.path(), "c3", 96 * MIB);
+    let mut server = TestServer::start("cache-lost", vec![write_back_export("export")], &cache_table(&[&c1, &c2], 32));
+    let local = TempDir::new("cache-lost-local");
+    let data = pattern(31, 2 * MIB as usize + 3);
+    nfs_cp_in(&server, &local, "f.bin", &data);
+    assert!(cache_stat(&server)["dirty_bytes"].as_u64().unwrap() > 0, "the data is in the log");
+
+    server.kill9();
+    std::fs::remove_file(&c2).unwrap();
+    server.start_again();
+    assert!(nfs_cp_out(&server, &local, "f.bin") == data, "f.bin after the restart on one device");
+    let status = keel(&server, &["status"]);
+    let said = String::from_utf8_lossy(&status.stdout);
+    assert_eq!(status.status.code(), Some(1), "degraded is unhealthy: {said}");
+    assert!(said.contains("served write-through") && said.contains("keel cache add"), "{said}");
+    assert!(said.contains(&format!("cache device {} was missing at start", c2.display())), "{said}");
+    let listed = keel_ok(&server, &["cache", "list"]);
+    assert!(listed.contains("(write-back, served write-through for now)"), "{listed}");
+    let events = keel_ok(&server, &["cache", "events"]);
+    assert!(events.contains(&format!("device missing at start: {}", c2.display())), "{events}");
+    assert!(events.contains("degraded: ") && events.contains("keel cache add DEVICE"), "{events}");
+    // Writes go to the disk meanwhile.
+    let more = pattern(32, MIB as usize);
+    nfs_cp_in(&server, &local, "g.bin", &more);
+    assert!(std::fs::read(server.export_dir(1).join("g.bin")).unwrap() == more);
+
+    keel_ok(&server, &["cache", "add", c3.to_str().unwrap()]);
+    let listed = keel_ok(&server, &["cache", "list"]);
+    assert!(listed.contains("(write-back)") && !listed.contains("served write-through"), "{listed}");
+    assert_eq!(keel(&server, &["status"]).status.code(), Some(0), "healthy again");
+    assert!(nfs_cp_out(&server, &local, "f.bin") == data);
+    let logged = cache_stat(&server)["exports"][0]["bytes_logged"].as_u64().unwrap();
+    let again = pattern(33, MIB as usize);
+    nfs_cp_in(&server, &local, "h.bin", &again);
+    assert!(cache_stat(&server)["exports"][0]["bytes_logged"].as_u64().unwrap() > logged, "write-back again");
+}

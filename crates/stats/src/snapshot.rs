@@ -198,6 +198,11 @@ pub struct CacheExportSnapshot {
     pub path: String,
     /// write-back, off, ...
     pub mode: String,
+    /// How it is served now, where that differs from `mode`: a write-back
+    /// export with fewer than two working cache devices is served
+    /// write-through. Empty: as `mode` says.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub serving: String,
     pub writes_logged: u64,
     pub bytes_logged: u64,
     /// Writes sent straight to the back end, by reason (mode, sequential,

@@ -311,11 +311,12 @@ pub fn render_cache(c: &crate::snapshot::CacheSnapshot, interval: Option<f64>) -
             .collect();
         let _ = writeln!(
             o,
-            "cache export {} {} ({}): writes logged {} ({}), bypassed {} ({}){}; reads from log {} ({}), from disk {} ({}); \
-             read cache {} hits ({}), {} misses, {} admitted, {} sequential",
+            "cache export {} {} ({}{}): writes logged {} ({}), bypassed {} ({}){}; reads from log {} ({}), from disk {} \
+             ({}); read cache {} hits ({}), {} misses, {} admitted, {} sequential",
             e.id,
             e.path,
             e.mode,
+            if e.serving.is_empty() { String::new() } else { format!(", served {} for now", e.serving) },
             per(e.writes_logged),
             per_bytes(e.bytes_logged),
             per(e.writes_bypassed.iter().map(|b| b.writes).sum()),
