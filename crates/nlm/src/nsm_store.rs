@@ -3,7 +3,8 @@
 //! tell them (SM_NOTIFY) and hold a grace period for their reclaims.
 //!
 //! Layout of the directory (`nsm_state_dir`, by default `nsm` under the
-//! state directory; HA puts it on shared storage):
+//! state directory; HA puts it on shared storage), mode 0700, its files
+//! 0600:
 //! - `state`: the state number, decimal. Odd while up (NSM's rule); each
 //!   start makes it the next odd number.
 //! - `clients/<key>`: one file per monitored client: its address, the
@@ -21,7 +22,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use keel_store::state_file::{replace_durably, sync_dir};
+use keel_store::state_file::{self, replace_durably, sync_dir};
 
 /// Monitored clients at most: more files would slow the start down for
 /// no client's benefit (they are bounded by the hosts limit anyway).
@@ -76,7 +77,10 @@ impl NsmStore {
     /// before this start.
     pub fn open(dir: &Path) -> io::Result<(NsmStore, Vec<Monitored>)> {
         let clients = dir.join("clients");
-        fs::create_dir_all(&clients)?;
+        state_file::create_dir(&clients)?;
+        // Older versions made them world-writable.
+        state_file::make_private(dir)?;
+        state_file::make_private(&clients)?;
         let old: i32 = match fs::read_to_string(dir.join("state")) {
             Ok(text) => text.trim().parse().unwrap_or(0),
             Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
@@ -92,6 +96,7 @@ impl NsmStore {
                 let _ = fs::remove_file(&path);
                 continue;
             }
+            state_file::make_private(&path)?;
             let parsed = fs::read_to_string(&path).ok().and_then(|t| parse(&t));
             match parsed {
                 Some(m) if previous.len() < MONITORED_MAX => {

@@ -2,13 +2,13 @@
 //! again on SIGTERM.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::reply_journal::FileReplyJournal;
 use crate::tickle;
-use anyhow::{Context, bail};
+use anyhow::Context;
 use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
 use keel_nfs3_proto::{IPPROTO_TCP, IPPROTO_UDP};
 use keel_nlm::{LockConfig, LockManager, NlmProgram, NsmProgram};
@@ -79,7 +79,7 @@ pub fn run(
     let nofile = sys::raise_open_file_limit();
 
     let state_dir = &config.server.state_dir;
-    create_state_dir(state_dir)?;
+    let _state = crate::state_dir::StateDir::open(state_dir)?;
     if config.ha {
         crate::ha::check_shared(&config)?;
     }
@@ -138,7 +138,7 @@ pub fn run(
     // the admin socket and signals, so one thread is enough.
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("keel-admin").enable_all().build()?;
-    let mut lock_config = LockConfig::new(config.server.nsm_state_dir.clone().unwrap_or_else(|| state_dir.join("nsm")));
+    let mut lock_config = LockConfig::new(crate::state_dir::nsm_dir(&config));
     lock_config.grace_max = config.server.grace_max;
     lock_config.locks_per_client_max = config.server.max_locks_per_client;
     lock_config.hosts_max = LOCK_HOSTS_MAX;
@@ -463,34 +463,6 @@ async fn wait_for_stop_signal(reloader: &Arc<Reloader>, stats: &Arc<ServerStats>
             }
         }
     }
-}
-
-/// Creates the state directory (mode 0700) if needed, and refuses one that
-/// another user could change: it holds the handle key (whoever reads it
-/// can forge handles) and the administration socket.
-fn create_state_dir(dir: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
-    let meta = std::fs::symlink_metadata(dir)
-        .with_context(|| format!("cannot examine the state directory {}", dir.display()))?;
-    if !meta.is_dir() {
-        bail!("state directory {} is not a directory", dir.display());
-    }
-    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
-    if meta.uid() != me || meta.mode() & 0o022 != 0 {
-        bail!(
-            "state directory {} is owned by uid {} with mode {:o}: it must belong to uid {me} and not be \
-             writable by others (it holds the handle key and the administration socket)",
-            dir.display(),
-            meta.uid(),
-            meta.mode() & 0o7777
-        );
-    }
-    Ok(())
 }
 
 /// Lock-holding descriptions: at most a quarter of the open-file limit.
