@@ -665,6 +665,7 @@ fn check_config(file: &Path) -> anyhow::Result<()> {
     for w in &config.warnings {
         println!("warning: {w}");
     }
+    state_dir::check_not_exported(&config)?;
     if config.ha {
         ha::check_shared(&config)?;
     }

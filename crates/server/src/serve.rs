@@ -79,6 +79,8 @@ pub fn run(
     let nofile = sys::raise_open_file_limit();
 
     let state_dir = &config.server.state_dir;
+    // Before anything is made, so a refused configuration leaves nothing.
+    crate::state_dir::check_not_exported(&config)?;
     let _state = crate::state_dir::StateDir::open(state_dir)?;
     if config.ha {
         crate::ha::check_shared(&config)?;

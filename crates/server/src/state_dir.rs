@@ -2,10 +2,15 @@
 //! the handle key (whoever reads it can forge handles), the NSM state
 //! (`nsm/`, or `nsm_state_dir`), the mount list, the cache's device
 //! record, under `[ha]` the reply journal and the connection list, and
-//! the administration socket. Root's alone: the directory is 0700 and
-//! refused if others can write it; everything in it is made through
-//! `keel_store::state_file` (files 0600, directories 0700), and what an
-//! older version made looser is tightened at start.
+//! the administration socket. Two rules:
+//!
+//! - Root's alone: the directory is 0700 and refused if others can write
+//!   it; everything in it is made through `keel_store::state_file` (files
+//!   0600, directories 0700), and what an older version made looser is
+//!   tightened at start.
+//! - Never reachable through an export: a configuration in which the
+//!   state and an export overlap, by any name, is refused at start, by
+//!   `keel check-config` and by an export reload.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -66,4 +71,41 @@ impl StateDir {
         }
         Ok(StateDir)
     }
+}
+
+/// Refuses a configuration in which what the server keeps for itself
+/// (`state_dir`, `nsm_state_dir`) and an export overlap: one inside the
+/// other, by path, through a symlink or through a bind mount (see
+/// `keel_store_local::lies_within`). A client of such an export could
+/// read the handle key (and forge handles to any file of the file system)
+/// or change the lock state. Works before the state directory exists.
+pub fn check_not_exported(config: &Config) -> anyhow::Result<()> {
+    let mut own = vec![("state_dir", &config.server.state_dir)];
+    if let Some(nsm) = &config.server.nsm_state_dir {
+        own.push(("nsm_state_dir", nsm));
+    }
+    for e in &config.exports {
+        for (key, dir) in &own {
+            let check = |root: &Path, path: &Path| {
+                keel_store_local::lies_within(root, path).with_context(|| {
+                    format!("cannot check that {key} {} is outside export {}", dir.display(), e.path.display())
+                })
+            };
+            let shown = format!("export {} (id {})", e.path.display(), e.id);
+            let what = if check(&e.path, dir)? {
+                format!("{key} {} is inside {shown}", dir.display())
+            } else if check(dir, &e.path)? {
+                format!("{shown} is inside {key} {}", dir.display())
+            } else {
+                continue;
+            };
+            bail!(
+                "{what}: a client of the export could read the handle key (and forge file handles) or change \
+                 the lock state. Put {key} outside every export (--state-dir for a server without a \
+                 configuration file); to serve a whole file system with the state on it, export a directory of \
+                 it and keep the state beside that directory (say <mount>/export and <mount>/.keel)"
+            );
+        }
+    }
+    Ok(())
 }

@@ -1,14 +1,20 @@
-//! What Keel keeps for itself (`state_dir`): private to root.
+//! What Keel keeps for itself (`state_dir`): private to root, and never
+//! reachable through an export.
 //!
 //! - Every file and directory Keel makes there, with every feature that
 //!   writes state running (write-back cache, locks, the mount list, the
 //!   `[ha]` reply journal and connection list, the administration socket),
 //!   is root's alone: files 0600, directories 0700. So are the files
 //!   `keel ha init` writes (the fence devices' passwords are in them).
+//! - A configuration whose state directory (or NSM state) overlaps an
+//!   export, by path, through a symlink or through a bind mount either
+//!   way, is refused by `keel check-config`, `keel serve` and an export
+//!   reload, naming both; an independent client (libnfs) cannot reach the
+//!   handle key of a server whose state directory sits next to its export.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -17,7 +23,7 @@ use keel_rpc_client::{Proc, Retry, bind_from, call};
 use keel_testkit::disk::XfsDisk;
 use keel_testkit::nfs::blocking::Nfs;
 use keel_testkit::nfs::pattern;
-use keel_testkit::procs::{Output, TempDir, run_ok, run_timeout};
+use keel_testkit::procs::{Output, TempDir, free_port, run_ok, run_timeout};
 use keel_testkit::server::{ExportOpts, TestServer, keel_bin};
 use keel_xdr::{Decode, Decoder, Opaque};
 use nfs3_types::nfs3::stable_how;
@@ -179,4 +185,220 @@ fn keel_ha_init_writes_for_root_alone() {
     assert!(entries.len() >= 4, "{entries:?}");
     let wrong = not_private(&entries);
     assert!(wrong.is_empty(), "not root's alone:\n{}", wrong.join("\n"));
+}
+
+/// A configuration with one export and `state_dir` (plus `server_extra`
+/// lines), listening on 127.0.0.1:`port`.
+fn config_file(dir: &Path, name: &str, state: &Path, exports: &[&Path], server_extra: &str, port: u16) -> PathBuf {
+    let mut text = format!(
+        "[server]\nlisten = [\"127.0.0.1:{port}\"]\nportmap = \"off\"\nstate_dir = \"{}\"\n{server_extra}\n",
+        state.display()
+    );
+    for (i, export) in exports.iter().enumerate() {
+        text += &format!(
+            "\n[[export]]\npath = \"{}\"\nid = {}\naccess = \"rw\"\nsquash = \"no_root_squash\"\n\
+             [[export.clients]]\nhost = \"*\"\n",
+            export.display(),
+            i + 1
+        );
+    }
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// Unmounts a bind mount when the test ends, whatever happened.
+struct Bind(PathBuf);
+
+impl Bind {
+    fn new(from: &Path, to: &Path) -> Bind {
+        std::fs::create_dir_all(to).unwrap();
+        run_ok(Command::new("mount").arg("--bind").arg(from).arg(to), CMD_TIMEOUT);
+        Bind(to.to_path_buf())
+    }
+}
+
+impl Drop for Bind {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+fn nfs_url(port: u16, path: &str) -> String {
+    format!("nfs://127.0.0.1{path}?nfsport={port}&mountport={port}")
+}
+
+/// `keel serve --config file`: refused at start (its exit and stderr), or,
+/// if it serves, what an independent client (nfs-cat) read of the handle
+/// key at `key_url_path`.
+fn serve_refused(file: &Path, port: u16, key_url_path: &str) -> Output {
+    let mut child: Child = Command::new(keel_bin())
+        .args(["serve", "--config", file.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            return Output {
+                status: out.status,
+                stdout: String::new(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            };
+        }
+        if keel_testkit::procs::accepts(std::net::SocketAddr::from(([127, 0, 0, 1], port))) {
+            let read = run_timeout(Command::new("nfs-cat").arg(nfs_url(port, key_url_path)), CMD_TIMEOUT);
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{} was served; nfs-cat {key_url_path}: {:?}, {} bytes of the handle key read",
+                file.display(),
+                read.status,
+                read.stdout.len()
+            );
+        }
+        assert!(Instant::now() < deadline, "keel serve --config {} neither served nor exited", file.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `check-config` and `serve` (listening on `port`) both refuse `file`,
+/// naming `state` and `export` and what to do; nothing is made at `state`.
+fn assert_refused(file: &Path, port: u16, state: &Path, export: &Path, key_url_path: &str) {
+    let checked = keel(&["check-config", file.to_str().unwrap()]);
+    let existed = state.exists();
+    let served = serve_refused(file, port, key_url_path);
+    for (what, out) in [("check-config", &checked), ("serve", &served)] {
+        assert_eq!(out.status.code(), Some(1), "{what} {}: {out:?}", file.display());
+        let text = out.stderr.replace('\n', " ");
+        assert!(
+            text.contains(&state.display().to_string()) && text.contains(&export.display().to_string()),
+            "{what}: the message names both {} and {}: {text}",
+            state.display(),
+            export.display()
+        );
+        assert!(text.contains("outside every export"), "{what}: the message says what to do: {text}");
+    }
+    assert_eq!(state.exists(), existed, "{} was made before the configuration was refused", state.display());
+}
+
+/// `keel serve --config file` until dropped.
+struct Serving(Child);
+
+impl Serving {
+    fn start(file: &Path, port: u16) -> Serving {
+        let log = file.with_extension("log");
+        let child = Command::new(keel_bin())
+            .args(["serve", "--config", file.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let serving = Serving(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !keel_testkit::procs::accepts(std::net::SocketAddr::from(([127, 0, 0, 1], port))) {
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            assert!(Instant::now() < deadline, "keel did not start:\n{log}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        serving
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `state_dir` (or `nsm_state_dir`) in an export, or an export in the
+/// state directory, by path, through a symlink, or through a bind mount
+/// either way: refused by `keel check-config` and `keel serve`, naming both
+/// directories and what to do. On a server whose state directory is next
+/// to its export on the same file system, libnfs cannot reach the handle
+/// key, and an export reload that would export their parent is refused.
+#[test]
+fn a_state_directory_an_export_would_show_is_refused() {
+    let dir = TempDir::new("state-in-export");
+    let base = dir.path();
+    let export = base.join("export");
+    std::fs::create_dir_all(&export).unwrap();
+    let port = free_port();
+    let refused = |name: &str, state: &Path, exports: &[&Path], extra: &str, shown: &Path, key: &str| {
+        let file = config_file(base, name, state, exports, extra, port);
+        assert_refused(&file, port, state, shown, key);
+    };
+
+    // Inside, plainly: the layout `keel ha init` used to write.
+    let state = export.join(".keel");
+    refused("plain.toml", &state, &[&export], "", &export, &format!("{}/handle.key", state.display()));
+
+    // The export named through a symlink.
+    let link = base.join("link");
+    std::os::unix::fs::symlink(&export, &link).unwrap();
+    refused("symlink.toml", &state, &[&link], "", &link, &format!("{}/.keel/handle.key", link.display()));
+
+    // The export is a bind mount of the directory the state is in.
+    let bound = base.join("bound");
+    let _bound = Bind::new(&export, &bound);
+    refused("bound-export.toml", &state, &[&bound], "", &bound, &format!("{}/.keel/handle.key", bound.display()));
+
+    // The state directory is a bind mount of a directory in the export.
+    let inner = export.join("inner");
+    std::fs::create_dir_all(&inner).unwrap();
+    std::fs::set_permissions(&inner, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let elsewhere = base.join("state-elsewhere");
+    let _elsewhere = Bind::new(&inner, &elsewhere);
+    let key = format!("{}/inner/handle.key", export.display());
+    refused("bound-state.toml", &elsewhere, &[&export], "", &export, &key);
+
+    // The NSM state in the export, the state directory outside.
+    let outside = base.join("state");
+    let nsm = export.join("nsm");
+    let extra = format!("nsm_state_dir = \"{}\"", nsm.display());
+    let key = format!("{}/nsm/state", export.display());
+    let file = config_file(base, "nsm.toml", &outside, &[&export], &extra, port);
+    assert_refused(&file, port, &nsm, &export, &key);
+
+    // An export in the state directory.
+    let sub = outside.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    refused("export-in-state.toml", &outside, &[&sub], "", &sub, &format!("{}/handle.key", sub.display()));
+    std::fs::remove_dir_all(&outside).unwrap();
+
+    // Next to each other: served; the key is out of a client's reach.
+    let file = config_file(base, "beside.toml", &outside, &[&export], "", port);
+    let checked = keel(&["check-config", file.to_str().unwrap()]);
+    assert!(checked.status.success(), "{checked:?}");
+    let serving = Serving::start(&file, port);
+    assert!(outside.join("handle.key").exists());
+    std::fs::write(export.join("visible"), b"a file of the export\n").unwrap();
+    let listed = run_ok(Command::new("nfs-ls").arg(nfs_url(port, &export.display().to_string())), CMD_TIMEOUT);
+    assert!(listed.stdout.contains("visible") && !listed.stdout.contains("handle.key"), "{listed:?}");
+    for path in [format!("{}/../state/handle.key", export.display()), format!("{}/handle.key", outside.display())] {
+        let read = run_timeout(Command::new("nfs-cat").arg(nfs_url(port, &path)), CMD_TIMEOUT);
+        assert!(!read.status.success() && read.stdout.is_empty(), "nfs-cat {path}: {read:?}");
+    }
+    // LOOKUP ".." of the export root is the root itself.
+    let mut nfs = Nfs::connect(std::net::SocketAddr::from(([127, 0, 0, 1], port))).unwrap();
+    let root = nfs.mount(&export.display().to_string()).unwrap();
+    assert_eq!(nfs.lookup(&root, "..").unwrap(), root);
+    assert!(nfs.lookup(&root, "state").is_err());
+
+    // A reload that would export the parent of both is refused, naming
+    // both; the key stays out of reach.
+    config_file(base, "beside.toml", &outside, &[&export, base], "", port);
+    let reload = keel(&["exports", "reload", "--config", file.to_str().unwrap()]);
+    assert_eq!(reload.status.code(), Some(1), "{reload:?}");
+    let text = reload.text().replace('\n', " ");
+    assert!(text.contains(&outside.display().to_string()) && text.contains(&base.display().to_string()), "{text}");
+    let key = format!("{}/state/handle.key", base.display());
+    let read = run_timeout(Command::new("nfs-cat").arg(nfs_url(port, &key)), CMD_TIMEOUT);
+    assert!(!read.status.success() && read.stdout.is_empty(), "{read:?}");
+    drop(serving);
 }
