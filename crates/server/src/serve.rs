@@ -81,6 +81,8 @@ pub fn run(
     let state_dir = &config.server.state_dir;
     // Before anything is made, so a refused configuration leaves nothing.
     crate::state_dir::check_not_exported(&config)?;
+    // Held until the process ends: nothing in the state directory is read
+    // or written before it is ours.
     let _state = crate::state_dir::StateDir::open(state_dir)?;
     if config.ha {
         crate::ha::check_shared(&config)?;
@@ -184,7 +186,6 @@ async fn serve(
     banner: impl FnOnce(&[SocketAddr], u16) -> String,
 ) -> anyhow::Result<Stopped> {
     let server = &config.server;
-    // First: a second server on the same state directory stops here.
     let admin_listener = admin::bind(&server.state_dir)?;
     let mut nfs_listeners = Vec::new();
     for addr in &server.listen {

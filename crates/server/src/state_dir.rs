@@ -2,16 +2,20 @@
 //! the handle key (whoever reads it can forge handles), the NSM state
 //! (`nsm/`, or `nsm_state_dir`), the mount list, the cache's device
 //! record, under `[ha]` the reply journal and the connection list, and
-//! the administration socket. Two rules:
+//! the administration socket. Three rules:
 //!
 //! - Root's alone: the directory is 0700 and refused if others can write
 //!   it; everything in it is made through `keel_store::state_file` (files
 //!   0600, directories 0700), and what an older version made looser is
 //!   tightened at start.
+//! - One server at a time: the directory is locked (flock) before anything
+//!   in it is read or written, for the life of the process.
 //! - Never reachable through an export: a configuration in which the
 //!   state and an export overlap, by any name, is refused at start, by
 //!   `keel check-config` and by an export reload.
 
+use std::fs::File;
+use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -19,6 +23,7 @@ use anyhow::{Context, bail};
 use keel_store::state_file;
 
 use crate::config::Config;
+use crate::sys;
 
 /// The files in the state directory that older versions made readable
 /// and writable by everyone, and that a start may not rewrite. (The
@@ -32,13 +37,24 @@ pub fn nsm_dir(config: &Config) -> std::path::PathBuf {
     config.server.nsm_state_dir.clone().unwrap_or_else(|| config.server.state_dir.join("nsm"))
 }
 
-/// The state directory, ready for the server's files.
-pub struct StateDir;
+/// The state directory, locked while this value lives (the process's
+/// life: the kernel drops the lock when the process ends, however it ends).
+pub struct StateDir {
+    _lock: File,
+}
 
 impl StateDir {
     /// Makes the state directory (mode 0700) if needed, refuses one that
-    /// another user could change, and takes group and other access away
-    /// from the files an older version made in it.
+    /// another user could change, locks it, and takes group and other
+    /// access away from the files an older version made in it.
+    ///
+    /// The lock is flock(2) on the directory itself: nothing to make (a
+    /// start on a full file system makes nothing), and a second `keel
+    /// serve` on this host is refused before it reads or writes anything
+    /// (replaying the cache's log, moving the NSM state number on). It
+    /// does not reach another node: between the nodes of an HA pair, the
+    /// cluster's fencing ensures that one mounts the shared file system
+    /// at a time.
     pub fn open(dir: &Path) -> anyhow::Result<StateDir> {
         state_file::create_dir(dir).with_context(|| format!("cannot create the state directory {}", dir.display()))?;
         let meta = std::fs::symlink_metadata(dir)
@@ -56,6 +72,16 @@ impl StateDir {
                 meta.mode() & 0o7777
             );
         }
+        let lock = File::open(dir).with_context(|| format!("cannot open the state directory {}", dir.display()))?;
+        let locked = sys::try_lock_exclusive(lock.as_fd())
+            .with_context(|| format!("cannot lock the state directory {}", dir.display()))?;
+        if !locked {
+            bail!(
+                "another keel is running with the state directory {} (it holds the directory's lock); stop it \
+                 first, or give this server a state directory of its own",
+                dir.display()
+            );
+        }
         for name in OLDER_LOOSE_FILES {
             let path = dir.join(name);
             match state_file::make_private(&path) {
@@ -69,7 +95,7 @@ impl StateDir {
                 }
             }
         }
-        Ok(StateDir)
+        Ok(StateDir { _lock: lock })
     }
 }
 

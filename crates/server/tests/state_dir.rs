@@ -1,5 +1,6 @@
-//! What Keel keeps for itself (`state_dir`): private to root, and never
-//! reachable through an export.
+//! What Keel keeps for itself (`state_dir`): private to root, never
+//! reachable through an export, and untouched by a second `keel serve`
+//! that is refused.
 //!
 //! - Every file and directory Keel makes there, with every feature that
 //!   writes state running (write-back cache, locks, the mount list, the
@@ -11,11 +12,14 @@
 //!   way, is refused by `keel check-config`, `keel serve` and an export
 //!   reload, naming both; an independent client (libnfs) cannot reach the
 //!   handle key of a server whose state directory sits next to its export.
+//! - A second `keel serve` on the state directory of a running server is
+//!   refused before it touches anything: the NSM state number, the cache
+//!   device record and the cache's log stay as the first server left them.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use keel_nlm_proto::nlm4::{NLM_PROGRAM, NLM_V4, Nlm4Lock, Nlm4Lockargs, Nlm4Proc, Nlm4Res, Nlm4Stats};
@@ -401,4 +405,54 @@ fn a_state_directory_an_export_would_show_is_refused() {
     let read = run_timeout(Command::new("nfs-cat").arg(nfs_url(port, &key)), CMD_TIMEOUT);
     assert!(!read.status.success() && read.stdout.is_empty(), "{read:?}");
     drop(serving);
+}
+
+/// Every file under `dir` with its bytes and modification time.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, SystemTime)> {
+    let mut entries = Vec::new();
+    walk(dir, &mut entries);
+    let mut files: Vec<_> = entries
+        .into_iter()
+        .filter(|(_, m)| m.is_file())
+        .map(|(p, m)| (p.clone(), std::fs::read(&p).unwrap(), m.modified().unwrap()))
+        .collect();
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    files
+}
+
+/// A second `keel serve` on the state directory of a running server with
+/// a write-back cache holding dirty data and a client holding a lock is
+/// refused, saying why, and changes nothing: the NSM state number, the
+/// cache device record and the cache's log are as the first left them.
+#[test]
+fn a_second_server_on_a_live_state_directory_changes_nothing() {
+    let devices = TempDir::new("state-twice-devices");
+    let c1 = device_file(devices.path(), "c1", 96 * MIB);
+    let c2 = device_file(devices.path(), "c2", 96 * MIB);
+    let server = TestServer::start("state-twice", vec![write_back_export()], &cache_table(&[&c1, &c2]));
+    let mut nfs = Nfs::connect(server.addr).unwrap();
+    let root = nfs.mount(&server.export_path(1)).unwrap();
+    let fh = nfs.create_new(&root, "dirty").unwrap();
+    // Less than a tenth of the log and younger than 30 s: not destaged.
+    nfs.write_all(&fh, &pattern(2, MIB as usize), stable_how::FILE_SYNC).unwrap();
+    lock(&server, &fh);
+    assert!(server.export_dir(1).join("dirty").metadata().unwrap().len() < MIB, "the data is in the log only");
+
+    let state = server.state_dir();
+    let before = (snapshot(&state), snapshot(devices.path()));
+    assert!(before.0.iter().any(|(p, _, _)| p.ends_with("nsm/state")), "{:?}", before.0);
+    let text = std::fs::read_to_string(&server.config).unwrap();
+    let other = server.base.join("other.toml");
+    std::fs::write(&other, text.replace(&format!("127.0.0.1:{}", server.addr.port()), "127.0.0.1:0")).unwrap();
+    let second = keel(&["serve", "--config", other.to_str().unwrap()]);
+    assert_eq!(second.status.code(), Some(1), "{second:?}");
+    assert!(second.stderr.contains("another keel is running with the state directory"), "{second:?}");
+    let after = (snapshot(&state), snapshot(devices.path()));
+    for (was, is) in before.0.iter().chain(&before.1).zip(after.0.iter().chain(&after.1)) {
+        assert_eq!(was.0, is.0, "files came or went");
+        assert!(was.1 == is.1 && was.2 == is.2, "{} changed", was.0.display());
+    }
+    assert_eq!((before.0.len(), before.1.len()), (after.0.len(), after.1.len()), "files came or went");
+    // The first one serves on.
+    assert_eq!(nfs.read_all(&fh).unwrap(), pattern(2, MIB as usize));
 }
