@@ -167,7 +167,7 @@ pub fn run(
     {
         tracing::warn!(error = %e, "could not unregister from rpcbind");
     }
-    let _ = std::fs::remove_file(admin::socket_path(&config.server.state_dir));
+    admin::unbind(&config.server.state_dir);
     tracing::info!("stopped");
     Ok(())
 }
@@ -311,9 +311,14 @@ async fn serve(
         // once (refused, the kernel client would wait seconds to retry).
         let previous = tickle::load(&server.state_dir);
         if !previous.is_empty() {
-            tokio::spawn(tickle_rounds(previous));
+            tokio::spawn(tickle_rounds(previous.clone()));
         }
-        tokio::spawn(record_connections(stats.clone(), server.state_dir.clone(), shutdown.clone()));
+        match tickle::Recorder::open(&server.state_dir) {
+            Ok(recorder) => {
+                tokio::spawn(record_connections(stats.clone(), recorder, previous, shutdown.clone()));
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot keep the connection list: a failover tickles no client"),
+        }
     }
     tracing::info!(listen = ?bound, mount_port, workers = server.workers, "serving NFSv3, MOUNT v3, NLM v4 and NSM");
     println!("{}", banner(&bound, mount_port));
@@ -353,9 +358,13 @@ async fn tickle_rounds(connections: Vec<tickle::Connection>) {
 }
 
 /// Keeps `state_dir/connections` (see `tickle`) within a second of the
-/// connection table.
-async fn record_connections(stats: Arc<ServerStats>, state_dir: PathBuf, mut shutdown: watch::Receiver<bool>) {
-    let mut recorded: Vec<tickle::Connection> = tickle::load(&state_dir);
+/// connection table; `recorded` is what the file holds now.
+async fn record_connections(
+    stats: Arc<ServerStats>,
+    mut recorder: tickle::Recorder,
+    mut recorded: Vec<tickle::Connection>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     recorded.sort();
     loop {
         tokio::select! {
@@ -366,12 +375,24 @@ async fn record_connections(stats: Arc<ServerStats>, state_dir: PathBuf, mut shu
             stats.conns.state().open.iter().filter_map(|c| Some((c.peer, c.local?))).collect();
         now.sort();
         if now != recorded {
-            let dir = state_dir.clone();
             let list = now.clone();
-            match tokio::task::spawn_blocking(move || tickle::save(&dir, &list)).await {
-                Ok(Ok(())) => recorded = now,
-                Ok(Err(e)) => tracing::warn!(error = %e, "cannot record the connections for a failover's tickles"),
-                Err(e) => tracing::warn!(error = %e, "the connection recorder failed"),
+            let saved = tokio::task::spawn_blocking(move || {
+                let result = recorder.save(&list);
+                (recorder, result)
+            })
+            .await;
+            match saved {
+                Ok((back, result)) => {
+                    recorder = back;
+                    match result {
+                        Ok(()) => recorded = now,
+                        Err(e) => tracing::warn!(error = %e, "cannot record the connections for a failover's tickles"),
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the connection recorder failed");
+                    return;
+                }
             }
         }
     }

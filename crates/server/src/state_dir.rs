@@ -2,7 +2,7 @@
 //! the handle key (whoever reads it can forge handles), the NSM state
 //! (`nsm/`, or `nsm_state_dir`), the mount list, the cache's device
 //! record, under `[ha]` the reply journal and the connection list, and
-//! the administration socket. Three rules:
+//! the link to the administration socket. Three rules:
 //!
 //! - Root's alone: the directory is 0700 and refused if others can write
 //!   it; everything in it is made through `keel_store::state_file` (files

@@ -308,6 +308,11 @@ impl TestServer {
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.kill9();
+        // The administration socket a killed server left in /run/keel (its
+        // state directory links to it).
+        if let Ok(socket) = std::fs::read_link(self.state_dir().join("keel.sock")) {
+            let _ = std::fs::remove_file(socket);
+        }
         if std::thread::panicking() {
             eprintln!("---- keel log ({}) ----\n{}", self.log.display(), self.log_text());
         } else {
