@@ -432,7 +432,7 @@ const RUNTIME_DIR: &str = "/run/keel";
 /// dead server's, and is replaced). One that answers all the same belongs
 /// to another server, which is refused.
 pub fn bind(state_dir: &Path) -> anyhow::Result<UnixListener> {
-    let link = socket_path(state_dir);
+    let link = state_dir.join(SOCKET_NAME);
     let path = match runtime_socket(state_dir) {
         Ok(path) => path,
         Err(e) => {
@@ -484,18 +484,23 @@ fn runtime_socket(state_dir: &Path) -> std::io::Result<PathBuf> {
     }
     // Others may have made it (the OCF agent keeps its pid files there).
     keel_store::state_file::make_private(dir)?;
-    // FNV-1a of the canonical path: stable across builds and nodes.
+    runtime_socket_name(state_dir)
+}
+
+/// The name of `state_dir`'s socket in [`RUNTIME_DIR`]: after the FNV-1a
+/// hash of the directory's canonical path, stable across builds and nodes.
+fn runtime_socket_name(state_dir: &Path) -> std::io::Result<PathBuf> {
     let canonical = std::fs::canonicalize(state_dir)?;
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in canonical.as_os_str().as_encoded_bytes() {
         h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
     }
-    Ok(dir.join(format!("admin-{h:016x}.sock")))
+    Ok(Path::new(RUNTIME_DIR).join(format!("admin-{h:016x}.sock")))
 }
 
 /// Makes `link` a symbolic link to the socket at `socket`, unless it is
 /// one already. A failure (a full file system, the first time) is logged:
-/// the server serves on, and `keel` commands reach it at `socket`.
+/// the server serves on, and the `keel` command finds `socket` itself.
 fn link_socket(link: &Path, socket: &Path) -> anyhow::Result<()> {
     if std::fs::read_link(link).is_ok_and(|to| to == socket) {
         return Ok(());
@@ -514,8 +519,8 @@ fn link_socket(link: &Path, socket: &Path) -> anyhow::Result<()> {
             error = %e,
             link = %link.display(),
             socket = %socket.display(),
-            "cannot link the state directory to the administration socket: keel commands reach this server only \
-             at the socket itself"
+            "cannot link the state directory to the administration socket: the keel command finds the socket \
+             itself, other clients must be given its path"
         );
     }
     Ok(())
@@ -524,7 +529,7 @@ fn link_socket(link: &Path, socket: &Path) -> anyhow::Result<()> {
 /// Removes the socket [`bind`] made (the link in the state directory
 /// stays, for the next start).
 pub fn unbind(state_dir: &Path) {
-    let link = socket_path(state_dir);
+    let link = state_dir.join(SOCKET_NAME);
     let socket = std::fs::read_link(&link).unwrap_or(link);
     let _ = std::fs::remove_file(socket);
 }
@@ -643,9 +648,12 @@ fn encode(answer: &Answer) -> Vec<u8> {
     out
 }
 
-/// The socket of the server whose state directory is `state_dir`.
+/// The socket of the server whose state directory is `state_dir`: its
+/// socket in [`RUNTIME_DIR`] if there is one (so the `keel` command does not
+/// depend on the link, which a full file system may not have let the
+/// server make), else `STATE_DIR/keel.sock`.
 pub fn socket_path(state_dir: &Path) -> PathBuf {
-    state_dir.join(SOCKET_NAME)
+    runtime_socket_name(state_dir).ok().filter(|p| p.exists()).unwrap_or_else(|| state_dir.join(SOCKET_NAME))
 }
 
 /// Asks the server listening on `socket` (the `keel` command's side).
