@@ -75,10 +75,12 @@ impl StateDir {
         let lock = File::open(dir).with_context(|| format!("cannot open the state directory {}", dir.display()))?;
         let locked = sys::try_lock_exclusive(lock.as_fd())
             .with_context(|| format!("cannot lock the state directory {}", dir.display()))?;
-        if !locked {
+        // A server of a version before the lock shows itself by its socket.
+        let older = std::os::unix::net::UnixStream::connect(dir.join(crate::admin::SOCKET_NAME)).is_ok();
+        if !locked || older {
             bail!(
-                "another keel is running with the state directory {} (it holds the directory's lock); stop it \
-                 first, or give this server a state directory of its own",
+                "another keel is running with the state directory {} (it holds the directory's lock, or its \
+                 socket answers); stop it first, or give this server a state directory of its own",
                 dir.display()
             );
         }

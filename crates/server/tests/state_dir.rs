@@ -424,6 +424,7 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, SystemTime)> {
 /// a write-back cache holding dirty data and a client holding a lock is
 /// refused, saying why, and changes nothing: the NSM state number, the
 /// cache device record and the cache's log are as the first left them.
+/// So is one beside a server of an older version (its socket answers).
 #[test]
 fn a_second_server_on_a_live_state_directory_changes_nothing() {
     let devices = TempDir::new("state-twice-devices");
@@ -455,4 +456,18 @@ fn a_second_server_on_a_live_state_directory_changes_nothing() {
     assert_eq!((before.0.len(), before.1.len()), (after.0.len(), after.1.len()), "files came or went");
     // The first one serves on.
     assert_eq!(nfs.read_all(&fh).unwrap(), pattern(2, MIB as usize));
+
+    // A server of a version before the lock shows itself by its socket.
+    let older = TempDir::new("state-older");
+    let (state, export) = (older.path().join("state"), older.path().join("export"));
+    for dir in [&state, &export] {
+        std::fs::create_dir(dir).unwrap();
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    }
+    let _socket = std::os::unix::net::UnixListener::bind(state.join("keel.sock")).unwrap();
+    let file = config_file(older.path(), "keel.toml", &state, &[&export], "", free_port());
+    let refused = keel(&["serve", "--config", file.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    assert!(refused.stderr.contains("another keel is running with the state directory"), "{refused:?}");
+    assert!(!state.join("handle.key").exists() && !state.join("nsm").exists(), "it touched the state directory");
 }
