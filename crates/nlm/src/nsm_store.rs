@@ -3,16 +3,20 @@
 //! tell them (SM_NOTIFY) and hold a grace period for their reclaims.
 //!
 //! Layout of the directory (`nsm_state_dir`, by default `nsm` under the
-//! state directory; HA puts it on shared storage):
-//! - `state`: the state number, decimal. Odd while up (NSM's rule); each
-//!   start makes it the next odd number.
+//! state directory; HA puts it on shared storage), mode 0700, its files
+//! 0600:
+//! - `state`: the state number, decimal, as a record rewritten in place
+//!   ([`RecordFile`]: two checksummed slots). Odd while up (NSM's rule);
+//!   each start makes it the next odd number. Every start writes it, so
+//!   the write allocates nothing: a start on a full file system (a
+//!   failover's survivor) works, and a torn write leaves the last number.
+//!   (Older versions kept the bare number; it is read and replaced.)
 //! - `clients/<key>`: one file per monitored client: its address, the
 //!   server address it talked to (which SM_NOTIFY must come from), and
-//!   its name, one per line (the name hex-encoded).
-//!
-//! Every change is written to a temporary file, flushed and renamed into
-//! place, and the directory is flushed: a crash leaves the old or the new
-//! version, never a torn one.
+//!   its name, one per line (the name hex-encoded). Each is written to a
+//!   temporary file, flushed and renamed into place, and the directory
+//!   is flushed: a crash leaves the old or the new version, never a torn
+//!   one.
 
 use std::collections::HashMap;
 use std::fs;
@@ -21,11 +25,13 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use keel_store::state_file::{replace_durably, sync_dir};
+use keel_store::state_file::{self, RecordFile, Stored, replace_durably, sync_dir};
 
 /// Monitored clients at most: more files would slow the start down for
 /// no client's benefit (they are bounded by the hosts limit anyway).
 pub const MONITORED_MAX: usize = 65536;
+/// The slots of the state number's record file: one sector each.
+const STATE_SLOT_BYTES: usize = 512;
 
 /// A client host as the lock manager knows it: the address it calls from
 /// and the name it gives (`caller_name`).
@@ -76,14 +82,17 @@ impl NsmStore {
     /// before this start.
     pub fn open(dir: &Path) -> io::Result<(NsmStore, Vec<Monitored>)> {
         let clients = dir.join("clients");
-        fs::create_dir_all(&clients)?;
-        let old: i32 = match fs::read_to_string(dir.join("state")) {
-            Ok(text) => text.trim().parse().unwrap_or(0),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
-            Err(e) => return Err(e),
+        state_file::create_dir(&clients)?;
+        // Older versions made them world-writable.
+        state_file::make_private(dir)?;
+        state_file::make_private(&clients)?;
+        let (mut record, stored) = RecordFile::open(&dir.join("state"), STATE_SLOT_BYTES)?;
+        let old: i32 = match stored {
+            Stored::Record(text) | Stored::Unrecognised(text) => parse_state(&text),
+            Stored::Nothing => 0,
         };
         let state = if (0..i32::MAX - 2).contains(&old) { (old + 1) | 1 } else { 1 };
-        replace_durably(&dir.join("state"), format!("{state}\n").as_bytes())?;
+        record.write(format!("{state}\n").as_bytes())?;
         let mut files = HashMap::new();
         let mut previous = Vec::new();
         for entry in fs::read_dir(&clients)? {
@@ -92,6 +101,7 @@ impl NsmStore {
                 let _ = fs::remove_file(&path);
                 continue;
             }
+            state_file::make_private(&path)?;
             let parsed = fs::read_to_string(&path).ok().and_then(|t| parse(&t));
             match parsed {
                 Some(m) if previous.len() < MONITORED_MAX => {
@@ -140,6 +150,12 @@ impl NsmStore {
     }
 }
 
+/// A state number as text; 0 (so the next start is 1) if unreadable.
+fn parse_state(text: &[u8]) -> i32 {
+    let text = String::from_utf8_lossy(text);
+    text.trim_matches(|c: char| c.is_whitespace() || c == '\0').parse().unwrap_or(0)
+}
+
 fn parse(text: &str) -> Option<Monitored> {
     let mut lines = text.lines();
     let addr = lines.next()?.parse().ok()?;
@@ -171,6 +187,23 @@ mod tests {
         assert_eq!(s.state(), 3);
         assert_eq!(prev, vec![m.clone()]);
         assert!(s.is_monitored(&m.host));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_state_number_moves_on_from_an_older_version_s_file_in_place() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("keel-nsm-legacy-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("clients")).unwrap();
+        fs::write(dir.join("state"), "41\n").unwrap();
+        let inode = fs::metadata(dir.join("state")).unwrap().ino();
+        let (s, _) = NsmStore::open(&dir).unwrap();
+        assert_eq!(s.state(), 43);
+        let (s, _) = NsmStore::open(&dir).unwrap();
+        assert_eq!(s.state(), 45);
+        assert_eq!(fs::metadata(dir.join("state")).unwrap().ino(), inode, "rewritten in place, not replaced");
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 2, "no temporary left");
         fs::remove_dir_all(&dir).unwrap();
     }
 }

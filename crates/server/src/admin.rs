@@ -1,8 +1,9 @@
-//! The local administration interface: a Unix socket in the state
-//! directory through which the `keel` command asks the running server
-//! (`keel status`, `keel stat`, `keel exports`, `keel exports reload`,
-//! `keel debug fault`). Root only: the socket is mode 0600 in a 0700
-//! directory, and the peer's uid is checked on every connection.
+//! The local administration interface: a Unix socket, `keel.sock` in the
+//! state directory (a link to the socket in /run/keel), through which the
+//! `keel` command asks the running server (`keel status`, `keel stat`,
+//! `keel exports`, `keel exports reload`, `keel debug fault`). Root only:
+//! the socket is mode 0600 in a 0700 directory, and the peer's uid is
+//! checked on every connection.
 //!
 //! The protocol (docs/admin-protocol.md): one JSON object per line each
 //! way. A request carries `"version": 1` and a `"command"`; the answer is
@@ -421,31 +422,120 @@ fn to_json<T: Serialize>(v: T) -> serde_json::Value {
     serde_json::to_value(v).expect("plain data serializes")
 }
 
-/// Binds the socket in `state_dir`. A socket left by a server that is gone
-/// is replaced; one that answers means another server uses this state
-/// directory, which is refused (two servers would hand out the same
-/// handles with different verifiers).
+/// Where the server binds its socket: a directory of the server's own on
+/// the runtime file system. `STATE_DIR/keel.sock`, where the `keel`
+/// command looks, is a symbolic link to it, made once and kept: binding a
+/// socket makes an inode, which a full file system refuses (a failover's
+/// survivor on a full shared disk), and the link needs nothing new at the
+/// next start. Each state directory has its own socket there, named after
+/// the directory's path (the same on both nodes of an HA pair).
+const RUNTIME_DIR: &str = "/run/keel";
+
+/// Binds the administration socket of the server whose state directory is
+/// `state_dir` (which this process has locked: a socket left there is a
+/// dead server's, and is replaced). One that answers all the same belongs
+/// to another server, which is refused.
 pub fn bind(state_dir: &Path) -> anyhow::Result<UnixListener> {
-    let path = state_dir.join(SOCKET_NAME);
-    match std::fs::symlink_metadata(&path) {
-        Ok(meta) if meta.file_type().is_socket() => {
-            if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+    let link = state_dir.join(SOCKET_NAME);
+    let path = match runtime_socket(state_dir) {
+        Ok(path) => path,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot use {RUNTIME_DIR}: the administration socket is made in the state directory");
+            link.clone()
+        }
+    };
+    clear_stale(&path, state_dir)?;
+    let listener = UnixListener::bind(&path).with_context(|| format!("cannot listen on {}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    if path != link {
+        link_socket(&link, &path)?;
+    }
+    Ok(listener)
+}
+
+/// Removes the socket a server that is gone left at `path`.
+fn clear_stale(path: &Path, state_dir: &Path) -> anyhow::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() || meta.file_type().is_symlink() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
                 bail!(
                     "another keel is running with the state directory {} (its socket {} answers)",
                     state_dir.display(),
                     path.display()
                 );
             }
-            std::fs::remove_file(&path)
-                .with_context(|| format!("cannot remove the stale socket {}", path.display()))?;
+            std::fs::remove_file(path).with_context(|| format!("cannot remove the stale socket {}", path.display()))
         }
         Ok(_) => bail!("{} exists and is not a socket; remove it", path.display()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(anyhow::Error::new(e).context(format!("cannot examine {}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot examine {}", path.display()))),
     }
-    let listener = UnixListener::bind(&path).with_context(|| format!("cannot listen on {}", path.display()))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-    Ok(listener)
+}
+
+/// The socket of `state_dir` in [`RUNTIME_DIR`], which is made (mode
+/// 0700) if needed.
+fn runtime_socket(state_dir: &Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let dir = Path::new(RUNTIME_DIR);
+    match std::fs::DirBuilder::new().mode(keel_store::state_file::DIR_MODE).create(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
+    if !meta.is_dir() || meta.uid() != me {
+        return Err(std::io::Error::other(format!("{RUNTIME_DIR} is not a directory of this user")));
+    }
+    // Others may have made it (the OCF agent keeps its pid files there).
+    keel_store::state_file::make_private(dir)?;
+    runtime_socket_name(state_dir)
+}
+
+/// The name of `state_dir`'s socket in [`RUNTIME_DIR`]: after the FNV-1a
+/// hash of the directory's canonical path, stable across builds and nodes.
+fn runtime_socket_name(state_dir: &Path) -> std::io::Result<PathBuf> {
+    let canonical = std::fs::canonicalize(state_dir)?;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in canonical.as_os_str().as_encoded_bytes() {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    Ok(Path::new(RUNTIME_DIR).join(format!("admin-{h:016x}.sock")))
+}
+
+/// Makes `link` a symbolic link to the socket at `socket`, unless it is
+/// one already. A failure (a full file system, the first time) is logged:
+/// the server serves on, and the `keel` command finds `socket` itself.
+fn link_socket(link: &Path, socket: &Path) -> anyhow::Result<()> {
+    if std::fs::read_link(link).is_ok_and(|to| to == socket) {
+        return Ok(());
+    }
+    match std::fs::symlink_metadata(link) {
+        // A socket an older version bound there, or a link elsewhere.
+        Ok(meta) if meta.file_type().is_socket() || meta.file_type().is_symlink() => {
+            std::fs::remove_file(link).with_context(|| format!("cannot remove the stale socket {}", link.display()))?
+        }
+        Ok(_) => bail!("{} exists and is not a socket; remove it", link.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("cannot examine {}", link.display()))),
+    }
+    if let Err(e) = std::os::unix::fs::symlink(socket, link) {
+        tracing::error!(
+            error = %e,
+            link = %link.display(),
+            socket = %socket.display(),
+            "cannot link the state directory to the administration socket: the keel command finds the socket \
+             itself, other clients must be given its path"
+        );
+    }
+    Ok(())
+}
+
+/// Removes the socket [`bind`] made (the link in the state directory
+/// stays, for the next start).
+pub fn unbind(state_dir: &Path) {
+    let link = state_dir.join(SOCKET_NAME);
+    let socket = std::fs::read_link(&link).unwrap_or(link);
+    let _ = std::fs::remove_file(socket);
 }
 
 /// Serves administration connections until shutdown.
@@ -562,9 +652,12 @@ fn encode(answer: &Answer) -> Vec<u8> {
     out
 }
 
-/// The socket of the server whose state directory is `state_dir`.
+/// The socket of the server whose state directory is `state_dir`: its
+/// socket in [`RUNTIME_DIR`] if there is one (so the `keel` command does not
+/// depend on the link, which a full file system may not have let the
+/// server make), else `STATE_DIR/keel.sock`.
 pub fn socket_path(state_dir: &Path) -> PathBuf {
-    state_dir.join(SOCKET_NAME)
+    runtime_socket_name(state_dir).ok().filter(|p| p.exists()).unwrap_or_else(|| state_dir.join(SOCKET_NAME))
 }
 
 /// Asks the server listening on `socket` (the `keel` command's side).

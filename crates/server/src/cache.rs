@@ -81,11 +81,22 @@ fn check_record(state_dir: &Path, configured: &[PathBuf]) -> anyhow::Result<()> 
     )
 }
 
-/// Records the devices the cache uses now (after a start, an add, a remove).
+/// Records the devices the cache uses now (after a start, an add, a
+/// remove), if they changed: a start writes nothing it need not, and so
+/// works on a full file system.
 pub fn write_record(state_dir: &Path, served: &Served) -> std::io::Result<()> {
     let names: Vec<String> = served.shared().devices().into_iter().map(|d| d.name).collect();
     let names = serde_json::to_vec(&names).expect("strings serialize");
-    keel_store::state_file::replace_durably(&state_dir.join(DEVICES_RECORD), &names)
+    let path = state_dir.join(DEVICES_RECORD);
+    // No record is a record of none.
+    let recorded = match std::fs::read(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(b"[]".to_vec()),
+        read => read.ok(),
+    };
+    if recorded.is_some_and(|r| r == names) {
+        return Ok(());
+    }
+    keel_store::state_file::replace_durably(&path, &names)
 }
 
 /// The cache's part of the statistics; `exports` names the exports served.

@@ -16,6 +16,7 @@ mod probe;
 mod reload;
 mod reply_journal;
 mod serve;
+mod state_dir;
 mod stats;
 #[allow(unsafe_code)]
 mod sys;
@@ -465,10 +466,12 @@ fn probe(config: Option<&Path>, addresses: &[String], timeout: u64) -> anyhow::R
 fn ha_init(plan: &Path, out: &Path) -> anyhow::Result<()> {
     let plan = ha::init::Plan::load(plan)?;
     let files = ha::init::render(&plan)?;
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    // Root's alone: the fence devices' credentials are in them.
+    keel_store::state_file::create_dir(out).with_context(|| format!("cannot create {}", out.display()))?;
     for (name, text) in &files {
         let path = out.join(name);
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        keel_store::state_file::replace_durably(&path, text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
         println!("wrote {}", path.display());
     }
     print!("{}", ha::init::commands(&plan, out));
@@ -671,6 +674,7 @@ fn check_config(file: &Path) -> anyhow::Result<()> {
     for w in &config.warnings {
         println!("warning: {w}");
     }
+    state_dir::check_not_exported(&config)?;
     if config.ha {
         ha::check_shared(&config)?;
     }

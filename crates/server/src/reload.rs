@@ -144,6 +144,7 @@ impl Reloader {
         let mut current = self.current.lock().expect("reload lock");
         let mut next = config::load(file).map_err(|e| e.to_string())?;
         self.overrides.apply(&mut next.server);
+        crate::state_dir::check_not_exported(&next).map_err(|e| format!("{e:#}"))?;
         let mut needs_restart = server_changes(&current.server, &next.server);
         if current.cache != next.cache {
             needs_restart.push(

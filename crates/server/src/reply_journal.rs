@@ -17,7 +17,7 @@
 //! and journaling it would put an fdatasync on every WRITE, UNSTABLE ones
 //! included, which the protocol lets the server answer from memory.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::os::unix::fs::FileExt;
@@ -125,7 +125,7 @@ impl FileReplyJournal {
     /// the entries it holds, oldest first, for the reply cache to preload.
     pub fn open(dir: &Path) -> io::Result<(FileReplyJournal, Vec<Entry>)> {
         let path = dir.join(FILE_NAME);
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        let file = keel_store::state_file::open(&path)?;
         if file.metadata()?.len() != FILE_BYTES {
             // Allocated and written once, so records overwrite in place.
             file.set_len(0)?;
@@ -283,7 +283,7 @@ mod tests {
         assert!(!xids.contains(&1) && !xids.contains(&100), "the oldest were overwritten");
 
         // A torn record (the bytes after its header never written) is skipped.
-        let file = OpenOptions::new().write(true).open(dir.join(FILE_NAME)).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(dir.join(FILE_NAME)).unwrap();
         let (_, before) = FileReplyJournal::open(&dir).unwrap();
         let last_slot = {
             let (j, _) = FileReplyJournal::open(&dir).unwrap();

@@ -2,13 +2,13 @@
 //! again on SIGTERM.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::reply_journal::FileReplyJournal;
 use crate::tickle;
-use anyhow::{Context, bail};
+use anyhow::Context;
 use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
 use keel_nfs3_proto::{IPPROTO_TCP, IPPROTO_UDP};
 use keel_nlm::{LockConfig, LockManager, NlmProgram, NsmProgram};
@@ -79,7 +79,11 @@ pub fn run(
     let nofile = sys::raise_open_file_limit();
 
     let state_dir = &config.server.state_dir;
-    create_state_dir(state_dir)?;
+    // Before anything is made, so a refused configuration leaves nothing.
+    crate::state_dir::check_not_exported(&config)?;
+    // Held until the process ends: nothing in the state directory is read
+    // or written before it is ours.
+    let _state = crate::state_dir::StateDir::open(state_dir)?;
     if config.ha {
         crate::ha::check_shared(&config)?;
     }
@@ -138,7 +142,7 @@ pub fn run(
     // the admin socket and signals, so one thread is enough.
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("keel-admin").enable_all().build()?;
-    let mut lock_config = LockConfig::new(config.server.nsm_state_dir.clone().unwrap_or_else(|| state_dir.join("nsm")));
+    let mut lock_config = LockConfig::new(crate::state_dir::nsm_dir(&config));
     lock_config.grace_max = config.server.grace_max;
     lock_config.locks_per_client_max = config.server.max_locks_per_client;
     lock_config.hosts_max = LOCK_HOSTS_MAX;
@@ -163,7 +167,7 @@ pub fn run(
     {
         tracing::warn!(error = %e, "could not unregister from rpcbind");
     }
-    let _ = std::fs::remove_file(admin::socket_path(&config.server.state_dir));
+    admin::unbind(&config.server.state_dir);
     tracing::info!("stopped");
     Ok(())
 }
@@ -182,7 +186,6 @@ async fn serve(
     banner: impl FnOnce(&[SocketAddr], u16) -> String,
 ) -> anyhow::Result<Stopped> {
     let server = &config.server;
-    // First: a second server on the same state directory stops here.
     let admin_listener = admin::bind(&server.state_dir)?;
     let mut nfs_listeners = Vec::new();
     for addr in &server.listen {
@@ -308,9 +311,14 @@ async fn serve(
         // once (refused, the kernel client would wait seconds to retry).
         let previous = tickle::load(&server.state_dir);
         if !previous.is_empty() {
-            tokio::spawn(tickle_rounds(previous));
+            tokio::spawn(tickle_rounds(previous.clone()));
         }
-        tokio::spawn(record_connections(stats.clone(), server.state_dir.clone(), shutdown.clone()));
+        match tickle::Recorder::open(&server.state_dir) {
+            Ok(recorder) => {
+                tokio::spawn(record_connections(stats.clone(), recorder, previous, shutdown.clone()));
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot keep the connection list: a failover tickles no client"),
+        }
     }
     tracing::info!(listen = ?bound, mount_port, workers = server.workers, "serving NFSv3, MOUNT v3, NLM v4 and NSM");
     println!("{}", banner(&bound, mount_port));
@@ -350,9 +358,13 @@ async fn tickle_rounds(connections: Vec<tickle::Connection>) {
 }
 
 /// Keeps `state_dir/connections` (see `tickle`) within a second of the
-/// connection table.
-async fn record_connections(stats: Arc<ServerStats>, state_dir: PathBuf, mut shutdown: watch::Receiver<bool>) {
-    let mut recorded: Vec<tickle::Connection> = tickle::load(&state_dir);
+/// connection table; `recorded` is what the file holds now.
+async fn record_connections(
+    stats: Arc<ServerStats>,
+    mut recorder: tickle::Recorder,
+    mut recorded: Vec<tickle::Connection>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     recorded.sort();
     loop {
         tokio::select! {
@@ -363,12 +375,24 @@ async fn record_connections(stats: Arc<ServerStats>, state_dir: PathBuf, mut shu
             stats.conns.state().open.iter().filter_map(|c| Some((c.peer, c.local?))).collect();
         now.sort();
         if now != recorded {
-            let dir = state_dir.clone();
             let list = now.clone();
-            match tokio::task::spawn_blocking(move || tickle::save(&dir, &list)).await {
-                Ok(Ok(())) => recorded = now,
-                Ok(Err(e)) => tracing::warn!(error = %e, "cannot record the connections for a failover's tickles"),
-                Err(e) => tracing::warn!(error = %e, "the connection recorder failed"),
+            let saved = tokio::task::spawn_blocking(move || {
+                let result = recorder.save(&list);
+                (recorder, result)
+            })
+            .await;
+            match saved {
+                Ok((back, result)) => {
+                    recorder = back;
+                    match result {
+                        Ok(()) => recorded = now,
+                        Err(e) => tracing::warn!(error = %e, "cannot record the connections for a failover's tickles"),
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the connection recorder failed");
+                    return;
+                }
             }
         }
     }
@@ -463,34 +487,6 @@ async fn wait_for_stop_signal(reloader: &Arc<Reloader>, stats: &Arc<ServerStats>
             }
         }
     }
-}
-
-/// Creates the state directory (mode 0700) if needed, and refuses one that
-/// another user could change: it holds the handle key (whoever reads it
-/// can forge handles) and the administration socket.
-fn create_state_dir(dir: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
-    let meta = std::fs::symlink_metadata(dir)
-        .with_context(|| format!("cannot examine the state directory {}", dir.display()))?;
-    if !meta.is_dir() {
-        bail!("state directory {} is not a directory", dir.display());
-    }
-    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
-    if meta.uid() != me || meta.mode() & 0o022 != 0 {
-        bail!(
-            "state directory {} is owned by uid {} with mode {:o}: it must belong to uid {me} and not be \
-             writable by others (it holds the handle key and the administration socket)",
-            dir.display(),
-            meta.uid(),
-            meta.mode() & 0o7777
-        );
-    }
-    Ok(())
 }
 
 /// Lock-holding descriptions: at most a quarter of the open-file limit.

@@ -1,5 +1,6 @@
 //! Every `unsafe` of the server crate: the process-wide system calls made
-//! at start. (The file-system calls are in `keel_store_local::sys`.)
+//! at start, and the state directory's lock. (The file-system calls are
+//! in `keel_store_local::sys`.)
 
 /// Sets the file-creation mask to 0: modes from clients are applied
 /// exactly (they already carry the client's umask).
@@ -28,6 +29,24 @@ pub fn raise_open_file_limit() -> u64 {
         }
     }
     lim.rlim_cur
+}
+
+/// flock(2) LOCK_EX without waiting: whether the lock was taken (false:
+/// another open file description holds it).
+pub fn try_lock_exclusive(fd: std::os::fd::BorrowedFd) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock(2) on a live descriptor; it touches no memory.
+        if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            Some(libc::EINTR) => continue,
+            _ => return Err(e),
+        }
+    }
 }
 
 // The transport's system calls: epoll, an eventfd to wake pollers, and

@@ -8,31 +8,68 @@
 //!
 //! Under `[ha]`, the server keeps the list of its clients' connections on
 //! the shared storage (`state_dir/connections`, rewritten within a second
-//! of a change), and the next start reads it and tickles each.
+//! of a change), and the next start reads it and tickles each. The list
+//! is a record rewritten in place (`keel_store::state_file::RecordFile`),
+//! so that recording it needs no new block on a full file system; it
+//! holds the first [`CONNECTIONS_RECORDED_MAX`] connections.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 
+use keel_store::state_file::{RecordFile, Stored};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 pub const FILE_NAME: &str = "connections";
 /// Tries per connection: the client's kernel rate-limits its answers to
 /// segments outside the window, and a datagram may be lost.
 const TICKLES_PER_CONNECTION: usize = 3;
+/// Connections recorded at most; the clients of any others notice the
+/// failover by their own retransmission timers.
+pub const CONNECTIONS_RECORDED_MAX: usize = 4096;
+/// One line at most: two bracketed IPv6 addresses with scope and port.
+const LINE_BYTES_MAX: usize = 128;
+/// Each of the record file's two slots (the file is 1 MiB, made once).
+const SLOT_BYTES: usize = CONNECTIONS_RECORDED_MAX * LINE_BYTES_MAX;
 
 /// One connection as the file keeps it: the client's address and the
 /// server address it connected to.
 pub type Connection = (SocketAddr, SocketAddr);
 
-pub fn save(dir: &Path, connections: &[Connection]) -> std::io::Result<()> {
-    let text: String = connections.iter().map(|(client, server)| format!("{client} {server}\n")).collect();
-    keel_store::state_file::replace_durably(&dir.join(FILE_NAME), text.as_bytes())
+/// Keeps the connection list (`state_dir/connections`).
+pub struct Recorder {
+    file: RecordFile,
+}
+
+impl Recorder {
+    /// Opens the list in `dir`, making its file (at its full size) the
+    /// first time.
+    pub fn open(dir: &Path) -> std::io::Result<Recorder> {
+        let (file, _) = RecordFile::open(&dir.join(FILE_NAME), SLOT_BYTES)?;
+        Ok(Recorder { file })
+    }
+
+    /// Records `connections` (the first that fit) in place of the last list.
+    pub fn save(&mut self, connections: &[Connection]) -> std::io::Result<()> {
+        let mut text = String::new();
+        for (client, server) in connections.iter().take(CONNECTIONS_RECORDED_MAX) {
+            let line = format!("{client} {server}\n");
+            if text.len() + line.len() > self.file.payload_bytes_max() {
+                break;
+            }
+            text.push_str(&line);
+        }
+        self.file.write(text.as_bytes())
+    }
 }
 
 /// The connections the last server recorded; lines that do not parse are
-/// skipped (the file is advice, not state).
+/// skipped (the file is advice, not state). Reads an older version's plain
+/// text file too.
 pub fn load(dir: &Path) -> Vec<Connection> {
-    let text = std::fs::read_to_string(dir.join(FILE_NAME)).unwrap_or_default();
+    let text = match RecordFile::read(&dir.join(FILE_NAME), SLOT_BYTES) {
+        Ok(Stored::Record(bytes) | Stored::Unrecognised(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Ok(Stored::Nothing) | Err(_) => String::new(),
+    };
     text.lines()
         .filter_map(|l| {
             let (c, s) = l.split_once(' ')?;
@@ -132,17 +169,31 @@ mod tests {
     }
 
     #[test]
-    fn the_list_round_trips_and_garbage_is_skipped() {
+    fn the_list_round_trips_in_place_and_garbage_is_skipped() {
+        use std::os::unix::fs::MetadataExt;
         let dir = std::env::temp_dir().join(format!("keel-tickle-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let list = vec![
+        // An older version's plain list.
+        std::fs::write(dir.join(FILE_NAME), "garbage\n10.1.0.7:812 10.1.0.100:2049\n").unwrap();
+        let list: Vec<Connection> = vec![
             ("10.1.0.7:812".parse().unwrap(), "10.1.0.100:2049".parse().unwrap()),
             ("[2001:db8::7]:700".parse().unwrap(), "[2001:db8::100]:2049".parse().unwrap()),
         ];
-        save(&dir, &list).unwrap();
-        assert_eq!(load(&dir), list);
-        std::fs::write(dir.join(FILE_NAME), "garbage\n10.1.0.7:812 10.1.0.100:2049\n").unwrap();
         assert_eq!(load(&dir), list[..1]);
+        let mut recorder = Recorder::open(&dir).unwrap();
+        let inode = std::fs::metadata(dir.join(FILE_NAME)).unwrap().ino();
+        recorder.save(&list).unwrap();
+        assert_eq!(load(&dir), list);
+        recorder.save(&list[1..]).unwrap();
+        assert_eq!(load(&dir), list[1..]);
+        // More than fit: the first that do.
+        let many: Vec<Connection> = (0..CONNECTIONS_RECORDED_MAX as u32 + 10)
+            .map(|i| (SocketAddr::from((std::net::Ipv6Addr::from(u128::from(i)), 1)), list[1].1))
+            .collect();
+        recorder.save(&many).unwrap();
+        assert_eq!(load(&dir), many[..CONNECTIONS_RECORDED_MAX]);
+        assert_eq!(std::fs::metadata(dir.join(FILE_NAME)).unwrap().ino(), inode, "written in place");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

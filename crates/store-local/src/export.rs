@@ -121,6 +121,87 @@ impl Export {
     }
 }
 
+/// Ancestors walked to prove a directory lies under another.
+const SUBTREE_DEPTH_MAX: usize = 4096;
+
+/// Whether the directory `fd` is the directory (`dev`, `ino`) or lies
+/// under it, walking "..": a walk that reaches the file system's root or
+/// leaves the device has not met it.
+pub(crate) fn is_under(fd: BorrowedFd, dev: u64, ino: u64) -> std::io::Result<bool> {
+    let mut current = sys::openat(fd, b".", libc::O_PATH | libc::O_DIRECTORY, 0)?;
+    for _ in 0..SUBTREE_DEPTH_MAX {
+        let st = sys::fstat(current.as_fd())?;
+        if st.st_dev == dev && st.st_ino == ino {
+            return Ok(true);
+        }
+        let parent = sys::openat(current.as_fd(), b"..", libc::O_PATH | libc::O_DIRECTORY, 0)?;
+        let pst = sys::fstat(parent.as_fd())?;
+        if pst.st_dev != dev || (pst.st_ino == st.st_ino && pst.st_dev == st.st_dev) {
+            return Ok(false);
+        }
+        current = parent;
+    }
+    Ok(false)
+}
+
+/// Whether `path` is the directory `root` or lies in the tree under it,
+/// so that a client of an export of `root` could reach it (or, the other
+/// way round, an export of `path` would serve part of `root`). `path`
+/// need not exist yet: its nearest existing ancestor stands for it (it
+/// will be made there). Three ways, so that no other name gets round it:
+/// - by path, with symlinks resolved;
+/// - by identity: `root` is another name (a bind mount) of `path` or of
+///   one of its ancestors;
+/// - by the file system's own tree: `path` opened by handle through
+///   `root`'s mount and walked up by "..", which finds `root` even when
+///   `path` is reached by another name (a bind mount of a directory under
+///   `root`). This needs CAP_DAC_READ_SEARCH; without it (a check of the
+///   configuration by an ordinary user, who may not even look into the
+///   directories) the path decides.
+///
+/// A `root` that does not exist contains nothing.
+pub fn lies_within(root: &Path, path: &Path) -> std::io::Result<bool> {
+    let root = match std::fs::canonicalize(root) {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let existing = path.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
+    let existing = std::fs::canonicalize(existing)?;
+    if existing.starts_with(&root) {
+        return Ok(true);
+    }
+    match within_by_identity(&root, &existing) {
+        // Not allowed to look (a check by an ordinary user): the path decides.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => Ok(false),
+        other => other,
+    }
+}
+
+/// The second and third ways of [`lies_within`], for canonical paths.
+fn within_by_identity(root: &Path, existing: &Path) -> std::io::Result<bool> {
+    // Not O_PATH: open_by_handle_at refuses such a descriptor as the mount.
+    let root_fd = sys::open_path(root, libc::O_RDONLY | libc::O_DIRECTORY)?;
+    let rst = sys::fstat(root_fd.as_fd())?;
+    for ancestor in existing.ancestors() {
+        let st = sys::fstat(sys::open_path(ancestor, libc::O_PATH)?.as_fd())?;
+        if st.st_dev == rst.st_dev && st.st_ino == rst.st_ino {
+            return Ok(true);
+        }
+    }
+    let fd = sys::open_path(existing, libc::O_PATH)?;
+    if sys::fstat(fd.as_fd())?.st_dev != rst.st_dev {
+        return Ok(false);
+    }
+    let (kernel, _) = sys::name_to_handle(fd.as_fd(), b"")?;
+    match sys::open_by_handle(root_fd.as_fd(), &kernel, libc::O_PATH | libc::O_DIRECTORY) {
+        Ok(through_root) => is_under(through_root.as_fd(), rst.st_dev, rst.st_ino),
+        // Not a directory: what stands for the path is a file, under no tree.
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// How long a failure of the storage as a whole is taken to last: longer
 /// than the cluster takes to notice it and move the service.
 const STORAGE_FAILURE_HOLD: Duration = Duration::from_secs(30);
@@ -251,6 +332,26 @@ mod tests {
         assert_eq!(unescape_mountinfo(r"/mnt/with\040space"), b"/mnt/with space");
         assert_eq!(unescape_mountinfo(r"/plain"), b"/plain");
         assert_eq!(unescape_mountinfo(r"/trailing\04"), br"/trailing\04");
+    }
+
+    #[test]
+    fn a_directory_lies_within_by_path_symlink_and_not_yet_made() {
+        let base = std::env::temp_dir().join(format!("keel-lies-within-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("export/sub")).unwrap();
+        std::fs::create_dir_all(base.join("state")).unwrap();
+        std::os::unix::fs::symlink(base.join("export"), base.join("link")).unwrap();
+        let within = |root: &str, path: &str| lies_within(&base.join(root), &base.join(path)).unwrap();
+        assert!(within("export", "export"));
+        assert!(within("export", "export/sub"));
+        assert!(within("export", "export/not/made/yet"));
+        assert!(within("link", "export/sub"), "the export named through a symlink");
+        assert!(within("export", "link/.keel"), "the state named through a symlink");
+        assert!(!within("export", "state"));
+        assert!(!within("export", "exported"), "a prefix of the name is not a parent");
+        assert!(!within("export/sub", "export"));
+        assert!(!within("state/not-made", "state"), "a directory not made holds nothing");
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

@@ -21,8 +21,7 @@
 //! outside the export.
 
 use std::hash::Hasher;
-use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{self, Read};
 use std::path::Path;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -88,15 +87,7 @@ impl HandleKey {
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let key = HandleKey::random()?;
-                let tmp = path.with_extension("tmp");
-                let mut f =
-                    std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-                f.write_all(&key.0)?;
-                f.sync_all()?;
-                std::fs::rename(&tmp, path)?;
-                if let Some(dir) = path.parent() {
-                    std::fs::File::open(dir)?.sync_all()?;
-                }
+                keel_store::state_file::replace_durably(path, &key.0)?;
                 Ok(key)
             }
             Err(e) => Err(io::Error::new(e.kind(), format!("cannot read handle key {}: {e}", path.display()))),

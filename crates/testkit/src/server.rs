@@ -43,6 +43,9 @@ impl ExportOpts {
 
 pub struct TestServer {
     pub base: PathBuf,
+    /// Where the state directory (`state`) and the exports are: `base`,
+    /// unless the test gave a directory of its own ([`TestServer::start_in`]).
+    pub data: PathBuf,
     /// The configuration file (empty for a server started without one).
     pub config: PathBuf,
     pub log: PathBuf,
@@ -89,13 +92,20 @@ impl TestServer {
 
     /// Like `start`, keeping `port` across restarts (0 picks one now).
     pub fn start_on(tag: &str, exports: Vec<ExportOpts>, server_extra: &str, port: u16) -> Self {
-        Self::build(tag, exports, server_extra, SocketAddr::from(([127, 0, 0, 1], port)), None)
+        Self::build(tag, exports, server_extra, SocketAddr::from(([127, 0, 0, 1], port)), None, None)
+    }
+
+    /// Like `start`, with the state directory and the exports in `data`
+    /// (a file system of the test's own, say) instead of the server's
+    /// temporary directory, which keeps the configuration and the log.
+    pub fn start_in(tag: &str, data: &Path, exports: Vec<ExportOpts>, server_extra: &str) -> Self {
+        Self::build(tag, exports, server_extra, SocketAddr::from(([127, 0, 0, 1], 0)), None, Some(data))
     }
 
     /// Like `start`, with Keel inside the network namespace `netns`,
     /// listening on `listen`.
     pub fn start_in_netns(tag: &str, exports: Vec<ExportOpts>, netns: &Netns, listen: SocketAddr) -> Self {
-        Self::build(tag, exports, "", listen, Some(netns))
+        Self::build(tag, exports, "", listen, Some(netns), None)
     }
 
     /// Like `start_in_netns`, with `server_extra` TOML for the `[server]`
@@ -107,7 +117,7 @@ impl TestServer {
         listen: SocketAddr,
         server_extra: &str,
     ) -> Self {
-        Self::build(tag, exports, server_extra, listen, Some(netns))
+        Self::build(tag, exports, server_extra, listen, Some(netns), None)
     }
 
     fn build(
@@ -116,19 +126,21 @@ impl TestServer {
         server_extra: &str,
         listen: SocketAddr,
         netns: Option<&Netns>,
+        data: Option<&Path>,
     ) -> Self {
         require_root();
         let n = SERVERS.fetch_add(1, Ordering::SeqCst);
         let base = std::env::temp_dir().join(format!("keel-test-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&base).unwrap();
+        let data = data.map_or_else(|| base.clone(), Path::to_path_buf);
         let portmap = if server_extra.contains("portmap =") { "" } else { "portmap = \"off\"\n" };
         let mut toml = format!(
             "[server]\nlisten = [\"{listen}\"]\n{portmap}workers = 8\nlog_level = \"debug\"\nstate_dir = \"{}\"\n{server_extra}\n",
-            base.join("state").display()
+            data.join("state").display()
         );
         for e in &exports {
-            let dir = base.join(&e.name);
+            let dir = data.join(&e.name);
             std::fs::create_dir_all(&dir).unwrap();
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -148,7 +160,7 @@ impl TestServer {
             "--config".into(),
             config.display().to_string(),
         ]);
-        let mut s = TestServer { base, config, log, addr: listen, exports, child: None, argv };
+        let mut s = TestServer { base, data, config, log, addr: listen, exports, child: None, argv };
         s.spawn();
         if listen.port() == 0 {
             // Keep the same port across restarts, so clients can carry on.
@@ -180,6 +192,7 @@ impl TestServer {
         let mut s = TestServer {
             config: PathBuf::new(),
             log: base.join("keel.log"),
+            data: base.clone(),
             base,
             addr: "127.0.0.1:0".parse().unwrap(),
             exports: vec![export],
@@ -196,7 +209,12 @@ impl TestServer {
     /// The exported directory of export `id` on the server's side.
     pub fn export_dir(&self, id: u32) -> PathBuf {
         let e = self.exports.iter().find(|e| e.id == id).expect("export id");
-        self.base.join(&e.name)
+        self.data.join(&e.name)
+    }
+
+    /// The server's state directory.
+    pub fn state_dir(&self) -> PathBuf {
+        self.data.join("state")
     }
 
     /// The path clients mount.
@@ -290,6 +308,11 @@ impl TestServer {
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.kill9();
+        // The administration socket a killed server left in /run/keel (its
+        // state directory links to it).
+        if let Ok(socket) = std::fs::read_link(self.state_dir().join("keel.sock")) {
+            let _ = std::fs::remove_file(socket);
+        }
         if std::thread::panicking() {
             eprintln!("---- keel log ({}) ----\n{}", self.log.display(), self.log_text());
         } else {

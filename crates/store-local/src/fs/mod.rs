@@ -36,9 +36,6 @@ use crate::inode::{Inode, InodeCache};
 use crate::sys::{self, KernelHandle};
 use crate::verifier::WriteVerifier;
 
-/// Ancestors walked to prove a directory lies inside a subtree export.
-const SUBTREE_DEPTH_MAX: usize = 4096;
-
 pub struct LocalStore {
     /// Swapped whole by [`LocalStore::set_exports`] (an export reload); a
     /// call works on the set it found when it resolved its handle.
@@ -563,18 +560,8 @@ fn stale_if_gone(e: std::io::Error) -> StoreError {
 
 /// Proves that directory `fd` lies under the export root by walking "..".
 fn check_inside(export: &Export, fd: std::os::fd::BorrowedFd) -> StoreResult<()> {
-    let mut current = ident::as_root(|| sys::openat(fd, b".", libc::O_PATH | libc::O_DIRECTORY, 0))?;
-    for _ in 0..SUBTREE_DEPTH_MAX {
-        let st = sys::fstat(current.as_fd())?;
-        if export.is_root(&st) {
-            return Ok(());
-        }
-        let parent = ident::as_root(|| sys::openat(current.as_fd(), b"..", libc::O_PATH | libc::O_DIRECTORY, 0))?;
-        let pst = sys::fstat(parent.as_fd())?;
-        if pst.st_dev != export.root_dev || (pst.st_ino == st.st_ino && pst.st_dev == st.st_dev) {
-            break;
-        }
-        current = parent;
+    if ident::as_root(|| crate::export::is_under(fd, export.root_dev, export.root_ino))? {
+        return Ok(());
     }
     tracing::warn!(export = export.id, "handle of a directory outside the export refused");
     Err(StoreError::Stale)
