@@ -76,6 +76,12 @@ impl<S: Store> Shared<S> {
     /// written to the back end.
     pub fn destage_round(&self, log: &Log, bytes_max: u64) -> Result<u64, DestageError> {
         let _round = self.round.lock().unwrap_or_else(|p| p.into_inner());
+        // A log is replaced only between rounds (with this lock held): one
+        // retired before this round began held nothing left to destage, and
+        // the index's extents are the new log's, at places in it.
+        if log.is_retired() {
+            return Ok(0);
+        }
         let (cut_seq, cut_addr) = log.cut(bytes_max);
         let who = self.inner.act_as(&Cred::ROOT).map_err(DestageError::ActAsRoot)?;
         let exports = self.inner.exports();

@@ -18,6 +18,11 @@ use crate::readcache::{ReadCache, Region};
 use crate::wear::Wear;
 use crate::{Shared, default_log_bytes};
 
+/// How many times a log swap destages what writes in flight added to the
+/// log before giving up (after its flush, only writes that took the log
+/// before it add to the log, so one or two tries do).
+const SWAP_TRIES_MAX: usize = 64;
+
 /// A device the cache holds.
 pub struct CacheDevice {
     pub name: String,
@@ -122,31 +127,20 @@ impl<S: Store> Shared<S> {
     }
 
     /// Empties the log and replaces it with one on `devices` (none: no
-    /// log). New appends wait while the last records are destaged.
+    /// log). Meanwhile writes go around the log, as during a flush; the
+    /// old log is retired the moment it is empty ([`Log::retire_if_empty`]),
+    /// so a write that took it before takes the new one instead.
     pub(crate) fn relog(
         &self,
         devices: &[CacheDevice],
         why: &str,
-        progress: impl FnMut(u64),
+        mut progress: impl FnMut(u64),
     ) -> Result<(), CacheError> {
-        self.flush(why, progress)?;
-        let mut slot = self.log.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(old) = slot.as_ref() {
-            // Appends are shut out now; destage what came in meanwhile.
-            while old.used_bytes() > 0 || self.index.live_files() > 0 {
-                self.destage_round(old, u64::MAX)?;
-            }
-        }
-        let generation = slot.as_ref().map_or(0, |l| l.generation());
-        *slot = match devices.len() {
-            0 => None,
-            _ => {
-                let mirrors = devices.iter().take(2).map(|d| Mirror::new(d.name.clone(), d.io.clone())).collect();
-                let ring = self.ring_bytes_for(devices);
-                let log = Log::format(mirrors, ring, generation, self.events.clone());
-                Some(Arc::new(log.map_err(CacheError::Log)?))
-            }
-        };
+        self.flush(why, &mut progress)?;
+        self.flushers.fetch_add(1, Ordering::AcqRel);
+        let swapped = self.swap_log(devices, &mut progress);
+        self.flushers.fetch_sub(1, Ordering::AcqRel);
+        swapped?;
         if devices.len() < 2 {
             let reason = format!(
                 "{} cache device(s): write-back exports are served write-through until two work: add one with \
@@ -156,6 +150,55 @@ impl<S: Store> Shared<S> {
             self.events.push(Event::Degraded { reason });
         }
         Ok(())
+    }
+
+    /// Destages until the log can be retired, then puts the new one in
+    /// its place. Writes that took the log before the flush may still
+    /// append to it; each try destages what they added.
+    fn swap_log(&self, devices: &[CacheDevice], progress: &mut impl FnMut(u64)) -> Result<(), CacheError> {
+        for _ in 0..SWAP_TRIES_MAX {
+            if self.try_swap_log(devices)? {
+                return Ok(());
+            }
+            self.flush_inner(progress)
+                .map_err(|source| CacheError::Flush { dirty_bytes: self.index.dirty_bytes(), source })?;
+        }
+        Err(CacheError::LogBusy { tries: SWAP_TRIES_MAX })
+    }
+
+    /// Retires the log and formats one on `devices` in its place, if it
+    /// is empty and no file is live; false if not.
+    fn try_swap_log(&self, devices: &[CacheDevice]) -> Result<bool, CacheError> {
+        // No destage round runs across the swap: one that took the old log
+        // would read the new log's extents from the old one's devices.
+        let _round = self.round.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = self.log.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(old) = slot.as_ref()
+            && !(self.index.live_files() == 0 && old.retire_if_empty())
+        {
+            return Ok(false);
+        }
+        let generation = slot.as_ref().map_or(0, |l| l.generation());
+        let new = match devices.len() {
+            0 => None,
+            _ => {
+                let mirrors = devices.iter().take(2).map(|d| Mirror::new(d.name.clone(), d.io.clone())).collect();
+                let ring = self.ring_bytes_for(devices);
+                match Log::format(mirrors, ring, generation, self.events.clone()) {
+                    Ok(log) => Some(Arc::new(log)),
+                    Err(e) => {
+                        // No superblock of the new log was written: the old
+                        // one is still the log on the devices.
+                        if let Some(old) = slot.as_ref() {
+                            old.unretire();
+                        }
+                        return Err(CacheError::Log(e));
+                    }
+                }
+            }
+        };
+        *slot = new;
+        Ok(true)
     }
 
     /// The devices: name, size, role, the log's counters for it and what

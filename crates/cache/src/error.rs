@@ -95,6 +95,10 @@ pub enum CacheError {
     Log(io::Error),
     #[error("the log still holds {dirty_bytes} dirty bytes: {source}")]
     Flush { dirty_bytes: u64, source: DestageError },
+    /// Writes kept coming into the log each time it was emptied to be
+    /// moved to other devices.
+    #[error("the log could not be moved: it was never empty in {tries} tries (writes kept coming in); try again")]
+    LogBusy { tries: usize },
     #[error(
         "no cache device could be opened ({devices}): the write-back log, and any data it held that was not on \
          the disks yet, was on them. If they are lost for good, take them out of [cache] devices and set the \

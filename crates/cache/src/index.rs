@@ -36,11 +36,24 @@ pub struct FileState {
     /// Ranges destaged whose records are still in the log until the head
     /// passes them (offset, length, seq): a replay would write them again.
     pub shadow: Vec<(u64, u64, u64)>,
+    /// Taken out of the index (the file is no longer live): a call that
+    /// got this state before must get the file's state anew, as nothing
+    /// added here is seen by reads or destaged.
+    pub released: bool,
 }
 
 impl FileState {
     pub fn new(export_id: Option<u32>, size: u64, mtime: Time, ctime: Time) -> Self {
-        FileState { export_id, extents: BTreeMap::new(), size, mtime, ctime, last_seq: 0, shadow: Vec::new() }
+        FileState {
+            export_id,
+            extents: BTreeMap::new(),
+            size,
+            mtime,
+            ctime,
+            last_seq: 0,
+            shadow: Vec::new(),
+            released: false,
+        }
     }
 
     /// Puts `len` bytes at `offset` over whatever was there; returns the
@@ -206,13 +219,15 @@ impl Index {
     }
 
     /// Forgets files with no dirty data whose records are all before
-    /// `head_seq`: no replay can touch them any more.
+    /// `head_seq`: no replay can touch them any more. Their states are
+    /// marked released, for calls that hold them.
     pub fn release_before(&self, head_seq: u64) {
         let mut map = self.map();
         map.retain(|_, slot| {
             let mut st = slot.lock();
             st.shadow.retain(|s| s.2 >= head_seq);
-            !st.extents.is_empty() || st.last_seq >= head_seq
+            st.released = st.extents.is_empty() && st.last_seq < head_seq;
+            !st.released
         });
         self.live.store(map.len(), Ordering::Release);
     }

@@ -48,7 +48,11 @@
 //! **Invariants:** a file with records in the live log has all its writes
 //! and truncations logged (so replay is its exact history); dirty data
 //! leaves the index only after the back end synced it; the log's head
-//! moves only after that. A read-cache slot holds what the back end holds
+//! moves only after that. A record goes only into the log in place and
+//! under a file state the index holds: a log is replaced (`keel cache add`
+//! or `remove`) only once it is empty and retired, between destage rounds,
+//! and a call that took a log or a state replaced since starts again
+//! (`writeback.rs`). A read-cache slot holds what the back end holds
 //! for its block: every change of a file's data on the back end (WRITE,
 //! SETATTR of the size, CREATE, REMOVE and RENAME over it, destage)
 //! invalidates after the change, and a copy read before is never
@@ -170,7 +174,9 @@ pub(crate) fn errno(e: i32) -> StoreError {
 
 pub(crate) fn log_error(e: LogError) -> StoreError {
     match e {
-        LogError::Full => errno(libc::EAGAIN),
+        // Retired: the caller takes the log in place and tries again
+        // (crate::writeback::Stop::Raced); never a client's answer.
+        LogError::Full | LogError::Retired => errno(libc::EAGAIN),
         LogError::NoMirror(e) => StoreError::Os(e),
     }
 }

@@ -14,10 +14,16 @@
 //! the log ended (a torn record was never acknowledged: acknowledgement
 //! waits for the sync that covers it).
 //!
+//! A log replaced by another on its devices (`keel cache add` or `remove`)
+//! is first *retired*, at a moment it is empty ([`Log::retire_if_empty`]):
+//! from then on it takes no record, so none can land where no start looks
+//! and nothing of it writes over the new log's place on a shared device.
+//!
 //! **Invariants:** the head on the devices moves only after the records
 //! before it are durable on the back end, and ring space is reused only
 //! after the superblock naming the new head is durable on every healthy
 //! mirror; so a recovery never meets a reused record inside its chain.
+//! A retired log held every record it took on the back end, synced.
 
 use std::collections::VecDeque;
 use std::io;
@@ -90,6 +96,9 @@ pub enum LogError {
     Full,
     #[error("no cache device of the log is working: {0}")]
     NoMirror(io::Error),
+    /// The log was replaced by another: take the one in place now.
+    #[error("the log was replaced by another")]
+    Retired,
 }
 
 /// One device of the log.
@@ -266,6 +275,9 @@ pub struct Log {
     written: AtomicU64,
     /// Serializes superblock writes; holds the last generation.
     sb_generation: Mutex<u64>,
+    /// Set (under the tail's lock, which every append holds) once the log
+    /// is empty and about to be replaced: appends fail from then on.
+    retired: AtomicBool,
     events: Arc<Events>,
 }
 
@@ -330,6 +342,7 @@ impl Log {
             synced: Mutex::new(next_seq - 1),
             written: AtomicU64::new(next_seq - 1),
             sb_generation: Mutex::new(sb.generation),
+            retired: AtomicBool::new(false),
             mirrors,
             events,
         };
@@ -357,6 +370,7 @@ impl Log {
             synced: Mutex::new(0),
             written: AtomicU64::new(0),
             sb_generation: Mutex::new(after_generation),
+            retired: AtomicBool::new(false),
             mirrors,
             events,
         };
@@ -396,6 +410,30 @@ impl Log {
     pub fn used_bytes(&self) -> u64 {
         let t = self.lock();
         t.tail_addr - t.head_addr
+    }
+
+    /// Retires the log if it is empty: no record is appended to it from
+    /// then on ([`LogError::Retired`]). False, and nothing changes, while
+    /// it holds records (a destage must take them first).
+    pub fn retire_if_empty(&self) -> bool {
+        let t = self.lock();
+        if t.tail_addr != t.head_addr {
+            return false;
+        }
+        self.retired.store(true, Ordering::Release);
+        true
+    }
+
+    /// Takes records again after [`Log::retire_if_empty`] (its replacement
+    /// could not be made; it is still the log on the devices).
+    pub fn unretire(&self) {
+        let _t = self.lock();
+        self.retired.store(false, Ordering::Release);
+    }
+
+    /// Whether the log was retired: everything it took is on the back end.
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
     }
 
     /// When the oldest live record was written.
@@ -486,6 +524,9 @@ impl Log {
         debug_assert!(handle.len() <= HANDLE_BYTES_MAX && payload.len() <= payload_bytes_max(self.ring_bytes));
         let rec_len = record_bytes(payload.len());
         let mut t = self.lock();
+        if self.is_retired() {
+            return Err(LogError::Retired);
+        }
         let room_to_end = self.ring_bytes - t.tail_addr % self.ring_bytes;
         let wrap = rec_len > room_to_end;
         if !self.fits(&t, kind, rec_len) {
@@ -564,7 +605,9 @@ impl Log {
     /// (group commit: one sync covers every record written before it).
     pub fn sync_through(&self, seq: u64) -> Result<(), LogError> {
         let mut synced = self.synced.lock().unwrap_or_else(|p| p.into_inner());
-        if *synced >= seq {
+        // A retired log's records are all on the back end, synced; its
+        // devices may hold another log now.
+        if *synced >= seq || self.is_retired() {
             return Ok(());
         }
         let target = self.written.load(Ordering::Acquire);
@@ -622,7 +665,8 @@ impl Log {
     pub fn advance_head(&self, seq: u64, addr: u64) -> io::Result<()> {
         {
             let t = self.lock();
-            if seq <= t.head_seq {
+            // A retired log is empty, and its devices may hold another.
+            if seq <= t.head_seq || self.is_retired() {
                 return Ok(());
             }
         }

@@ -10,6 +10,7 @@ use keel_store::{
 };
 use std::sync::atomic::Ordering;
 
+use crate::writeback::{Stop, until_not_raced};
 use crate::{CacheStore, combine, index, log_error};
 
 impl<S: Store> Store for CacheStore<S> {
@@ -55,38 +56,7 @@ impl<S: Store> Store for CacheStore<S> {
         guard: Option<Time>,
         commit: bool,
     ) -> StoreResult<()> {
-        let sh = &self.shared;
-        let Some(slot) = sh.index.get(obj.handle()) else {
-            let r = sh.inner.setattr(who, obj, set, guard, commit);
-            if let Some(size) = set.size {
-                sh.invalidate(obj.handle(), size, u64::MAX);
-            }
-            return r;
-        };
-        // The client's guard is a ctime it saw here, overlaid.
-        if let Some(g) = guard {
-            let mut a = sh.inner.getattr(obj)?;
-            slot.lock().overlay(&mut a);
-            if a.ctime != g {
-                return Err(StoreError::NotSync);
-            }
-        }
-        let _io = slot.io();
-        if let Some(size) = set.size {
-            let r = sh.truncate_live(who, obj, &slot, set, size, commit);
-            sh.invalidate(obj.handle(), size, u64::MAX);
-            return r;
-        }
-        sh.inner.setattr(who, obj, set, None, commit)?;
-        let a = sh.inner.getattr(obj)?;
-        let mut st = slot.lock();
-        if set.mtime != SetTime::Keep {
-            st.mtime = a.mtime;
-        }
-        if index::later(a.ctime, st.ctime) {
-            st.ctime = a.ctime;
-        }
-        Ok(())
+        until_not_raced(|| self.setattr_once(who, obj, set, guard, commit))
     }
 
     fn access(&self, who: &S::Caller, obj: &S::Object, want: u32) -> StoreResult<u32> {
@@ -301,5 +271,50 @@ impl<S: Store> Store for CacheStore<S> {
 
     fn open_for_locks(&self, who: &S::Caller, obj: &S::Object) -> StoreResult<S::LockFile> {
         self.shared.inner.open_for_locks(who, obj)
+    }
+}
+
+impl<S: Store> CacheStore<S> {
+    /// SETATTR; a live file's size goes through the log first.
+    fn setattr_once(
+        &self,
+        who: &S::Caller,
+        obj: &S::Object,
+        set: &SetAttrs,
+        guard: Option<Time>,
+        commit: bool,
+    ) -> Result<(), Stop> {
+        let sh = &self.shared;
+        let Some(slot) = sh.index.get(obj.handle()) else {
+            let r = sh.inner.setattr(who, obj, set, guard, commit);
+            if let Some(size) = set.size {
+                sh.invalidate(obj.handle(), size, u64::MAX);
+            }
+            return Ok(r?);
+        };
+        // The client's guard is a ctime it saw here, overlaid.
+        if let Some(g) = guard {
+            let mut a = sh.inner.getattr(obj)?;
+            slot.lock().overlay(&mut a);
+            if a.ctime != g {
+                return Err(StoreError::NotSync.into());
+            }
+        }
+        let _io = slot.io();
+        if let Some(size) = set.size {
+            let r = sh.truncate_live(who, obj, &slot, set, size, commit);
+            sh.invalidate(obj.handle(), size, u64::MAX);
+            return r;
+        }
+        sh.inner.setattr(who, obj, set, None, commit)?;
+        let a = sh.inner.getattr(obj)?;
+        let mut st = slot.lock();
+        if set.mtime != SetTime::Keep {
+            st.mtime = a.mtime;
+        }
+        if index::later(a.ctime, st.ctime) {
+            st.ctime = a.ctime;
+        }
+        Ok(())
     }
 }

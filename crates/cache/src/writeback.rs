@@ -2,6 +2,16 @@
 //! it, and why), SETATTR of a live file's size logs the cut, a flush waits
 //! until the destager has emptied the log, and recovery rebuilds the index
 //! from the records a start found.
+//!
+//! A WRITE or a truncation takes the log and the file's state, then does
+//! what it must (back-end checks, waits for room) and appends. If either
+//! was replaced in between (the log retired for another by `keel cache
+//! add` or `remove`, the file's state released once the destager had put
+//! its data on the back end), the append is refused and the call starts
+//! again from the top ([`Stop::Raced`]): a record in a retired log would be
+//! in no log a start reads, and one for a released state would be in no
+//! index that reads or the destager see. Neither check adds a lock: the
+//! log's is the tail lock every append holds, the state's is the file's.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -29,6 +39,37 @@ const REORDER_SLACK_MAX: u64 = 16 << 20;
 const FULL_WAIT: Duration = Duration::from_secs(10);
 /// Largest record payload.
 const RECORD_PAYLOAD_MAX: usize = 1 << 20;
+/// How many times a WRITE or truncation starts again after what it took
+/// was replaced under it; each time takes a log swap or a destage round
+/// that finished the file meanwhile.
+const RACES_MAX: usize = 8;
+
+/// Why an attempt at a WRITE or a truncation stopped.
+pub(crate) enum Stop {
+    /// The log or the file's state it took was replaced before it
+    /// appended: nothing of it is acknowledged; start again.
+    Raced,
+    Failed(StoreError),
+}
+
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Self {
+        Stop::Failed(e)
+    }
+}
+
+/// Runs `attempt` until it ends other than [`Stop::Raced`] (at most
+/// [`RACES_MAX`] times; then EAGAIN, which a client retries).
+pub(crate) fn until_not_raced<T>(mut attempt: impl FnMut() -> Result<T, Stop>) -> StoreResult<T> {
+    for _ in 0..RACES_MAX {
+        match attempt() {
+            Ok(v) => return Ok(v),
+            Err(Stop::Failed(e)) => return Err(e),
+            Err(Stop::Raced) => {}
+        }
+    }
+    Err(errno(libc::EAGAIN))
+}
 
 impl<S: Store> Shared<S> {
     pub(crate) fn write(
@@ -39,6 +80,17 @@ impl<S: Store> Shared<S> {
         data: &[u8],
         stability: Stability,
     ) -> StoreResult<WriteOut> {
+        until_not_raced(|| self.write_once(who, obj, offset, data, stability))
+    }
+
+    fn write_once(
+        &self,
+        who: &S::Caller,
+        obj: &S::Object,
+        offset: u64,
+        data: &[u8],
+        stability: Stability,
+    ) -> Result<WriteOut, Stop> {
         let sh = self;
         let handle = obj.handle();
         let live = sh.index.get(handle);
@@ -72,7 +124,7 @@ impl<S: Store> Shared<S> {
         }
         let log = log.ok_or_else(|| errno(libc::EIO))?;
         if offset.checked_add(data.len() as u64).is_none_or(|end| end > i64::MAX as u64) {
-            return Err(errno(libc::EFBIG));
+            return Err(errno(libc::EFBIG).into());
         }
         let verifier = sh.verifier();
         let base = sh.inner.check_io(who, obj, true)?;
@@ -192,6 +244,7 @@ impl<S: Store> Shared<S> {
     /// Appends a record of a live file with its state locked, so records
     /// and index changes of one file happen in the same order. Waits for
     /// room (without the lock: the destager needs it) up to [`FULL_WAIT`].
+    /// [`Stop::Raced`] if the state was released or the log retired.
     #[allow(clippy::too_many_arguments)]
     fn append_locked<'a>(
         &self,
@@ -203,12 +256,16 @@ impl<S: Store> Shared<S> {
         payload: &[u8],
         size_after: impl Fn(&FileState) -> u64,
         buf: &mut Vec<u8>,
-    ) -> StoreResult<(std::sync::MutexGuard<'a, FileState>, log::Record)> {
+    ) -> Result<(std::sync::MutexGuard<'a, FileState>, log::Record), Stop> {
         let deadline = Instant::now() + FULL_WAIT;
         loop {
             let st = slot.lock();
+            if st.released {
+                return Err(Stop::Raced);
+            }
             match log.append(kind, handle, offset, size_after(&st), now(), payload, buf) {
                 Ok(r) => return Ok((st, r)),
+                Err(LogError::Retired) => return Err(Stop::Raced),
                 Err(LogError::Full) if Instant::now() < deadline => {
                     drop(st);
                     self.stats.full_waits.fetch_add(1, Ordering::Relaxed);
@@ -218,7 +275,7 @@ impl<S: Store> Shared<S> {
                     if matches!(e, LogError::NoMirror(_)) {
                         self.data_lost("no cache device takes the log");
                     }
-                    return Err(log_error(e));
+                    return Err(log_error(e).into());
                 }
             }
         }
@@ -243,7 +300,7 @@ impl<S: Store> Shared<S> {
         data: &[u8],
         stability: Stability,
         why: Bypass,
-    ) -> Option<StoreResult<WriteOut>> {
+    ) -> Option<Result<WriteOut, Stop>> {
         match why {
             Bypass::Full if !log.has_room_for_write(data.len()) => {
                 self.write_past_log(who, obj, slot, log, offset, data, stability, why)
@@ -257,7 +314,7 @@ impl<S: Store> Shared<S> {
                         return Some(r);
                     }
                     if Instant::now() >= deadline {
-                        return Some(Err(errno(libc::EAGAIN)));
+                        return Some(Err(errno(libc::EAGAIN).into()));
                     }
                     self.stats.full_waits.fetch_add(1, Ordering::Relaxed);
                     log.wait_for_room(Duration::from_millis(100));
@@ -270,7 +327,9 @@ impl<S: Store> Shared<S> {
     /// A write of a live file around the log: to the back end, durably,
     /// then a `Bypassed` record, so neither the destager nor a replay
     /// writes the file's older logged data over it. `None` when the log
-    /// has no room even for that record.
+    /// has no room even for that record; [`Stop::Raced`] when the file's
+    /// state was released (it has no logged data left to keep a replay
+    /// from: the call starts again as any write of a file not live).
     #[allow(clippy::too_many_arguments)]
     fn write_past_log(
         &self,
@@ -282,7 +341,7 @@ impl<S: Store> Shared<S> {
         data: &[u8],
         stability: Stability,
         why: Bypass,
-    ) -> Option<StoreResult<WriteOut>> {
+    ) -> Option<Result<WriteOut, Stop>> {
         let len = u32::try_from(data.len()).ok()?;
         if !log.has_room_for_bypass() {
             return None;
@@ -292,6 +351,9 @@ impl<S: Store> Shared<S> {
         // file's state lock: it must not write them after this write.
         let _io = slot.io();
         let mut st = slot.lock();
+        if st.released {
+            return Some(Err(Stop::Raced));
+        }
         let before = self.read_cache().map(|rc| rc.generation(handle));
         // Durable before the record can be: a record synced (by anyone's
         // group commit) over data that is not would lose the older data.
@@ -299,7 +361,7 @@ impl<S: Store> Shared<S> {
         self.wrote(obj, offset, data, r.is_ok(), before);
         let mut out = match r {
             Ok(out) => out,
-            Err(e) => return Some(Err(e)),
+            Err(e) => return Some(Err(e.into())),
         };
         self.stats.bypassed(obj.export_id(), why, data.len() as u64);
         let end = offset + u64::from(len);
@@ -328,14 +390,16 @@ impl<S: Store> Shared<S> {
         st.overlay(&mut out.after);
         drop(st);
         self.index.add_dirty(delta);
+        // (Not retired: the log is retired only with no file live, and
+        // this state is live and locked.)
         let seq = match rec {
             Ok(r) => r.seq,
-            Err(e) => return Some(Err(log_error(e))),
+            Err(e) => return Some(Err(log_error(e).into())),
         };
         if stability != Stability::Unstable
             && let Err(e) = self.sync_log(log, seq)
         {
-            return Some(Err(e));
+            return Some(Err(e.into()));
         }
         out.verifier = combine(out.verifier, self.epoch.load(Ordering::Acquire));
         Some(Ok(out))
@@ -344,7 +408,8 @@ impl<S: Store> Shared<S> {
     /// SETATTR with a size of a live file. The cut is logged (and synced)
     /// before the back end is truncated, so a replay repeats it; if the
     /// back end then refuses, the dirty data beyond the cut is logged again
-    /// after it, so a replay restores it.
+    /// after it, so a replay restores it. [`Stop::Raced`] before anything
+    /// changed, when the log or the file's state was replaced meanwhile.
     pub(crate) fn truncate_live(
         &self,
         who: &S::Caller,
@@ -353,7 +418,7 @@ impl<S: Store> Shared<S> {
         set: &SetAttrs,
         size: u64,
         commit: bool,
-    ) -> StoreResult<()> {
+    ) -> Result<(), Stop> {
         let log = self.log().ok_or_else(|| errno(libc::EIO))?;
         self.inner.check_io(who, obj, true)?;
         let handle = obj.handle();
@@ -361,6 +426,7 @@ impl<S: Store> Shared<S> {
         let (mut st, cut) =
             self.append_locked(&log, slot, RecordKind::Truncate, handle, size, &[], |_| size, &mut buf)?;
         log.sync_through(cut.seq).map_err(log_error)?;
+        // (The log is not retired before this returns: the file is live.)
         // The file's state stays locked across the back end's truncation:
         // a write of this file logged in between would be cut in the index
         // but not by a replay.
@@ -402,7 +468,7 @@ impl<S: Store> Shared<S> {
                 st.last_seq = last;
                 drop(st);
                 let _ = log.sync_through(last);
-                Err(refused)
+                Err(refused.into())
             }
         }
     }
@@ -458,10 +524,12 @@ impl<S: Store> Shared<S> {
         r.map_err(|source| CacheError::Flush { dirty_bytes: self.index.dirty_bytes(), source })
     }
 
-    fn flush_inner(&self, progress: &mut impl FnMut(u64)) -> Result<(), DestageError> {
-        let Some(log) = self.log() else { return Ok(()) };
+    pub(crate) fn flush_inner(&self, progress: &mut impl FnMut(u64)) -> Result<(), DestageError> {
         let mut failures = 0;
         loop {
+            // The log in place now: `keel cache add` or `remove` may have
+            // replaced the one this started with.
+            let Some(log) = self.log() else { return Ok(()) };
             progress(self.index.dirty_bytes());
             if log.used_bytes() == 0 && self.index.live_files() == 0 {
                 return Ok(());

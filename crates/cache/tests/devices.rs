@@ -3,18 +3,15 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::process::Command;
 use std::sync::Arc;
+use std::time::Duration;
 
 use keel_cache::device::{DEVICE_BYTES_MIN, FileDevice};
 use keel_cache::{CacheConfig, CacheStore};
 use keel_store::sim::SimStore;
-
-fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("keel-cache-devices-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use keel_testkit::disk::Tmpfs;
+use keel_testkit::procs::{TempDir, run_timeout};
 
 fn sized(dir: &std::path::Path, name: &str, bytes: u64) -> PathBuf {
     let p = dir.join(name);
@@ -29,16 +26,18 @@ fn open(devices: Vec<PathBuf>) -> Result<CacheStore<SimStore>, String> {
 
 #[test]
 fn bad_devices_are_refused_with_a_reason() {
-    let dir = scratch("bad");
-    let small = sized(&dir, "small", DEVICE_BYTES_MIN - 4096);
+    // Device files on a disk: Keel refuses them in memory.
+    let scratch = TempDir::on_disk("cache-devices-bad");
+    let dir = scratch.path();
+    let small = sized(dir, "small", DEVICE_BYTES_MIN - 4096);
     let err = FileDevice::open(&small).err().expect("too small");
     assert!(err.to_string().contains("too small"), "{err}");
-    let err = FileDevice::open(&dir).err().expect("a directory");
+    let err = FileDevice::open(dir).err().expect("a directory");
     assert!(err.to_string().contains("not a block device or a regular file"), "{err}");
     let err = FileDevice::open(&dir.join("missing")).err().expect("missing");
     assert!(err.to_string().contains("No such file"), "{err}");
 
-    let good = sized(&dir, "good", DEVICE_BYTES_MIN);
+    let good = sized(dir, "good", DEVICE_BYTES_MIN);
     let err = open(vec![good.clone(), good.clone()]).err().expect("the same device twice");
     assert!(err.contains("the same device as"), "{err}");
     // Another name for the same file is the same device too.
@@ -47,7 +46,7 @@ fn bad_devices_are_refused_with_a_reason() {
     let err = open(vec![good.clone(), link]).err().expect("a hard link of the same file");
     assert!(err.contains("the same device as"), "{err}");
 
-    let other = sized(&dir, "other", DEVICE_BYTES_MIN);
+    let other = sized(dir, "other", DEVICE_BYTES_MIN);
     let cache = open(vec![good, other]).expect("two good devices");
     assert_eq!(cache.shared().devices().len(), 2);
     assert!(cache.shared().devices().iter().all(|d| d.role == "log mirror, read cache" && d.state == "ok"));
@@ -57,7 +56,6 @@ fn bad_devices_are_refused_with_a_reason() {
     let report = cache.shared().devices();
     assert!(report.iter().all(|d| d.read_cache_capacity_bytes >= DEVICE_BYTES_MIN - ring - (64 << 10)));
     drop(cache);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A log device gone for good (its file deleted after a crash): the cache
@@ -70,9 +68,10 @@ fn a_lost_log_device_leaves_a_degraded_start_on_the_other() {
     use keel_cache::events::Event;
     use keel_store::{CreateMode, Cred, SetAttrs, Stability, Store};
 
-    let dir = scratch("lost");
+    let scratch = TempDir::on_disk("cache-devices-lost");
+    let dir = scratch.path();
     let (c1, c2, c3) =
-        (sized(&dir, "c1", DEVICE_BYTES_MIN), sized(&dir, "c2", DEVICE_BYTES_MIN), sized(&dir, "c3", DEVICE_BYTES_MIN));
+        (sized(dir, "c1", DEVICE_BYTES_MIN), sized(dir, "c2", DEVICE_BYTES_MIN), sized(dir, "c3", DEVICE_BYTES_MIN));
     let sim = Arc::new(SimStore::new(5));
     let config = |devices: Vec<PathBuf>| CacheConfig {
         devices,
@@ -117,5 +116,22 @@ fn a_lost_log_device_leaves_a_degraded_start_on_the_other() {
     std::fs::remove_file(&c1).unwrap();
     let err = CacheStore::open(sim, &config(vec![c1, c2])).err().expect("every device gone");
     assert!(err.to_string().contains("no cache device could be opened"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Where the system temp dir is in memory (tmpfs is /tmp on Debian 13),
+/// a cache device file there is refused: the tests above keep theirs on a
+/// disk. Run again with TMPDIR on a tmpfs, they still pass.
+#[test]
+fn the_device_tests_pass_with_the_temp_dir_on_tmpfs() {
+    let tmpfs = Tmpfs::mount("cache-devices-tmpdir");
+    let me = std::env::current_exe().unwrap();
+    let mut run = Command::new(me);
+    run.args([
+        "--exact",
+        "bad_devices_are_refused_with_a_reason",
+        "a_lost_log_device_leaves_a_degraded_start_on_the_other",
+    ])
+    .env("TMPDIR", tmpfs.path());
+    let out = run_timeout(&mut run, Duration::from_secs(120));
+    assert!(out.status.success() && out.stdout.contains("2 passed"), "with TMPDIR on a tmpfs:\n{}", out.text());
 }

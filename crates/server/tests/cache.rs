@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use keel_testkit::disk::XfsDisk;
+use keel_testkit::disk::{Tmpfs, XfsDisk};
 use keel_testkit::nfs::pattern;
 use keel_testkit::procs::{TempDir, run_ok};
 use keel_testkit::server::{ExportOpts, TestServer, digest};
@@ -94,7 +94,7 @@ fn nfs_cp_out(server: &TestServer, local: &TempDir, name: &str) -> Vec<u8> {
 
 #[test]
 fn write_back_with_libnfs_and_the_cache_commands() {
-    let devices = TempDir::new("cache-devices");
+    let devices = TempDir::on_disk("cache-devices");
     let c1 = device_file(devices.path(), "c1", 96 * MIB);
     let c2 = device_file(devices.path(), "c2", 96 * MIB);
     let c3 = device_file(devices.path(), "c3", 96 * MIB);
@@ -330,37 +330,17 @@ fn wait_with_output(child: std::process::Child, limit: Duration) -> Output {
     }
 }
 
-/// A tmpfs mounted for a test, unmounted when dropped.
-struct Tmpfs(TempDir);
-
-impl Tmpfs {
-    fn mount(tag: &str) -> Self {
-        let dir = TempDir::new(tag);
-        run_ok(
-            Command::new("mount").args(["-t", "tmpfs", "-o", "size=128m", "keel-test"]).arg(dir.path()),
-            CMD_TIMEOUT,
-        );
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
-    }
-}
-
 /// A file on tmpfs would hold a copy of the write-back log that the next
 /// power cut empties (any device may become a log mirror: `keel cache
 /// remove` of a log device promotes the next): refused at `keel cache add`
 /// and at start, saying why.
 #[test]
 fn a_cache_device_on_tmpfs_is_refused_at_add_and_at_start() {
-    let devices = TempDir::new("cache-volatile");
+    let devices = TempDir::on_disk("cache-volatile");
     let c1 = device_file(devices.path(), "c1", 96 * MIB);
     let c2 = device_file(devices.path(), "c2", 96 * MIB);
     let tmpfs = Tmpfs::mount("cache-tmpfs");
-    let shm = tmpfs.0.path().join("x");
+    let shm = tmpfs.path().join("x");
     std::fs::File::create(&shm).unwrap().set_len(96 * MIB).unwrap();
     let shm_name = shm.display().to_string();
     let mut server =
@@ -393,7 +373,7 @@ fn a_cache_device_on_tmpfs_is_refused_at_add_and_at_start() {
 /// on the host, not through Keel) and the log is empty when it returns.
 #[test]
 fn cache_flush_writes_the_log_to_the_disk_and_empties_it() {
-    let devices = TempDir::new("cache-flush");
+    let devices = TempDir::on_disk("cache-flush");
     let c1 = device_file(devices.path(), "c1", 96 * MIB);
     let c2 = device_file(devices.path(), "c2", 96 * MIB);
     let server = TestServer::start("cache-flush", vec![write_back_export("export")], &cache_table(&[&c1, &c2], 32));
@@ -420,7 +400,7 @@ fn cache_flush_writes_the_log_to_the_disk_and_empties_it() {
 /// again.
 #[test]
 fn a_lost_cache_device_leaves_a_degraded_start_until_one_is_added() {
-    let devices = TempDir::new("cache-lost-device");
+    let devices = TempDir::on_disk("cache-lost-device");
     let c1 = device_file(devices.path(), "c1", 96 * MIB);
     let c2 = device_file(devices.path(), "c2", 96 * MIB);
     let c3 = device_file(devices.path(), "c3", 96 * MIB);

@@ -700,7 +700,7 @@ fn keel_admin(server: &TestServer, args: &[&str]) -> String {
 fn write_back_cache_with_the_kernel_client() {
     let _vm = one_vm_at_a_time();
     let start = Instant::now();
-    let devices = keel_testkit::procs::TempDir::new("kclient-cache-devices");
+    let devices = keel_testkit::procs::TempDir::on_disk("kclient-cache-devices");
     let mut table = Vec::new();
     for name in ["c1", "c2"] {
         let path = devices.path().join(name);

@@ -1,7 +1,7 @@
 //! Disks of a test's own: an XFS on a loop device over an image file,
 //! with a power switch (the xfstests "godown" method: `xfs_io -x -c
 //! shutdown` without -f loses what XFS had not yet written to its log, as
-//! a power cut does).
+//! a power cut does); and a tmpfs, memory that a power cut empties.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -239,4 +239,30 @@ pub(crate) fn loop_set_path(dev: &str, path: LoopPath) {
 pub(crate) enum LoopPath {
     Alive,
     Dead,
+}
+
+/// A tmpfs mounted for a test (memory: where Keel must refuse a cache
+/// device), unmounted when dropped.
+pub struct Tmpfs(TempDir);
+
+impl Tmpfs {
+    pub fn mount(tag: &str) -> Self {
+        require_root();
+        let dir = TempDir::new(tag);
+        run_ok(
+            Command::new("mount").args(["-t", "tmpfs", "-o", "size=128m", "keel-test"]).arg(dir.path()),
+            CMD_TIMEOUT,
+        );
+        Tmpfs(dir)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+    }
 }

@@ -5,12 +5,14 @@
 //!
 //! - [`server`]: a real `keel` process per test, with its configuration,
 //!   exports, state and log in a directory of its own.
-//! - [`disk`]: XFS file systems on loop devices, with a power switch.
+//! - [`disk`]: XFS file systems on loop devices, with a power switch, and
+//!   tmpfs mounts.
 //! - [`ha`]: a two-node Corosync/Pacemaker cluster in namespaces, with
 //!   emulated power switches, a shared disk and fault injectors.
 //! - [`netns`]: network namespaces of a test's own.
 //! - [`procs`]: external programs run with a bound on time, temporary
-//!   directories, free ports.
+//!   directories (on a disk where that matters: cache device files are
+//!   refused in memory, and /tmp may be a tmpfs), free ports.
 //! - [`nfs`]: speaking NFSv3 and MOUNT to the server: exact wire control
 //!   (hand-built records, pipelining, raw replies), connections through the
 //!   independent `nfs3_client` crate, handle forging, host-side inspection.

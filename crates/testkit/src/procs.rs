@@ -104,9 +104,21 @@ pub struct TempDir(pub PathBuf);
 
 impl TempDir {
     pub fn new(tag: &str) -> Self {
+        Self::under(&std::env::temp_dir(), tag)
+    }
+
+    /// A fresh directory on a disk: for what must outlive a power cut or
+    /// what Keel refuses in memory, cache devices above all. Under the
+    /// system temp dir unless that is in memory (tmpfs is /tmp on Debian
+    /// 13), else under /var/tmp; see [`disk_temp_base`].
+    pub fn on_disk(tag: &str) -> Self {
+        Self::under(&disk_temp_base(), tag)
+    }
+
+    fn under(base: &Path, tag: &str) -> Self {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!("keel-{tag}-{}-{n}", std::process::id()));
+        let dir = base.join(format!("keel-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(std::fs::canonicalize(&dir).unwrap())
@@ -114,6 +126,54 @@ impl TempDir {
 
     pub fn path(&self) -> &Path {
         &self.0
+    }
+}
+
+/// Where [`TempDir::on_disk`] makes its directories: the first of the
+/// system temp dir and /var/tmp that is not in memory ([`in_memory`]).
+/// Panics, saying what to do, when both are.
+pub fn disk_temp_base() -> PathBuf {
+    let candidates = [std::env::temp_dir(), PathBuf::from(DISK_TEMP_DIR)];
+    let mut found = Vec::new();
+    for dir in &candidates {
+        match in_memory(dir) {
+            None => return dir.clone(),
+            Some(what) => found.push(format!("{} is on {what}", dir.display())),
+        }
+    }
+    panic!(
+        "cache device files need a directory on a disk (a power cut empties one in memory, and Keel refuses cache \
+         devices there), and {}: set TMPDIR to a directory on a disk",
+        found.join(" and ")
+    );
+}
+
+/// The temp dir that stays on a disk when /tmp is a tmpfs (FHS: kept
+/// across reboots).
+const DISK_TEMP_DIR: &str = "/var/tmp";
+
+/// ramfs's statfs magic (linux/magic.h; libc names tmpfs's and
+/// hugetlbfs's only).
+const RAMFS_MAGIC: u32 = 0x8584_58f6;
+
+/// The file system holding `path`, if it keeps its files in memory only
+/// (tmpfs, ramfs, hugetlbfs), as Keel's cache tells them apart; `None`
+/// for anything else, and for a path that does not exist.
+pub fn in_memory(path: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a zeroed statfs is a valid out-parameter.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is NUL-terminated and `st` outlives the call.
+    if unsafe { libc::statfs(path.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    // Every magic number fits in 32 bits; f_type is wider on some targets.
+    match st.f_type as u32 {
+        t if t == libc::TMPFS_MAGIC as u32 => Some("tmpfs"),
+        RAMFS_MAGIC => Some("ramfs"),
+        t if t == libc::HUGETLBFS_MAGIC as u32 => Some("hugetlbfs"),
+        _ => None,
     }
 }
 
