@@ -312,7 +312,10 @@ impl AdminState {
                 clients: s
                     .rules
                     .iter()
-                    .map(|r| ClientListing { host: r.host.to_string(), options: crate::option_list(&r.options) })
+                    .map(|r| ClientListing {
+                        host: r.host.to_string(),
+                        options: crate::config::option_list(&r.options),
+                    })
                     .collect(),
             })
             .collect()

@@ -257,6 +257,40 @@ impl fmt::Display for LogLevel {
     }
 }
 
+/// Each client rule with its main options, as `keel serve` and reloads
+/// print them: `HOST(rw,sync,no_root_squash,secure) ...`.
+pub fn describe_options(rules: &[ClientRule]) -> String {
+    rules
+        .iter()
+        .map(|r| {
+            let o = &r.options;
+            let access = if o.access == Access::ReadWrite { "rw" } else { "ro" };
+            let sync = if o.sync { "sync" } else { "async" };
+            let squash = match o.squash {
+                Squash::None => "no_root_squash",
+                Squash::Root => "root_squash",
+                Squash::All => "all_squash",
+            };
+            let secure = if o.secure { "secure" } else { "insecure" };
+            format!("{}({access},{sync},{squash},{secure})", r.host)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Every option of a client entry, as `exportfs -v` lists them.
+pub fn option_list(o: &ClientOptions) -> String {
+    let access = if o.access == Access::ReadWrite { "rw" } else { "ro" };
+    let sync = if o.sync { "sync" } else { "async" };
+    let squash = match o.squash {
+        Squash::None => "no_root_squash",
+        Squash::Root => "root_squash",
+        Squash::All => "all_squash",
+    };
+    let secure = if o.secure { "secure" } else { "insecure" };
+    format!("{access},{sync},{squash},{secure},anonuid={},anongid={}", o.anonuid, o.anongid)
+}
+
 /// Reads, parses and checks the configuration file at `path`. Host names
 /// are resolved with the system resolver; export paths must exist.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {

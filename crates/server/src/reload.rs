@@ -27,8 +27,8 @@ use keel_stats::CallStats;
 use keel_store_local::{Export, ExportSpec, HandleKey};
 use serde::{Deserialize, Serialize};
 
+use crate::config::describe_options;
 use crate::config::{self, Config, ExportConfig, ServerConfig};
-use crate::describe_options;
 use crate::stats::ReloadCounts;
 
 /// Command-line options that override the configuration file; a reload

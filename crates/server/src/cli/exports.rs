@@ -1,0 +1,67 @@
+//! `keel exports`: what the running server exports, and `keel exports
+//! reload`.
+
+use clap::Subcommand;
+
+use super::AdminArgs;
+use crate::{admin, reload};
+
+#[derive(Subcommand)]
+pub enum ExportsCommand {
+    /// Re-read the configuration file and apply its exports: new ones are
+    /// served, removed ones become stale for their clients, changed client
+    /// lists apply to the next call. A file with any problem changes
+    /// nothing. Exits 1 if the reload was refused.
+    Reload {
+        #[command(flatten)]
+        server: AdminArgs,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn list(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
+    let answer = admin::call(&server.socket()?, &admin::Request::Exports {})?;
+    if json {
+        println!("{answer}");
+        return Ok(());
+    }
+    let list: Vec<admin::ExportListing> = serde_json::from_value(answer)?;
+    for e in &list {
+        let subtree = if e.subtree { ", a subdirectory of its file system" } else { "" };
+        println!("{} (id {}, fsid {}{subtree})", e.path, e.id, e.fsid);
+        for c in &e.clients {
+            println!("\t{}({})", c.host, c.options);
+        }
+    }
+    Ok(())
+}
+
+pub fn reload(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
+    let answer = admin::call(&server.socket()?, &admin::Request::ExportsReload {})?;
+    if json {
+        println!("{answer}");
+        return Ok(());
+    }
+    let o: reload::ReloadOutcome = serde_json::from_value(answer)?;
+    for w in &o.warnings {
+        println!("warning: {w}");
+    }
+    for (what, list) in [("added", &o.added), ("removed", &o.removed), ("changed", &o.changed)] {
+        for e in list {
+            println!("{what} export {} {} {}", e.id, e.path, e.clients);
+        }
+    }
+    println!(
+        "exports reloaded: {} added, {} removed, {} changed, {} unchanged",
+        o.added.len(),
+        o.removed.len(),
+        o.changed.len(),
+        o.unchanged
+    );
+    for change in &o.needs_restart {
+        println!("not applied until keel restarts: {change}");
+    }
+    Ok(())
+}
