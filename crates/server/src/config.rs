@@ -148,8 +148,16 @@ pub struct ExportConfig {
     pub clients: Vec<ClientRule>,
     /// How the export uses the cache tier (`off` without one).
     pub cache: CacheMode,
-    /// 1-based line of the export's table header, for later messages.
+    /// 1-based line of the export's table header, for later messages; 0
+    /// for an export that comes from no file (`keel serve DIR`).
     pub line: usize,
+}
+
+impl ExportConfig {
+    /// The line of the export's table, if it comes from a file.
+    pub fn table_line(&self) -> Option<usize> {
+        (self.line > 0).then_some(self.line)
+    }
 }
 
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 2049);

@@ -23,6 +23,7 @@ mod sys;
 mod tickle;
 mod tools;
 mod transport;
+mod validate;
 
 fn main() -> std::process::ExitCode {
     cli::main()

@@ -1,7 +1,8 @@
 //! Changing exports without a restart (`keel exports reload`, SIGHUP):
-//! the configuration file is read and validated whole first (a file with
-//! any problem changes nothing, and the answer says why), then exports are
-//! added, removed and changed by id while clients stay connected.
+//! the configuration file is read and validated whole first, with exactly
+//! the checks of a start (`crate::validate`; a file with any problem
+//! changes nothing, and the answer says why), then exports are added,
+//! removed and changed by id while clients stay connected.
 //!
 //! - A new id is opened and served.
 //! - A removed id is no longer served: its handles are stale (clients get
@@ -10,6 +11,7 @@
 //! - A changed client list (or options) applies from the next call on.
 //! - An id whose `path` or `fsid` changed is refused: the id is part of
 //!   every handle clients hold, and would then name another directory.
+//! - `[ha] enabled` cannot change while serving: the reload is refused.
 //! - `[server]` keys cannot change while serving (listeners, workers,
 //!   state, limits): a change is reported as needing a restart and not
 //!   applied; the exports are reloaded all the same.
@@ -30,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::describe_options;
 use crate::config::{self, Config, ExportConfig, ServerConfig};
 use crate::stats::ReloadCounts;
+use crate::validate;
 
 /// Command-line options that override the configuration file; a reload
 /// applies them again, so they are not mistaken for changes.
@@ -144,6 +147,18 @@ impl Reloader {
         let mut current = self.current.lock().expect("reload lock");
         let mut next = config::load(file).map_err(|e| e.to_string())?;
         self.overrides.apply(&mut next.server);
+        // What [ha] decides (sync exports, shared storage, a journalled
+        // reply cache, calls held when storage fails) is set up at start.
+        if next.ha != current.ha {
+            let [was, now] = [current.ha, next.ha].map(|on| if on { "enabled" } else { "disabled" });
+            return Err(format!(
+                "{}: [ha] is {now} in the file but this server started with it {was}: [ha] changes only at \
+                 a restart (restart keel to apply it)",
+                file.display()
+            ));
+        }
+        // Exactly the checks of a start.
+        let checked = validate::check(&next, &file.display().to_string()).map_err(|e| e.to_string())?;
         let mut needs_restart = server_changes(&current.server, &next.server);
         if current.cache != next.cache {
             needs_restart.push(
@@ -191,7 +206,7 @@ impl Reloader {
         }
 
         // Apply.
-        let mut outcome = ReloadOutcome { needs_restart, warnings: next.warnings.clone(), ..Default::default() };
+        let mut outcome = ReloadOutcome { needs_restart, warnings: checked.warnings, ..Default::default() };
         let mut list = Vec::with_capacity(next.exports.len());
         for e in &next.exports {
             let change = change_of(e);
@@ -305,6 +320,9 @@ fn server_changes(old: &ServerConfig, new: &ServerConfig) -> Vec<String> {
     check("idle_timeout_seconds", old.idle_timeout.as_secs().to_string(), new.idle_timeout.as_secs().to_string());
     check("stall_timeout_seconds", old.stall_timeout.as_secs().to_string(), new.stall_timeout.as_secs().to_string());
     check("metrics_listen", format!("{:?}", old.metrics_listen), format!("{:?}", new.metrics_listen));
+    check("nsm_state_dir", format!("{:?}", old.nsm_state_dir), format!("{:?}", new.nsm_state_dir));
+    check("grace_seconds_max", old.grace_max.as_secs().to_string(), new.grace_max.as_secs().to_string());
+    check("max_locks_per_client", old.max_locks_per_client.to_string(), new.max_locks_per_client.to_string());
     out
 }
 
@@ -319,9 +337,11 @@ mod tests {
         assert!(server_changes(&old, &new).is_empty());
         new.workers = old.workers + 1;
         new.metrics_listen = Some("127.0.0.1:9049".parse().unwrap());
+        new.grace_max = old.grace_max * 2;
         let changes = server_changes(&old, &new);
-        assert_eq!(changes.len(), 2, "{changes:?}");
+        assert_eq!(changes.len(), 3, "{changes:?}");
         assert!(changes[0].starts_with("workers: "), "{changes:?}");
         assert!(changes[1].contains("127.0.0.1:9049"), "{changes:?}");
+        assert!(changes[2].starts_with("grace_seconds_max: "), "{changes:?}");
     }
 }

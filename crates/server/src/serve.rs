@@ -14,7 +14,7 @@ use keel_nfs3_proto::{IPPROTO_TCP, IPPROTO_UDP};
 use keel_nlm::{LockConfig, LockManager, NlmProgram, NsmProgram};
 use keel_rpc::{Dispatcher, ReplyCache, RpcProgram};
 use keel_store::Store;
-use keel_store_local::{Export, ExportSpec, FsidSource, HandleKey, LocalStore};
+use keel_store_local::{Export, ExportSpec, HandleKey, LocalStore};
 
 use crate::cache::Served;
 use std::net::{TcpListener, UdpSocket};
@@ -71,7 +71,10 @@ pub fn run(
     overrides: Overrides,
     banner: impl FnOnce(&[SocketAddr], u16) -> String,
 ) -> anyhow::Result<()> {
-    for w in &config.warnings {
+    // Every check of the configuration before anything is made on disk.
+    let origin = file.as_ref().map_or_else(|| "the command line".to_owned(), |f| f.display().to_string());
+    let checked = crate::validate::check(&config, &origin)?;
+    for w in &checked.warnings {
         tracing::warn!("{w}");
     }
     keel_store_local::ident::check_privileges().map_err(anyhow::Error::msg)?;
@@ -80,35 +83,17 @@ pub fn run(
 
     let state_dir = &config.server.state_dir;
     create_state_dir(state_dir)?;
-    if config.ha {
-        crate::ha::check_shared(&config)?;
-    }
     let key = HandleKey::load_or_create(&state_dir.join("handle.key"))?;
     let mut exports = Vec::new();
     for e in &config.exports {
         let spec = ExportSpec { id: e.id, path: e.path.clone(), fsid: e.fsid };
         let export =
             Export::open(&spec, &key).with_context(|| format!("cannot export {} (id {})", e.path.display(), e.id))?;
-        let fsid_from = match export.fsid_source {
-            FsidSource::Configured => "configured",
-            FsidSource::FsUuid => "file system UUID",
-            FsidSource::Statfs => "statfs (set fsid to keep handles valid if the device is renumbered)",
-            FsidSource::Device => "device number (set fsid to keep handles valid if the device is renumbered)",
-        };
-        // The peer sees the shared device under another device number.
-        if config.ha && matches!(export.fsid_source, FsidSource::Statfs | FsidSource::Device) {
-            anyhow::bail!(
-                "[ha] enabled but export {} (id {}) has no file system UUID to take its fsid from: the other \
-                 node would hand out other file handles; set fsid in its [[export]] table",
-                e.path.display(),
-                e.id
-            );
-        }
         tracing::info!(
             export = e.id,
             path = %e.path.display(),
             fsid = format_args!("{:#x}", export.fsid),
-            fsid_from,
+            fsid_from = crate::validate::fsid_source_text(export.fsid_source),
             subtree = export.is_subtree(),
             "exporting"
         );

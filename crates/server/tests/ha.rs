@@ -103,6 +103,67 @@ fn ha_refuses_state_or_exports_that_would_not_move_with_the_service() {
     let _ = std::fs::remove_dir_all(&elsewhere);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(out.stderr.contains("is on the root file system"), "{out:?}");
+    // Every problem is listed, the export's with its line.
+    let export_line = format!("{}:9: [ha] enabled but export", local.display());
+    assert!(out.stderr.contains(&export_line), "{export_line:?} not in {out:?}");
+}
+
+/// A reload runs the checks of a start, and cannot switch `[ha]` off: a
+/// file that turns it off to make an export async, or that adds an export
+/// on the node's own disk, is refused and changes nothing.
+#[test]
+fn a_reload_cannot_switch_ha_off_or_add_what_a_start_refuses() {
+    require_root();
+    let disk = XfsDisk::new("ha-reload");
+    let elsewhere = std::env::temp_dir().join(format!("keel-ha-reload-local-{}", std::process::id()));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let port = free_port();
+    let config = ha_config(&disk.mnt, &disk.mnt.join("state"), &disk.mnt.join("export"), port);
+    let config_arg = config.to_str().unwrap();
+    let good = std::fs::read_to_string(&config).unwrap();
+    let mut server = Command::new(keel_bin())
+        .args(["serve", "--config", config_arg])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !keel(&["status", "--config", config_arg]).status.success() {
+        assert!(Instant::now() < deadline, "keel did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let exports_before = keel(&["exports", "--config", config_arg]).stdout;
+    assert!(exports_before.contains("(rw,sync,"), "{exports_before}");
+
+    let cases = [
+        (
+            good.replace("enabled = true", "enabled = false")
+                .replace("access = \"rw\"", "access = \"rw\"\nsync = false"),
+            "[ha] changes only at a restart",
+        ),
+        (
+            format!(
+                "{good}\n[[export]]\npath = \"{}\"\nid = 2\nfsid = 2\nclients = [{{ host = \"127.0.0.1\" }}]\n",
+                elsewhere.display()
+            ),
+            "is not on state_dir's file system",
+        ),
+    ];
+    for (text, why) in cases {
+        std::fs::write(&config, &text).unwrap();
+        let out = keel(&["exports", "reload", "--config", config_arg]);
+        assert_eq!(out.status.code(), Some(1), "a reload bypassed [ha]:\n{text}\n{out:?}");
+        assert!(out.stderr.contains(why), "{why:?} not in {out:?}");
+        assert_eq!(keel(&["exports", "--config", config_arg]).stdout, exports_before, "the exports changed");
+        if why.starts_with("is not") {
+            // check-config says what the reload said.
+            let check = keel(&["check-config", config_arg]);
+            assert!(!check.status.success() && check.stderr.contains(why), "{check:?}");
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&elsewhere);
 }
 
 /// Runs the agent as Pacemaker would: the action, parameters in the

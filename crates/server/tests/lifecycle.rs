@@ -548,16 +548,36 @@ fn check_config_of_the_example_prints_a_summary() {
         text = text.replace(&from, &format!("path = \"{}\"", real.display()));
     }
     let config = dir.path().join("keel.toml");
-    std::fs::write(&config, text).unwrap();
+    std::fs::write(&config, &text).unwrap();
     let out = run_timeout(Command::new(KEEL).arg("check-config").arg(&config), CMD_TIMEOUT);
     assert!(out.status.success(), "check-config failed ({}):\n{}", out.status, out.text());
     assert!(out.stdout.contains(&format!("{}: valid", config.display())), "{}", out.stdout);
     assert!(out.stdout.contains("portmap auto"), "{}", out.stdout);
     for (name, id) in [("home", 1), ("scratch", 2), ("apps", 3)] {
-        let line = format!("export {} id {id} ", dir.path().join(name).display());
+        let line = format!("export {} id {id} fsid 0x", dir.path().join(name).display());
         assert!(out.stdout.contains(&line), "summary lacks {line:?}:\n{}", out.stdout);
     }
     assert!(out.stdout.contains("async"), "the scratch export is async:\n{}", out.stdout);
+    assert!(out.stdout.contains("metrics not served"), "{}", out.stdout);
+    assert!(out.stdout.contains("no cache devices"), "{}", out.stdout);
+
+    // Everything the server would use: metrics, cache devices, each
+    // export's cache mode and where its fsid comes from.
+    let text = text
+        .replace("[server]\n", "[server]\nmetrics_listen = \"127.0.0.1:9049\"\n")
+        .replace("id = 3\n", "id = 3\nfsid = 1234\ncache = \"write-through\"\n")
+        + "\n[cache]\ndevices = [\"/dev/keel-test-a\", \"/dev/keel-test-b\"]\n";
+    std::fs::write(&config, &text).unwrap();
+    let out = run_timeout(Command::new(KEEL).arg("check-config").arg(&config), CMD_TIMEOUT);
+    assert!(out.status.success(), "check-config failed ({}):\n{}", out.status, out.text());
+    for wanted in [
+        "metrics on http://127.0.0.1:9049/metrics".to_string(),
+        "cache devices /dev/keel-test-a, /dev/keel-test-b".to_string(),
+        format!("export {} id 3 fsid 0x4d2 (from the configuration", dir.path().join("apps").display()),
+        "; cache write-through)".to_string(),
+    ] {
+        assert!(out.stdout.contains(&wanted), "summary lacks {wanted:?}:\n{}", out.stdout);
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -271,6 +271,8 @@ fn a_bad_configuration_changes_nothing_and_says_why() {
         (format!("{base}{}", export_table(&server, 1, "b")), "changed its path".into()),
         // No exports at all.
         (base.clone(), "no exports".into()),
+        // [ha] switched on: what it sets up happens at start only.
+        (format!("[ha]\nenabled = true\n\n{good}"), "[ha] changes only at a restart".into()),
     ];
     for (text, why) in &cases {
         std::fs::write(&server.config, text).unwrap();

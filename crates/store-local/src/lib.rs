@@ -19,7 +19,7 @@ mod store;
 mod sys;
 mod verifier;
 
-pub use export::{Export, ExportSpec, FsidSource};
+pub use export::{Export, ExportIdentity, ExportSpec, FsidSource};
 pub use faults::{Fault, FaultAction, FaultInjector, FaultPoint};
 pub use fs::LocalStore;
 pub use handle::{FileHandle, HandleKey};

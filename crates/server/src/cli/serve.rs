@@ -75,7 +75,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     overrides.apply(&mut config.server);
     init_logging(config.server.log_level);
-    warn_if_reserved_ports_prove_nothing(&config);
     let exports: Vec<(PathBuf, String)> =
         config.exports.iter().map(|e| (e.path.clone(), describe_options(&e.clients))).collect();
     crate::serve::run(config, file, overrides, move |bound, mount_port| banner(&exports, bound, mount_port))
@@ -125,28 +124,6 @@ fn default_config(dir: Option<PathBuf>) -> anyhow::Result<Config> {
         ha: false,
         warnings: Vec::new(),
     })
-}
-
-/// Where Linux keeps the lowest port an unprivileged process cannot bind
-/// (per network namespace).
-const UNPRIVILEGED_PORT_START: &str = "/proc/sys/net/ipv4/ip_unprivileged_port_start";
-
-/// `secure` trusts a source port below 1024 to mean "root on the client".
-/// On this host that holds only if ordinary users cannot bind such ports;
-/// containers often lower `ip_unprivileged_port_start` to 0. (It is the
-/// clients' setting that matters; this host's is the one Keel can see, and
-/// it decides for local clients.)
-fn warn_if_reserved_ports_prove_nothing(config: &Config) {
-    let any_secure = config.exports.iter().flat_map(|e| &e.clients).any(|r| r.options.secure);
-    let Ok(text) = std::fs::read_to_string(UNPRIVILEGED_PORT_START) else { return };
-    let Ok(start) = text.trim().parse::<u32>() else { return };
-    if any_secure && start < 1024 {
-        tracing::warn!(
-            "{UNPRIVILEGED_PORT_START} is {start}: any local user can bind ports {start} to 1023, so `secure` \
-             cannot tell root from an ordinary user on this host; set it to 1024 \
-             (sysctl net.ipv4.ip_unprivileged_port_start=1024) or do not export to local clients"
-        );
-    }
 }
 
 fn banner(exports: &[(PathBuf, String)], bound: &[SocketAddr], mount_port: u16) -> String {
