@@ -2,6 +2,8 @@
 
 // Every `unsafe` of this crate is in `sys`.
 #![deny(unsafe_code)]
+// Output goes through `cli::out`, which ends quietly on a closed pipe.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod admin;
 mod budget;

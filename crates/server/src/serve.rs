@@ -298,7 +298,12 @@ async fn serve(
         tokio::spawn(record_connections(stats.clone(), server.state_dir.clone(), shutdown.clone()));
     }
     tracing::info!(listen = ?bound, mount_port, workers = server.workers, "serving NFSv3, MOUNT v3, NLM v4 and NSM");
-    println!("{}", banner(&bound, mount_port));
+    // Informational: a reader that has gone (`keel serve | head -1`) does
+    // not stop the server.
+    {
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), "{}", banner(&bound, mount_port)).and_then(|()| std::io::stdout().flush());
+    }
     notify("READY=1\nSTATUS=serving");
 
     wait_for_stop_signal(&reloader, &stats).await?;

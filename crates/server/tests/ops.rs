@@ -480,3 +480,44 @@ fn a_client_that_reads_no_replies_is_parked_for_slots() {
     assert_eq!((w["parked_for_slots"].as_u64(), w["parked_for_budget"].as_u64()), (Some(0), Some(0)), "{w}");
     assert_eq!(w["ready_queue"], 0, "{w}");
 }
+
+/// A reader that has gone (`keel stat -i 1 | head -3`) ends every command
+/// quietly, as a closed pipe ends any Unix tool (SIGPIPE): no panic, no
+/// exit status 101.
+#[test]
+fn every_command_ends_quietly_when_its_reader_has_gone() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let server = TestServer::start("ops-pipe", vec![ExportOpts::rw(1, "a")], "");
+    let config = server.config.to_str().unwrap();
+    let commands: &[&[&str]] = &[
+        &["stat", "-i", "0.1", "--count", "100", "--config", config],
+        &["stat", "--json", "--config", config],
+        &["stat", "--config", config],
+        &["status", "--config", config],
+        &["exports", "--config", config],
+        &["exports", "reload", "--config", config],
+        &["cache", "list", "--config", config],
+        &["check-config", config],
+        &["probe", "--config", config],
+        &["--help"],
+    ];
+    for args in commands {
+        let mut child = Command::new(keel_bin())
+            .args(*args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes before anything is written.
+        drop(child.stdout.take());
+        let status = keel_testkit::procs::wait_timeout(&mut child, LIMIT).expect("the command ended");
+        let mut stderr = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+        assert!(
+            status.success() || status.signal() == Some(libc::SIGPIPE),
+            "keel {args:?} ended with {status}:\n{stderr}"
+        );
+        assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "keel {args:?}:\n{stderr}");
+    }
+}

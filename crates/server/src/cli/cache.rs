@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Subcommand;
 
 use super::AdminArgs;
+use super::out::{errln, out, outln};
 use super::stat::{Sampling, sample};
 use crate::{admin, cache};
 
@@ -73,26 +74,26 @@ pub fn run(cmd: CacheCommand) -> anyhow::Result<()> {
         CacheCommand::List { server, json } => {
             let answer = admin::call(&server.socket()?, &admin::Request::CacheList {})?;
             if json {
-                println!("{answer}");
+                outln!("{answer}");
             } else {
                 let c: keel_stats::CacheSnapshot = serde_json::from_value(answer)?;
-                print!("{}", keel_stats::text::render_cache(&c, None));
+                out!("{}", keel_stats::text::render_cache(&c, None));
             }
             return Ok(());
         }
         CacheCommand::Events { server, json } => {
             let answer = admin::call(&server.socket()?, &admin::Request::CacheEvents {})?;
             if json {
-                println!("{answer}");
+                outln!("{answer}");
                 return Ok(());
             }
             let events: Vec<cache::EventLine> = serde_json::from_value(answer)?;
             if events.is_empty() {
-                println!("no cache events");
+                outln!("no cache events");
             }
             for e in events {
                 let at = keel_stats::time::rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_millis(e.unix_ms));
-                println!("{at}  {}", e.event);
+                outln!("{at}  {}", e.event);
             }
             return Ok(());
         }
@@ -113,10 +114,10 @@ pub fn run(cmd: CacheCommand) -> anyhow::Result<()> {
     };
     let answer = admin::call_with_progress(&server.socket()?, &request, None, |p| {
         if let Some(dirty) = p["dirty_bytes"].as_u64() {
-            eprintln!("destaging: {} dirty", keel_stats::text::bytes(dirty as f64));
+            errln!("destaging: {} dirty", keel_stats::text::bytes(dirty as f64));
         }
     })?;
     let c: keel_stats::CacheSnapshot = serde_json::from_value(answer)?;
-    print!("{}", keel_stats::text::render_cache(&c, None));
+    out!("{}", keel_stats::text::render_cache(&c, None));
     Ok(())
 }

@@ -6,13 +6,14 @@ use std::path::Path;
 use keel_cache::CacheMode;
 
 use super::list;
+use super::out::out;
 use crate::config::{self, Config, describe_options};
 use crate::validate::{self, Checked};
 
 pub fn run(file: &Path) -> anyhow::Result<()> {
     let config = config::load(file)?;
     let checked = validate::check(&config, &file.display().to_string())?;
-    print!("{}", summary(file, &config, &checked));
+    out!("{}", summary(file, &config, &checked));
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 use clap::Subcommand;
 
 use super::AdminArgs;
+use super::out::outln;
 use crate::admin;
 
 #[derive(Subcommand)]
@@ -63,7 +64,7 @@ pub fn fault(cmd: FaultCommand) -> anyhow::Result<()> {
     };
     let answer = admin::call(&server.socket()?, &request)?;
     if !answer.is_null() {
-        println!("{answer}");
+        outln!("{answer}");
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 use clap::Subcommand;
 
 use super::AdminArgs;
+use super::out::outln;
 use crate::{admin, reload};
 
 #[derive(Subcommand)]
@@ -24,15 +25,15 @@ pub enum ExportsCommand {
 pub fn list(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
     let answer = admin::call(&server.socket()?, &admin::Request::Exports {})?;
     if json {
-        println!("{answer}");
+        outln!("{answer}");
         return Ok(());
     }
     let list: Vec<admin::ExportListing> = serde_json::from_value(answer)?;
     for e in &list {
         let subtree = if e.subtree { ", a subdirectory of its file system" } else { "" };
-        println!("{} (id {}, fsid {}{subtree})", e.path, e.id, e.fsid);
+        outln!("{} (id {}, fsid {}{subtree})", e.path, e.id, e.fsid);
         for c in &e.clients {
-            println!("\t{}({})", c.host, c.options);
+            outln!("\t{}({})", c.host, c.options);
         }
     }
     Ok(())
@@ -41,19 +42,19 @@ pub fn list(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
 pub fn reload(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
     let answer = admin::call(&server.socket()?, &admin::Request::ExportsReload {})?;
     if json {
-        println!("{answer}");
+        outln!("{answer}");
         return Ok(());
     }
     let o: reload::ReloadOutcome = serde_json::from_value(answer)?;
     for w in &o.warnings {
-        println!("warning: {w}");
+        outln!("warning: {w}");
     }
     for (what, list) in [("added", &o.added), ("removed", &o.removed), ("changed", &o.changed)] {
         for e in list {
-            println!("{what} export {} {} {}", e.id, e.path, e.clients);
+            outln!("{what} export {} {} {}", e.id, e.path, e.clients);
         }
     }
-    println!(
+    outln!(
         "exports reloaded: {} added, {} removed, {} changed, {} unchanged",
         o.added.len(),
         o.removed.len(),
@@ -61,7 +62,7 @@ pub fn reload(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
         o.unchanged
     );
     for change in &o.needs_restart {
-        println!("not applied until keel restarts: {change}");
+        outln!("not applied until keel restarts: {change}");
     }
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Subcommand;
 
+use super::out::{errln, out, outln};
 use crate::ha;
 
 #[derive(Subcommand)]
@@ -35,7 +36,7 @@ pub fn run(cmd: HaCommand) -> ExitCode {
         HaCommand::Init { plan, out } => match init(&plan, &out) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("keel: {e:#}");
+                errln!("keel: {e:#}");
                 ExitCode::FAILURE
             }
         },
@@ -50,9 +51,9 @@ fn init(plan: &Path, out: &Path) -> anyhow::Result<()> {
     for (name, text) in &files {
         let path = out.join(name);
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
-        println!("wrote {}", path.display());
+        outln!("wrote {}", path.display());
     }
-    print!("{}", ha::init::commands(&plan, out));
+    out!("{}", ha::init::commands(&plan, out));
     Ok(())
 }
 
@@ -60,15 +61,15 @@ fn status(json: bool) -> ExitCode {
     let st = match ha::status::gather() {
         Ok(st) => st,
         Err(e) => {
-            eprintln!("keel: {e:#}");
+            errln!("keel: {e:#}");
             return ExitCode::from(3);
         }
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&st).expect("status serializes"));
+        outln!("{}", serde_json::to_string_pretty(&st).expect("status serializes"));
     } else {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        print!("{}", ha::status::render(&st, now));
+        out!("{}", ha::status::render(&st, now));
     }
     if ha::status::healthy(&st) { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }

@@ -8,6 +8,7 @@ mod debug;
 mod exports;
 mod ha;
 mod manpages;
+pub(crate) mod out;
 mod probe;
 mod serve;
 mod stat;
@@ -20,6 +21,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::{admin, config, tools};
+use out::errln;
 
 #[derive(Parser)]
 #[command(name = "keel", version, about = "Keel: an NFSv3 server for HPC clusters", propagate_version = true)]
@@ -176,7 +178,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("keel: {e:#}");
+            errln!("keel: {e:#}");
             ExitCode::FAILURE
         }
     }

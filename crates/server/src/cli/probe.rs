@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
+use super::out::outln;
 use crate::{config, probe};
 
 pub fn run(config: Option<&Path>, addresses: &[String], timeout: u64) -> anyhow::Result<()> {
@@ -20,5 +21,5 @@ pub fn run(config: Option<&Path>, addresses: &[String], timeout: u64) -> anyhow:
         };
         targets.push(addr);
     }
-    probe::probe(&targets, std::time::Duration::from_secs(timeout.max(1)))
+    probe::probe(&targets, std::time::Duration::from_secs(timeout.max(1)), |answer| outln!("{answer}"))
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use super::AdminArgs;
+use super::out::{out, outln};
 use crate::admin;
 
 /// Totals since the start, or rates over intervals (`keel stat`, `keel
@@ -71,13 +72,12 @@ pub fn sample(
     text: impl Fn(&keel_stats::Snapshot, Option<f64>) -> String,
     json: impl Fn(&keel_stats::Snapshot) -> serde_json::Result<serde_json::Value>,
 ) -> anyhow::Result<()> {
-    use std::io::Write;
     let mut before = snapshot(socket)?;
     let Some(seconds) = sampling.interval else {
         if sampling.json {
-            println!("{}", json(&before)?);
+            outln!("{}", json(&before)?);
         } else {
-            print!("{}", text(&before, None));
+            out!("{}", text(&before, None));
         }
         return Ok(());
     };
@@ -90,11 +90,10 @@ pub fn sample(
         if sampling.json {
             let mut value = json(&delta)?;
             value["interval_seconds"] = serde_json::json!(elapsed);
-            println!("{value}");
+            outln!("{value}");
         } else {
-            println!("{}", text(&delta, Some(elapsed.max(0.001))));
+            outln!("{}", text(&delta, Some(elapsed.max(0.001))));
         }
-        std::io::stdout().flush()?;
         before = now;
         printed += 1;
     }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::AdminArgs;
+use super::out::{errln, outln};
 use crate::admin;
 
 /// `keel status`: 0 healthy, 1 unhealthy, 3 no answer (as LSB's "not
@@ -14,36 +15,39 @@ pub fn run(server: &AdminArgs, json: bool, timeout: u64) -> ExitCode {
     let answer = match server.socket().and_then(ask) {
         Ok(answer) => answer,
         Err(e) => {
-            eprintln!("keel: {e:#}");
+            errln!("keel: {e:#}");
             return ExitCode::from(3);
         }
     };
     let s: admin::Status = match serde_json::from_value(answer.clone()) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("keel: the server's status does not parse: {e}");
+            errln!("keel: the server's status does not parse: {e}");
             return ExitCode::from(1);
         }
     };
     if json {
-        println!("{answer}");
+        outln!("{answer}");
     } else {
         let started = std::time::UNIX_EPOCH + std::time::Duration::from_secs(s.started_unix);
         let health = if s.healthy { "healthy".to_string() } else { format!("UNHEALTHY: {}", s.problems.join("; ")) };
-        println!("keel {}: {health}", s.version);
-        println!("serving since {} (up {} s), pid {}", keel_stats::time::rfc3339(started), s.uptime_seconds, s.pid);
+        outln!("keel {}: {health}", s.version);
+        outln!("serving since {} (up {} s), pid {}", keel_stats::time::rfc3339(started), s.uptime_seconds, s.pid);
         if let Some(file) = &s.config_file {
-            println!("configuration {file}");
+            outln!("configuration {file}");
         }
-        println!("listen {}", s.listen.join(", "));
-        println!("write verifier {}", s.write_verifier);
-        println!(
+        outln!("listen {}", s.listen.join(", "));
+        outln!("write verifier {}", s.write_verifier);
+        outln!(
             "{} connections from {} client hosts; {} of {} workers busy",
-            s.connections, s.clients, s.workers_busy, s.workers
+            s.connections,
+            s.clients,
+            s.workers_busy,
+            s.workers
         );
-        println!("{} objects open in the inode cache", s.cached_inodes);
+        outln!("{} objects open in the inode cache", s.cached_inodes);
         for e in &s.exports {
-            println!("export {} {} fsid {}", e.id, e.path, e.fsid);
+            outln!("export {} {} fsid {}", e.id, e.path, e.fsid);
         }
     }
     if s.healthy { ExitCode::SUCCESS } else { ExitCode::from(1) }
