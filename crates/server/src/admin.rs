@@ -70,7 +70,12 @@ pub enum Request {
     /// The exports served now, with their client lists.
     Exports {},
     /// Reads the configuration file again and applies its exports.
-    ExportsReload {},
+    ExportsReload {
+        /// The file the caller means (absolute); the reload is refused
+        /// unless it is the server's own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file: Option<String>,
+    },
     /// The cache tier: devices, log, per-export modes and counters (the
     /// `cache` part of `stats`).
     CacheList {},
@@ -250,11 +255,11 @@ impl AdminState {
             Request::Status {} => Ok(to_json(self.status().await)),
             Request::Stats {} => Ok(to_json(self.stats.snapshot())),
             Request::Exports {} => Ok(to_json(self.exports())),
-            Request::ExportsReload {} => {
+            Request::ExportsReload { file } => {
                 let me = self.clone();
                 crate::notify::notify("RELOADING=1\nSTATUS=reloading exports");
                 let outcome: Result<ReloadOutcome, String> =
-                    tokio::task::spawn_blocking(move || me.reloader.reload(&me.stats.reloads))
+                    tokio::task::spawn_blocking(move || me.reloader.reload(&me.stats.reloads, file.as_deref()))
                         .await
                         .map_err(|e| format!("the reload failed: {e}"))?;
                 crate::notify::notify("READY=1\nSTATUS=serving");

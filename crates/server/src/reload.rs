@@ -18,7 +18,7 @@
 //!
 //! Calls in flight finish with the exports they started with.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -76,6 +76,8 @@ pub struct ExportChange {
 /// What a reload did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReloadOutcome {
+    /// The configuration file read.
+    pub file: String,
     pub added: Vec<ExportChange>,
     pub removed: Vec<ExportChange>,
     /// Client lists or options changed.
@@ -115,14 +117,17 @@ impl Reloader {
     }
 
     /// Reloads, counting the result in `counts` and logging every change.
-    pub fn reload(&self, counts: &ReloadCounts) -> Result<ReloadOutcome, String> {
-        let result = self.reload_inner();
+    /// `meant`: the file the caller means (`keel exports reload --config
+    /// FILE`); another than the server's is refused.
+    pub fn reload(&self, counts: &ReloadCounts, meant: Option<&str>) -> Result<ReloadOutcome, String> {
+        let result = self.reload_inner(meant);
         match &result {
             Ok(outcome) => {
                 counts.applied.fetch_add(1, Ordering::Relaxed);
                 let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
                 counts.last_applied_unix.store(now, Ordering::Relaxed);
                 tracing::info!(
+                    file = outcome.file,
                     added = outcome.added.len(),
                     removed = outcome.removed.len(),
                     changed = outcome.changed.len(),
@@ -138,12 +143,21 @@ impl Reloader {
         result
     }
 
-    fn reload_inner(&self) -> Result<ReloadOutcome, String> {
+    fn reload_inner(&self, meant: Option<&str>) -> Result<ReloadOutcome, String> {
         let Some(file) = &self.file else {
             return Err("this server was started without a configuration file (keel serve DIR): \
                         there is nothing to reload; start it with --config FILE"
                 .into());
         };
+        if let Some(meant) = meant
+            && !same_file(Path::new(meant), file)
+        {
+            return Err(format!(
+                "{meant} is not this server's configuration file: it serves {} and reloads only that; \
+                 edit that file, or restart keel with --config {meant}",
+                file.display()
+            ));
+        }
         let mut current = self.current.lock().expect("reload lock");
         let mut next = config::load(file).map_err(|e| e.to_string())?;
         self.overrides.apply(&mut next.server);
@@ -206,7 +220,12 @@ impl Reloader {
         }
 
         // Apply.
-        let mut outcome = ReloadOutcome { needs_restart, warnings: checked.warnings, ..Default::default() };
+        let mut outcome = ReloadOutcome {
+            file: file.display().to_string(),
+            needs_restart,
+            warnings: checked.warnings,
+            ..Default::default()
+        };
         let mut list = Vec::with_capacity(next.exports.len());
         for e in &next.exports {
             let change = change_of(e);
@@ -281,6 +300,15 @@ impl Reloader {
         }
         current.exports = next.exports;
         Ok(outcome)
+    }
+}
+
+/// Whether `a` and `b` name the same file (through links, or as written
+/// if one cannot be resolved).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
     }
 }
 

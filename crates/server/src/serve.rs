@@ -448,7 +448,7 @@ async fn wait_for_stop_signal(reloader: &Arc<Reloader>, stats: &Arc<ServerStats>
                 notify("RELOADING=1\nSTATUS=reloading exports");
                 let (reloader, stats) = (reloader.clone(), stats.clone());
                 // The outcome is logged by the reload itself.
-                let _ = tokio::task::spawn_blocking(move || reloader.reload(&stats.reloads)).await;
+                let _ = tokio::task::spawn_blocking(move || reloader.reload(&stats.reloads, None)).await;
                 notify("READY=1\nSTATUS=serving");
             }
         }

@@ -200,6 +200,7 @@ fn reload_under_load_adds_and_removes_exports_and_the_others_notice_nothing() {
     std::fs::write(&server.config, format!("{base}{changed_1}{}", export_table(&server, 3, "new"))).unwrap();
     let before = done.load(Ordering::Relaxed);
     let out = keel_ok(&server, &["exports", "reload"]);
+    assert!(out.contains(&format!("exports reloaded from {}:", server.config.display())), "{out}");
     assert!(out.contains("added export 3"), "{out}");
     assert!(out.contains("removed export 2"), "{out}");
     assert!(out.contains("changed export 1"), "{out}");
@@ -287,6 +288,19 @@ fn a_bad_configuration_changes_nothing_and_says_why() {
         (s["reloads"]["applied"].as_u64(), s["reloads"]["refused"].as_u64()),
         (Some(0), Some(cases.len() as u64))
     );
+
+    // Another file (of the same state directory, so `--config` finds this
+    // server) is refused, naming both: the server reads only its own.
+    std::fs::write(&server.config, &good).unwrap();
+    let other = server.base.join("other.toml");
+    std::fs::write(&other, format!("{base}{}", export_table(&server, 5, "other"))).unwrap();
+    let mut cmd = Command::new(keel_bin());
+    let out = run_timeout(cmd.args(["exports", "reload", "--config"]).arg(&other), LIMIT);
+    assert!(!out.status.success(), "{}", out.text());
+    let why =
+        format!("{} is not this server's configuration file: it serves {}", other.display(), server.config.display());
+    assert!(out.stderr.contains(&why), "{why:?} not in:\n{}", out.text());
+    assert_eq!(keel_ok(&server, &["exports"]), exports_before, "the exports changed");
 
     // A [server] change is reported, not applied; the exports reload anyway.
     let changed = good.replace("workers = 8", "workers = 9");

@@ -9,10 +9,11 @@ use crate::{admin, reload};
 
 #[derive(Subcommand)]
 pub enum ExportsCommand {
-    /// Re-read the configuration file and apply its exports: new ones are
-    /// served, removed ones become stale for their clients, changed client
-    /// lists apply to the next call. A file with any problem changes
-    /// nothing. Exits 1 if the reload was refused.
+    /// Make the server re-read its configuration file and apply its
+    /// exports: new ones are served, removed ones become stale for their
+    /// clients, changed client lists apply to the next call. A file with
+    /// any problem changes nothing. --config must name the server's own
+    /// file (the server reads no other). Exits 1 if the reload was refused.
     Reload {
         #[command(flatten)]
         server: AdminArgs,
@@ -40,7 +41,9 @@ pub fn list(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
 }
 
 pub fn reload(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
-    let answer = admin::call(&server.socket()?, &admin::Request::ExportsReload {})?;
+    // The server reloads its own file: one named here must be that one.
+    let file = server.config.as_deref().map(std::path::absolute).transpose()?.map(|f| f.display().to_string());
+    let answer = admin::call(&server.socket()?, &admin::Request::ExportsReload { file })?;
     if json {
         outln!("{answer}");
         return Ok(());
@@ -55,7 +58,8 @@ pub fn reload(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
         }
     }
     outln!(
-        "exports reloaded: {} added, {} removed, {} changed, {} unchanged",
+        "exports reloaded from {}: {} added, {} removed, {} changed, {} unchanged",
+        o.file,
         o.added.len(),
         o.removed.len(),
         o.changed.len(),
