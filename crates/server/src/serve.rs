@@ -65,11 +65,13 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves `config` (read from `file`, if any, with `overrides` applied:
 /// an export reload reads the file again) until SIGTERM or SIGINT.
+/// `banner` is printed once serving, given the NFS addresses, the MOUNT
+/// port and whether a portmapper knows the programs.
 pub fn run(
     config: Config,
     file: Option<PathBuf>,
     overrides: Overrides,
-    banner: impl FnOnce(&[SocketAddr], u16) -> String,
+    banner: impl FnOnce(&[SocketAddr], u16, bool) -> String,
 ) -> anyhow::Result<()> {
     // Every check of the configuration before anything is made on disk.
     let origin = file.as_ref().map_or_else(|| "the command line".to_owned(), |f| f.display().to_string());
@@ -164,7 +166,7 @@ async fn serve(
     locks: Arc<LockManager<Served>>,
     calls: Arc<keel_stats::CallStats>,
     reloader: Arc<Reloader>,
-    banner: impl FnOnce(&[SocketAddr], u16) -> String,
+    banner: impl FnOnce(&[SocketAddr], u16, bool) -> String,
 ) -> anyhow::Result<Stopped> {
     let server = &config.server;
     // First: a second server on the same state directory stops here.
@@ -218,6 +220,9 @@ async fn serve(
     ]);
     let mut programs: Vec<Arc<dyn RpcProgram>> = vec![nfs, mount, nlm, nsm];
     let mut registered = None;
+    // Whether a portmapper knows our programs: the clients' lock managers
+    // find NLM through it.
+    let mut portmapped = true;
     let mut portmap_listeners = Vec::new();
     match start_portmap(server.portmap, &bound, &mappings).await? {
         PortmapRole::Serving(program, sockets) => {
@@ -232,7 +237,7 @@ async fn serve(
             programs.push(program);
         }
         PortmapRole::Registered => registered = Some(mappings.clone()),
-        PortmapRole::None => {}
+        PortmapRole::None => portmapped = false,
     }
 
     let programs = programs.into_iter().map(|p| calls.counted(p)).collect();
@@ -302,7 +307,8 @@ async fn serve(
     // not stop the server.
     {
         use std::io::Write;
-        let _ = writeln!(std::io::stdout(), "{}", banner(&bound, mount_port)).and_then(|()| std::io::stdout().flush());
+        let _ = writeln!(std::io::stdout(), "{}", banner(&bound, mount_port, portmapped))
+            .and_then(|()| std::io::stdout().flush());
     }
     notify("READY=1\nSTATUS=serving");
 

@@ -440,8 +440,9 @@ fn zero_config_serve_creates_its_directories_prints_the_mount_line_and_serves() 
     assert!(export.is_dir(), "no ./keel-export");
     assert!(cwd.path().join("keel-state").is_dir(), "no ./keel-state");
     assert!(cwd.path().join("keel-state/handle.key").is_file(), "no handle key in ./keel-state");
+    // --portmap off: no portmapper, so no locking through Keel (nolock).
     let expected = format!(
-        "mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp 127.0.0.1:{} /mnt",
+        "mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock 127.0.0.1:{} /mnt",
         export.display()
     );
     assert!(banner.lines().any(|l| l.trim() == expected), "banner lacks\n  {expected}\nbanner:\n{banner}");

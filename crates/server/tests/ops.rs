@@ -55,6 +55,8 @@ fn stat_counts_a_known_workload_exactly() {
     let mut c = Nfs::connect(server.addr).unwrap();
     let a = c.mount(&server.export_path(1)).unwrap();
     let b = c.mount(&server.export_path(2)).unwrap();
+    // A refused mount is an error of MNT and of the client.
+    assert!(c.mount("/not-exported").is_err());
     for _ in 0..3 {
         c.null().unwrap();
     }
@@ -90,7 +92,8 @@ fn stat_counts_a_known_workload_exactly() {
         assert_eq!((p["calls"].as_u64().unwrap(), p["errors"].as_u64().unwrap()), (calls, errors), "{name}: {p}");
         assert_eq!(histogram_count(p), calls, "{name}: one latency sample per call");
     }
-    assert_eq!(proc_of(&s, "mount", "mnt")["calls"], 2);
+    let mnt = proc_of(&s, "mount", "mnt");
+    assert_eq!((mnt["calls"].as_u64(), mnt["errors"].as_u64()), (Some(3), Some(1)), "{mnt}");
     assert_eq!(status_count(&s, "NFS3_OK"), 7 + 1 + 2 + 1 + 3);
     assert_eq!(status_count(&s, "NFS3ERR_NOENT"), 5);
     assert_eq!((s["calls"]["read_bytes"].as_u64(), s["calls"]["write_bytes"].as_u64()), (Some(12_288), Some(20_000)));
@@ -108,7 +111,7 @@ fn stat_counts_a_known_workload_exactly() {
     assert_eq!(clients[0]["address"], "127.0.0.1");
     assert_eq!(
         (clients[0]["calls"].as_u64(), clients[0]["errors"].as_u64()),
-        (Some(2 + 3 + 7 + 5 + 1 + 2 + 1 + 3), Some(5))
+        (Some(3 + 3 + 7 + 5 + 1 + 2 + 1 + 3), Some(6))
     );
     assert_eq!(s["connections"]["open"], 1);
     assert_eq!((s["workers"]["workers"].as_u64(), s["workers"]["alive"].as_u64()), (Some(8), Some(8)));
@@ -118,6 +121,7 @@ fn stat_counts_a_known_workload_exactly() {
     let getattr = text.lines().find(|l| l.trim_start().starts_with("getattr")).expect("a getattr row");
     assert_eq!(getattr.split_whitespace().nth(1), Some("7"), "{text}");
     assert!(text.contains("NFS3ERR_NOENT 5"), "{text}");
+    assert!(text.contains("MNT3ERR_NOENT 1"), "{text}");
 
     // Live: two intervals, each the difference (nothing happened).
     let live = keel_ok(&server, &["stat", "--json", "--interval", "0.2", "--count", "2"]);

@@ -77,7 +77,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(config.server.log_level);
     let exports: Vec<(PathBuf, String)> =
         config.exports.iter().map(|e| (e.path.clone(), describe_options(&e.clients))).collect();
-    crate::serve::run(config, file, overrides, move |bound, mount_port| banner(&exports, bound, mount_port))
+    crate::serve::run(config, file, overrides, move |bound, mount_port, portmapped| {
+        banner(&exports, bound, mount_port, portmapped)
+    })
 }
 
 /// The zero-configuration server: one directory, read-write, to this host
@@ -126,7 +128,11 @@ fn default_config(dir: Option<PathBuf>) -> anyhow::Result<Config> {
     })
 }
 
-fn banner(exports: &[(PathBuf, String)], bound: &[SocketAddr], mount_port: u16) -> String {
+/// What `keel serve` prints once serving: the exports and the exact mount
+/// command for each. Without a portmapper (`portmapped` false) the
+/// clients' lock managers cannot find NLM, so the command says `nolock`
+/// (locks then stay local to each client), as README says.
+fn banner(exports: &[(PathBuf, String)], bound: &[SocketAddr], mount_port: u16, portmapped: bool) -> String {
     let addr = bound[0];
     let host = if addr.ip().is_unspecified() { hostname() } else { addr.ip().to_string() };
     let mut out = format!("keel {} serving NFSv3 on {}", env!("CARGO_PKG_VERSION"), list(bound));
@@ -137,13 +143,17 @@ fn banner(exports: &[(PathBuf, String)], bound: &[SocketAddr], mount_port: u16) 
         out += "\nNothing is exported yet: add [[export]] tables to the configuration and run `keel exports reload`";
         return out;
     }
+    let nolock = if portmapped { "" } else { ",nolock" };
     out += "\nMount from a Linux client with:";
     for (path, _) in exports {
         out += &format!(
-            "\n  mount -t nfs -o vers=3,proto=tcp,port={},mountport={mount_port},mountproto=tcp {host}:{} /mnt",
+            "\n  mount -t nfs -o vers=3,proto=tcp,port={},mountport={mount_port},mountproto=tcp{nolock} {host}:{} /mnt",
             addr.port(),
             path.display()
         );
+    }
+    if !portmapped {
+        out += "\n(nolock: no portmapper knows Keel's lock manager here, so clients lock only locally)";
     }
     out
 }
@@ -175,6 +185,26 @@ fn init_logging(level: LogLevel) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Without a portmapper the clients' lock managers cannot find NLM:
+    /// the mount command says nolock.
+    #[test]
+    fn the_mount_command_says_nolock_without_a_portmapper() {
+        let exports = [(PathBuf::from("/srv/a"), "*(rw)".to_string())];
+        let bound = ["192.0.2.7:2049".parse().unwrap()];
+        let mount = |portmapped| {
+            let text = banner(&exports, &bound, 2049, portmapped);
+            text.lines().find(|l| l.trim_start().starts_with("mount ")).expect("a mount line").trim().to_string()
+        };
+        assert_eq!(
+            mount(true),
+            "mount -t nfs -o vers=3,proto=tcp,port=2049,mountport=2049,mountproto=tcp 192.0.2.7:/srv/a /mnt"
+        );
+        assert_eq!(
+            mount(false),
+            "mount -t nfs -o vers=3,proto=tcp,port=2049,mountport=2049,mountproto=tcp,nolock 192.0.2.7:/srv/a /mnt"
+        );
+    }
 
     /// The zero-configuration export: this host only, even when --listen
     /// makes it reachable from others; secure; root not squashed.
