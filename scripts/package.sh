@@ -2,22 +2,26 @@
 # Builds Keel's Debian packages from this repository with dpkg-deb (no
 # debhelper, no source package):
 #
-#   target/debian/keel_VERSION_ARCH.deb        the server: /usr/bin/keel, the
+#   TARGET/debian/keel_VERSION_ARCH.deb        the server: /usr/bin/keel, the
 #       systemd unit, /etc/keel/keel.toml (exports nothing until edited),
 #       man pages, the annotated example configuration, the Grafana dashboard
-#   target/debian/keel-tools_VERSION_ARCH.deb  keel bench|verify|report for
+#   TARGET/debian/keel-tools_VERSION_ARCH.deb  keel bench|verify|report for
 #       client nodes: /usr/bin/keel-tools and its man pages
 #
 # Usage: scripts/package.sh [--profile release|dev] [--out DIR]
 #   --profile  the cargo profile to build (release; CI packages the dev
 #              build it already has, to test the packaging and the unit)
-#   --out      where the .deb files go (target/debian)
+#   --out      where the .deb files go (TARGET/debian)
+# TARGET is cargo's target directory: CARGO_TARGET_DIR, or what cargo's
+# configuration says, else ./target (cargo metadata tells).
 # Needs: cargo, dpkg-deb and dpkg-shlibdeps (dpkg-dev), strip (binutils).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+[ -n "$target" ] || { echo "scripts/package.sh: cargo metadata names no target directory" >&2; exit 1; }
 profile=release
-out=target/debian
+out=$target/debian
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) profile="$2"; shift 2 ;;
@@ -26,8 +30,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$profile" in
-  release) bindir=target/release ;;
-  dev) bindir=target/debug ;;
+  release) bindir=$target/release ;;
+  dev) bindir=$target/debug ;;
   *) echo "scripts/package.sh: --profile is release or dev, not $profile" >&2; exit 2 ;;
 esac
 for tool in dpkg-deb dpkg-shlibdeps strip gzip; do

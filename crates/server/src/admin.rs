@@ -615,7 +615,8 @@ pub fn call_with_progress(
     if answer.ok {
         Ok(answer.result.unwrap_or(serde_json::Value::Null))
     } else {
-        bail!("keel refused: {}", answer.error.unwrap_or_else(|| "no reason given".into()))
+        // The server's words, for the command's `keel: ` to begin.
+        bail!("{}", answer.error.unwrap_or_else(|| "the server refused, giving no reason".into()))
     }
 }
 

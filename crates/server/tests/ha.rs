@@ -166,6 +166,41 @@ fn a_reload_cannot_switch_ha_off_or_add_what_a_start_refuses() {
     let _ = std::fs::remove_dir_all(&elsewhere);
 }
 
+/// `keel ha init --out DIR/` names its files once each (`DIR/authkey`,
+/// not `DIR//authkey`), and `keel ha status` says why crm_mon failed
+/// without an empty ": ;" when crm_mon printed nothing.
+#[test]
+fn ha_commands_name_paths_and_failures_plainly() {
+    let dir = std::env::temp_dir().join(format!("keel-ha-words-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mount = dir.join("mount");
+    std::fs::create_dir_all(&mount).unwrap();
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib/ha/keel-ha.example.toml"));
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        example.unwrap().replace("mount = \"/srv/home\"", &format!("mount = {:?}", mount.display().to_string())),
+    )
+    .unwrap();
+    let out_dir = format!("{}/", dir.join("out").display());
+    let out = keel(&["ha", "init", plan.to_str().unwrap(), "--out", &out_dir]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stdout.contains(&format!("corosync-keygen -k {out_dir}authkey")), "{out:?}");
+    assert!(!out.stdout.contains("//"), "a doubled slash: {}", out.stdout);
+
+    // A crm_mon that fails saying nothing (as it does with --output-as=xml).
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("crm_mon"), "#!/bin/sh\nexit 102\n").unwrap();
+    std::fs::set_permissions(bin.join("crm_mon"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let status = run_timeout(Command::new(keel_bin()).args(["ha", "status"]).env("PATH", path), CMD_TIMEOUT);
+    assert_eq!(status.status.code(), Some(3), "{status:?}");
+    assert!(status.stderr.starts_with("keel: crm_mon failed (exit status: 102); is the cluster running"), "{status:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Runs the agent as Pacemaker would: the action, parameters in the
 /// environment.
 fn agent(action: &str, env: &[(&str, String)], timeout_ms: u32) -> keel_testkit::procs::Output {

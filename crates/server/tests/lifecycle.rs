@@ -534,6 +534,20 @@ fn invalid_config_is_refused_with_file_and_line_before_listening() {
     assert!(out.stderr.contains(&format!("{config_arg}:3:")), "{}", out.text());
 }
 
+/// A configuration file that cannot be read is named, with why, once.
+#[test]
+fn a_missing_configuration_file_is_named_with_its_error_once() {
+    let dir = TempDir::new("missing-config");
+    let missing = dir.path().join("missing.toml");
+    for command in ["check-config", "probe --config", "status --config", "serve --config"] {
+        let out = run_timeout(Command::new(KEEL).args(command.split(' ')).arg(&missing), CMD_TIMEOUT);
+        assert!(!out.status.success(), "keel {command}: {}", out.text());
+        let why = "No such file or directory (os error 2)";
+        assert_eq!(out.stderr.matches(why).count(), 1, "keel {command}:\n{}", out.stderr);
+        assert!(out.stderr.contains(&missing.display().to_string()), "keel {command}:\n{}", out.stderr);
+    }
+}
+
 /// The shipped example, pointed at directories that exist here, checks
 /// out: `keel check-config` prints a summary of what it would serve.
 #[test]

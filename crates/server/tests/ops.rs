@@ -284,6 +284,7 @@ fn a_bad_configuration_changes_nothing_and_says_why() {
         let out = keel(&server, &["exports", "reload"]);
         assert!(!out.status.success(), "a bad configuration was applied:\n{text}");
         assert!(out.stderr.contains(why), "{why:?} not in:\n{}", out.text());
+        assert!(!out.stderr.starts_with("keel: keel"), "the server's words come once after keel: {}", out.stderr);
         assert_eq!(keel_ok(&server, &["exports"]), exports_before, "the exports changed");
         c.getattr(&root).expect("the export still serves");
     }
