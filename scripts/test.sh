@@ -44,6 +44,7 @@ wanted=(
   resource-agents:/usr/lib/ocf/resource.d/heartbeat/IPaddr2
   libxml2-utils:xmllint
   iputils-ping:ping
+  man-db:man
 )
 missing=()
 for w in "${wanted[@]}"; do
