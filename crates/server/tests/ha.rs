@@ -121,17 +121,8 @@ fn a_reload_cannot_switch_ha_off_or_add_what_a_start_refuses() {
     let config = ha_config(&disk.mnt, &disk.mnt.join("state"), &disk.mnt.join("export"), port);
     let config_arg = config.to_str().unwrap();
     let good = std::fs::read_to_string(&config).unwrap();
-    let mut server = Command::new(keel_bin())
-        .args(["serve", "--config", config_arg])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !keel(&["status", "--config", config_arg]).status.success() {
-        assert!(Instant::now() < deadline, "keel did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Killed on drop, also when an assertion fails.
+    let _server = Served::start(&config, port);
     let exports_before = keel(&["exports", "--config", config_arg]).stdout;
     assert!(exports_before.contains("(rw,sync,"), "{exports_before}");
 
@@ -161,8 +152,6 @@ fn a_reload_cannot_switch_ha_off_or_add_what_a_start_refuses() {
             assert!(!check.status.success() && check.stderr.contains(why), "{check:?}");
         }
     }
-    let _ = server.kill();
-    let _ = server.wait();
     let _ = std::fs::remove_dir_all(&elsewhere);
 }
 
