@@ -2,22 +2,27 @@
 # Builds Keel's Debian packages from this repository with dpkg-deb (no
 # debhelper, no source package):
 #
-#   target/debian/keel_VERSION_ARCH.deb        the server: /usr/bin/keel, the
+#   TARGET/debian/keel_VERSION_ARCH.deb        the server: /usr/bin/keel, the
 #       systemd unit, /etc/keel/keel.toml (exports nothing until edited),
-#       man pages, the annotated example configuration, the Grafana dashboard
-#   target/debian/keel-tools_VERSION_ARCH.deb  keel bench|verify|report for
+#       man pages (keel(8) and a page per command, keel.toml(5)), the
+#       annotated example configuration, the Grafana dashboard
+#   TARGET/debian/keel-tools_VERSION_ARCH.deb  keel bench|verify|report for
 #       client nodes: /usr/bin/keel-tools and its man pages
 #
 # Usage: scripts/package.sh [--profile release|dev] [--out DIR]
 #   --profile  the cargo profile to build (release; CI packages the dev
 #              build it already has, to test the packaging and the unit)
-#   --out      where the .deb files go (target/debian)
+#   --out      where the .deb files go (TARGET/debian)
+# TARGET is cargo's target directory: CARGO_TARGET_DIR, or what cargo's
+# configuration says, else ./target (cargo metadata tells).
 # Needs: cargo, dpkg-deb and dpkg-shlibdeps (dpkg-dev), strip (binutils).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+[ -n "$target" ] || { echo "scripts/package.sh: cargo metadata names no target directory" >&2; exit 1; }
 profile=release
-out=target/debian
+out=$target/debian
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) profile="$2"; shift 2 ;;
@@ -26,8 +31,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$profile" in
-  release) bindir=target/release ;;
-  dev) bindir=target/debug ;;
+  release) bindir=$target/release ;;
+  dev) bindir=$target/debug ;;
   *) echo "scripts/package.sh: --profile is release or dev, not $profile" >&2; exit 2 ;;
 esac
 for tool in dpkg-deb dpkg-shlibdeps strip gzip; do
@@ -64,13 +69,15 @@ install_bin() {
   strip --strip-debug "$2"
 }
 
-# man_pages BIN ROOT: the binary writes its own pages (clap_mangen, from
-# the same command-line definitions it parses), gzipped as policy wants.
+# man_pages BIN ROOT SECTION: the binary writes its own pages (clap_mangen,
+# from the same command-line definitions it parses), gzipped as policy
+# wants: keel's in section 8 (a server's administration, as nfsd(8)),
+# keel-tools' in 1.
 man_pages() {
-  local dir="$2/usr/share/man/man1"
+  local dir="$2/usr/share/man/man$3"
   mkdir -p "$dir"
   "$1" manpages "$dir"
-  gzip -9n "$dir"/*.1
+  gzip -9n "$dir"/*."$3"
 }
 
 doc() {
@@ -114,7 +121,10 @@ k="$stage/keel"
 install_bin "$bindir/keel" "$k/usr/bin/keel"
 install -D -m 0644 contrib/systemd/keel.service "$k/usr/lib/systemd/system/keel.service"
 install -D -m 0644 contrib/debian/keel.toml "$k/etc/keel/keel.toml"
-man_pages "$k/usr/bin/keel" "$k"
+man_pages "$k/usr/bin/keel" "$k" 8
+# The configuration file's page, written by hand (as exports(5)).
+install -D -m 0644 contrib/man/keel.toml.5 "$k/usr/share/man/man5/keel.toml.5"
+gzip -9n "$k/usr/share/man/man5/keel.toml.5"
 doc "$k" keel
 install -D -m 0644 keel.example.toml "$k/usr/share/doc/keel/examples/keel.example.toml"
 for f in README.md docs/admin-protocol.md; do
@@ -145,7 +155,7 @@ control "$k" keel net "$(shlibs "$k/usr/bin/keel")" "Suggests: keel-tools, rpcbi
 # --- keel-tools: for client nodes ------------------------------------------
 t="$stage/keel-tools"
 install_bin "$bindir/keel-tools" "$t/usr/bin/keel-tools"
-man_pages "$t/usr/bin/keel-tools" "$t"
+man_pages "$t/usr/bin/keel-tools" "$t" 1
 doc "$t" keel-tools
 control "$t" keel-tools net "$(shlibs "$t/usr/bin/keel-tools")" "Recommends: fonts-dejavu-core" \
   "NFSv3 load generator, data verifier and report (keel bench|verify|report)" \

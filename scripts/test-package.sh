@@ -3,6 +3,8 @@
 # keel and keel-tools .debs (scripts/package.sh), boots a debootstrapped
 # Debian root with systemd-nspawn (this machine's PID 1 need not be
 # systemd), installs them with apt, and checks that
+#   man -w keel, keel.toml ...    find the package's man pages (keel(8), a
+#                                 page per command, keel.toml(5))
 #   systemctl enable --now keel   starts it (Type=notify: returns once ready)
 #   keel status                   reports it healthy, under the unit's
 #                                 capability bounding set and seccomp filter
@@ -40,8 +42,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "$(id -u)" -eq 0 ] || fail "run as root: it boots a container"
-for tool in debootstrap systemd-nspawn nsenter flock timeout; do
-  command -v "$tool" >/dev/null || fail "$tool is missing (apt install debootstrap systemd-container util-linux)"
+for tool in debootstrap systemd-nspawn nsenter flock timeout man; do
+  command -v "$tool" >/dev/null || fail "$tool is missing (apt install debootstrap systemd-container util-linux man-db)"
 done
 
 suite=${KEEL_CI_SUITE:-$(. /etc/os-release 2>/dev/null; echo "${VERSION_CODENAME:-}")}
@@ -78,6 +80,15 @@ step "packages ($profile build)"
 scripts/package.sh --profile "$profile" --out "$work/debs" >"$work/package.log" 2>&1 ||
   { cat "$work/package.log" >&2; fail "scripts/package.sh failed"; }
 ls "$work"/debs/keel_*.deb "$work"/debs/keel-tools_*.deb >/dev/null || fail "no .deb files were built"
+
+# man finds the pages where the package puts them (the container has no
+# man-db: its minimal root lacks it, and it has no network to fetch it).
+dpkg-deb -x "$work"/debs/keel_*.deb "$work/keel-root"
+for page in keel keel.toml keel-exports-reload; do
+  found=$(MANPATH="$work/keel-root/usr/share/man" man -w "$page" 2>&1) ||
+    fail "man -w $page finds no page in the keel package: $found"
+  echo "   man -w $page: ${found#"$work/keel-root"}"
+done
 
 step "a Debian $suite root (cached in $root)"
 mkdir -p "$cache"
@@ -137,9 +148,9 @@ ct sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-reco
   >"$work/apt.log" 2>&1 || { cat "$work/apt.log" >&2; fail "apt could not install the packages"; }
 ct test -f /etc/keel/keel.toml || fail "no /etc/keel/keel.toml"
 ct test -f /usr/lib/systemd/system/keel.service || fail "no keel.service"
-ct test -f /usr/share/man/man1/keel-exports-reload.1.gz ||
-  fail "no man page keel-exports-reload(1)"
-ct test -f /usr/share/man/man1/keel-bench-seq.1.gz || fail "no man page keel-bench-seq(1) (keel-tools)"
+for page in man8/keel.8 man8/keel-serve.8 man8/keel-exports-reload.8 man5/keel.toml.5 man1/keel-bench-seq.1; do
+  ct test -f "/usr/share/man/$page.gz" || fail "no man page /usr/share/man/$page.gz"
+done
 [ "$(ct stat -c %a /var/lib/keel)" = 700 ] || fail "/var/lib/keel is not mode 0700"
 
 step "systemctl enable --now keel"

@@ -10,13 +10,44 @@
 # caches it in /var/cache/keel-ci). Needs root: the server opens files by
 # handle and switches identities, and the tests make loop devices, XFS file
 # systems, network namespaces and containers.
+#
+# Run it as yourself, with Rust from rustup: it runs itself again as root
+# through sudo, with your toolchain (cargo from your PATH, your RUSTUP_HOME
+# and CARGO_HOME), and gives you back what it made in your directories.
+# `sudo scripts/test.sh` works too (sudo's PATH has no cargo: it is found
+# in the invoking user's ~/.cargo/bin). As root (CI), it runs as it is.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+self=$(realpath "$0")
+cd "$(dirname "$self")/.."
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "scripts/test.sh: run as root (sudo scripts/test.sh)" >&2
-  exit 1
+  cargo=$(command -v cargo) ||
+    { echo "scripts/test.sh: no cargo on your PATH: install Rust with rustup (https://rustup.rs)" >&2; exit 1; }
+  command -v sudo >/dev/null ||
+    { echo "scripts/test.sh: it needs root: run it as root, or install sudo (apt install sudo)" >&2; exit 1; }
+  echo "scripts/test.sh: running as root through sudo"
+  exec sudo env PATH="$(dirname "$cargo"):$PATH" RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" \
+    CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}" ${CARGO_TARGET_DIR:+CARGO_TARGET_DIR="$CARGO_TARGET_DIR"} "$self" "$@"
 fi
+
+# Under sudo: the invoking user's toolchain, and their files back at the end.
+if [ -n "${SUDO_USER:-}" ] && [ "${SUDO_USER}" != root ]; then
+  home=$(getent passwd "$SUDO_USER" | cut -d: -f6)
+  export CARGO_HOME="${CARGO_HOME:-$home/.cargo}" RUSTUP_HOME="${RUSTUP_HOME:-$home/.rustup}"
+  # The user's rustup first (sudo's PATH has none, or an older system one).
+  if [ -x "$CARGO_HOME/bin/cargo" ]; then export PATH="$CARGO_HOME/bin:$PATH"; fi
+  target=${CARGO_TARGET_DIR:-target}
+  mkdir -p "$target"
+  # cargo as root writes into the user's target directory, CARGO_HOME and
+  # RUSTUP_HOME: give them back, or the user's next build fails on root's
+  # files.
+  give_back() {
+    find "$target" "$CARGO_HOME" "$RUSTUP_HOME" -xdev -user 0 -exec chown -h "$SUDO_UID:$SUDO_GID" {} + 2>/dev/null || true
+  }
+  trap give_back EXIT
+fi
+command -v cargo >/dev/null ||
+  { echo "scripts/test.sh: no cargo: install Rust with rustup (https://rustup.rs)" >&2; exit 1; }
 
 # package:a command or file that proves it is there
 wanted=(
@@ -44,6 +75,7 @@ wanted=(
   resource-agents:/usr/lib/ocf/resource.d/heartbeat/IPaddr2
   libxml2-utils:xmllint
   iputils-ping:ping
+  man-db:man
 )
 missing=()
 for w in "${wanted[@]}"; do

@@ -182,7 +182,11 @@ impl<S: Store> RpcProgram for MountProgram<S> {
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
         match MountProc::from_u32(ctx.proc_).ok_or(AcceptError::ProcUnavail)? {
             MountProc::Null => {}
-            MountProc::Mnt => reply.put(&self.mnt(ctx, &Dirpath::decode(args)?)),
+            MountProc::Mnt => {
+                let res = self.mnt(ctx, &Dirpath::decode(args)?);
+                crate::report::mount_status(ctx, res.status());
+                reply.put(&res)
+            }
             MountProc::Dump => {
                 reply.put(&Mountlist(self.mounts.lock().expect("mount list lock").iter().cloned().collect()))
             }

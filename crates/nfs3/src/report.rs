@@ -1,7 +1,9 @@
-//! What the NFS program tells the statistics about each call (through
-//! [`keel_rpc::CallReport`]): the status of the reply and the bytes of file
-//! data moved. The export is reported where a handle is authorized.
+//! What the NFS and MOUNT programs tell the statistics about each call
+//! (through [`keel_rpc::CallReport`]): the status of the reply and the
+//! bytes of file data moved. The export is reported where a handle (or
+//! MNT's path) is authorized.
 
+use keel_nfs3_proto::mount::Mountstat3;
 use keel_nfs3_proto::nfs3::{Nfs3Proc, NfsResult, Write3ResOk};
 use keel_rpc::CallContext;
 use keel_xdr::Encoder;
@@ -14,6 +16,12 @@ pub(crate) fn status(ctx: &CallContext, proc_: Nfs3Proc, reply: &Encoder, result
     {
         ctx.report.set_status(status);
     }
+}
+
+/// MNT's reply carries a `mountstat3`: a refused mount counts as an
+/// error of MNT, of the client and of the export (if it named one).
+pub(crate) fn mount_status(ctx: &CallContext, status: Mountstat3) {
+    ctx.report.set_status(status as u32);
 }
 
 /// A READ succeeded with `bytes` of data (in memory or in a pipe).

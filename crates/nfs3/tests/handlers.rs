@@ -84,6 +84,17 @@ impl Client<'_> {
 
     /// A call the program may refuse, or answer with nothing.
     fn try_run<A: Encode, R: Decode>(&self, program: &dyn RpcProgram, proc_: u32, args: &A) -> Result<R, AcceptError> {
+        self.run_reported(program, proc_, args).0
+    }
+
+    /// [`Client::try_run`], with the status the program reported for the
+    /// statistics.
+    fn run_reported<A: Encode, R: Decode>(
+        &self,
+        program: &dyn RpcProgram,
+        proc_: u32,
+        args: &A,
+    ) -> (Result<R, AcceptError>, Option<u32>) {
         let mut enc = Encoder::new();
         enc.put(args);
         let local: SocketAddr = "127.0.0.1:2049".parse().unwrap();
@@ -97,11 +108,13 @@ impl Client<'_> {
             report: Default::default(),
         };
         let mut reply = Encoder::new();
-        program.call(&ctx, &mut Decoder::new(flatten(enc.finish_bytes())), &mut reply)?;
+        if let Err(e) = program.call(&ctx, &mut Decoder::new(flatten(enc.finish_bytes())), &mut reply) {
+            return (Err(e), ctx.report.status());
+        }
         let mut dec = Decoder::new(flatten(reply.finish_bytes()));
         let r = R::decode(&mut dec).expect("the reply decodes");
         dec.finish().expect("nothing after the reply");
-        Ok(r)
+        (Ok(r), ctx.report.status())
     }
 
     pub fn call<A: Encode, R: Decode>(&self, proc_: Nfs3Proc, args: &A) -> R {
@@ -110,6 +123,13 @@ impl Client<'_> {
 
     pub fn mnt(&self, path: &str) -> Mountres3 {
         self.run(&self.srv.mount, MountProc::Mnt as u32, &Dirpath(Bytes::copy_from_slice(path.as_bytes())))
+    }
+
+    /// MNT's reply and the status it reported for the statistics.
+    pub fn mnt_reported(&self, path: &str) -> (Mountstat3, Option<u32>) {
+        let args = Dirpath(Bytes::copy_from_slice(path.as_bytes()));
+        let (res, reported) = self.run_reported::<_, Mountres3>(&self.srv.mount, MountProc::Mnt as u32, &args);
+        (res.expect("accepted").status(), reported)
     }
 
     pub fn root(&self) -> NfsFh3 {
@@ -377,6 +397,19 @@ fn export_policy_read_only_client_list_secure_and_squash() {
     assert_eq!(made.obj_attributes.unwrap().uid, 65534, "root is squashed");
     assert_eq!(c.mnt("/elsewhere").status(), Mountstat3::Noent);
     assert_eq!(c.mnt("/sim/missing").status(), Mountstat3::Noent);
+}
+
+/// MNT reports the status of its reply, so that the statistics count a
+/// refused mount as an error.
+#[test]
+fn mnt_reports_its_status_for_the_statistics() {
+    let net = |s: &str| HostMatch::Net { addr: s.parse().unwrap(), prefix_len: 32 };
+    let srv = Server::with_rules(9, vec![ClientRule { host: net("127.0.0.1"), options: rw() }]);
+    let mut c = srv.client(0);
+    assert_eq!(c.mnt_reported("/sim"), (Mountstat3::Ok, Some(0)));
+    assert_eq!(c.mnt_reported("/elsewhere"), (Mountstat3::Noent, Some(Mountstat3::Noent as u32)));
+    c.peer = "10.0.0.1:700".parse().unwrap();
+    assert_eq!(c.mnt_reported("/sim"), (Mountstat3::Acces, Some(Mountstat3::Acces as u32)));
 }
 
 #[test]

@@ -35,7 +35,7 @@ const RESERVED_PORTS: std::ops::Range<u16> = 600..1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     #[error("no reply after {0} tries")]
     Timeout(u32),

@@ -71,7 +71,12 @@ pub enum Request {
     /// The exports served now, with their client lists.
     Exports {},
     /// Reads the configuration file again and applies its exports.
-    ExportsReload {},
+    ExportsReload {
+        /// The file the caller means (absolute); the reload is refused
+        /// unless it is the server's own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file: Option<String>,
+    },
     /// The cache tier: devices, log, per-export modes and counters (the
     /// `cache` part of `stats`).
     CacheList {},
@@ -255,11 +260,11 @@ impl AdminState {
             Request::Status {} => Ok(to_json(self.status().await)),
             Request::Stats {} => Ok(to_json(self.stats.snapshot())),
             Request::Exports {} => Ok(to_json(self.exports())),
-            Request::ExportsReload {} => {
+            Request::ExportsReload { file } => {
                 let me = self.clone();
                 crate::notify::notify("RELOADING=1\nSTATUS=reloading exports");
                 let outcome: Result<ReloadOutcome, String> =
-                    tokio::task::spawn_blocking(move || me.reloader.reload(&me.stats.reloads))
+                    tokio::task::spawn_blocking(move || me.reloader.reload(&me.stats.reloads, file.as_deref()))
                         .await
                         .map_err(|e| format!("the reload failed: {e}"))?;
                 crate::notify::notify("READY=1\nSTATUS=serving");
@@ -317,7 +322,10 @@ impl AdminState {
                 clients: s
                     .rules
                     .iter()
-                    .map(|r| ClientListing { host: r.host.to_string(), options: crate::option_list(&r.options) })
+                    .map(|r| ClientListing {
+                        host: r.host.to_string(),
+                        options: crate::config::option_list(&r.options),
+                    })
                     .collect(),
             })
             .collect()
@@ -704,7 +712,8 @@ pub fn call_with_progress(
     if answer.ok {
         Ok(answer.result.unwrap_or(serde_json::Value::Null))
     } else {
-        bail!("keel refused: {}", answer.error.unwrap_or_else(|| "no reason given".into()))
+        // The server's words, for the command's `keel: ` to begin.
+        bail!("{}", answer.error.unwrap_or_else(|| "the server refused, giving no reason".into()))
     }
 }
 

@@ -148,8 +148,16 @@ pub struct ExportConfig {
     pub clients: Vec<ClientRule>,
     /// How the export uses the cache tier (`off` without one).
     pub cache: CacheMode,
-    /// 1-based line of the export's table header, for later messages.
+    /// 1-based line of the export's table header, for later messages; 0
+    /// for an export that comes from no file (`keel serve DIR`).
     pub line: usize,
+}
+
+impl ExportConfig {
+    /// The line of the export's table, if it comes from a file.
+    pub fn table_line(&self) -> Option<usize> {
+        (self.line > 0).then_some(self.line)
+    }
 }
 
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 2049);
@@ -255,6 +263,40 @@ impl fmt::Display for LogLevel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Each client rule with its main options, as `keel serve` and reloads
+/// print them: `HOST(rw,sync,no_root_squash,secure) ...`.
+pub fn describe_options(rules: &[ClientRule]) -> String {
+    rules
+        .iter()
+        .map(|r| {
+            let o = &r.options;
+            let access = if o.access == Access::ReadWrite { "rw" } else { "ro" };
+            let sync = if o.sync { "sync" } else { "async" };
+            let squash = match o.squash {
+                Squash::None => "no_root_squash",
+                Squash::Root => "root_squash",
+                Squash::All => "all_squash",
+            };
+            let secure = if o.secure { "secure" } else { "insecure" };
+            format!("{}({access},{sync},{squash},{secure})", r.host)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Every option of a client entry, as `exportfs -v` lists them.
+pub fn option_list(o: &ClientOptions) -> String {
+    let access = if o.access == Access::ReadWrite { "rw" } else { "ro" };
+    let sync = if o.sync { "sync" } else { "async" };
+    let squash = match o.squash {
+        Squash::None => "no_root_squash",
+        Squash::Root => "root_squash",
+        Squash::All => "all_squash",
+    };
+    let secure = if o.secure { "secure" } else { "insecure" };
+    format!("{access},{sync},{squash},{secure},anonuid={},anongid={}", o.anonuid, o.anongid)
 }
 
 /// Reads, parses and checks the configuration file at `path`. Host names

@@ -21,14 +21,15 @@ pub fn target(listen: SocketAddr) -> SocketAddr {
 }
 
 /// NULL calls to NFS version 3 and MOUNT version 3 over TCP at each of
-/// `targets`, each bounded by `timeout`. Every failure is named.
-pub fn probe(targets: &[SocketAddr], timeout: Duration) -> anyhow::Result<()> {
+/// `targets`, each bounded by `timeout`; `answered` is told of each
+/// answer. Every failure is named.
+pub fn probe(targets: &[SocketAddr], timeout: Duration, mut answered: impl FnMut(String)) -> anyhow::Result<()> {
     let mut failures = Vec::new();
     for &addr in targets {
         for (name, prog, vers) in [("NFS", NFS_PROGRAM, NFS_V3), ("MOUNT", MOUNT_PROGRAM, MOUNT_V3)] {
             let null = Proc { prog, vers, proc_: 0 };
             match call_tcp(addr, null, &(), timeout) {
-                Ok(_) => println!("{addr}: {name} v{vers} answers"),
+                Ok(_) => answered(format!("{addr}: {name} v{vers} answers")),
                 Err(e) => failures.push(format!("{addr}: {name} v{vers} NULL: {e}")),
             }
         }

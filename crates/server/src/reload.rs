@@ -1,7 +1,8 @@
 //! Changing exports without a restart (`keel exports reload`, SIGHUP):
-//! the configuration file is read and validated whole first (a file with
-//! any problem changes nothing, and the answer says why), then exports are
-//! added, removed and changed by id while clients stay connected.
+//! the configuration file is read and validated whole first, with exactly
+//! the checks of a start (`crate::validate`; a file with any problem
+//! changes nothing, and the answer says why), then exports are added,
+//! removed and changed by id while clients stay connected.
 //!
 //! - A new id is opened and served.
 //! - A removed id is no longer served: its handles are stale (clients get
@@ -10,13 +11,14 @@
 //! - A changed client list (or options) applies from the next call on.
 //! - An id whose `path` or `fsid` changed is refused: the id is part of
 //!   every handle clients hold, and would then name another directory.
+//! - `[ha] enabled` cannot change while serving: the reload is refused.
 //! - `[server]` keys cannot change while serving (listeners, workers,
 //!   state, limits): a change is reported as needing a restart and not
 //!   applied; the exports are reloaded all the same.
 //!
 //! Calls in flight finish with the exports they started with.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -27,9 +29,10 @@ use keel_stats::CallStats;
 use keel_store_local::{Export, ExportSpec, HandleKey};
 use serde::{Deserialize, Serialize};
 
+use crate::config::describe_options;
 use crate::config::{self, Config, ExportConfig, ServerConfig};
-use crate::describe_options;
 use crate::stats::ReloadCounts;
+use crate::validate;
 
 /// Command-line options that override the configuration file; a reload
 /// applies them again, so they are not mistaken for changes.
@@ -73,6 +76,8 @@ pub struct ExportChange {
 /// What a reload did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReloadOutcome {
+    /// The configuration file read.
+    pub file: String,
     pub added: Vec<ExportChange>,
     pub removed: Vec<ExportChange>,
     /// Client lists or options changed.
@@ -112,14 +117,17 @@ impl Reloader {
     }
 
     /// Reloads, counting the result in `counts` and logging every change.
-    pub fn reload(&self, counts: &ReloadCounts) -> Result<ReloadOutcome, String> {
-        let result = self.reload_inner();
+    /// `meant`: the file the caller means (`keel exports reload --config
+    /// FILE`); another than the server's is refused.
+    pub fn reload(&self, counts: &ReloadCounts, meant: Option<&str>) -> Result<ReloadOutcome, String> {
+        let result = self.reload_inner(meant);
         match &result {
             Ok(outcome) => {
                 counts.applied.fetch_add(1, Ordering::Relaxed);
                 let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
                 counts.last_applied_unix.store(now, Ordering::Relaxed);
                 tracing::info!(
+                    file = outcome.file,
                     added = outcome.added.len(),
                     removed = outcome.removed.len(),
                     changed = outcome.changed.len(),
@@ -135,16 +143,36 @@ impl Reloader {
         result
     }
 
-    fn reload_inner(&self) -> Result<ReloadOutcome, String> {
+    fn reload_inner(&self, meant: Option<&str>) -> Result<ReloadOutcome, String> {
         let Some(file) = &self.file else {
             return Err("this server was started without a configuration file (keel serve DIR): \
                         there is nothing to reload; start it with --config FILE"
                 .into());
         };
+        if let Some(meant) = meant
+            && !same_file(Path::new(meant), file)
+        {
+            return Err(format!(
+                "{meant} is not this server's configuration file: it serves {} and reloads only that; \
+                 edit that file, or restart keel with --config {meant}",
+                file.display()
+            ));
+        }
         let mut current = self.current.lock().expect("reload lock");
         let mut next = config::load(file).map_err(|e| e.to_string())?;
         self.overrides.apply(&mut next.server);
-        crate::state_dir::check_not_exported(&next).map_err(|e| format!("{e:#}"))?;
+        // What [ha] decides (sync exports, shared storage, a journalled
+        // reply cache, calls held when storage fails) is set up at start.
+        if next.ha != current.ha {
+            let [was, now] = [current.ha, next.ha].map(|on| if on { "enabled" } else { "disabled" });
+            return Err(format!(
+                "{}: [ha] is {now} in the file but this server started with it {was}: [ha] changes only at \
+                 a restart (restart keel to apply it)",
+                file.display()
+            ));
+        }
+        // Exactly the checks of a start.
+        let checked = validate::check(&next, &file.display().to_string()).map_err(|e| e.to_string())?;
         let mut needs_restart = server_changes(&current.server, &next.server);
         if current.cache != next.cache {
             needs_restart.push(
@@ -192,7 +220,12 @@ impl Reloader {
         }
 
         // Apply.
-        let mut outcome = ReloadOutcome { needs_restart, warnings: next.warnings.clone(), ..Default::default() };
+        let mut outcome = ReloadOutcome {
+            file: file.display().to_string(),
+            needs_restart,
+            warnings: checked.warnings,
+            ..Default::default()
+        };
         let mut list = Vec::with_capacity(next.exports.len());
         for e in &next.exports {
             let change = change_of(e);
@@ -270,6 +303,15 @@ impl Reloader {
     }
 }
 
+/// Whether `a` and `b` name the same file (through links, or as written
+/// if one cannot be resolved).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
 fn change_of(e: &ExportConfig) -> ExportChange {
     ExportChange { id: e.id, path: e.path.display().to_string(), clients: describe_options(&e.clients) }
 }
@@ -306,6 +348,9 @@ fn server_changes(old: &ServerConfig, new: &ServerConfig) -> Vec<String> {
     check("idle_timeout_seconds", old.idle_timeout.as_secs().to_string(), new.idle_timeout.as_secs().to_string());
     check("stall_timeout_seconds", old.stall_timeout.as_secs().to_string(), new.stall_timeout.as_secs().to_string());
     check("metrics_listen", format!("{:?}", old.metrics_listen), format!("{:?}", new.metrics_listen));
+    check("nsm_state_dir", format!("{:?}", old.nsm_state_dir), format!("{:?}", new.nsm_state_dir));
+    check("grace_seconds_max", old.grace_max.as_secs().to_string(), new.grace_max.as_secs().to_string());
+    check("max_locks_per_client", old.max_locks_per_client.to_string(), new.max_locks_per_client.to_string());
     out
 }
 
@@ -320,9 +365,11 @@ mod tests {
         assert!(server_changes(&old, &new).is_empty());
         new.workers = old.workers + 1;
         new.metrics_listen = Some("127.0.0.1:9049".parse().unwrap());
+        new.grace_max = old.grace_max * 2;
         let changes = server_changes(&old, &new);
-        assert_eq!(changes.len(), 2, "{changes:?}");
+        assert_eq!(changes.len(), 3, "{changes:?}");
         assert!(changes[0].starts_with("workers: "), "{changes:?}");
         assert!(changes[1].contains("127.0.0.1:9049"), "{changes:?}");
+        assert!(changes[2].starts_with("grace_seconds_max: "), "{changes:?}");
     }
 }

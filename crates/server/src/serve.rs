@@ -14,7 +14,7 @@ use keel_nfs3_proto::{IPPROTO_TCP, IPPROTO_UDP};
 use keel_nlm::{LockConfig, LockManager, NlmProgram, NsmProgram};
 use keel_rpc::{Dispatcher, ReplyCache, RpcProgram};
 use keel_store::Store;
-use keel_store_local::{Export, ExportSpec, FsidSource, HandleKey, LocalStore};
+use keel_store_local::{Export, ExportSpec, HandleKey, LocalStore};
 
 use crate::cache::Served;
 use std::net::{TcpListener, UdpSocket};
@@ -65,13 +65,18 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves `config` (read from `file`, if any, with `overrides` applied:
 /// an export reload reads the file again) until SIGTERM or SIGINT.
+/// `banner` is printed once serving, given the NFS addresses, the MOUNT
+/// port and whether a portmapper knows the programs.
 pub fn run(
     config: Config,
     file: Option<PathBuf>,
     overrides: Overrides,
-    banner: impl FnOnce(&[SocketAddr], u16) -> String,
+    banner: impl FnOnce(&[SocketAddr], u16, bool) -> String,
 ) -> anyhow::Result<()> {
-    for w in &config.warnings {
+    // Every check of the configuration before anything is made on disk.
+    let origin = file.as_ref().map_or_else(|| "the command line".to_owned(), |f| f.display().to_string());
+    let checked = crate::validate::check(&config, &origin)?;
+    for w in &checked.warnings {
         tracing::warn!("{w}");
     }
     keel_store_local::ident::check_privileges().map_err(anyhow::Error::msg)?;
@@ -79,40 +84,20 @@ pub fn run(
     let nofile = sys::raise_open_file_limit();
 
     let state_dir = &config.server.state_dir;
-    // Before anything is made, so a refused configuration leaves nothing.
-    crate::state_dir::check_not_exported(&config)?;
     // Held until the process ends: nothing in the state directory is read
     // or written before it is ours.
     let _state = crate::state_dir::StateDir::open(state_dir)?;
-    if config.ha {
-        crate::ha::check_shared(&config)?;
-    }
     let key = HandleKey::load_or_create(&state_dir.join("handle.key"))?;
     let mut exports = Vec::new();
     for e in &config.exports {
         let spec = ExportSpec { id: e.id, path: e.path.clone(), fsid: e.fsid };
         let export =
             Export::open(&spec, &key).with_context(|| format!("cannot export {} (id {})", e.path.display(), e.id))?;
-        let fsid_from = match export.fsid_source {
-            FsidSource::Configured => "configured",
-            FsidSource::FsUuid => "file system UUID",
-            FsidSource::Statfs => "statfs (set fsid to keep handles valid if the device is renumbered)",
-            FsidSource::Device => "device number (set fsid to keep handles valid if the device is renumbered)",
-        };
-        // The peer sees the shared device under another device number.
-        if config.ha && matches!(export.fsid_source, FsidSource::Statfs | FsidSource::Device) {
-            anyhow::bail!(
-                "[ha] enabled but export {} (id {}) has no file system UUID to take its fsid from: the other \
-                 node would hand out other file handles; set fsid in its [[export]] table",
-                e.path.display(),
-                e.id
-            );
-        }
         tracing::info!(
             export = e.id,
             path = %e.path.display(),
             fsid = format_args!("{:#x}", export.fsid),
-            fsid_from,
+            fsid_from = crate::validate::fsid_source_text(export.fsid_source),
             subtree = export.is_subtree(),
             "exporting"
         );
@@ -183,7 +168,7 @@ async fn serve(
     locks: Arc<LockManager<Served>>,
     calls: Arc<keel_stats::CallStats>,
     reloader: Arc<Reloader>,
-    banner: impl FnOnce(&[SocketAddr], u16) -> String,
+    banner: impl FnOnce(&[SocketAddr], u16, bool) -> String,
 ) -> anyhow::Result<Stopped> {
     let server = &config.server;
     let admin_listener = admin::bind(&server.state_dir)?;
@@ -236,6 +221,9 @@ async fn serve(
     ]);
     let mut programs: Vec<Arc<dyn RpcProgram>> = vec![nfs, mount, nlm, nsm];
     let mut registered = None;
+    // Whether a portmapper knows our programs: the clients' lock managers
+    // find NLM through it.
+    let mut portmapped = true;
     let mut portmap_listeners = Vec::new();
     match start_portmap(server.portmap, &bound, &mappings).await? {
         PortmapRole::Serving(program, sockets) => {
@@ -250,7 +238,7 @@ async fn serve(
             programs.push(program);
         }
         PortmapRole::Registered => registered = Some(mappings.clone()),
-        PortmapRole::None => {}
+        PortmapRole::None => portmapped = false,
     }
 
     let programs = programs.into_iter().map(|p| calls.counted(p)).collect();
@@ -321,7 +309,13 @@ async fn serve(
         }
     }
     tracing::info!(listen = ?bound, mount_port, workers = server.workers, "serving NFSv3, MOUNT v3, NLM v4 and NSM");
-    println!("{}", banner(&bound, mount_port));
+    // Informational: a reader that has gone (`keel serve | head -1`) does
+    // not stop the server.
+    {
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), "{}", banner(&bound, mount_port, portmapped))
+            .and_then(|()| std::io::stdout().flush());
+    }
     notify("READY=1\nSTATUS=serving");
 
     wait_for_stop_signal(&reloader, &stats).await?;
@@ -482,7 +476,7 @@ async fn wait_for_stop_signal(reloader: &Arc<Reloader>, stats: &Arc<ServerStats>
                 notify("RELOADING=1\nSTATUS=reloading exports");
                 let (reloader, stats) = (reloader.clone(), stats.clone());
                 // The outcome is logged by the reload itself.
-                let _ = tokio::task::spawn_blocking(move || reloader.reload(&stats.reloads)).await;
+                let _ = tokio::task::spawn_blocking(move || reloader.reload(&stats.reloads, None)).await;
                 notify("READY=1\nSTATUS=serving");
             }
         }

@@ -24,6 +24,7 @@ use keel_store::state_file;
 
 use crate::config::Config;
 use crate::sys;
+use crate::validate::Findings;
 
 /// The files in the state directory that older versions made readable
 /// and writable by everyone, and that a start may not rewrite. (The
@@ -101,39 +102,46 @@ impl StateDir {
     }
 }
 
-/// Refuses a configuration in which what the server keeps for itself
+/// Finds a configuration in which what the server keeps for itself
 /// (`state_dir`, `nsm_state_dir`) and an export overlap: one inside the
 /// other, by path, through a symlink or through a bind mount (see
 /// `keel_store_local::lies_within`). A client of such an export could
 /// read the handle key (and forge handles to any file of the file system)
 /// or change the lock state. Works before the state directory exists.
-pub fn check_not_exported(config: &Config) -> anyhow::Result<()> {
+pub fn check_not_exported(config: &Config, found: &mut Findings) {
     let mut own = vec![("state_dir", &config.server.state_dir)];
     if let Some(nsm) = &config.server.nsm_state_dir {
         own.push(("nsm_state_dir", nsm));
     }
     for e in &config.exports {
+        let shown = format!("export {} (id {})", e.path.display(), e.id);
         for (key, dir) in &own {
-            let check = |root: &Path, path: &Path| {
-                keel_store_local::lies_within(root, path).with_context(|| {
-                    format!("cannot check that {key} {} is outside export {}", dir.display(), e.path.display())
+            let overlap = keel_store_local::lies_within(&e.path, dir).and_then(|inside| {
+                Ok(if inside {
+                    Some(format!("{key} {} is inside {shown}", dir.display()))
+                } else if keel_store_local::lies_within(dir, &e.path)? {
+                    Some(format!("{shown} is inside {key} {}", dir.display()))
+                } else {
+                    None
                 })
-            };
-            let shown = format!("export {} (id {})", e.path.display(), e.id);
-            let what = if check(&e.path, dir)? {
-                format!("{key} {} is inside {shown}", dir.display())
-            } else if check(dir, &e.path)? {
-                format!("{shown} is inside {key} {}", dir.display())
-            } else {
-                continue;
-            };
-            bail!(
-                "{what}: a client of the export could read the handle key (and forge file handles) or change \
-                 the lock state. Put {key} outside every export (--state-dir for a server without a \
-                 configuration file); to serve a whole file system with the state on it, export a directory of \
-                 it and keep the state beside that directory (say <mount>/export and <mount>/.keel)"
-            );
+            });
+            match overlap {
+                Ok(None) => {}
+                Ok(Some(what)) => found.problem(
+                    e.table_line(),
+                    format!(
+                        "{what}: a client of the export could read the handle key (and forge file handles) or \
+                         change the lock state. Put {key} outside every export (--state-dir for a server without \
+                         a configuration file); to serve a whole file system with the state on it, export a \
+                         directory of it and keep the state beside that directory (say <mount>/export and \
+                         <mount>/.keel)"
+                    ),
+                ),
+                Err(err) => found.problem(
+                    e.table_line(),
+                    format!("cannot check that {key} {} is outside {shown}: {err}", dir.display()),
+                ),
+            }
         }
     }
-    Ok(())
 }

@@ -9,6 +9,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use keel_nfs3::NfsService;
+use keel_nfs3_proto::mount::Mountstat3;
 use keel_nfs3_proto::nfs3::Nfsstat3;
 use keel_rpc::Dispatcher;
 use keel_stats::{
@@ -79,6 +80,9 @@ const PORTMAP_PROCEDURES: &[&str] = &["null", "set", "unset", "getport", "dump",
 
 static NFS_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
     LazyLock::new(|| Nfsstat3::ALL.iter().map(|s| (*s as u32, s.name())).collect());
+/// MNT's statuses (the other MOUNT procedures' replies carry none).
+static MOUNT_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
+    LazyLock::new(|| Mountstat3::ALL.iter().map(|s| (*s as u32, s.name())).collect());
 
 /// The programs Keel serves, as the statistics count them.
 pub fn programs() -> [ProgramSpec; 5] {
@@ -96,7 +100,7 @@ pub fn programs() -> [ProgramSpec; 5] {
             version: MOUNT_V3,
             name: "mount",
             procedures: MOUNT_PROCEDURES,
-            statuses: &[],
+            statuses: &MOUNT_STATUSES,
         },
         ProgramSpec {
             program: keel_nlm_proto::nlm4::NLM_PROGRAM,

@@ -245,3 +245,18 @@ pub fn gettid() -> i32 {
     // SAFETY: gettid(2) takes nothing and cannot fail.
     unsafe { libc::gettid() }
 }
+
+/// Ends the process as SIGPIPE ends a program that does not ignore it
+/// (`keel stat | head`): quietly, with the status a shell reports as 141.
+/// Rust ignores SIGPIPE, so a write to a closed pipe fails with EPIPE
+/// instead; the command then comes here.
+pub fn die_of_sigpipe() -> ! {
+    // SAFETY: restoring a signal's default action and raising it in the
+    // calling thread; nothing else runs after.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+    // Not reached: SIGPIPE's default action ends the process.
+    std::process::exit(128 + libc::SIGPIPE)
+}

@@ -3,6 +3,7 @@
 //! as root on a storage node, does not link the load generator, the
 //! verifier or the report's plotting and image crates.
 
+use crate::cli::out::errln;
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -29,7 +30,7 @@ fn find() -> Option<PathBuf> {
 /// cannot be done.
 pub fn run(command: &str, args: Vec<OsString>) -> ExitCode {
     let Some(tools) = find() else {
-        eprintln!(
+        errln!(
             "keel: `keel {command}` is in the keel-tools package (the load generator, verifier and report \
              for client nodes), which is not installed here.\n\
              Install it (apt install keel-tools, or cargo build --release -p keel-tools to build \
@@ -38,6 +39,6 @@ pub fn run(command: &str, args: Vec<OsString>) -> ExitCode {
         return ExitCode::from(127);
     };
     let err = Command::new(&tools).arg0("keel").arg(command).args(args).exec();
-    eprintln!("keel: cannot run {}: {err}", tools.display());
+    errln!("keel: cannot run {}: {err}", tools.display());
     ExitCode::from(126)
 }

@@ -37,6 +37,11 @@ fn status_tells_what_is_served() {
     let log = server.log_text();
     let verifier = log.split("verifier=").nth(1).and_then(|s| s.get(..16)).expect("verifier in the log");
     assert!(text.contains(&format!("write verifier {verifier}")), "{text}\nlog: {log}");
+    // check-config computes the fsid the server serves, the same way.
+    let export = server.export_path(7);
+    let fsid = text.lines().find_map(|l| l.strip_prefix(&format!("export 7 {export} fsid "))).expect("fsid");
+    let check = run(keel().arg("check-config").arg(&server.config));
+    assert!(check.contains(&format!("export {export} id 7 fsid {fsid} (from ")), "{check}");
     // --state-dir finds the same server.
     let by_dir = run(keel().args(["status", "--state-dir"]).arg(server.base.join("state")));
     assert!(by_dir.contains(&format!("pid {}", server.pid())));

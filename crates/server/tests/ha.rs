@@ -103,6 +103,91 @@ fn ha_refuses_state_or_exports_that_would_not_move_with_the_service() {
     let _ = std::fs::remove_dir_all(&elsewhere);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(out.stderr.contains("is on the root file system"), "{out:?}");
+    // Every problem is listed, the export's with its line.
+    let export_line = format!("{}:9: [ha] enabled but export", local.display());
+    assert!(out.stderr.contains(&export_line), "{export_line:?} not in {out:?}");
+}
+
+/// A reload runs the checks of a start, and cannot switch `[ha]` off: a
+/// file that turns it off to make an export async, or that adds an export
+/// on the node's own disk, is refused and changes nothing.
+#[test]
+fn a_reload_cannot_switch_ha_off_or_add_what_a_start_refuses() {
+    require_root();
+    let disk = XfsDisk::new("ha-reload");
+    let elsewhere = std::env::temp_dir().join(format!("keel-ha-reload-local-{}", std::process::id()));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let port = free_port();
+    let config = ha_config(&disk.mnt, &disk.mnt.join("state"), &disk.mnt.join("export"), port);
+    let config_arg = config.to_str().unwrap();
+    let good = std::fs::read_to_string(&config).unwrap();
+    // Killed on drop, also when an assertion fails.
+    let _server = Served::start(&config, port);
+    let exports_before = keel(&["exports", "--config", config_arg]).stdout;
+    assert!(exports_before.contains("(rw,sync,"), "{exports_before}");
+
+    let cases = [
+        (
+            good.replace("enabled = true", "enabled = false")
+                .replace("access = \"rw\"", "access = \"rw\"\nsync = false"),
+            "[ha] changes only at a restart",
+        ),
+        (
+            format!(
+                "{good}\n[[export]]\npath = \"{}\"\nid = 2\nfsid = 2\nclients = [{{ host = \"127.0.0.1\" }}]\n",
+                elsewhere.display()
+            ),
+            "is not on state_dir's file system",
+        ),
+    ];
+    for (text, why) in cases {
+        std::fs::write(&config, &text).unwrap();
+        let out = keel(&["exports", "reload", "--config", config_arg]);
+        assert_eq!(out.status.code(), Some(1), "a reload bypassed [ha]:\n{text}\n{out:?}");
+        assert!(out.stderr.contains(why), "{why:?} not in {out:?}");
+        assert_eq!(keel(&["exports", "--config", config_arg]).stdout, exports_before, "the exports changed");
+        if why.starts_with("is not") {
+            // check-config says what the reload said.
+            let check = keel(&["check-config", config_arg]);
+            assert!(!check.status.success() && check.stderr.contains(why), "{check:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&elsewhere);
+}
+
+/// `keel ha init --out DIR/` names its files once each (`DIR/authkey`,
+/// not `DIR//authkey`), and `keel ha status` says why crm_mon failed
+/// without an empty ": ;" when crm_mon printed nothing.
+#[test]
+fn ha_commands_name_paths_and_failures_plainly() {
+    let dir = std::env::temp_dir().join(format!("keel-ha-words-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mount = dir.join("mount");
+    std::fs::create_dir_all(&mount).unwrap();
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib/ha/keel-ha.example.toml"));
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        example.unwrap().replace("mount = \"/srv/home\"", &format!("mount = {:?}", mount.display().to_string())),
+    )
+    .unwrap();
+    let out_dir = format!("{}/", dir.join("out").display());
+    let out = keel(&["ha", "init", plan.to_str().unwrap(), "--out", &out_dir]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stdout.contains(&format!("corosync-keygen -k {out_dir}authkey")), "{out:?}");
+    assert!(!out.stdout.contains("//"), "a doubled slash: {}", out.stdout);
+
+    // A crm_mon that fails saying nothing (as it does with --output-as=xml).
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("crm_mon"), "#!/bin/sh\nexit 102\n").unwrap();
+    std::fs::set_permissions(bin.join("crm_mon"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let status = run_timeout(Command::new(keel_bin()).args(["ha", "status"]).env("PATH", path), CMD_TIMEOUT);
+    assert_eq!(status.status.code(), Some(3), "{status:?}");
+    assert!(status.stderr.starts_with("keel: crm_mon failed (exit status: 102); is the cluster running"), "{status:?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Runs the agent as Pacemaker would: the action, parameters in the

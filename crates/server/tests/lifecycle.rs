@@ -440,8 +440,9 @@ fn zero_config_serve_creates_its_directories_prints_the_mount_line_and_serves() 
     assert!(export.is_dir(), "no ./keel-export");
     assert!(cwd.path().join("keel-state").is_dir(), "no ./keel-state");
     assert!(cwd.path().join("keel-state/handle.key").is_file(), "no handle key in ./keel-state");
+    // --portmap off: no portmapper, so no locking through Keel (nolock).
     let expected = format!(
-        "mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp 127.0.0.1:{} /mnt",
+        "mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock 127.0.0.1:{} /mnt",
         export.display()
     );
     assert!(banner.lines().any(|l| l.trim() == expected), "banner lacks\n  {expected}\nbanner:\n{banner}");
@@ -533,6 +534,20 @@ fn invalid_config_is_refused_with_file_and_line_before_listening() {
     assert!(out.stderr.contains(&format!("{config_arg}:3:")), "{}", out.text());
 }
 
+/// A configuration file that cannot be read is named, with why, once.
+#[test]
+fn a_missing_configuration_file_is_named_with_its_error_once() {
+    let dir = TempDir::new("missing-config");
+    let missing = dir.path().join("missing.toml");
+    for command in ["check-config", "probe --config", "status --config", "serve --config"] {
+        let out = run_timeout(Command::new(KEEL).args(command.split(' ')).arg(&missing), CMD_TIMEOUT);
+        assert!(!out.status.success(), "keel {command}: {}", out.text());
+        let why = "No such file or directory (os error 2)";
+        assert_eq!(out.stderr.matches(why).count(), 1, "keel {command}:\n{}", out.stderr);
+        assert!(out.stderr.contains(&missing.display().to_string()), "keel {command}:\n{}", out.stderr);
+    }
+}
+
 /// The shipped example, pointed at directories that exist here, checks
 /// out: `keel check-config` prints a summary of what it would serve.
 #[test]
@@ -548,16 +563,36 @@ fn check_config_of_the_example_prints_a_summary() {
         text = text.replace(&from, &format!("path = \"{}\"", real.display()));
     }
     let config = dir.path().join("keel.toml");
-    std::fs::write(&config, text).unwrap();
+    std::fs::write(&config, &text).unwrap();
     let out = run_timeout(Command::new(KEEL).arg("check-config").arg(&config), CMD_TIMEOUT);
     assert!(out.status.success(), "check-config failed ({}):\n{}", out.status, out.text());
     assert!(out.stdout.contains(&format!("{}: valid", config.display())), "{}", out.stdout);
     assert!(out.stdout.contains("portmap auto"), "{}", out.stdout);
     for (name, id) in [("home", 1), ("scratch", 2), ("apps", 3)] {
-        let line = format!("export {} id {id} ", dir.path().join(name).display());
+        let line = format!("export {} id {id} fsid 0x", dir.path().join(name).display());
         assert!(out.stdout.contains(&line), "summary lacks {line:?}:\n{}", out.stdout);
     }
     assert!(out.stdout.contains("async"), "the scratch export is async:\n{}", out.stdout);
+    assert!(out.stdout.contains("metrics not served"), "{}", out.stdout);
+    assert!(out.stdout.contains("no cache devices"), "{}", out.stdout);
+
+    // Everything the server would use: metrics, cache devices, each
+    // export's cache mode and where its fsid comes from.
+    let text = text
+        .replace("[server]\n", "[server]\nmetrics_listen = \"127.0.0.1:9049\"\n")
+        .replace("id = 3\n", "id = 3\nfsid = 1234\ncache = \"write-through\"\n")
+        + "\n[cache]\ndevices = [\"/dev/keel-test-a\", \"/dev/keel-test-b\"]\n";
+    std::fs::write(&config, &text).unwrap();
+    let out = run_timeout(Command::new(KEEL).arg("check-config").arg(&config), CMD_TIMEOUT);
+    assert!(out.status.success(), "check-config failed ({}):\n{}", out.status, out.text());
+    for wanted in [
+        "metrics on http://127.0.0.1:9049/metrics".to_string(),
+        "cache devices /dev/keel-test-a, /dev/keel-test-b".to_string(),
+        format!("export {} id 3 fsid 0x4d2 (from the configuration", dir.path().join("apps").display()),
+        "; cache write-through)".to_string(),
+    ] {
+        assert!(out.stdout.contains(&wanted), "summary lacks {wanted:?}:\n{}", out.stdout);
+    }
 }
 
 // ---------------------------------------------------------------------------

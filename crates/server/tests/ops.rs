@@ -55,6 +55,8 @@ fn stat_counts_a_known_workload_exactly() {
     let mut c = Nfs::connect(server.addr).unwrap();
     let a = c.mount(&server.export_path(1)).unwrap();
     let b = c.mount(&server.export_path(2)).unwrap();
+    // A refused mount is an error of MNT and of the client.
+    assert!(c.mount("/not-exported").is_err());
     for _ in 0..3 {
         c.null().unwrap();
     }
@@ -90,7 +92,8 @@ fn stat_counts_a_known_workload_exactly() {
         assert_eq!((p["calls"].as_u64().unwrap(), p["errors"].as_u64().unwrap()), (calls, errors), "{name}: {p}");
         assert_eq!(histogram_count(p), calls, "{name}: one latency sample per call");
     }
-    assert_eq!(proc_of(&s, "mount", "mnt")["calls"], 2);
+    let mnt = proc_of(&s, "mount", "mnt");
+    assert_eq!((mnt["calls"].as_u64(), mnt["errors"].as_u64()), (Some(3), Some(1)), "{mnt}");
     assert_eq!(status_count(&s, "NFS3_OK"), 7 + 1 + 2 + 1 + 3);
     assert_eq!(status_count(&s, "NFS3ERR_NOENT"), 5);
     assert_eq!((s["calls"]["read_bytes"].as_u64(), s["calls"]["write_bytes"].as_u64()), (Some(12_288), Some(20_000)));
@@ -108,7 +111,7 @@ fn stat_counts_a_known_workload_exactly() {
     assert_eq!(clients[0]["address"], "127.0.0.1");
     assert_eq!(
         (clients[0]["calls"].as_u64(), clients[0]["errors"].as_u64()),
-        (Some(2 + 3 + 7 + 5 + 1 + 2 + 1 + 3), Some(5))
+        (Some(3 + 3 + 7 + 5 + 1 + 2 + 1 + 3), Some(6))
     );
     assert_eq!(s["connections"]["open"], 1);
     assert_eq!((s["workers"]["workers"].as_u64(), s["workers"]["alive"].as_u64()), (Some(8), Some(8)));
@@ -118,6 +121,7 @@ fn stat_counts_a_known_workload_exactly() {
     let getattr = text.lines().find(|l| l.trim_start().starts_with("getattr")).expect("a getattr row");
     assert_eq!(getattr.split_whitespace().nth(1), Some("7"), "{text}");
     assert!(text.contains("NFS3ERR_NOENT 5"), "{text}");
+    assert!(text.contains("MNT3ERR_NOENT 1"), "{text}");
 
     // Live: two intervals, each the difference (nothing happened).
     let live = keel_ok(&server, &["stat", "--json", "--interval", "0.2", "--count", "2"]);
@@ -200,6 +204,7 @@ fn reload_under_load_adds_and_removes_exports_and_the_others_notice_nothing() {
     std::fs::write(&server.config, format!("{base}{changed_1}{}", export_table(&server, 3, "new"))).unwrap();
     let before = done.load(Ordering::Relaxed);
     let out = keel_ok(&server, &["exports", "reload"]);
+    assert!(out.contains(&format!("exports reloaded from {}:", server.config.display())), "{out}");
     assert!(out.contains("added export 3"), "{out}");
     assert!(out.contains("removed export 2"), "{out}");
     assert!(out.contains("changed export 1"), "{out}");
@@ -271,12 +276,15 @@ fn a_bad_configuration_changes_nothing_and_says_why() {
         (format!("{base}{}", export_table(&server, 1, "b")), "changed its path".into()),
         // No exports at all.
         (base.clone(), "no exports".into()),
+        // [ha] switched on: what it sets up happens at start only.
+        (format!("[ha]\nenabled = true\n\n{good}"), "[ha] changes only at a restart".into()),
     ];
     for (text, why) in &cases {
         std::fs::write(&server.config, text).unwrap();
         let out = keel(&server, &["exports", "reload"]);
         assert!(!out.status.success(), "a bad configuration was applied:\n{text}");
         assert!(out.stderr.contains(why), "{why:?} not in:\n{}", out.text());
+        assert!(!out.stderr.starts_with("keel: keel"), "the server's words come once after keel: {}", out.stderr);
         assert_eq!(keel_ok(&server, &["exports"]), exports_before, "the exports changed");
         c.getattr(&root).expect("the export still serves");
     }
@@ -285,6 +293,19 @@ fn a_bad_configuration_changes_nothing_and_says_why() {
         (s["reloads"]["applied"].as_u64(), s["reloads"]["refused"].as_u64()),
         (Some(0), Some(cases.len() as u64))
     );
+
+    // Another file (of the same state directory, so `--config` finds this
+    // server) is refused, naming both: the server reads only its own.
+    std::fs::write(&server.config, &good).unwrap();
+    let other = server.base.join("other.toml");
+    std::fs::write(&other, format!("{base}{}", export_table(&server, 5, "other"))).unwrap();
+    let mut cmd = Command::new(keel_bin());
+    let out = run_timeout(cmd.args(["exports", "reload", "--config"]).arg(&other), LIMIT);
+    assert!(!out.status.success(), "{}", out.text());
+    let why =
+        format!("{} is not this server's configuration file: it serves {}", other.display(), server.config.display());
+    assert!(out.stderr.contains(&why), "{why:?} not in:\n{}", out.text());
+    assert_eq!(keel_ok(&server, &["exports"]), exports_before, "the exports changed");
 
     // A [server] change is reported, not applied; the exports reload anyway.
     let changed = good.replace("workers = 8", "workers = 9");
@@ -477,4 +498,45 @@ fn a_client_that_reads_no_replies_is_parked_for_slots() {
     let w = stats(&server)["workers"].clone();
     assert_eq!((w["parked_for_slots"].as_u64(), w["parked_for_budget"].as_u64()), (Some(0), Some(0)), "{w}");
     assert_eq!(w["ready_queue"], 0, "{w}");
+}
+
+/// A reader that has gone (`keel stat -i 1 | head -3`) ends every command
+/// quietly, as a closed pipe ends any Unix tool (SIGPIPE): no panic, no
+/// exit status 101.
+#[test]
+fn every_command_ends_quietly_when_its_reader_has_gone() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let server = TestServer::start("ops-pipe", vec![ExportOpts::rw(1, "a")], "");
+    let config = server.config.to_str().unwrap();
+    let commands: &[&[&str]] = &[
+        &["stat", "-i", "0.1", "--count", "100", "--config", config],
+        &["stat", "--json", "--config", config],
+        &["stat", "--config", config],
+        &["status", "--config", config],
+        &["exports", "--config", config],
+        &["exports", "reload", "--config", config],
+        &["cache", "list", "--config", config],
+        &["check-config", config],
+        &["probe", "--config", config],
+        &["--help"],
+    ];
+    for args in commands {
+        let mut child = Command::new(keel_bin())
+            .args(*args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes before anything is written.
+        drop(child.stdout.take());
+        let status = keel_testkit::procs::wait_timeout(&mut child, LIMIT).expect("the command ended");
+        let mut stderr = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+        assert!(
+            status.success() || status.signal() == Some(libc::SIGPIPE),
+            "keel {args:?} ended with {status}:\n{stderr}"
+        );
+        assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "keel {args:?}:\n{stderr}");
+    }
 }

@@ -56,31 +56,64 @@ pub struct Export {
     storage: StorageHealth,
 }
 
-impl Export {
-    pub fn open(spec: &ExportSpec, key: &HandleKey) -> StoreResult<Export> {
-        let root_fd = sys::open_path(&spec.path, libc::O_RDONLY | libc::O_DIRECTORY)?;
-        let st = sys::fstat(root_fd.as_fd())?;
-        let (kernel, mount_id) = sys::name_to_handle(root_fd.as_fd(), b"")?;
+/// What a directory is as an export root, as [`Export::open`] finds it:
+/// for checking a configuration without the handle key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportIdentity {
+    pub fsid: u64,
+    pub fsid_source: FsidSource,
+    /// Not the root of its file system (see [`Export::is_subtree`]).
+    pub subtree: bool,
+}
+
+/// An export root opened and examined: everything an [`Export`] needs but
+/// the handle key.
+struct Root {
+    fd: OwnedFd,
+    st: libc::stat,
+    kernel: sys::KernelHandle,
+    mount_id: i32,
+    identity: ExportIdentity,
+}
+
+impl Root {
+    fn open(spec: &ExportSpec) -> StoreResult<Root> {
+        let fd = sys::open_path(&spec.path, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        let st = sys::fstat(fd.as_fd())?;
+        let (kernel, mount_id) = sys::name_to_handle(fd.as_fd(), b"")?;
         let (fsid, fsid_source) = match spec.fsid {
             Some(f) => (f, FsidSource::Configured),
-            None => derive_fsid(root_fd.as_fd(), st.st_dev)?,
+            None => derive_fsid(fd.as_fd(), st.st_dev)?,
         };
-        let root_handle = handle::encode(key, spec.id, fsid, FileType::Directory, &kernel)?;
         let subtree = !is_file_system_root(mount_id, &st);
+        Ok(Root { fd, st, kernel, mount_id, identity: ExportIdentity { fsid, fsid_source, subtree } })
+    }
+}
+
+impl Export {
+    pub fn open(spec: &ExportSpec, key: &HandleKey) -> StoreResult<Export> {
+        let Root { fd: root_fd, st, kernel, mount_id, identity } = Root::open(spec)?;
+        let root_handle = handle::encode(key, spec.id, identity.fsid, FileType::Directory, &kernel)?;
         Ok(Export {
             id: spec.id,
-            fsid,
-            fsid_source,
+            fsid: identity.fsid,
+            fsid_source: identity.fsid_source,
             path: spec.path.clone(),
             root_fd,
             root_dev: st.st_dev,
             root_ino: st.st_ino,
             mount_id,
-            subtree,
+            subtree: identity.subtree,
             root_handle,
             retired: AtomicBool::new(false),
             storage: StorageHealth::default(),
         })
+    }
+
+    /// What [`Export::open`] would find, and whether it would succeed,
+    /// without the handle key: the same checks, made the same way.
+    pub fn identify(spec: &ExportSpec) -> StoreResult<ExportIdentity> {
+        Root::open(spec).map(|root| root.identity)
     }
 
     pub(crate) fn retire(&self) {

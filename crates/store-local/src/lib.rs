@@ -23,7 +23,7 @@ mod store;
 mod sys;
 mod verifier;
 
-pub use export::{Export, ExportSpec, FsidSource, lies_within};
+pub use export::{Export, ExportIdentity, ExportSpec, FsidSource, lies_within};
 pub use faults::{Fault, FaultAction, FaultInjector, FaultPoint};
 pub use fs::LocalStore;
 pub use handle::{FileHandle, HandleKey};

@@ -4,7 +4,7 @@ use std::io;
 /// errno; the protocol layer maps errno to its status codes in one table.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{0}")]
+    #[error(transparent)]
     Os(#[from] io::Error),
     /// The handle was issued by this server but its object is gone, or it
     /// names an export or file system that is not served.

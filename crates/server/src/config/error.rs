@@ -67,14 +67,9 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ConfigError::Read { source, .. } => Some(source),
-            ConfigError::Invalid { .. } => None,
-        }
-    }
-}
+/// No source: `Display` already says why the file could not be read
+/// (anyhow's `{:#}` would say it twice).
+impl std::error::Error for ConfigError {}
 
 /// The 1-based line that byte `offset` of `text` is on. Offsets past the
 /// end count as the last line.

@@ -858,9 +858,12 @@ fn load_missing_file() {
     let missing = tmp.0.join("nope.toml");
     let err = load(&missing).unwrap_err();
     assert!(matches!(err, ConfigError::Read { .. }));
-    assert!(std::error::Error::source(&err).is_some());
+    // The message says why; no source says it again (anyhow's `{:#}`
+    // would print it twice).
+    assert!(std::error::Error::source(&err).is_none());
     let msg = err.to_string();
     assert!(msg.starts_with(&format!("{}: cannot read the configuration file: ", missing.display())), "{msg}");
+    assert!(msg.ends_with("No such file or directory (os error 2)"), "{msg}");
     let msg = load(&tmp.0).unwrap_err().to_string();
     assert!(msg.contains("cannot read the configuration file"), "{msg}");
 }
@@ -1001,4 +1004,60 @@ fn the_read_fill_window_is_a_power_of_two_of_kib() {
         &["read_fill_kib = 48", "power of two"],
     );
     assert_problem(&format!("[cache]\nread_fill_kib = 2048\n{SIMPLE_EXPORT}"), 2, &["read_fill_kib"]);
+}
+
+/// The configuration file's man page, written by hand.
+const MAN_PAGE: &str = include_str!("../../../../contrib/man/keel.toml.5");
+
+/// The keys the table that `header` opens accepts, as the parser itself
+/// lists them when it meets a key it does not know.
+fn accepted_keys(header: &str) -> Vec<String> {
+    let text = format!("{header}keel_no_such_key = 1\n");
+    let err = toml::from_str::<raw::RawConfig>(&text).expect_err("an unknown key is refused");
+    let message = err.message();
+    let (_, expected) = message.split_once("expected").unwrap_or_else(|| panic!("{message}"));
+    expected.split('`').skip(1).step_by(2).map(str::to_owned).collect()
+}
+
+/// The keys the man page describes in the section titled `title`: the
+/// `.B KEY` line after each `.TP`.
+fn documented_keys(title: &str) -> Vec<String> {
+    let heading = format!(".SH \"{title}\"");
+    let section = MAN_PAGE.split_once(&heading).unwrap_or_else(|| panic!("keel.toml.5 has no section {title}")).1;
+    let section = section.split("\n.SH ").next().unwrap();
+    let lines: Vec<&str> = section.lines().collect();
+    lines
+        .windows(2)
+        .filter(|w| w[0] == ".TP")
+        .map(|w| w[1].strip_prefix(".B ").unwrap_or_else(|| panic!("{title}: .TP not followed by .B KEY: {w:?}")))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// keel.toml(5) describes every key the parser accepts, in its table's
+/// section, and no key it refuses: the page cannot drift from the parser.
+#[test]
+fn the_man_page_describes_every_key_the_parser_accepts_and_no_other() {
+    let tables = [
+        ("[server]", "[server]\n"),
+        ("[cache]", "[cache]\n"),
+        ("[ha]", "[ha]\n"),
+        ("[[export]]", "[[export]]\n"),
+        ("[[export.clients]]", "[[export]]\n[[export.clients]]\n"),
+    ];
+    for (title, header) in tables {
+        let mut accepted = accepted_keys(header);
+        let mut documented = documented_keys(title);
+        assert!(!accepted.is_empty(), "{title}");
+        accepted.sort();
+        documented.sort();
+        assert_eq!(documented, accepted, "keel.toml.5's {title} against the parser");
+    }
+    // The top level holds the tables.
+    for key in accepted_keys("") {
+        assert!(
+            tables.iter().any(|(title, _)| title.trim_matches(['[', ']']) == key),
+            "top-level key {key:?} has no section in keel.toml.5"
+        );
+    }
 }

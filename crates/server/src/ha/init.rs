@@ -414,6 +414,8 @@ fn toml_string(s: &str) -> String {
 
 /// The commands that install what `render` wrote into `out`.
 pub fn commands(plan: &Plan, out: &Path) -> String {
+    // Without a trailing slash: `{o}/authkey`, not `out//authkey`.
+    let out: std::path::PathBuf = out.components().collect();
     let o = out.display();
     let mut c = String::new();
     let _ = writeln!(c, "# On {}:", plan.node[0].name);

@@ -67,16 +67,14 @@ pub fn gather() -> anyhow::Result<HaStatus> {
 }
 
 fn run(cmd: &mut Command) -> anyhow::Result<String> {
-    let name = format!("{:?}", cmd.get_program());
+    let name = cmd.get_program().to_string_lossy().into_owned();
     let out = cmd
         .output()
         .with_context(|| format!("cannot run {name}: is Pacemaker installed (crm_mon and cibadmin come with it)?"))?;
     if !out.status.success() {
-        bail!(
-            "{name} failed ({}): {}; is the cluster running on this node (corosync and pacemaker)?",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let said = if stderr.trim().is_empty() { String::new() } else { format!(": {}", stderr.trim()) };
+        bail!("{name} failed ({}){said}; is the cluster running on this node (corosync and pacemaker)?", out.status);
     }
     String::from_utf8(out.stdout).context("crm_mon's answer is not UTF-8")
 }

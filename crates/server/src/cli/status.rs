@@ -1,0 +1,54 @@
+//! `keel status`: whether the running server serves and is healthy.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::AdminArgs;
+use super::out::{errln, outln};
+use crate::admin;
+
+/// `keel status`: 0 healthy, 1 unhealthy, 3 no answer (as LSB's "not
+/// running"), so that a monitoring check or a resource agent can use it.
+pub fn run(server: &AdminArgs, json: bool, timeout: u64) -> ExitCode {
+    let timeout = Some(std::time::Duration::from_secs(timeout.max(1)));
+    let ask = |socket: PathBuf| admin::call_with_progress(&socket, &admin::Request::Status {}, timeout, |_| {});
+    let answer = match server.socket().and_then(ask) {
+        Ok(answer) => answer,
+        Err(e) => {
+            errln!("keel: {e:#}");
+            return ExitCode::from(3);
+        }
+    };
+    let s: admin::Status = match serde_json::from_value(answer.clone()) {
+        Ok(s) => s,
+        Err(e) => {
+            errln!("keel: the server's status does not parse: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if json {
+        outln!("{answer}");
+    } else {
+        let started = std::time::UNIX_EPOCH + std::time::Duration::from_secs(s.started_unix);
+        let health = if s.healthy { "healthy".to_string() } else { format!("UNHEALTHY: {}", s.problems.join("; ")) };
+        outln!("keel {}: {health}", s.version);
+        outln!("serving since {} (up {} s), pid {}", keel_stats::time::rfc3339(started), s.uptime_seconds, s.pid);
+        if let Some(file) = &s.config_file {
+            outln!("configuration {file}");
+        }
+        outln!("listen {}", s.listen.join(", "));
+        outln!("write verifier {}", s.write_verifier);
+        outln!(
+            "{} connections from {} client hosts; {} of {} workers busy",
+            s.connections,
+            s.clients,
+            s.workers_busy,
+            s.workers
+        );
+        outln!("{} objects open in the inode cache", s.cached_inodes);
+        for e in &s.exports {
+            outln!("export {} {} fsid {}", e.id, e.path, e.fsid);
+        }
+    }
+    if s.healthy { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
