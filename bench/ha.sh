@@ -12,13 +12,15 @@
 #                    [--out DIR]
 #
 # Cases: server_crash server_hang heartbeat_link_loss public_link_loss
-# primary_fence_device_failure storage_path_loss (heartbeat_switch_loss
+# primary_fence_device_failure primary_fence_device_hung
+# primary_fence_device_slow storage_path_loss (heartbeat_switch_loss
 # runs once: it is not repaired). Needs root and the Debian packages
 # scripts/test.sh installs; one lab at a time, on a quiet machine.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 trials=5; token_ms=1000
-cases="server_crash server_hang heartbeat_link_loss public_link_loss primary_fence_device_failure storage_path_loss"
+cases="server_crash server_hang heartbeat_link_loss public_link_loss primary_fence_device_failure"
+cases="$cases primary_fence_device_hung primary_fence_device_slow storage_path_loss"
 out=$repo/bench/results/ha-$(date -u +%Y%m%dT%H%M%SZ)
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -45,18 +45,32 @@ struct Service {
     group: &'static str,
     ip: &'static str,
     disk: &'static str,
-    /// The export, where the group mounts the disk.
+    /// Where the group mounts the disk (Keel's state is in `.keel` there).
     mount: &'static str,
+    /// What clients mount: `keel ha init`'s default `export` under `mount`.
+    export: &'static str,
     /// Where it runs when both nodes are up.
     prefer: Node,
 }
 
 /// The service of every case; active/active's first.
-const NFS: Service =
-    Service { group: "nfs", ip: FLOATING_IP, disk: ha::SHARED_DISK, mount: "/srv/keel", prefer: Node::A };
+const NFS: Service = Service {
+    group: "nfs",
+    ip: FLOATING_IP,
+    disk: ha::SHARED_DISK,
+    mount: "/srv/keel",
+    export: "/srv/keel/export",
+    prefer: Node::A,
+};
 /// Active/active's second, preferring B.
-const NFS2: Service =
-    Service { group: "nfs2", ip: FLOATING_IP2, disk: ha::SHARED_DISK2, mount: "/srv/keel2", prefer: Node::B };
+const NFS2: Service = Service {
+    group: "nfs2",
+    ip: FLOATING_IP2,
+    disk: ha::SHARED_DISK2,
+    mount: "/srv/keel2",
+    export: "/srv/keel2/export",
+    prefer: Node::B,
+};
 const GROUP: &str = NFS.group;
 
 fn skip() -> bool {
@@ -70,8 +84,10 @@ fn skip() -> bool {
 }
 
 /// The plan `keel ha init` turns into the cluster's configuration: the
-/// lab's nodes, its two emulated power switches as fence levels 1 and 2,
-/// and `services`, each with its shared disk and floating address.
+/// lab's nodes, its two emulated power switches as fence levels 1 and 2
+/// (with the plan's default fence_action, off: fenced nodes stay off until
+/// the test powers them on), and `services`, each with its shared disk
+/// and floating address.
 fn plan(services: &[Service]) -> String {
     let node = |n: Node| {
         format!(
@@ -156,15 +172,29 @@ fn lab_serving_prepared(
         std::fs::write(&config, edit(generated)).unwrap();
         configs.push(config);
     }
+    // The export's directory, made as `keel ha init` says to, once.
+    for s in services {
+        let line = init.stdout.lines().find(|l| l.starts_with("mount ") && l.contains(s.export));
+        let line = line.unwrap_or_else(|| panic!("no command makes {}: {init:?}", s.export));
+        let made = lab.sh(s.prefer, &format!("mkdir -p {} && {line}", s.mount));
+        assert!(made.status.success(), "{line}: {made:?}");
+    }
     let crm = std::fs::read_to_string(out.join("cluster.crm")).unwrap();
-    // Fenced nodes stay off (the lab's switches turn them on again when told).
-    assert!(crm.contains("stonith-enabled=true"), "{crm}");
-    lab.configure(Node::A, &crm.replace("stonith-enabled=true", "stonith-enabled=true stonith-action=off"));
+    assert!(crm.contains("stonith-enabled=true stonith-action=off"), "{crm}");
+    // crmsh checks every operation's timeout against what its agent
+    // advises, and more: what `keel ha init` writes draws no warning.
+    let loaded = lab.configure(Node::A, &crm);
+    assert!(
+        !loaded.stdout.contains("WARNING") && !loaded.stderr.contains("WARNING"),
+        "crm configure load warned:\n{}{}",
+        loaded.stdout,
+        loaded.stderr
+    );
     for s in services {
         lab.wait_until_running_on(s.group, s.prefer, FAILOVER_TIMEOUT);
         // The generated export squashes root (as exports(5)): a directory
         // everyone may write, as an administrator would set up.
-        lab.run_ok(s.prefer, &["chmod", "1777", s.mount]);
+        lab.run_ok(s.prefer, &["chmod", "1777", s.export]);
     }
     (lab, configs)
 }
@@ -191,7 +221,7 @@ fn prober(lab: &HaLab, service: Service, stop: Stop) -> std::thread::JoinHandle<
     let addr: std::net::SocketAddr = format!("{}:2049", service.ip).parse().unwrap();
     in_client_netns(lab, move || {
         let mut nfs = Nfs::connect(addr).expect("first connection");
-        let root = nfs.mount(service.mount).expect("MNT");
+        let root = nfs.mount(service.export).expect("MNT");
         // A new file each time (a case may probe a service more than once).
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let name = format!("prober-{}", N.fetch_add(1, Ordering::SeqCst));
@@ -310,7 +340,7 @@ fn verify(lab: &HaLab, args: &[&str]) -> Command {
 /// (so that a later writer does not overwrite them).
 fn start_writer(lab: &HaLab, service: Service, journal: &Path, size: &str) -> std::process::Child {
     let dir = journal.file_stem().unwrap().to_str().unwrap();
-    verify(lab, &["write", "--server", service.ip, "--export", service.mount, "--dir", dir])
+    verify(lab, &["write", "--server", service.ip, "--export", service.export, "--dir", dir])
         .args(["--clients", "2", "--size", size, "--block", "64K", "--in-flight", "2", "--timeout", "5s"])
         .args(["--retry-for", "120s", "--quiet", "--force", "--journal"])
         .arg(journal)
@@ -384,7 +414,7 @@ impl KernelClient {
         let ns = lab.public_tap(tap);
         let mut child = ns
             .cmd(&[RUN_SH, "--tap", tap, "--ip", KERNEL_CLIENT_IP, "--server", service.ip])
-            .args(["--hostname", "kclient", "--port", "2049", "--timeout", "400", "--export", service.mount])
+            .args(["--hostname", "kclient", "--port", "2049", "--timeout", "400", "--export", service.export])
             .arg(&script)
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .stdout(Stdio::piped())
@@ -439,7 +469,7 @@ impl KernelClient {
     /// checks the server's copy too.
     fn finish(mut self, lab: &HaLab, what: &str) -> KernelOutcome {
         let node = lab.where_is(self.service.group).expect("the service runs somewhere");
-        let dir = format!("{}/{}", self.service.mount, self.dir);
+        let dir = format!("{}/{}", self.service.export, self.dir);
         let told = lab.sh(node, &format!("echo stop > {dir}/control"));
         assert!(told.status.success(), "{what}: cannot tell the kernel client to stop: {told:?}");
         // Returns early if the guest ends without it (the console closes).
@@ -549,10 +579,22 @@ fn fail_over_checked(
     let fenced: Vec<_> =
         lab.power_actions(Node::A).into_iter().skip(fenced_before).filter(|e| e.action != "on").collect();
     match expect {
-        Expect::FencedBy(switch) => assert!(
-            fenced.iter().any(|e| e.switch == switch && e.answered),
-            "{what}: A fenced through {switch:?}: {fenced:?}"
-        ),
+        Expect::FencedBy(switch) => {
+            assert!(
+                fenced.iter().any(|e| e.switch == switch && e.answered),
+                "{what}: A fenced through {switch:?}: {fenced:?}"
+            );
+            // A level 1 that fails is tried once (pcmk_off_retries=1), not
+            // once more before level 2: a dead BMC costs one timeout. (Its
+            // switch may see no request at all: Pacemaker runs one action
+            // per device at a time, and a monitor of the dead device that
+            // holds it can outlast the level-1 timeout.)
+            if switch == Switch::Pdu {
+                let level2 = fenced.iter().position(|e| e.switch == Switch::Pdu).unwrap_or(fenced.len());
+                let tries = fenced[..level2].iter().filter(|e| e.switch == Switch::Ipmi).count();
+                assert!(tries <= 1, "{what}: level 1 tried {tries} times before level 2: {fenced:?}");
+            }
+        }
         Expect::MovedUnfenced | Expect::StaysOnA => {
             assert!(fenced.iter().all(|e| !e.answered), "{what}: A was not fenced: {fenced:?}")
         }
@@ -681,6 +723,62 @@ fn primary_fence_device_failure() {
         lab.crash(Node::A);
     };
     case("fence level 1 dead + crash", Expect::FencedBy(Switch::Pdu), &fault, &|lab| {
+        lab.fence_device_repair(Switch::Ipmi);
+        lab.power_on(Node::A);
+    });
+}
+
+/// A level-1 device that hangs, as a dead BMC does (it takes the request
+/// and never answers), instead of refusing at once: Pacemaker ends the
+/// wait after `keel ha init`'s level-1 timeout and fences through level 2.
+#[test]
+fn primary_fence_device_hung() {
+    if skip() {
+        return;
+    }
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fault = |lab: &HaLab| {
+        lab.fence_device_hang(Switch::Ipmi);
+        lab.crash(Node::A);
+    };
+    // After the BMC's repair, its device's failed monitor is cleared, as
+    // an administrator would.
+    let repair = |lab: &HaLab| {
+        lab.fence_device_repair(Switch::Ipmi);
+        lab.crm(Node::B, &["resource", "cleanup", "fence-keel-ha-a-1"]);
+        lab.power_on(Node::A);
+    };
+    let lab = case("fence level 1 hung + crash", Expect::FencedBy(Switch::Pdu), &fault, &repair);
+    // Pacemaker gave level 1 the plan's timeout (keel ha init's default,
+    // 2 s), not the agent's own 5 s twice: the timeout is set for the
+    // action the cluster requests.
+    let log = std::fs::read_to_string(lab.log_dir(Node::B).join("pacemaker/pacemaker.log")).unwrap_or_default();
+    let level1 = log
+        .lines()
+        .filter(|l| {
+            l.contains("Requesting that keel-ha-b perform 'off' action targeting keel-ha-a using fence-keel-ha-a-1")
+        })
+        .collect::<Vec<_>>();
+    assert!(
+        !level1.is_empty() && level1.iter().all(|l| l.ends_with("(2s)")),
+        "level 1 asked to power A off within 2 s: {level1:?}\n{}",
+        lab.diagnostics()
+    );
+}
+
+/// A level-1 device that takes a second to act and answer is not given up
+/// for level 2: the level-1 timeout leaves it room.
+#[test]
+fn primary_fence_device_slow() {
+    if skip() {
+        return;
+    }
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fault = |lab: &HaLab| {
+        lab.fence_device_slow(Switch::Ipmi, Duration::from_secs(1));
+        lab.crash(Node::A);
+    };
+    case("fence level 1 slow (1 s) + crash", Expect::FencedBy(Switch::Ipmi), &fault, &|lab| {
         lab.fence_device_repair(Switch::Ipmi);
         lab.power_on(Node::A);
     });
@@ -1027,7 +1125,7 @@ fn locks_survive_a_failover_and_the_grace_period_ends_once_reclaimed() {
     let addr: std::net::SocketAddr = format!("{FLOATING_IP}:2049").parse().unwrap();
     let fh = in_client_netns(&lab, move || {
         let mut nfs = Nfs::connect(addr).unwrap();
-        let root = nfs.mount(NFS.mount).unwrap();
+        let root = nfs.mount(NFS.export).unwrap();
         nfs.create_new(&root, "locked").unwrap()
     })
     .join()

@@ -69,8 +69,12 @@
 //! # Power switches
 //!
 //! Two switches ([`Switch::Ipmi`], level 1, and [`Switch::Pdu`], level 2),
-//! served by one thread of the lab on 10.77.2.254:7000 in the switch netns
-//! and reached by the `fence_keel_lab` agent. "off" takes the node's NICs
+//! served by the lab on 10.77.2.254:7000 in the switch netns, a thread per
+//! request, and reached by the `fence_keel_lab` agent. A switch works, or
+//! ([`SwitchMode`]) refuses (hangs up at once), hangs (takes the request
+//! and never answers, as a dead BMC does: the agent waits until its own
+//! timeout, 5 s, or Pacemaker's ends it) or is slow (acts and answers
+//! after a delay, acting even if the agent gave up). "off" takes the node's NICs
 //! down (so its kernel stops answering ARP and its floating IP dies with
 //! it; a killed process's addresses otherwise stay up), thaws it, and
 //! SIGKILLs its PID-namespace init: every process of the node dies, its
@@ -144,6 +148,9 @@ pub const SWITCH_PORT: u16 = 7000;
 pub const PUBLIC_NIC: &str = "pub0";
 
 const CMD_TIMEOUT: Duration = Duration::from_secs(60);
+/// Requests the switches serve at once (each on a thread): far more than
+/// two nodes' fence agents make.
+const SWITCH_REQUESTS_MAX: usize = 32;
 /// Each shared disk's (sparse) image: room for an active/active case's
 /// writers, 2 × 128 MiB through a crash and as much through a failback.
 const IMAGE_BYTES: u64 = 1 << 30;
@@ -296,6 +303,23 @@ impl SharedDisk {
     }
 }
 
+/// How an emulated power switch behaves ([`HaLab::fence_device_failure`]
+/// and its neighbours set it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwitchMode {
+    /// Acts and answers at once.
+    Working,
+    /// Reads each request and hangs up: a device that refuses at once.
+    Refusing,
+    /// Reads each request and never answers, holding the connection until
+    /// it is repaired: a dead BMC, which the agent waits on until a
+    /// timeout (its own, or Pacemaker's) ends the wait.
+    Hung,
+    /// Waits this long, then acts and answers: a slow BMC. It acts even if
+    /// the agent has given up by then, as a real one does.
+    Slow(Duration),
+}
+
 /// One request a power switch received.
 #[derive(Clone, Debug)]
 pub struct FenceEvent {
@@ -304,7 +328,7 @@ pub struct FenceEvent {
     pub action: String,
     /// The node's name, or "-".
     pub target: String,
-    /// False when the switch had failed and did not answer.
+    /// False when the switch refused or hung and did not act.
     pub answered: bool,
     pub at: Instant,
 }
@@ -354,7 +378,14 @@ struct Inner {
     nodes: [NodeSlot; 2],
     /// One image file per [`SharedDisk`].
     images: [PathBuf; 2],
-    failed_switches: Mutex<[bool; 2]>,
+    switch_modes: Mutex<[SwitchMode; 2]>,
+    /// The connections a hung switch holds, unanswered, until repaired.
+    held: Mutex<Vec<TcpStream>>,
+    /// One power action at a time, as the switch thread used to serve
+    /// them (the threads of slow requests would otherwise race).
+    power: Mutex<()>,
+    /// The threads serving requests, joined at drop.
+    requests: Mutex<Vec<JoinHandle<()>>>,
     events: Mutex<Vec<FenceEvent>>,
     stop: AtomicBool,
 }
@@ -416,7 +447,10 @@ impl HaLab {
             client,
             nodes,
             images,
-            failed_switches: Mutex::new([false, false]),
+            switch_modes: Mutex::new([SwitchMode::Working; 2]),
+            held: Mutex::new(Vec::new()),
+            power: Mutex::new(()),
+            requests: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
         });
@@ -427,7 +461,7 @@ impl HaLab {
         lab.inner.write_files();
         let listener = bind_in_netns(&lab.inner.sw, &format!("{SWITCH_ADDR}:{SWITCH_PORT}"));
         let inner = lab.inner.clone();
-        lab.switch_thread = Some(std::thread::spawn(move || inner.serve_switches(listener)));
+        lab.switch_thread = Some(std::thread::spawn(move || Inner::serve_switches(&inner, listener)));
         for node in Node::ALL {
             lab.inner.power_on(node);
         }
@@ -506,12 +540,13 @@ impl HaLab {
     }
 
     /// Loads `crm configure` text into the CIB through `node` (`crm
-    /// configure load update`).
-    pub fn configure(&self, node: Node, crm_text: &str) {
+    /// configure load update`), which must succeed; what crmsh printed
+    /// (its warnings go to stderr).
+    pub fn configure(&self, node: Node, crm_text: &str) -> Output {
         static N: AtomicU32 = AtomicU32::new(0);
         let file = self.dir().join(format!("configure-{}.crm", N.fetch_add(1, Ordering::SeqCst)));
         std::fs::write(&file, crm_text).unwrap();
-        self.crm(node, &["configure", "load", "update", file.to_str().unwrap()]);
+        self.crm(node, &["configure", "load", "update", file.to_str().unwrap()])
     }
 
     /// `crm_mon -1` as `node` sees the cluster, for messages.
@@ -655,13 +690,25 @@ impl HaLab {
         self.inner.sw.run_ok(&["ip", "link", "set", "br-hb", "up"]);
     }
 
-    /// The switch stops answering: it reads each request and hangs up.
+    /// The switch refuses: it reads each request and hangs up at once.
     pub fn fence_device_failure(&self, switch: Switch) {
-        self.inner.failed_switches.lock().unwrap()[switch as usize] = true;
+        self.inner.set_switch_mode(switch, SwitchMode::Refusing);
     }
 
+    /// The switch hangs, as a dead BMC: it takes each request and never
+    /// answers, so the agent waits until a timeout.
+    pub fn fence_device_hang(&self, switch: Switch) {
+        self.inner.set_switch_mode(switch, SwitchMode::Hung);
+    }
+
+    /// The switch is slow: it acts and answers `delay` after each request.
+    pub fn fence_device_slow(&self, switch: Switch, delay: Duration) {
+        self.inner.set_switch_mode(switch, SwitchMode::Slow(delay));
+    }
+
+    /// The switch works again; the connections it held hung are closed.
     pub fn fence_device_repair(&self, switch: Switch) {
-        self.inner.failed_switches.lock().unwrap()[switch as usize] = false;
+        self.inner.set_switch_mode(switch, SwitchMode::Working);
     }
 
     /// The node's paths to every shared disk die (its HBA): every I/O
@@ -714,6 +761,10 @@ impl Drop for HaLab {
         if let Some(t) = self.switch_thread.take() {
             let _ = t.join();
         }
+        for t in std::mem::take(&mut *self.inner.requests.lock().unwrap_or_else(|e| e.into_inner())) {
+            let _ = t.join();
+        }
+        self.inner.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
         for node in Node::ALL {
             self.inner.kill_node(node);
         }
@@ -1010,11 +1061,31 @@ impl Inner {
     // The power switches
     // -----------------------------------------------------------------------
 
-    fn serve_switches(&self, listener: TcpListener) {
+    fn set_switch_mode(&self, switch: Switch, mode: SwitchMode) {
+        self.switch_modes.lock().unwrap()[switch as usize] = mode;
+        if mode == SwitchMode::Working {
+            // Whichever switch held them: the agents waiting on them see
+            // the connection close, as when a dead BMC's session drops.
+            self.held.lock().unwrap().clear();
+        }
+    }
+
+    /// Accepts requests until the lab stops, each on a thread of its own
+    /// (a slow or hung switch must not hold the other one up).
+    fn serve_switches(this: &Arc<Inner>, listener: TcpListener) {
         listener.set_nonblocking(true).unwrap();
-        while !self.stop.load(Ordering::SeqCst) {
+        while !this.stop.load(Ordering::SeqCst) {
             match listener.accept() {
-                Ok((stream, _)) => self.serve_one(stream),
+                Ok((stream, _)) => {
+                    let mut requests = this.requests.lock().unwrap();
+                    requests.retain(|t| !t.is_finished());
+                    if requests.len() >= SWITCH_REQUESTS_MAX {
+                        eprintln!("ha lab: {SWITCH_REQUESTS_MAX} switch requests in progress; one refused");
+                        continue;
+                    }
+                    let inner = this.clone();
+                    requests.push(std::thread::spawn(move || inner.serve_one(stream)));
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
                 Err(e) => eprintln!("ha lab: switch accept: {e}"),
             }
@@ -1037,19 +1108,37 @@ impl Inner {
             let _ = (&stream).write_all(b"ERR no such switch\n");
             return;
         };
-        let failed = self.failed_switches.lock().unwrap()[switch as usize];
+        let mode = self.switch_modes.lock().unwrap()[switch as usize];
         self.events.lock().unwrap().push(FenceEvent {
             switch,
             action: action.to_string(),
             target: target.to_string(),
-            answered: !failed,
+            answered: matches!(mode, SwitchMode::Working | SwitchMode::Slow(_)),
             at: Instant::now(),
         });
-        if failed {
-            let _ = stream.shutdown(Shutdown::Both);
-            return;
+        match mode {
+            SwitchMode::Working => {}
+            SwitchMode::Refusing => {
+                let _ = stream.shutdown(Shutdown::Both);
+                return;
+            }
+            SwitchMode::Hung => {
+                self.held.lock().unwrap().push(stream);
+                return;
+            }
+            SwitchMode::Slow(delay) => {
+                // In steps, so that a lab being torn down does not wait.
+                let until = Instant::now() + delay;
+                while Instant::now() < until && !self.stop.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10).min(until - Instant::now()));
+                }
+                if self.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+            }
         }
         let node = Node::from_name(target);
+        let _one_at_a_time = self.power.lock().unwrap();
         let answer = match (action, node) {
             ("monitor", _) => "OK".to_string(),
             ("list", _) => format!("OK {} {}", Node::A.name(), Node::B.name()),

@@ -4,6 +4,10 @@
 //! with every Pacemaker resource, constraint and the fencing topology, and
 //! one Keel configuration per service. It runs nothing: it prints the
 //! commands that install them, for the administrator to read first.
+//!
+//! Each service's shared file system holds Keel's state in `.keel` and
+//! the export beside it (`export/` by default): the state moves with the
+//! service, and no client of the export can reach the handle key.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -26,6 +30,15 @@ pub struct Plan {
     /// How often Pacemaker asks each resource whether it is healthy.
     #[serde(default = "default_monitor_seconds")]
     pub monitor_seconds: u32,
+    /// What fencing does to a node (Pacemaker's `stonith-action`), and so
+    /// the action the level-1 timeout is set for.
+    #[serde(default)]
+    pub fence_action: FenceAction,
+    /// How long Pacemaker waits for a node's level-1 device before it
+    /// gives up on it and tries level 2 (one try). Only where a level 2
+    /// follows. The trade-off is in `contrib/ha/keel-ha.example.toml`.
+    #[serde(default = "default_fence_level1_timeout")]
+    pub fence_level1_timeout_seconds: WholeSeconds,
     /// Hosts on the public network the active node must reach (a gateway,
     /// a switch): losing them all moves the services (ocf:pacemaker:ping).
     #[serde(default)]
@@ -72,7 +85,12 @@ pub struct Service {
     /// The shared block device (a /dev/disk/by-uuid or by-id name, the same
     /// on both nodes).
     pub device: PathBuf,
+    /// Where the shared file system is mounted. Keel's state goes in
+    /// `.keel` under it, beside the export, never inside it.
     pub mount: PathBuf,
+    /// The directory clients mount, relative to `mount`.
+    #[serde(default = "default_export")]
+    pub export: PathBuf,
     #[serde(default = "default_fstype")]
     pub fstype: String,
     /// The node that runs it when both are up (active/active: one service
@@ -80,6 +98,66 @@ pub struct Service {
     pub prefer: Option<String>,
     /// Who may mount the export: the service address's network by default.
     pub clients: Option<Vec<String>>,
+}
+
+/// Pacemaker's `stonith-action`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FenceAction {
+    /// The node stays off until someone powers it on. Keel's default: one
+    /// power command, confirmed by the device's status, so a short
+    /// level-1 timeout fits it; and a node that failed does not come back
+    /// and take its service back before anyone has looked.
+    #[default]
+    Off,
+    /// Pacemaker's own default: the node is powered off, then on again,
+    /// and rejoins. The agent answers only once the node is on again
+    /// (fence_ipmilan: off, 2 s, on), so the failover waits for that too.
+    Reboot,
+}
+
+impl FenceAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FenceAction::Reboot => "reboot",
+            FenceAction::Off => "off",
+        }
+    }
+}
+
+/// A duration in whole seconds. Pacemaker 2.1.5 reads a fence device's
+/// `pcmk_*_timeout` in whole seconds only ("1500ms" becomes 1500 s), so a
+/// fraction or a string with a unit is refused rather than rounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WholeSeconds(pub u32);
+
+impl<'de> Deserialize<'de> for WholeSeconds {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        const WHY: &str = "Pacemaker 2.1.5 reads fence timeouts in whole seconds only: \"1500ms\" would be 1500 s";
+        fn refuse<E: serde::de::Error>(v: impl std::fmt::Display) -> E {
+            E::custom(format!("{v}: give a whole number of seconds, as 2 ({WHY})"))
+        }
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = WholeSeconds;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, "a whole number of seconds ({WHY})")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<WholeSeconds, E> {
+                u32::try_from(v).map(WholeSeconds).map_err(|_| refuse(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<WholeSeconds, E> {
+                u32::try_from(v).map(WholeSeconds).map_err(|_| refuse(v))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<WholeSeconds, E> {
+                Err(refuse(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<WholeSeconds, E> {
+                Err(refuse(format!("{v:?}")))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 fn default_cluster_name() -> String {
@@ -94,6 +172,60 @@ fn default_monitor_seconds() -> u32 {
 }
 fn default_fstype() -> String {
     "xfs".into()
+}
+/// Twice what a level-1 device that powers a node off within a second
+/// needs; a dead one then costs 2 s before level 2 (see the example plan).
+fn default_fence_level1_timeout() -> WholeSeconds {
+    WholeSeconds(2)
+}
+fn default_export() -> PathBuf {
+    PathBuf::from("export")
+}
+
+/// Keel's state directory, under a service's mount point: beside the
+/// export, so no client can LOOKUP and READ the handle key.
+const STATE_DIR_NAME: &str = ".keel";
+/// Pacemaker's `stonith-timeout` in the generated configuration: how long
+/// one fencing may take, every level included.
+const STONITH_TIMEOUT_SECONDS: u32 = 30;
+/// The longest level-1 timeout: two thirds of stonith-timeout, which
+/// leaves level 2 the rest.
+const FENCE_LEVEL1_TIMEOUT_MAX_SECONDS: u32 = STONITH_TIMEOUT_SECONDS * 2 / 3;
+/// The fence device parameters `keel ha init` sets on level 1 from the
+/// plan: both actions, since a reboot may be carried out as off then on.
+const LEVEL1_PARAMS: [&str; 4] = ["pcmk_reboot_timeout", "pcmk_reboot_retries", "pcmk_off_timeout", "pcmk_off_retries"];
+
+/// Where a service's Keel keeps its state, and the directory it exports.
+pub fn layout(s: &Service) -> (PathBuf, PathBuf) {
+    (s.mount.join(STATE_DIR_NAME), s.mount.join(&s.export))
+}
+
+/// Refuses an export that is not a plain directory under the mount point
+/// or that would hold Keel's state (or lie inside it): a client of the
+/// export could then read the handle key and forge handles.
+fn check_layout(s: &Service) -> anyhow::Result<()> {
+    let plain =
+        !s.export.as_os_str().is_empty() && s.export.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !plain {
+        bail!(
+            "service {}: export = {:?}: give a directory under mount ({}) as a relative path without \
+             '..' or '.', as export = \"export\"",
+            s.name,
+            s.export.display().to_string(),
+            s.mount.display()
+        );
+    }
+    let (state, export) = layout(s);
+    if state.starts_with(&export) || export.starts_with(&state) {
+        bail!(
+            "service {}: export {} and Keel's state {} overlap: a client of the export could read the handle \
+             key; export a directory beside {STATE_DIR_NAME}",
+            s.name,
+            export.display(),
+            state.display()
+        );
+    }
+    Ok(())
 }
 
 /// Where the generated Keel configuration of a service is installed on
@@ -168,6 +300,13 @@ impl Plan {
         if !(1..=300).contains(&self.monitor_seconds) {
             bail!("monitor_seconds = {}: between 1 and 300", self.monitor_seconds);
         }
+        let level1 = self.fence_level1_timeout_seconds.0;
+        if !(1..=FENCE_LEVEL1_TIMEOUT_MAX_SECONDS).contains(&level1) {
+            bail!(
+                "fence_level1_timeout_seconds = {level1}: between 1 and {FENCE_LEVEL1_TIMEOUT_MAX_SECONDS}, \
+                 which leaves level 2 its time within stonith-timeout ({STONITH_TIMEOUT_SECONDS} s)"
+            );
+        }
         if let Some(b) = &self.keel_binary {
             if !b.is_absolute() {
                 bail!("keel_binary {} is not an absolute path", b.display());
@@ -184,11 +323,19 @@ impl Plan {
                     n.fence.len()
                 );
             }
-            for f in &n.fence {
+            for (level, f) in n.fence.iter().enumerate() {
                 check_id("fence agent", &f.agent)?;
                 for (k, v) in &f.params {
                     check_id("fence parameter", k)?;
                     crm_value(v).with_context(|| format!("node {} fence {} {k}", n.name, f.agent))?;
+                    if level == 0 && n.fence.len() == 2 && LEVEL1_PARAMS.contains(&k.as_str()) {
+                        bail!(
+                            "node {}: fence {} sets {k}, which keel ha init sets on level 1 from \
+                             fence_level1_timeout_seconds: set that instead",
+                            n.name,
+                            f.agent
+                        );
+                    }
                 }
             }
         }
@@ -204,6 +351,8 @@ impl Plan {
                 }
                 crm_value(&p.display().to_string())?;
             }
+            check_layout(s)?;
+            crm_value(&s.mount.join(&s.export).display().to_string())?;
             check_id("fstype", &s.fstype)?;
             if let Some(nic) = &s.nic {
                 check_id("nic", nic)?;
@@ -286,9 +435,13 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
     let mut c = String::new();
     let mon = plan.monitor_seconds;
     let _ = writeln!(c, "# Written by `keel ha init`. Load with: crm configure load update cluster.crm");
+    // The action is written out, not left to Pacemaker's default: the
+    // level-1 timeout below must be for the action the cluster requests.
     let _ = writeln!(
         c,
-        "property cib-bootstrap-options: stonith-enabled=true stonith-timeout=30s cluster-recheck-interval=1min"
+        "property cib-bootstrap-options: stonith-enabled=true stonith-action={} \
+         stonith-timeout={STONITH_TIMEOUT_SECONDS}s cluster-recheck-interval=1min",
+        plan.fence_action.as_str()
     );
     // Stickiness keeps a service where it runs after a failover; a
     // preferred node's score (PREFER_SCORE) outweighs it, so a returning
@@ -307,6 +460,17 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
             let mut params = format!("pcmk_host_list={}", crm_value(&n.name)?);
             for (k, v) in &f.params {
                 let _ = write!(params, " {k}={}", crm_value(v)?);
+            }
+            if level == 0 && n.fence.len() == 2 {
+                // A dead level-1 device (a BMC that no longer answers)
+                // costs one timeout, not the agent's own timeout twice,
+                // before level 2. For both actions: a reboot may be
+                // carried out as off, then on.
+                let t = plan.fence_level1_timeout_seconds.0;
+                let _ = write!(
+                    params,
+                    " \\\n    pcmk_reboot_timeout={t}s pcmk_reboot_retries=1 pcmk_off_timeout={t}s pcmk_off_retries=1"
+                );
             }
             let _ = writeln!(
                 c,
@@ -329,7 +493,8 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
         let _ = writeln!(
             c,
             "primitive public-link ocf:pacemaker:ping \\\n    params host_list=\"{}\" multiplier=1000 dampen=0s \
-             attempts=3 timeout=1 options=\"-i 0.2\" \\\n    op monitor interval=1s timeout=20s",
+             attempts=3 timeout=1 options=\"-i 0.2\" \\\n    op monitor interval=1s timeout=60s \
+             op start timeout=60s",
             hosts.join(" ")
         );
         let _ = writeln!(c, "clone public-link-clone public-link\n");
@@ -342,7 +507,7 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
             c,
             "primitive {n}-fs ocf:heartbeat:Filesystem \\\n    params device={} directory={} fstype={} \\\n    \
              op start timeout=60s op stop timeout=60s on-fail=fence \\\n    \
-             op monitor interval={mon}s timeout=20s OCF_CHECK_LEVEL=20",
+             op monitor interval={mon}s timeout=40s OCF_CHECK_LEVEL=20",
             crm_value(&s.device.display().to_string())?,
             crm_value(&s.mount.display().to_string())?,
             s.fstype
@@ -394,10 +559,12 @@ fn keel_config(s: &Service) -> anyhow::Result<String> {
     let _ = writeln!(c, "# The floating address alone: it moves at failover, and a second service on");
     let _ = writeln!(c, "# the same node (active/active) listens on its own.");
     let _ = writeln!(c, "listen = [\"{listen}\"]");
-    let _ = writeln!(c, "# On the shared file system: the handle key and the lock state move with it.");
-    let _ = writeln!(c, "state_dir = {}", toml_string(&s.mount.join(".keel").display().to_string()));
+    let (state_dir, export) = layout(s);
+    let _ = writeln!(c, "# On the shared file system, beside the export and out of its clients' reach:");
+    let _ = writeln!(c, "# the handle key and the lock state move with the service.");
+    let _ = writeln!(c, "state_dir = {}", toml_string(&state_dir.display().to_string()));
     let _ = writeln!(c, "\n[[export]]");
-    let _ = writeln!(c, "path = {}", toml_string(&s.mount.display().to_string()));
+    let _ = writeln!(c, "path = {}", toml_string(&export.display().to_string()));
     let _ = writeln!(
         c,
         "id = 1\naccess = \"rw\"\n# sync is required under [ha]: an async export loses acknowledged writes at failover."
@@ -435,11 +602,16 @@ pub fn commands(plan: &Plan, out: &Path) -> String {
     }
     let _ = writeln!(c, "# Once `crm status` shows both nodes online, on either node:");
     for s in &plan.service {
+        // Keel makes its state directory itself (mode 0700); the export's
+        // owner and mode are the administrator's to choose.
+        let (_, export) = layout(s);
         let _ = writeln!(
             c,
-            "mkdir -p {}/.keel   # on the node where {} is mounted, once",
-            s.mount.display(),
-            s.device.display()
+            "mount -t {} {} {m} && mkdir -p {} && umount {m}   # on one node, once: the directory clients mount",
+            s.fstype,
+            s.device.display(),
+            export.display(),
+            m = s.mount.display()
         );
     }
     let _ = writeln!(c, "crm configure load update {o}/cluster.crm");
@@ -459,12 +631,37 @@ mod tests {
         Ok(plan)
     }
 
+    /// A mount point whose `export` directory exists, so the generated
+    /// configuration's export path checks pass; removed at drop.
+    struct MountPoint(PathBuf);
+
+    impl MountPoint {
+        fn new(name: &str) -> MountPoint {
+            let dir = std::env::temp_dir().join(format!("keel-ha-init-{name}-{}", std::process::id()));
+            std::fs::create_dir_all(dir.join("export")).unwrap();
+            MountPoint(dir)
+        }
+
+        fn plan_text(&self) -> String {
+            EXAMPLE.replace("mount = \"/srv/home\"", &format!("mount = {:?}", self.0.display().to_string()))
+        }
+    }
+
+    impl Drop for MountPoint {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn rendered(p: &Plan, name: &str) -> String {
+        render(p).unwrap().into_iter().find(|(n, _)| n == name).unwrap().1
+    }
+
     #[test]
     fn the_example_plan_makes_a_fenced_group_with_two_levels() {
-        // A mount point that exists here, so the export path checks pass.
-        let tmp = std::env::temp_dir();
-        let p = plan(&EXAMPLE.replace("mount = \"/srv/home\"", &format!("mount = {:?}", tmp.display().to_string())))
-            .unwrap();
+        let mount = MountPoint::new("example");
+        let tmp = mount.0.clone();
+        let p = plan(&mount.plan_text()).unwrap();
         let files = render(&p).unwrap();
         let get = |n: &str| &files.iter().find(|(name, _)| name == n).unwrap().1;
         let crm = get("cluster.crm");
@@ -491,7 +688,120 @@ mod tests {
         assert!(config.ha);
         assert_eq!(config.server.listen, ["10.1.0.100:2049".parse().unwrap()]);
         assert_eq!(config.server.state_dir, tmp.join(".keel"));
+        assert_eq!(config.exports[0].path, tmp.join("export"));
         assert_eq!(config.exports[0].clients[0].host.to_string(), "10.1.0.0/24");
+    }
+
+    /// The handle key is in state_dir: a state_dir inside the export (the
+    /// old layout, `<mount>/.keel` with `<mount>` exported) let any client
+    /// of the export LOOKUP `.keel/handle.key` and READ it.
+    #[test]
+    fn the_state_is_beside_the_export_never_inside_it() {
+        let mount = MountPoint::new("layout");
+        let p = plan(&mount.plan_text()).unwrap();
+        let config = crate::config::parse(&rendered(&p, "home.toml"), "home.toml").unwrap();
+        let (state, export) = (&config.server.state_dir, &config.exports[0].path);
+        assert!(!state.starts_with(export) && !export.starts_with(state), "{state:?} and {export:?}");
+        // Both on the shared file system that moves with the service.
+        assert_eq!((state.parent(), export.parent()), (Some(mount.0.as_path()), Some(mount.0.as_path())));
+        let cmds = commands(&p, Path::new("out"));
+        assert!(cmds.contains(&format!("mkdir -p {}/export", mount.0.display())), "{cmds}");
+
+        // Without the key: the default, `export`.
+        let bare = plan(&mount.plan_text().replace("export = \"export\"", "")).unwrap();
+        assert_eq!(layout(&bare.service[0]), (mount.0.join(".keel"), mount.0.join("export")));
+        // Another directory under the mount point is fine.
+        let text = mount.plan_text().replace("export = \"export\"", "export = \"data/home\"");
+        assert_eq!(layout(&plan(&text).unwrap().service[0]).1, mount.0.join("data/home"));
+        // Layouts that would put the state inside the export, or the
+        // export inside the state, or outside the mount point.
+        for (export, why) in [
+            ("", "relative path"),
+            (".", "relative path"),
+            ("./", "relative path"),
+            ("..", "relative path"),
+            ("data/../..", "relative path"),
+            ("/srv/home", "relative path"),
+            (".keel", "overlap"),
+            (".keel/export", "overlap"),
+        ] {
+            let text = mount.plan_text().replace("export = \"export\"", &format!("export = {export:?}"));
+            let err = format!("{:#}", plan(&text).unwrap_err());
+            assert!(err.contains(why), "export = {export:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn level_one_gives_up_after_the_plans_timeout_for_the_action_the_cluster_requests() {
+        let p = plan(EXAMPLE).unwrap();
+        assert_eq!((p.fence_action, p.fence_level1_timeout_seconds), (FenceAction::Off, WholeSeconds(2)));
+        let crm = rendered(&p, "cluster.crm");
+        assert!(crm.contains("stonith-action=off"), "{crm}");
+        let level1 = "pcmk_reboot_timeout=2s pcmk_reboot_retries=1 pcmk_off_timeout=2s pcmk_off_retries=1";
+        for n in ["nss-a", "nss-b"] {
+            assert!(device_of(&crm, &format!("fence-{n}-1")).contains(level1), "{crm}");
+            assert!(!device_of(&crm, &format!("fence-{n}-2")).contains("_timeout"), "level 2 keeps its own: {crm}");
+        }
+
+        let text = EXAMPLE
+            .replace("fence_action = \"off\"", "fence_action = \"reboot\"")
+            .replace("fence_level1_timeout_seconds = 2", "fence_level1_timeout_seconds = 9");
+        let crm = rendered(&plan(&text).unwrap(), "cluster.crm");
+        assert!(crm.contains("stonith-action=reboot"), "{crm}");
+        assert!(crm.contains("pcmk_reboot_timeout=9s pcmk_reboot_retries=1"), "{crm}");
+        // Without the keys: the defaults.
+        let bare = EXAMPLE.replace("fence_action = \"off\"", "").replace("fence_level1_timeout_seconds = 2", "");
+        let bare = plan(&bare).unwrap();
+        assert_eq!((bare.fence_action, bare.fence_level1_timeout_seconds), (FenceAction::Off, WholeSeconds(2)));
+
+        // A node with one device: no timeout shortened, nothing to fall back to.
+        let one = EXAMPLE.replacen(
+            "  { agent = \"fence_apc_snmp\", params = { ip = \"192.168.10.20\", plug = \"1\" } },\n",
+            "",
+            1,
+        );
+        let crm = rendered(&plan(&one).unwrap(), "cluster.crm");
+        assert!(!device_of(&crm, "fence-nss-a-1").contains("pcmk_off_timeout"), "{crm}");
+        assert!(device_of(&crm, "fence-nss-b-1").contains("pcmk_off_timeout"), "{crm}");
+    }
+
+    fn device_of(crm: &str, id: &str) -> String {
+        let at = crm.find(&format!("primitive {id} ")).unwrap();
+        crm[at..].split("\nlocation").next().unwrap().to_string()
+    }
+
+    #[test]
+    fn a_level_one_timeout_pacemaker_would_misread_is_refused() {
+        for (value, why) in [
+            ("1.5", "whole seconds"),
+            ("\"1500ms\"", "whole seconds"),
+            ("\"2s\"", "whole seconds"),
+            ("-1", "whole seconds"),
+            ("0", "between 1 and 20"),
+            ("21", "between 1 and 20"),
+        ] {
+            let text =
+                EXAMPLE.replace("fence_level1_timeout_seconds = 2", &format!("fence_level1_timeout_seconds = {value}"));
+            let err = format!("{:#}", plan(&text).unwrap_err());
+            assert!(err.contains(why), "{value}: {err}");
+        }
+        let text = EXAMPLE.replace("fence_action = \"off\"", "fence_action = \"cycle\"");
+        let err = format!("{:#}", plan(&text).unwrap_err());
+        assert!(err.contains("unknown variant") && err.contains("reboot"), "{err}");
+        let text =
+            EXAMPLE.replacen("lanplus = \"1\", power_wait", "lanplus = \"1\", pcmk_off_timeout = \"9\", power_wait", 1);
+        let err = format!("{:#}", plan(&text).unwrap_err());
+        assert!(err.contains("set that instead"), "{err}");
+    }
+
+    /// crmsh warns at load when an operation's timeout is below what the
+    /// agent advises (Filesystem: monitor 40 s; ping: start and monitor
+    /// 60 s); the lab's load asserts no warning at all.
+    #[test]
+    fn operation_timeouts_are_at_least_what_the_agents_advise() {
+        let crm = rendered(&plan(EXAMPLE).unwrap(), "cluster.crm");
+        assert!(crm.contains("op monitor interval=2s timeout=40s OCF_CHECK_LEVEL=20"), "{crm}");
+        assert!(crm.contains("op monitor interval=1s timeout=60s op start timeout=60s"), "{crm}");
     }
 
     #[test]
@@ -499,7 +809,7 @@ mod tests {
         let cases: [(&str, &str, &str); 6] = [
             ("name = \"nss-b\"", "name = \"nss-a\"", "both nodes are named"),
             (
-                "fence = [\n  { agent = \"fence_ipmilan\", params = { ip = \"192.168.10.12\", username = \"root\", password = \"secret\", lanplus = \"1\" } },\n  { agent = \"fence_apc_snmp\", params = { ip = \"192.168.10.20\", plug = \"2\" } },\n]",
+                "fence = [\n  { agent = \"fence_ipmilan\", params = { ip = \"192.168.10.12\", username = \"root\", password = \"secret\", lanplus = \"1\", power_wait = \"0\" } },\n  { agent = \"fence_apc_snmp\", params = { ip = \"192.168.10.20\", plug = \"2\" } },\n]",
                 "fence = []",
                 "without fencing",
             ),

@@ -14,6 +14,7 @@ use serde::Serialize;
 pub struct HaStatus {
     pub nodes: Vec<NodeState>,
     pub services: Vec<ServiceState>,
+    /// Newest first, as crm_mon lists them (one in progress before all).
     pub fencing: Vec<FenceEvent>,
     /// Resource operations that failed (Pacemaker's "failed resource
     /// actions"): why a service moved.
@@ -207,7 +208,7 @@ pub fn render(st: &HaStatus, now: u64) -> String {
             let _ = writeln!(out, "  problem: {p}");
         }
     }
-    match st.fencing.last() {
+    match st.fencing.first() {
         Some(f) => {
             let _ =
                 writeln!(out, "last fencing: {} of {} by {}: {} {}", f.action, f.target, f.by, f.status, f.completed);
@@ -299,6 +300,22 @@ mod tests {
         let cib = CIB.replace("nss-b 1000", "nss-a 1000");
         let st = parse(MON, &cib).unwrap();
         assert_eq!(st.services[0].since, None);
+    }
+
+    /// crm_mon's answer in the lab after two failovers, each fencing
+    /// keel-ha-a (tests/ha_failover.rs, primary_fence_device_hung, two
+    /// trials): it lists the newest fencing first.
+    const MON_TWO_FENCINGS: &str = include_str!("testdata/crm_mon-two-fencings.xml");
+
+    #[test]
+    fn the_last_fencing_is_the_newest_one() {
+        let st = parse(MON_TWO_FENCINGS, CIB).unwrap();
+        let completed: Vec<&str> = st.fencing.iter().map(|f| f.completed.as_str()).collect();
+        assert_eq!(completed, ["2026-11-27 03:48:13Z", "2026-11-27 03:47:35Z"]);
+        let text = render(&st, 0);
+        assert!(text.contains("last fencing: off of keel-ha-a by keel-ha-b: success 2026-11-27 03:48:13Z"), "{text}");
+        assert!(text.contains("nodes: keel-ha-a OFFLINE, keel-ha-b online"), "{text}");
+        assert!(text.contains("service nfs: served by keel-ha-b"), "{text}");
     }
 
     #[test]
