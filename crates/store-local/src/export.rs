@@ -227,11 +227,18 @@ fn within_by_identity(root: &Path, existing: &Path) -> std::io::Result<bool> {
         return Ok(false);
     }
     let (kernel, _) = sys::name_to_handle(fd.as_fd(), b"")?;
-    match sys::open_by_handle(root_fd.as_fd(), &kernel, libc::O_PATH | libc::O_DIRECTORY) {
-        Ok(through_root) => is_under(through_root.as_fd(), rst.st_dev, rst.st_ino),
+    let walked = sys::open_by_handle(root_fd.as_fd(), &kernel, libc::O_PATH | libc::O_DIRECTORY)
+        .and_then(|through_root| is_under(through_root.as_fd(), rst.st_dev, rst.st_ino));
+    match walked {
         // Not a directory: what stands for the path is a file, under no tree.
         Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Ok(false),
-        Err(e) => Err(e),
+        // The kernel finds no way from `root`'s mount to the object
+        // (ENOENT, ESTALE): it is outside the tree that mount shows, as
+        // when one of the two is a bind mount of itself (systemd's
+        // StateDirectory= in a unit with a mount namespace). The path
+        // and the identity above have decided.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESTALE)) => Ok(false),
+        other => other,
     }
 }
 
@@ -385,6 +392,31 @@ mod tests {
         assert!(!within("export/sub", "export"));
         assert!(!within("state/not-made", "state"), "a directory not made holds nothing");
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// systemd's `StateDirectory=`, in a unit with a mount namespace, is
+    /// such a bind mount of the state directory onto itself: the kernel
+    /// opens no handle of the export through it.
+    #[test]
+    fn a_directory_beside_a_bind_mounted_one_is_not_within_it() {
+        let base = std::env::temp_dir().join(format!("keel-lies-within-bind-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("state/sub")).unwrap();
+        std::fs::create_dir_all(base.join("export")).unwrap();
+        let state = base.join("state");
+        let mount = |args: &[&std::ffi::OsStr]| {
+            let status = std::process::Command::new(args[0]).args(&args[1..]).status().unwrap();
+            assert!(status.success(), "{args:?} failed (the test needs root)");
+        };
+        mount(&["mount".as_ref(), "--bind".as_ref(), state.as_os_str(), state.as_os_str()]);
+        let within = |root: &str, path: &str| lies_within(&base.join(root), &base.join(path));
+        let (beside, around, inside) =
+            (within("state", "export"), within("export", "state"), within("state", "state/sub"));
+        mount(&["umount".as_ref(), state.as_os_str()]);
+        std::fs::remove_dir_all(&base).unwrap();
+        assert!(!beside.unwrap(), "the export beside the bind-mounted state");
+        assert!(!around.unwrap(), "the state beside the export");
+        assert!(inside.unwrap(), "a directory under the bind mount");
     }
 
     #[test]
