@@ -106,8 +106,32 @@ pub const FATTR4_CHANGE_ATTR_TYPE: u32 = 79;
 pub const FATTR4_SEC_LABEL: u32 = 80;
 /// `bitmap4`: a set of attribute (or operation, or notification) numbers,
 /// bit `n` in word `n / 32`. At most [`BITMAP4_WORDS_MAX`] words on decode.
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+/// Equality is of the sets: trailing zero words do not count (they do on
+/// the wire, where the words go as they are).
+#[derive(Clone, Default)]
 pub struct Bitmap4(pub Vec<u32>);
+
+impl Bitmap4 {
+    /// The words without trailing zero words.
+    fn significant(&self) -> &[u32] {
+        let len = self.0.iter().rposition(|&w| w != 0).map_or(0, |i| i + 1);
+        &self.0[..len]
+    }
+}
+
+impl PartialEq for Bitmap4 {
+    fn eq(&self, other: &Self) -> bool {
+        self.significant() == other.significant()
+    }
+}
+
+impl Eq for Bitmap4 {}
+
+impl std::hash::Hash for Bitmap4 {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.significant().hash(state);
+    }
+}
 
 impl Bitmap4 {
     /// Bits a bitmap can hold (what decoding accepts).
@@ -152,7 +176,7 @@ impl Bitmap4 {
 
     /// True if no bit is set (whatever the number of words).
     pub fn is_empty(&self) -> bool {
-        self.0.iter().all(|&w| w == 0)
+        self.significant().is_empty()
     }
 
     /// The set bits, ascending.
@@ -176,9 +200,7 @@ impl Bitmap4 {
     }
 
     fn trimmed(mut self) -> Self {
-        while self.0.last() == Some(&0) {
-            self.0.pop();
-        }
+        self.0.truncate(self.significant().len());
         self
     }
 

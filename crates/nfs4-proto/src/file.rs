@@ -75,7 +75,7 @@ pub enum Createtype4 {
 
 impl Createtype4 {
     /// The discriminant that goes on the wire.
-    pub fn type_(&self) -> u32 {
+    pub fn discriminant(&self) -> u32 {
         match self {
             Createtype4::Lnk(_) => NfsFtype4::Nf4lnk as u32,
             Createtype4::Blk(_) => NfsFtype4::Nf4blk as u32,
@@ -90,7 +90,7 @@ impl Createtype4 {
 
 impl Encode for Createtype4 {
     fn encode(&self, enc: &mut Encoder) {
-        enc.u32(self.type_());
+        enc.u32(self.discriminant());
         match self {
             Createtype4::Lnk(l) => l.encode(enc),
             Createtype4::Blk(d) | Createtype4::Chr(d) => d.encode(enc),

@@ -114,6 +114,10 @@ fn bitmap_operations() {
     assert_eq!(b.intersection(&other).0, vec![0, 2]);
     assert_eq!(other.difference(&b), Bitmap4::from_bits([40, 64]));
     assert!(Bitmap4(vec![0, 0, 0]).is_empty());
+    // Sets compare as sets; the words on the wire stay as they were.
+    assert_eq!(Bitmap4(vec![2, 0]), Bitmap4(vec![2]));
+    assert_ne!(Bitmap4(vec![2, 1]), Bitmap4(vec![2]));
+    assert_eq!(encode(&Bitmap4(vec![2, 0])), hex("00000002 00000002 00000000"));
     assert_eq!(format!("{b:?}"), "{0, 33}");
     // Trailing zero words are accepted and mean nothing.
     let padded: Bitmap4 = decode(hex("00000003 00000002 00000000 00000000")).unwrap();
