@@ -15,7 +15,7 @@ pub struct LockConfig {
     pub locks_per_client_max: usize,
     /// Client hosts (an address and a caller name) with state at once,
     /// and hosts recorded for SM_NOTIFY; one address holds at most its
-    /// share ([`crate::claims`]).
+    /// share ([`keel_exports::claims`]).
     pub hosts_max: usize,
     /// Lock-holding open file descriptions (one per lock owner and file),
     /// across all clients; one address holds at most its share.

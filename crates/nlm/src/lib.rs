@@ -5,8 +5,8 @@
 //! - [`LockManager`] (`manager.rs`): lock owners, their open file
 //!   descriptions (real OFD locks through `keel_store::Store`), blocked
 //!   requests, per-client bounds, the grace period after a restart.
-//! - [`claims`]: the rule that bounds what one client address may make
-//!   the server hold (a share of each server-wide pool).
+//!   Each server-wide pool is shared among client addresses by
+//!   `keel_exports::claims`.
 //! - [`NlmProgram`], [`NsmProgram`] (`program.rs`): the procedure tables.
 //! - `courier.rs`: the server's calls to clients (GRANTED, `_RES`,
 //!   SM_NOTIFY) on a thread of their own, and the tick thread.
@@ -20,7 +20,6 @@
 
 #![forbid(unsafe_code)]
 
-pub mod claims;
 mod config;
 pub mod courier;
 mod manager;

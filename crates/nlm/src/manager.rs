@@ -11,7 +11,7 @@
 //! A client host is its address and the name it gives (`caller_name`),
 //! which SM_NOTIFY and FREE_ALL match; but what a client may make the
 //! server hold (locks, waiters and shares; descriptions; hosts) is counted
-//! by address alone, with the rule of [`crate::claims`], since a client can
+//! by address alone, with the rule of [`keel_exports::claims`], since a client can
 //! give itself any number of names.
 //!
 //! A blocked LOCK leaves a [`Waiter`] in its file's queue and returns
@@ -48,9 +48,9 @@ use keel_store::lock::LOCK_OFFSET_MAX;
 use keel_store::{LockFile, LockKind, LockRange, Store, StoreError};
 use keel_xdr::Opaque;
 
-use crate::claims::{ClaimPool, Refusal};
 use crate::config::LockConfig;
 use crate::nsm_store::{HostKey, Monitored, NsmStore};
+use keel_exports::claims::{ClaimPool, Refusal};
 
 /// A grace-period client is taken to be done reclaiming once it has been
 /// notified and sent no reclaim for this long (the Linux client reclaims
