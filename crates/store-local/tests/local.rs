@@ -647,7 +647,8 @@ fn a_spliced_read_announces_a_wait_only_when_its_data_is_not_in_memory() {
         // READ waits for the disk, and says so first.
         let f = std::fs::File::open(&path).unwrap();
         // SAFETY: plain syscall on a live descriptor.
-        let dropped = unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let dropped =
+            unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, libc::POSIX_FADV_DONTNEED) };
         assert_eq!(dropped, 0, "posix_fadvise");
         assert!(!page_cached(&f, 3 << 20, (1 << 20) + 4096), "{} kept the dropped pages", fx_dir.display());
         let (out, n) = announcements(|| read(1 << 20, 1 << 20));
