@@ -40,9 +40,8 @@
 # --data: where the exports go; default: a fresh XFS on a loop device
 #         (the reference systems' file system, docs/benchmarks.md),
 #         16 GiB sparse, under /var/tmp.
-# fio is built from Debian's source package with --enable-libnfs (Debian's
-# binary package leaves the engine out) and bench/fio-nfs-getevents.patch,
-# once, into /var/cache/keel-bench.
+# fio is built from Debian's source package with its libnfs engine, once
+# (bench/fio.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -69,27 +68,9 @@ if [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
 fi
 mkdir -p "$out"
 
-cache=/var/cache/keel-bench
-fio=$cache/fio/fio
-# Built with bench/fio-nfs-getevents.patch: fio 3.33's nfs engine ignores
-# getevents' `min`, so a job ended with calls in flight, and libnfs's
-# umount then hung or crashed on their replies. Rebuilt when the patch
-# changes.
-patch_sum=$(sha256sum "$here/fio-nfs-getevents.patch" | cut -d' ' -f1)
-if [ ! -x "$fio" ] || [ "$(cat "$cache/fio/patch.sha256" 2>/dev/null)" != "$patch_sum" ]; then
-  echo "== building fio with the libnfs engine (once)"
-  grep -q '^Types:.*deb-src' /etc/apt/sources.list.d/debian.sources 2>/dev/null ||
-    sed -i 's/^Types: deb$/Types: deb deb-src/' /etc/apt/sources.list.d/debian.sources
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libnfs-dev dpkg-dev patch zlib1g-dev libaio-dev >/dev/null
-  rm -rf "$cache/src" && mkdir -p "$cache/src"
-  (cd "$cache/src" && apt-get source -qq fio >/dev/null 2>&1)
-  src=$(find "$cache/src" -maxdepth 1 -type d -name 'fio-*' | head -1)
-  patch -s -d "$src" -p1 < "$here/fio-nfs-getevents.patch"
-  (cd "$src" && ./configure --enable-libnfs >/dev/null && make -s -j"$(nproc)" fio >/dev/null)
-  mkdir -p "$cache/fio" && cp "$src/fio" "$fio" && echo "$patch_sum" > "$cache/fio/patch.sha256"
-fi
-"$fio" --enghelp=nfs >/dev/null 2>&1 || { echo "heldout.sh: $fio has no nfs engine" >&2; exit 1; }
+# fio with its libnfs engine (bench/fio.sh builds it once).
+. "$here/fio.sh"
+fio_build
 probes=$(bash "$here/probes/build.sh" | tail -1)
 nfsping=$(echo "$probes" | awk '{print $1}'); nfsmeta=$(echo "$probes" | awk '{print $2}')
 pingpong=$(echo "$probes" | awk '{print $3}'); nfsrm=$(echo "$probes" | awk '{print $5}')

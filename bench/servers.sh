@@ -7,6 +7,8 @@
 #                             and the servers' pids (ganesha_pid, keel_pid)
 #   keel_start DATA OUT       the same for Keel alone (no Ganesha, no
 #                             rpcbind: Keel's portmapper is off)
+#   keel_serve OUT BIN PORT NAME   once started, one more Keel (another
+#                             build) beside them, on PORT
 #   inns CMD...               runs CMD in the namespace
 #   guest_memory_hold         (also alone, e.g. bench/ab.sh) on a VM that
 #                             gives freed memory back to its host, stops
@@ -66,7 +68,7 @@ ns_start() {
   mkdir -p "$out" "$data"
   run=$(mktemp -d "$data/run.XXXXXX")
   fs=$(findmnt -no FSTYPE -T "$run")
-  mkdir -p "$run/keel-sync" "$run/keel-async" "$run/keel-state"
+  mkdir -p "$run/keel-sync" "$run/keel-async"
   trap servers_cleanup EXIT
   trap 'exit 130' INT TERM
   guest_memory_hold
@@ -74,14 +76,18 @@ ns_start() {
   ip netns exec "$ns" ip link set lo up
 }
 
-# Starts Keel in the namespace and waits for its port.
+# Starts Keel in the namespace and waits for its port; with BIN PORT NAME,
+# another Keel binary (e.g. main's, for an A/B in the same run) on PORT,
+# exporting the same directories, with its own state, config and logs
+# named NAME (pid in $last_pid).
 keel_serve() {
-  local out=$1
-  cat > "$run/keel.toml" <<CONF
+  local out=$1 bin=${2:-$keel} port=${3:-2050} name=${4:-keel}
+  mkdir -p "$run/$name-state"
+  cat > "$run/$name.toml" <<CONF
 [server]
-listen = ["127.0.0.1:2050"]
+listen = ["127.0.0.1:$port"]
 portmap = "off"
-state_dir = "$run/keel-state"
+state_dir = "$run/$name-state"
 [[export]]
 path = "$run/keel-sync"
 id = 1
@@ -96,9 +102,9 @@ sync = false
 squash = "no_root_squash"
 clients = [{ host = "*" }]
 CONF
-  serve_in_ns "$keel" serve --config "$run/keel.toml" > "$out/keel.out" 2> "$out/keel.log"
-  keel_pid=$last_pid
-  for _ in $(seq 100); do inns bash -c "echo > /dev/tcp/127.0.0.1/2050" 2>/dev/null && break; sleep 0.2; done
+  serve_in_ns "$bin" serve --config "$run/$name.toml" > "$out/$name.out" 2> "$out/$name.log"
+  [ "$name" = keel ] && keel_pid=$last_pid
+  for _ in $(seq 100); do inns bash -c "echo > /dev/tcp/127.0.0.1/$port" 2>/dev/null && break; sleep 0.2; done
 }
 
 # With server_cpus / client_cpus set (taskset lists, e.g. 0 and 1), the

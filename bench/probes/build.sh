@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the probes (nfsping, nfsmeta, nfslock and nfsrm against Debian's libnfs,
-# pingpong) into target/probes, installing libnfs-dev if needed.
+# Builds the probes (nfsping, nfsmeta, nfslock, nfsrm and nfsread against
+# Debian's libnfs, pingpong) into target/probes, installing libnfs-dev if needed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/../../target/probes
@@ -12,5 +12,6 @@ cc -O2 -Wall -o "$out/nfsping" "$here/nfsping.c" -lnfs
 cc -O2 -Wall -o "$out/nfsmeta" "$here/nfsmeta.c" -lnfs
 cc -O2 -Wall -o "$out/nfsrm" "$here/nfsrm.c" -lnfs
 cc -O2 -Wall -o "$out/nfslock" "$here/nfslock.c" -lnfs
+cc -O2 -Wall -o "$out/nfsread" "$here/nfsread.c" -lnfs
 cc -O2 -Wall -pthread -o "$out/pingpong" "$here/pingpong.c"
-echo "$out/nfsping $out/nfsmeta $out/pingpong $out/nfslock $out/nfsrm"
+echo "$out/nfsping $out/nfsmeta $out/pingpong $out/nfslock $out/nfsrm $out/nfsread"

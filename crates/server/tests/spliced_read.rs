@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use keel_testkit::nfs::*;
 use keel_testkit::procs::run_timeout;
-use keel_testkit::server::{TestServer, keel_bin};
+use keel_testkit::server::{ExportOpts, TestServer, keel_bin};
 use nfs3_types::nfs3::{READ3args, READ3res};
 use nfs3_types::xdr_codec::Unpack;
 
@@ -179,4 +179,49 @@ fn a_retransmitted_read_gets_a_whole_reply_each_time() {
     }
     // The connection still serves.
     assert!(c.read(&fh, 0, 64 << 10).unwrap().0 == file[..64 << 10]);
+}
+
+/// How many of the server's workers are running or about to (state `R`).
+fn workers_running(server: &TestServer) -> usize {
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", server.pid())).expect("the server's threads");
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+        .filter(|stat| {
+            // "tid (comm) S ...": the state follows the last parenthesis.
+            let close = stat.rfind(')').unwrap_or(0);
+            stat[..close].contains("(keel-worker-") && stat[close..].starts_with(") R")
+        })
+        .count()
+}
+
+#[test]
+fn a_worker_does_not_poll_for_the_next_call_after_a_large_reply() {
+    // The longest poll allowed, so that a polling worker is seen.
+    let server = TestServer::start("splice-poll", vec![ExportOpts::rw(1, "export")], "poll_spin_us = 1000");
+    host_file(&server.export_dir(1).join("big"), &pattern(5, 2 * MIB), 0o644, 0, 0);
+    let mut c = Nfs::connect(server.addr).unwrap();
+    let root = c.mount(&server.export_path(1)).unwrap();
+    let fh = c.lookup(&root, "big").unwrap();
+    // After each answered call, whether a worker polls 300 µs later (a
+    // poll lasts 1 ms here), over 20 calls, each after the last poll ended.
+    let mut polled_after = |call: &mut dyn FnMut(&mut Nfs)| {
+        (0..20)
+            .filter(|_| {
+                std::thread::sleep(Duration::from_millis(5));
+                call(&mut c);
+                std::thread::sleep(Duration::from_micros(300));
+                workers_running(&server) > 0
+            })
+            .count()
+    };
+    // A client at one call in flight answers a small reply at once: the
+    // worker polls for its next call rather than sleep.
+    let small = polled_after(&mut |c| {
+        c.getattr(&fh).unwrap();
+    });
+    assert!(small >= 10, "a worker polled after {small} of 20 GETATTRs: the check cannot see polling here");
+    // A 1 MiB reply takes the client longer to receive than the poll
+    // lasts: the worker sleeps at once, leaving the CPU to the client.
+    let large = polled_after(&mut |c| assert_eq!(c.read(&fh, 0, MIB as u32).unwrap().0.len(), MIB));
+    assert!(large <= 4, "a worker polled after {large} of 20 READs of 1 MiB");
 }

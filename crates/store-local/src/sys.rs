@@ -186,6 +186,69 @@ pub fn pread_cached(fd: BorrowedFd, offset: u64, count: usize) -> Option<BytesMu
     Some(buf)
 }
 
+/// cachestat(2)'s number (Linux 6.5; the same on every architecture),
+/// which the libc crate does not name for every target.
+const SYS_CACHESTAT: libc::c_long = 451;
+
+/// What cachestat(2) reads: a byte range, and what it says of its pages.
+#[repr(C)]
+struct CachestatRange {
+    off: u64,
+    len: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct Cachestat {
+    nr_cache: u64,
+    nr_dirty: u64,
+    nr_writeback: u64,
+    nr_evicted: u64,
+    nr_recently_evicted: u64,
+}
+
+/// Whether the `len` bytes at `offset` can be read without waiting for
+/// the disk: every page of them is in the page cache (cachestat(2)), and
+/// the last one is readable now (a one-byte preadv2 with RWF_NOWAIT:
+/// cachestat also counts pages whose read-ahead is still on its way, and
+/// a read-ahead fills its pages together). False when unknown (a kernel
+/// before 6.5, an error): the caller then assumes a wait, as before it
+/// asked. Neither call starts a read, but for the last page's, which the
+/// caller is about to read anyway.
+pub fn range_cached(fd: BorrowedFd, offset: u64, len: usize) -> bool {
+    if len == 0 {
+        return true;
+    }
+    // SAFETY: sysconf takes a name and touches no memory of ours.
+    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        p if p > 0 => p as u64,
+        _ => return false,
+    };
+    let pages = (offset + len as u64 - 1) / page - offset / page + 1;
+    let range = CachestatRange { off: offset, len: len as u64 };
+    let mut stat = Cachestat::default();
+    // SAFETY: cachestat(2) reads one range and writes one cachestat, both
+    // live, properly aligned locals of the kernel's layout; flags are 0.
+    let r = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            fd.as_raw_fd(),
+            &range as *const CachestatRange,
+            &mut stat as *mut Cachestat,
+            0 as libc::c_uint,
+        )
+    };
+    if r != 0 || stat.nr_cache < pages {
+        return false;
+    }
+    let mut last = 0u8;
+    let iov = libc::iovec { iov_base: (&mut last as *mut u8).cast(), iov_len: 1 };
+    let at = (offset + len as u64 - 1) as libc::off_t;
+    // SAFETY: one iovec over a live one-byte local.
+    let n = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, at, libc::RWF_NOWAIT) };
+    n == 1
+}
+
 /// A non-blocking pipe sized to hold `bytes` (`F_SETPIPE_SZ`); an error
 /// if the kernel will not make it that large (`pipe-max-size`, or the
 /// user's pipe pages beyond `pipe-user-pages-soft` without

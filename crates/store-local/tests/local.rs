@@ -611,9 +611,52 @@ fn a_small_read_announces_a_wait_only_when_its_data_is_not_in_memory() {
         let (out, n) = announcements(|| read(128 << 10, 8192));
         assert_eq!(n, 0);
         check(out, 128 << 10, 8192);
-        // Reads large enough to splice announce whatever the cache holds.
-        let (out, n) = announcements(|| read(0, 64 << 10));
-        assert_eq!(n, 1);
-        check(out, 0, 64 << 10);
+    });
+}
+
+#[test]
+fn a_spliced_read_announces_a_wait_only_when_its_data_is_not_in_memory() {
+    let fx = Fixture::new("splice-cached");
+    let path = fx.export_dir.join("f");
+    let data = pattern(3 << 20);
+    std::fs::write(&path, &data).unwrap();
+    std::fs::File::open(&path).unwrap().sync_all().unwrap();
+    let fx_dir = fx.export_dir.clone();
+    on_worker(move || {
+        keel_store::blocking::set_hook(Some(count_announcement));
+        let mut vfs = fx.vfs();
+        vfs.splice_reads(1, 1 << 20).unwrap();
+        let root = fx.root(&vfs);
+        let (file, _) = act(ROOT, |w| vfs.lookup(w, &root, b"f")).unwrap();
+        let read = |offset: u64, count: usize| act(ROOT, |w| vfs.read(w, &file, offset, count)).unwrap();
+        let check = |out: ReadOut, offset: usize, count: usize| {
+            let end = (offset + count).min(data.len());
+            assert!(matches!(out.data, ReadData::Pipe(_)), "a READ of {count} bytes is spliced");
+            assert_eq!(out.eof, end == data.len(), "eof at {offset}+{count}");
+            assert!(out.data.into_bytes().unwrap()[..] == data[offset..end], "data at {offset}+{count}");
+        };
+        // Written just now: in memory, so neither READ waits, nor says it
+        // will (which handed the worker's place on, a context switch each).
+        let (out, n) = announcements(|| read(0, 1 << 20));
+        assert_eq!(n, 0, "a 1 MiB READ from the page cache announced a wait");
+        check(out, 0, 1 << 20);
+        let (out, n) = announcements(|| read((3 << 20) - 100_000, 1 << 20));
+        assert_eq!(n, 0, "a cached READ across the end of the file announced a wait");
+        check(out, (3 << 20) - 100_000, 1 << 20);
+        // Dropped from memory (clean, so the kernel lets them go): that
+        // READ waits for the disk, and says so first.
+        let f = std::fs::File::open(&path).unwrap();
+        // SAFETY: plain syscall on a live descriptor.
+        let dropped =
+            unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(dropped, 0, "posix_fadvise");
+        assert!(!page_cached(&f, 3 << 20, (1 << 20) + 4096), "{} kept the dropped pages", fx_dir.display());
+        let (out, n) = announcements(|| read(1 << 20, 1 << 20));
+        assert_eq!(n, 1, "a READ from the disk announced {n} waits");
+        check(out, 1 << 20, 1 << 20);
+        // In memory again now.
+        let (out, n) = announcements(|| read(1 << 20, 1 << 20));
+        assert_eq!(n, 0);
+        check(out, 1 << 20, 1 << 20);
     });
 }

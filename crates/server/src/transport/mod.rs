@@ -22,7 +22,9 @@
 //!   `BATCH_STALL`. So a batch never waits behind one call's disk.
 //! - A worker about to sleep while every other worker sleeps polls first
 //!   (`poll_spin_us`): at one call in flight it takes the client's next
-//!   call without a sleep and a wake-up.
+//!   call without a sleep and a wake-up. Not after a large reply
+//!   (`POLL_AFTER_REPLY_BYTES_MAX`), which the client takes longer to
+//!   receive than the poll lasts.
 //! - At most as many workers as CPUs are active (`places.rs`); the rest
 //!   park where arriving calls do not wake them. A larger pool in
 //!   `epoll_wait` cost a wake-up per call under load: epoll wakes a
@@ -97,6 +99,12 @@ const BATCH_CALLS_MAX: usize = 8;
 /// of the batch to other workers (a call that waited without saying so);
 /// also the watch timer's period.
 const BATCH_STALL: Duration = Duration::from_micros(500);
+/// A worker that has just sent a reply at least this large does not poll
+/// before it sleeps: a client at one call in flight sends its next call
+/// only once it has received the whole reply, which takes longer than the
+/// poll (a 1 MiB READ reply took 250-300 µs on the bench VM's loopback),
+/// so the poll only took CPU from the clients.
+const POLL_AFTER_REPLY_BYTES_MAX: usize = 256 << 10;
 /// How long every worker holding a place must wait in its call, off the
 /// CPU, before a parked worker is lent one more (places.rs); also how
 /// often the sentinel looks while calls run.
@@ -260,6 +268,8 @@ struct Batch {
     holds_place: AtomicBool,
     /// The worker's thread id, for the sentinel to see whether it runs.
     tid: AtomicI32,
+    /// The bytes of the replies the worker sent last (with its last call).
+    sent_bytes: AtomicUsize,
 }
 
 thread_local! {
@@ -527,10 +537,13 @@ impl Shared {
     /// `poll_spin`: at one call in flight the client's next call arrives
     /// within a round trip, and the worker that answered the last one
     /// takes it without a sleep and a wake-up; under load, calls queued
-    /// for the ready queue need no wake-up while someone spins. True if
-    /// it found work (and did it).
+    /// for the ready queue need no wake-up while someone spins. Not right
+    /// after a large reply (`POLL_AFTER_REPLY_BYTES_MAX`). True if it
+    /// found work (and did it).
     fn spin(self: &Arc<Self>, events: &mut poller::Events, batch: &Batch) -> bool {
+        let after_large_reply = batch.sent_bytes.swap(0, Ordering::Relaxed) >= POLL_AFTER_REPLY_BYTES_MAX;
         if self.poll_spin.is_zero()
+            || after_large_reply
             || self.spinning.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_err()
         {
             return false;
@@ -668,6 +681,8 @@ impl Shared {
             if last && !unsent.is_empty() {
                 let replies = std::mem::take(&mut *unsent);
                 drop(unsent);
+                let bytes = replies.iter().flat_map(|r| &r.segments).map(keel_xdr::Segment::len).sum();
+                batch.sent_bytes.store(bytes, Ordering::Relaxed);
                 conn.send(self, replies);
             }
         }

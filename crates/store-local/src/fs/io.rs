@@ -50,7 +50,15 @@ impl LocalStore {
             match self.read_cached(inode, offset, count, expected) {
                 Some(bytes) => ReadData::Bytes(bytes.freeze()),
                 None => {
-                    keel_store::blocking::may_block();
+                    // A small READ gets here on a miss. A large one from
+                    // the page cache does not wait, and announcing it
+                    // anyway handed the worker's place to a parked worker
+                    // and parked this one after the reply: two context
+                    // switches per READ (docs/benchmarks.md, "Sequential
+                    // 1 MiB READs at one call in flight").
+                    if expected < SPLICE_READ_BYTES_MIN || !sys::range_cached(inode.fd(), offset, expected) {
+                        keel_store::blocking::may_block();
+                    }
                     match self.splice_read(inode, offset, count, expected) {
                         Some(pipe) => ReadData::Pipe(pipe),
                         None => ReadData::Bytes(sys::pread(inode.fd(), offset, count)?.freeze()),
