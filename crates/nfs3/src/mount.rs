@@ -11,16 +11,15 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use keel_exports::{ExportTable, ServedExport};
 use keel_nfs3_proto::mount::*;
-use keel_nfs3_proto::nfs3::Nfsstat3;
 use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3};
 use keel_rpc::msg::AUTH_SYS;
 use keel_rpc::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
 use keel_store::{Object as _, Store};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
-use crate::errno::mount_status;
-use crate::service::{NfsService, ServedExport};
+use crate::errno::{mount_admit_status, mount_status};
 
 /// Entries kept for DUMP; the oldest go first.
 const MOUNT_LIST_ENTRIES_MAX: usize = 4096;
@@ -30,21 +29,21 @@ const MOUNT_HOST_BYTES_MAX: usize = 48;
 const MOUNT_ENTRY_BYTES_MAX: usize = 4 + 4 + MOUNT_HOST_BYTES_MAX + 4 + DIRPATH_MAX;
 
 pub struct MountProgram<S: Store> {
-    svc: Arc<NfsService<S>>,
+    exports: Arc<ExportTable<S>>,
     mounts: Mutex<VecDeque<Mountbody>>,
     /// Where the list is kept across restarts (XDR of the DUMP reply).
     list_file: Option<PathBuf>,
 }
 
 impl<S: Store> MountProgram<S> {
-    pub fn new(svc: Arc<NfsService<S>>) -> Self {
-        MountProgram { svc, mounts: Mutex::new(VecDeque::new()), list_file: None }
+    pub fn new(exports: Arc<ExportTable<S>>) -> Self {
+        MountProgram { exports, mounts: Mutex::new(VecDeque::new()), list_file: None }
     }
 
     /// Keeps the mount list in `file`, starting from what it holds. A file
     /// that does not decode is reported and replaced: the list is advice
     /// to administrators, not state a client depends on.
-    pub fn with_list_file(svc: Arc<NfsService<S>>, file: PathBuf) -> Self {
+    pub fn with_list_file(exports: Arc<ExportTable<S>>, file: PathBuf) -> Self {
         let mut mounts = VecDeque::new();
         match std::fs::read(&file) {
             Ok(data) => match Mountlist::decode(&mut Decoder::new(Bytes::from(data))) {
@@ -56,7 +55,7 @@ impl<S: Store> MountProgram<S> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => tracing::warn!(file = %file.display(), error = %e, "cannot read the mount list; starting empty"),
         }
-        MountProgram { svc, mounts: Mutex::new(mounts), list_file: Some(file) }
+        MountProgram { exports, mounts: Mutex::new(mounts), list_file: Some(file) }
     }
 
     /// Called with the list's lock held, so writes land in order.
@@ -72,25 +71,17 @@ impl<S: Store> MountProgram<S> {
     fn mnt(&self, ctx: &CallContext, path: &Dirpath) -> Mountres3 {
         let peer = ctx.peer;
         let path = path.as_bytes();
-        let exports = self.svc.exports();
+        let exports = self.exports.exports();
         let Some((served, rest)) = find_export(&exports, path) else {
             tracing::info!(%peer, path = %String::from_utf8_lossy(path), "mount refused: not exported");
             return Mountres3::Fail(Mountstat3::Noent);
         };
-        // Refused as rpc.mountd refuses (MNT3ERR_ACCES, also for an
-        // "illegal port" on a `secure` export): mount.nfs then says "access
-        // denied by server", which points at the export's options, where
-        // MNT3ERR_PERM would read as a local "Operation not permitted".
-        if let Err(s) = self.svc.client_options(served, peer) {
-            let why = match s {
-                Nfsstat3::Perm => "illegal port: the export is secure and the call came from a port above 1023",
-                _ => "not in the export's client list",
-            };
-            tracing::warn!(%peer, path = %String::from_utf8_lossy(path), "mount refused: {why}");
-            return Mountres3::Fail(Mountstat3::Acces);
+        if let Err(e) = self.exports.client_options(served, peer) {
+            tracing::warn!(%peer, path = %String::from_utf8_lossy(path), "mount refused: {e}");
+            return Mountres3::Fail(mount_admit_status(&e));
         }
         ctx.report.set_export(served.export.id);
-        match self.svc.store.lookup_path(served.export.id, rest) {
+        match self.exports.store.lookup_path(served.export.id, rest) {
             Ok(root) => {
                 tracing::info!(%peer, path = %String::from_utf8_lossy(path), "mounted");
                 let mut mounts = self.mounts.lock().expect("mount list lock");
@@ -130,7 +121,7 @@ impl<S: Store> MountProgram<S> {
 
     fn exports(&self) -> Exports {
         Exports(
-            self.svc
+            self.exports
                 .exports()
                 .iter()
                 .map(|s| Exportnode {

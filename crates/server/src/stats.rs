@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use keel_nfs3::NfsService;
+use keel_exports::ExportTable;
 use keel_nfs3_proto::mount::Mountstat3;
 use keel_nfs3_proto::nfs3::Nfsstat3;
 use keel_rpc::Dispatcher;
@@ -137,7 +137,7 @@ pub struct ReloadCounts {
 /// Where every number of a [`Snapshot`] comes from.
 pub struct ServerStats {
     pub calls: Arc<CallStats>,
-    pub svc: Arc<NfsService<crate::cache::Served>>,
+    pub exports: Arc<ExportTable<crate::cache::Served>>,
     pub dispatcher: Arc<Dispatcher>,
     pub conns: Arc<Connections>,
     pub budget: Arc<Budget>,
@@ -153,13 +153,13 @@ fn unix_secs(t: SystemTime) -> u64 {
 impl ServerStats {
     /// The exports served now: id and path.
     pub fn export_names(&self) -> Vec<(u32, String)> {
-        self.svc.exports().iter().map(|s| (s.export.id, s.export.path.display().to_string())).collect()
+        self.exports.exports().iter().map(|s| (s.export.id, s.export.path.display().to_string())).collect()
     }
 
     pub fn snapshot(&self) -> Snapshot {
         let now = SystemTime::now();
         let mut calls = self.calls.snapshot();
-        let exports = self.svc.exports();
+        let exports = self.exports.exports();
         for e in &mut calls.exports {
             if let Some(s) = exports.iter().find(|s| s.export.id == e.id) {
                 e.path = s.export.path.display().to_string();
@@ -210,7 +210,7 @@ impl ServerStats {
             parked_for_slots: pool.parked_for_slots as u64,
             parked_for_budget: pool.parked_for_budget as u64,
         };
-        let store = &self.svc.store;
+        let store = &self.exports.store;
         Snapshot {
             taken_unix_ms: now.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64,
             server: ServerInfo {

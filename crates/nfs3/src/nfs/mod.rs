@@ -11,28 +11,28 @@ use std::cell::OnceCell;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use keel_exports::{Admitted, ClientOptions, ExportTable};
 use keel_nfs3_proto::nfs3::{
     NFSPATH_MAX, Nfs3Proc, NfsFh3, Nfsstat3, PostOpAttr, PreOpAttr, Read3Args, Readdir3Args, Readdirplus3Args, WccData,
 };
 use keel_nfs3_proto::{NFS_PROGRAM, NFS_V3};
-use keel_rpc::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
-use keel_store::{Caller as _, Store};
+use keel_rpc::{AcceptError, Auth, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
+use keel_store::{Caller as _, Cred, Store};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
 use crate::convert::{fattr, wcc_attr};
-use crate::errno::status;
-use crate::service::{Caller, NfsService, squash};
+use crate::errno::{admit_status, status};
 
 /// The NFSv3 program over a store. Static dispatch: the handlers are
 /// generic over the store (keel-store's crate documentation gives the
 /// measured cost of the alternative).
 pub struct Nfs3Program<S: Store> {
-    svc: Arc<NfsService<S>>,
+    exports: Arc<ExportTable<S>>,
 }
 
 impl<S: Store> Nfs3Program<S> {
-    pub fn new(svc: Arc<NfsService<S>>) -> Self {
-        Nfs3Program { svc }
+    pub fn new(exports: Arc<ExportTable<S>>) -> Self {
+        Nfs3Program { exports }
     }
 }
 
@@ -80,8 +80,7 @@ impl<S: Store> RpcProgram for Nfs3Program<S> {
 
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
         let Some(proc_) = Nfs3Proc::from_u32(ctx.proc_) else { return Err(AcceptError::ProcUnavail) };
-        let s = &*self.svc;
-        let r = Request { svc: s, ctx, acting: OnceCell::new() };
+        let r = Request { exports: &self.exports, ctx, acting: OnceCell::new() };
         tracing::trace!(peer = %ctx.peer, xid = ctx.xid, "{}", proc_.name());
         let results_at = reply.len();
         let done = match proc_ {
@@ -121,10 +120,9 @@ impl<S: Store> RpcProgram for Nfs3Program<S> {
             Nfs3Proc::Commit => run(args, reply, |a| io::commit(&r, a)),
         };
         crate::report::status(ctx, proc_, reply, results_at);
-        if s.holds_calls_when_storage_fails()
-            && ctx.report.status() == Some(Nfsstat3::Io as u32)
+        if ctx.report.status() == Some(Nfsstat3::Io as u32)
             && let Some(export) = ctx.report.export()
-            && let Err(e) = s.store.check_export(export)
+            && let Some(e) = self.exports.storage_failure(export)
         {
             tracing::warn!(
                 export, proc = proc_.name(), error = %e,
@@ -148,9 +146,31 @@ fn is_cached(proc_: u32) -> bool {
     )
 }
 
+/// Who is calling, after the export's rules applied: the identity the
+/// call acts as, and the client's options on the export.
+pub(crate) struct Caller<'r, C> {
+    pub who: &'r C,
+    pub opts: ClientOptions,
+}
+
+impl<C> Caller<'_, C> {
+    /// ROFS unless the export is read-write for this client.
+    pub fn writable(&self) -> Result<(), Nfsstat3> {
+        self.opts.writable().map_err(|e| admit_status(&e))
+    }
+}
+
+/// Who an RPC call says it comes from: AUTH_SYS's ids, or no one.
+pub(crate) fn claimed(auth: &Auth) -> Option<Cred> {
+    match auth {
+        Auth::Sys(sys) => Some(Cred::new(sys.uid, sys.gid, &sys.gids)),
+        Auth::None => None,
+    }
+}
+
 /// One call as the handlers see it.
 struct Request<'a, S: Store> {
-    svc: &'a NfsService<S>,
+    exports: &'a ExportTable<S>,
     ctx: &'a CallContext<'a>,
     /// The caller's identity, assumed once for the whole call by
     /// [`Request::authorize`] and given up when the request is dropped
@@ -160,16 +180,24 @@ struct Request<'a, S: Store> {
 
 impl<S: Store> Request<'_, S> {
     fn store(&self) -> &S {
-        &self.svc.store
+        &self.exports.store
+    }
+
+    /// The object `fh` names, if the export admits this client, with the
+    /// client's options there and its squashed identity.
+    fn admit(&self, fh: &NfsFh3) -> Result<Admitted<S::Object>, Nfsstat3> {
+        // The export is noted before the object is opened: an I/O error
+        // there is the export's storage failing too (see `call`).
+        let claimed = claimed(self.ctx.auth);
+        self.exports
+            .admit_handle(self.ctx.peer, &fh.data, claimed.as_ref(), |id| self.ctx.report.set_export(id))
+            .map_err(|e| admit_status(&e))
     }
 
     /// Resolves `fh` for this client and assumes the caller's (squashed)
     /// identity for the rest of the call.
     fn authorize(&self, fh: &NfsFh3) -> Result<(S::Object, Caller<'_, S::Caller>), Nfsstat3> {
-        // The export is noted before the object is opened: an I/O error
-        // there is the export's storage failing too (see `call`).
-        let (obj, opts) = self.svc.authorize_noting(self.ctx.peer, fh, |id| self.ctx.report.set_export(id))?;
-        let cred = squash(self.ctx.auth, &opts);
+        let Admitted { object, options, cred } = self.admit(fh)?;
         let who = match self.acting.get() {
             Some(who) if *who.cred() == cred => who,
             // Two handles whose exports squash the caller differently: no
@@ -180,14 +208,13 @@ impl<S: Store> Request<'_, S> {
                 self.acting.get_or_init(|| who)
             }
         };
-        Ok((obj, Caller { who, opts }))
+        Ok((object, Caller { who, opts: options }))
     }
 
     /// Resolves `fh` for this client, for procedures that only read
     /// attributes the server holds open (no identity needed).
     fn resolve(&self, fh: &NfsFh3) -> Result<S::Object, Nfsstat3> {
-        let (obj, _) = self.svc.authorize_noting(self.ctx.peer, fh, |id| self.ctx.report.set_export(id))?;
-        Ok(obj)
+        Ok(self.admit(fh)?.object)
     }
 
     fn post(&self, obj: &S::Object) -> PostOpAttr {
