@@ -16,7 +16,6 @@ mod convert;
 mod errno;
 mod mount;
 mod nfs;
-mod report;
 
 pub use mount::MountProgram;
 pub use nfs::Nfs3Program;

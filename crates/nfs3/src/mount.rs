@@ -14,8 +14,10 @@ use bytes::Bytes;
 use keel_exports::{ExportTable, ServedExport};
 use keel_nfs3_proto::mount::*;
 use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3};
+use keel_rpc::CacheClass::Uncached;
+use keel_rpc::ReplyBytesMax::{Computed, Fixed};
 use keel_rpc::msg::AUTH_SYS;
-use keel_rpc::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
+use keel_rpc::{AcceptError, Call, CallContext, Handlers, Procedure, ProcedureTable, ReplyBytesMax, RpcProgram};
 use keel_store::{Object as _, Store};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
@@ -119,6 +121,13 @@ impl<S: Store> MountProgram<S> {
         }
     }
 
+    /// EXPORT's results now.
+    fn exports_reply_bytes(&self) -> usize {
+        let mut reply = Encoder::new();
+        reply.put(&self.exports());
+        reply.len()
+    }
+
     fn exports(&self) -> Exports {
         Exports(
             self.exports
@@ -148,6 +157,51 @@ fn find_export<'a, 'p>(exports: &'a [Arc<ServedExport>], path: &'p [u8]) -> Opti
         .map(|(s, rest, _)| (&**s, rest))
 }
 
+impl<S: Store> Handlers for MountProgram<S> {
+    type Call<'a> = Call<'a, Self>;
+    /// MNT's; the other procedures' replies carry none.
+    type Status = Mountstat3;
+
+    fn status_code(status: Mountstat3) -> u32 {
+        status as u32
+    }
+}
+
+/// DUMP's results: the longest list.
+const DUMP_REPLY: usize = 4 + MOUNT_LIST_ENTRIES_MAX * MOUNT_ENTRY_BYTES_MAX;
+
+impl<S: Store> MountProgram<S> {
+    /// The MOUNT v3 procedures (RFC 1813 appendix I). A refused MNT counts
+    /// as an error of MNT, of the client and of the export (if it named
+    /// one).
+    #[rustfmt::skip]
+    pub const PROCEDURES: ProcedureTable<Self> = ProcedureTable::new(&[
+        Procedure::new(0, "NULL", Uncached, ReplyBytesMax::DEFAULT, |_, _, _| Ok(None)),
+        Procedure::new(1, "MNT", Uncached, ReplyBytesMax::DEFAULT, |c, args, reply| {
+            let res = c.program.mnt(c.ctx, &Dirpath::decode(args)?);
+            reply.put(&res);
+            Ok(Some(res.status()))
+        }),
+        Procedure::new(2, "DUMP", Uncached, Fixed(DUMP_REPLY), |c, _, reply| {
+            reply.put(&Mountlist(c.program.mounts.lock().expect("mount list lock").iter().cloned().collect()));
+            Ok(None)
+        }),
+        Procedure::new(3, "UMNT", Uncached, ReplyBytesMax::DEFAULT, |c, args, _| {
+            c.program.umnt(c.ctx.peer, Some(&Dirpath::decode(args)?));
+            Ok(None)
+        }),
+        Procedure::new(4, "UMNTALL", Uncached, ReplyBytesMax::DEFAULT, |c, _, _| {
+            c.program.umnt(c.ctx.peer, None);
+            Ok(None)
+        }),
+        // The list as it is now (an export reload may change it).
+        Procedure::new(5, "EXPORT", Uncached, Computed(|m, _| Ok(m.exports_reply_bytes())), |c, _, reply| {
+            reply.put(&c.program.exports());
+            Ok(None)
+        }),
+    ]);
+}
+
 impl<S: Store> RpcProgram for MountProgram<S> {
     fn program(&self) -> u32 {
         MOUNT_PROGRAM
@@ -157,34 +211,36 @@ impl<S: Store> RpcProgram for MountProgram<S> {
         (MOUNT_V3, MOUNT_V3)
     }
 
-    fn reply_bytes_max(&self, _vers: u32, proc_: u32, _args: Bytes) -> usize {
-        match MountProc::from_u32(proc_) {
-            Some(MountProc::Dump) => 4 + MOUNT_LIST_ENTRIES_MAX * MOUNT_ENTRY_BYTES_MAX,
-            // The list as it is now (an export reload may change it).
-            Some(MountProc::Export) => {
-                let mut reply = Encoder::new();
-                reply.put(&self.exports());
-                reply.len()
-            }
-            _ => REPLY_RESULTS_BYTES_DEFAULT,
-        }
+    fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
+        Self::PROCEDURES.is_cached(proc_)
+    }
+
+    fn answers(&self, _vers: u32, proc_: u32) -> bool {
+        Self::PROCEDURES.answers(proc_)
+    }
+
+    fn reply_bytes_max(&self, _vers: u32, proc_: u32, args: Bytes) -> usize {
+        Self::PROCEDURES.reply_bytes_max(self, proc_, args)
     }
 
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
-        match MountProc::from_u32(ctx.proc_).ok_or(AcceptError::ProcUnavail)? {
-            MountProc::Null => {}
-            MountProc::Mnt => {
-                let res = self.mnt(ctx, &Dirpath::decode(args)?);
-                crate::report::mount_status(ctx, res.status());
-                reply.put(&res)
-            }
-            MountProc::Dump => {
-                reply.put(&Mountlist(self.mounts.lock().expect("mount list lock").iter().cloned().collect()))
-            }
-            MountProc::Umnt => self.umnt(ctx.peer, Some(&Dirpath::decode(args)?)),
-            MountProc::Umntall => self.umnt(ctx.peer, None),
-            MountProc::Export => reply.put(&self.exports()),
-        }
+        Self::PROCEDURES.call(&Call { program: self, ctx }, ctx, args, reply)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_store::sim::SimStore;
+
+    use super::*;
+
+    #[test]
+    fn every_procedure_of_mount_v3_has_its_entry_under_its_name() {
+        let table = MountProgram::<SimStore>::PROCEDURES;
+        let expected: Vec<(u32, &str)> = MountProc::ALL.iter().map(|p| (*p as u32, p.name())).collect();
+        assert_eq!(table.names(), expected);
+        assert_eq!(expected.len(), 6);
+        assert!(table.procedures().iter().all(|p| p.cache == Uncached && p.answers), "MOUNT caches nothing");
     }
 }
