@@ -1,13 +1,28 @@
 //! Export policy and admission, the same for every protocol Keel serves
 //! (NFSv3, MOUNT, NLM, NFSv4.1): one rule holds for all of them.
 //!
+//! - [`policy`]: exports(5)'s options ([`ClientOptions`]: `ro`/`rw`,
+//!   `sync`, squashing, `secure`), client lists ([`ClientRule`],
+//!   [`HostMatch`]) and [`squash`], the identity a caller acts as.
+//! - [`ExportTable`] (`admit.rs`): the exports served now with their client
+//!   lists, swapped whole by a reload; [`ExportTable::admits`], whether a host
+//!   may connect at all; [`ExportTable::admit_handle`], whether a call may use
+//!   the object a handle names (client list, `secure`, then the store's
+//!   resolve) and as whom. Refusals are an [`AdmitError`], which each
+//!   protocol maps to its own status in one place.
 //! - [`claims`]: what one client address may make the server hold of a
 //!   server-wide pool (locks, lock-holding descriptions, client records,
 //!   NFSv4.1 state).
 //!
-//! **Architecture Invariant:** knows nothing of wire protocols, RPC or
-//! storage; every protocol maps its answers from here to its own status.
+//! **Architecture Invariant:** knows nothing of wire protocols or RPC;
+//! storage only through the `Store` trait; a handle's object is opened
+//! only after its export admitted the client.
 
 #![forbid(unsafe_code)]
 
+mod admit;
 pub mod claims;
+pub mod policy;
+
+pub use admit::{AdmitError, Admitted, ExportTable, ServedExport};
+pub use policy::{Access, ClientOptions, ClientRule, HostMatch, Squash, options_for, squash};

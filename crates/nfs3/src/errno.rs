@@ -1,8 +1,36 @@
-//! The one place where storage errors become protocol status codes.
+//! The one place where storage errors and an export's refusals become
+//! NFSv3 and MOUNT status codes.
 
+use keel_exports::AdmitError;
 use keel_nfs3_proto::mount::Mountstat3;
 use keel_nfs3_proto::nfs3::Nfsstat3;
 use keel_store::StoreError;
+
+/// An export's refusal as NFSv3 answers it (knfsd's): a client not in
+/// the list gets ACCES, one from an unprivileged port to a `secure`
+/// export PERM.
+pub(crate) fn admit_status(e: &AdmitError) -> Nfsstat3 {
+    match e {
+        AdmitError::NotAdmitted => Nfsstat3::Acces,
+        AdmitError::InsecurePort { .. } => Nfsstat3::Perm,
+        AdmitError::Stale => Nfsstat3::Stale,
+        AdmitError::BadHandle => Nfsstat3::Badhandle,
+        AdmitError::ReadOnly => Nfsstat3::Rofs,
+        AdmitError::Store(e) => status(e),
+    }
+}
+
+/// An export's refusal of MNT as rpc.mountd answers it: MNT3ERR_ACCES,
+/// also for an "illegal port" on a `secure` export, so that mount.nfs says
+/// "access denied by server", which points at the export's options, where
+/// MNT3ERR_PERM would read as a local "Operation not permitted".
+pub(crate) fn mount_admit_status(e: &AdmitError) -> Mountstat3 {
+    match e {
+        AdmitError::NotAdmitted | AdmitError::InsecurePort { .. } | AdmitError::ReadOnly => Mountstat3::Acces,
+        AdmitError::Stale | AdmitError::BadHandle => Mountstat3::Noent,
+        AdmitError::Store(e) => mount_status(e),
+    }
+}
 
 pub(crate) fn status(e: &StoreError) -> Nfsstat3 {
     match e {
@@ -94,5 +122,20 @@ mod tests {
         }
         assert_eq!(status(&StoreError::BadHandle), Nfsstat3::Badhandle);
         assert_eq!(mount_status(&StoreError::errno(libc::ENOENT)), Mountstat3::Noent);
+    }
+
+    #[test]
+    fn refusals_map_as_knfsd_and_mountd_answer_them() {
+        let cases = [
+            (AdmitError::NotAdmitted, Nfsstat3::Acces, Mountstat3::Acces),
+            (AdmitError::InsecurePort { port: 2000 }, Nfsstat3::Perm, Mountstat3::Acces),
+            (AdmitError::Stale, Nfsstat3::Stale, Mountstat3::Noent),
+            (AdmitError::BadHandle, Nfsstat3::Badhandle, Mountstat3::Noent),
+            (AdmitError::ReadOnly, Nfsstat3::Rofs, Mountstat3::Acces),
+            (AdmitError::Store(StoreError::errno(libc::EIO)), Nfsstat3::Io, Mountstat3::Io),
+        ];
+        for (e, nfs, mount) in cases {
+            assert_eq!((admit_status(&e), mount_admit_status(&e)), (nfs, mount), "{e}");
+        }
     }
 }

@@ -1,26 +1,24 @@
 //! NFSv3 and MOUNT v3 procedures (knfsd's `nfs3proc.c` and mountd): thin
 //! handlers between the wire types of `keel-nfs3-proto` and the verbs of a
-//! `keel_store::Store`. Policy lives here: which clients may use an export,
-//! read-only, squashing, sync or async.
+//! `keel_store::Store`. Which clients may use an export, and as whom, is
+//! `keel-exports`' (the same for every protocol); what an export's options
+//! mean for NFSv3 (read-only, sync or async) and which status answers a
+//! refusal (`errno.rs`) is decided here.
 //!
-//! **Architecture invariant:** handlers see only the `Store` trait: no
-//! descriptors, no file system; every access goes through the store with
-//! the caller's squashed identity, assumed once per call; replies carry
-//! the write verifier the store reports.
+//! **Architecture invariant:** handlers see only the `Store` trait and
+//! `keel-exports`: no descriptors, no file system; every access goes
+//! through the store with the caller's squashed identity, assumed once per
+//! call; replies carry the write verifier the store reports.
 
 #![forbid(unsafe_code)]
 
 mod convert;
 mod errno;
-pub mod export;
 mod mount;
 mod nfs;
-mod report;
-mod service;
 
 pub use mount::MountProgram;
 pub use nfs::Nfs3Program;
-pub use service::{NfsService, ServedExport};
 
 /// Largest READ and WRITE (FSINFO rtmax/wtmax): 1 MiB, knfsd's largest and the record size of
 /// the reference systems' sequential tests (docs/benchmarks.md).

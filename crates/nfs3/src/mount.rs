@@ -11,16 +11,17 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use keel_exports::{ExportTable, ServedExport};
 use keel_nfs3_proto::mount::*;
-use keel_nfs3_proto::nfs3::Nfsstat3;
 use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3};
+use keel_rpc::CacheClass::Uncached;
+use keel_rpc::ReplyBytesMax::{Computed, Fixed};
 use keel_rpc::msg::AUTH_SYS;
-use keel_rpc::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
+use keel_rpc::{AcceptError, Call, CallContext, Handlers, Procedure, ProcedureTable, ReplyBytesMax, RpcProgram};
 use keel_store::{Object as _, Store};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
-use crate::errno::mount_status;
-use crate::service::{NfsService, ServedExport};
+use crate::errno::{mount_admit_status, mount_status};
 
 /// Entries kept for DUMP; the oldest go first.
 const MOUNT_LIST_ENTRIES_MAX: usize = 4096;
@@ -30,21 +31,21 @@ const MOUNT_HOST_BYTES_MAX: usize = 48;
 const MOUNT_ENTRY_BYTES_MAX: usize = 4 + 4 + MOUNT_HOST_BYTES_MAX + 4 + DIRPATH_MAX;
 
 pub struct MountProgram<S: Store> {
-    svc: Arc<NfsService<S>>,
+    exports: Arc<ExportTable<S>>,
     mounts: Mutex<VecDeque<Mountbody>>,
     /// Where the list is kept across restarts (XDR of the DUMP reply).
     list_file: Option<PathBuf>,
 }
 
 impl<S: Store> MountProgram<S> {
-    pub fn new(svc: Arc<NfsService<S>>) -> Self {
-        MountProgram { svc, mounts: Mutex::new(VecDeque::new()), list_file: None }
+    pub fn new(exports: Arc<ExportTable<S>>) -> Self {
+        MountProgram { exports, mounts: Mutex::new(VecDeque::new()), list_file: None }
     }
 
     /// Keeps the mount list in `file`, starting from what it holds. A file
     /// that does not decode is reported and replaced: the list is advice
     /// to administrators, not state a client depends on.
-    pub fn with_list_file(svc: Arc<NfsService<S>>, file: PathBuf) -> Self {
+    pub fn with_list_file(exports: Arc<ExportTable<S>>, file: PathBuf) -> Self {
         let mut mounts = VecDeque::new();
         match std::fs::read(&file) {
             Ok(data) => match Mountlist::decode(&mut Decoder::new(Bytes::from(data))) {
@@ -56,7 +57,7 @@ impl<S: Store> MountProgram<S> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => tracing::warn!(file = %file.display(), error = %e, "cannot read the mount list; starting empty"),
         }
-        MountProgram { svc, mounts: Mutex::new(mounts), list_file: Some(file) }
+        MountProgram { exports, mounts: Mutex::new(mounts), list_file: Some(file) }
     }
 
     /// Called with the list's lock held, so writes land in order.
@@ -72,25 +73,17 @@ impl<S: Store> MountProgram<S> {
     fn mnt(&self, ctx: &CallContext, path: &Dirpath) -> Mountres3 {
         let peer = ctx.peer;
         let path = path.as_bytes();
-        let exports = self.svc.exports();
+        let exports = self.exports.exports();
         let Some((served, rest)) = find_export(&exports, path) else {
             tracing::info!(%peer, path = %String::from_utf8_lossy(path), "mount refused: not exported");
             return Mountres3::Fail(Mountstat3::Noent);
         };
-        // Refused as rpc.mountd refuses (MNT3ERR_ACCES, also for an
-        // "illegal port" on a `secure` export): mount.nfs then says "access
-        // denied by server", which points at the export's options, where
-        // MNT3ERR_PERM would read as a local "Operation not permitted".
-        if let Err(s) = self.svc.client_options(served, peer) {
-            let why = match s {
-                Nfsstat3::Perm => "illegal port: the export is secure and the call came from a port above 1023",
-                _ => "not in the export's client list",
-            };
-            tracing::warn!(%peer, path = %String::from_utf8_lossy(path), "mount refused: {why}");
-            return Mountres3::Fail(Mountstat3::Acces);
+        if let Err(e) = self.exports.client_options(served, peer) {
+            tracing::warn!(%peer, path = %String::from_utf8_lossy(path), "mount refused: {e}");
+            return Mountres3::Fail(mount_admit_status(&e));
         }
         ctx.report.set_export(served.export.id);
-        match self.svc.store.lookup_path(served.export.id, rest) {
+        match self.exports.store.lookup_path(served.export.id, rest) {
             Ok(root) => {
                 tracing::info!(%peer, path = %String::from_utf8_lossy(path), "mounted");
                 let mut mounts = self.mounts.lock().expect("mount list lock");
@@ -128,9 +121,16 @@ impl<S: Store> MountProgram<S> {
         }
     }
 
+    /// EXPORT's results now.
+    fn exports_reply_bytes(&self) -> usize {
+        let mut reply = Encoder::new();
+        reply.put(&self.exports());
+        reply.len()
+    }
+
     fn exports(&self) -> Exports {
         Exports(
-            self.svc
+            self.exports
                 .exports()
                 .iter()
                 .map(|s| Exportnode {
@@ -157,6 +157,51 @@ fn find_export<'a, 'p>(exports: &'a [Arc<ServedExport>], path: &'p [u8]) -> Opti
         .map(|(s, rest, _)| (&**s, rest))
 }
 
+impl<S: Store> Handlers for MountProgram<S> {
+    type Call<'a> = Call<'a, Self>;
+    /// MNT's; the other procedures' replies carry none.
+    type Status = Mountstat3;
+
+    fn status_code(status: Mountstat3) -> u32 {
+        status as u32
+    }
+}
+
+/// DUMP's results: the longest list.
+const DUMP_REPLY: usize = 4 + MOUNT_LIST_ENTRIES_MAX * MOUNT_ENTRY_BYTES_MAX;
+
+impl<S: Store> MountProgram<S> {
+    /// The MOUNT v3 procedures (RFC 1813 appendix I). A refused MNT counts
+    /// as an error of MNT, of the client and of the export (if it named
+    /// one).
+    #[rustfmt::skip]
+    pub const PROCEDURES: ProcedureTable<Self> = ProcedureTable::new(&[
+        Procedure::new(0, "NULL", Uncached, ReplyBytesMax::DEFAULT, |_, _, _| Ok(None)),
+        Procedure::new(1, "MNT", Uncached, ReplyBytesMax::DEFAULT, |c, args, reply| {
+            let res = c.program.mnt(c.ctx, &Dirpath::decode(args)?);
+            reply.put(&res);
+            Ok(Some(res.status()))
+        }),
+        Procedure::new(2, "DUMP", Uncached, Fixed(DUMP_REPLY), |c, _, reply| {
+            reply.put(&Mountlist(c.program.mounts.lock().expect("mount list lock").iter().cloned().collect()));
+            Ok(None)
+        }),
+        Procedure::new(3, "UMNT", Uncached, ReplyBytesMax::DEFAULT, |c, args, _| {
+            c.program.umnt(c.ctx.peer, Some(&Dirpath::decode(args)?));
+            Ok(None)
+        }),
+        Procedure::new(4, "UMNTALL", Uncached, ReplyBytesMax::DEFAULT, |c, _, _| {
+            c.program.umnt(c.ctx.peer, None);
+            Ok(None)
+        }),
+        // The list as it is now (an export reload may change it).
+        Procedure::new(5, "EXPORT", Uncached, Computed(|m, _| Ok(m.exports_reply_bytes())), |c, _, reply| {
+            reply.put(&c.program.exports());
+            Ok(None)
+        }),
+    ]);
+}
+
 impl<S: Store> RpcProgram for MountProgram<S> {
     fn program(&self) -> u32 {
         MOUNT_PROGRAM
@@ -166,34 +211,36 @@ impl<S: Store> RpcProgram for MountProgram<S> {
         (MOUNT_V3, MOUNT_V3)
     }
 
-    fn reply_bytes_max(&self, _vers: u32, proc_: u32, _args: Bytes) -> usize {
-        match MountProc::from_u32(proc_) {
-            Some(MountProc::Dump) => 4 + MOUNT_LIST_ENTRIES_MAX * MOUNT_ENTRY_BYTES_MAX,
-            // The list as it is now (an export reload may change it).
-            Some(MountProc::Export) => {
-                let mut reply = Encoder::new();
-                reply.put(&self.exports());
-                reply.len()
-            }
-            _ => REPLY_RESULTS_BYTES_DEFAULT,
-        }
+    fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
+        Self::PROCEDURES.is_cached(proc_)
+    }
+
+    fn answers(&self, _vers: u32, proc_: u32) -> bool {
+        Self::PROCEDURES.answers(proc_)
+    }
+
+    fn reply_bytes_max(&self, _vers: u32, proc_: u32, args: Bytes) -> usize {
+        Self::PROCEDURES.reply_bytes_max(self, proc_, args)
     }
 
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
-        match MountProc::from_u32(ctx.proc_).ok_or(AcceptError::ProcUnavail)? {
-            MountProc::Null => {}
-            MountProc::Mnt => {
-                let res = self.mnt(ctx, &Dirpath::decode(args)?);
-                crate::report::mount_status(ctx, res.status());
-                reply.put(&res)
-            }
-            MountProc::Dump => {
-                reply.put(&Mountlist(self.mounts.lock().expect("mount list lock").iter().cloned().collect()))
-            }
-            MountProc::Umnt => self.umnt(ctx.peer, Some(&Dirpath::decode(args)?)),
-            MountProc::Umntall => self.umnt(ctx.peer, None),
-            MountProc::Export => reply.put(&self.exports()),
-        }
+        Self::PROCEDURES.call(&Call { program: self, ctx }, ctx, args, reply)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_store::sim::SimStore;
+
+    use super::*;
+
+    #[test]
+    fn every_procedure_of_mount_v3_has_its_entry_under_its_name() {
+        let table = MountProgram::<SimStore>::PROCEDURES;
+        let expected: Vec<(u32, &str)> = MountProc::ALL.iter().map(|p| (*p as u32, p.name())).collect();
+        assert_eq!(table.names(), expected);
+        assert_eq!(expected.len(), 6);
+        assert!(table.procedures().iter().all(|p| p.cache == Uncached && p.answers), "MOUNT caches nothing");
     }
 }

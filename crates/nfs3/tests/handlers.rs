@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use keel_nfs3::export::{Access, ClientOptions, ClientRule, HostMatch, Squash};
-use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
+use keel_exports::{Access, ClientOptions, ClientRule, ExportTable, HostMatch, Squash};
+use keel_nfs3::{MountProgram, Nfs3Program};
 use keel_nfs3_proto::mount::{Dirpath, MountProc, Mountres3, Mountstat3};
 use keel_nfs3_proto::nfs3::*;
 use keel_rpc::{AcceptError, Auth, AuthSys, CallContext, RpcProgram};
@@ -43,16 +43,16 @@ impl Server {
     /// As a server in an HA pair runs it.
     pub fn holding_calls_when_storage_fails(seed: u64, opts: ClientOptions) -> Self {
         let rules = vec![ClientRule { host: HostMatch::Any, options: opts }];
-        Server::with_service(seed, rules, NfsService::holding_calls_when_storage_fails)
+        Server::with_service(seed, rules, ExportTable::holding_calls_when_storage_fails)
     }
 
     fn with_service(
         seed: u64,
         rules: Vec<ClientRule>,
-        edit: impl FnOnce(NfsService<SimStore>) -> NfsService<SimStore>,
+        edit: impl FnOnce(ExportTable<SimStore>) -> ExportTable<SimStore>,
     ) -> Self {
         let store = Arc::new(SimStore::new(seed));
-        let svc = Arc::new(edit(NfsService::new(store.clone(), vec![(1, rules)])));
+        let svc = Arc::new(edit(ExportTable::new(store.clone(), vec![(1, rules)])));
         Server { store, nfs: Nfs3Program::new(svc.clone()), mount: MountProgram::new(svc) }
     }
 

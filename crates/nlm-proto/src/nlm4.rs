@@ -93,6 +93,25 @@ pub enum Nlm4Stats {
     Fbig = 8,
     Failed = 9,
 }
+
+impl Nlm4Stats {
+    /// The specification's name, e.g. `"NLM4_DENIED"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Nlm4Stats::Granted => "NLM4_GRANTED",
+            Nlm4Stats::Denied => "NLM4_DENIED",
+            Nlm4Stats::DeniedNolocks => "NLM4_DENIED_NOLOCKS",
+            Nlm4Stats::Blocked => "NLM4_BLOCKED",
+            Nlm4Stats::DeniedGracePeriod => "NLM4_DENIED_GRACE_PERIOD",
+            Nlm4Stats::Deadlck => "NLM4_DEADLCK",
+            Nlm4Stats::Rofs => "NLM4_ROFS",
+            Nlm4Stats::StaleFh => "NLM4_STALE_FH",
+            Nlm4Stats::Fbig => "NLM4_FBIG",
+            Nlm4Stats::Failed => "NLM4_FAILED",
+        }
+    }
+}
+
 xdr_enum!(Nlm4Stats {
     Granted,
     Denied,
@@ -180,6 +199,16 @@ xdr_struct!(Nlm4Res { cookie, stat });
 pub enum Nlm4Testrply {
     Denied(Nlm4Holder),
     Other(Nlm4Stats),
+}
+
+impl Nlm4Testrply {
+    /// The status on the wire.
+    pub fn status(&self) -> Nlm4Stats {
+        match self {
+            Nlm4Testrply::Denied(_) => Nlm4Stats::Denied,
+            Nlm4Testrply::Other(s) => *s,
+        }
+    }
 }
 
 impl Encode for Nlm4Testrply {
@@ -315,6 +344,20 @@ mod tests {
         roundtrip(Nlm4Shareargs { cookie: "c".into(), share, reclaim: true });
         roundtrip(Nlm4Shareres { cookie: "c".into(), stat: Nlm4Stats::Granted, sequence: 0 });
         roundtrip(Nlm4Notify { name: "h".into(), state: 5 });
+    }
+
+    #[test]
+    fn statuses_are_listed_in_number_order_with_their_names() {
+        for (i, s) in Nlm4Stats::ALL.iter().enumerate() {
+            assert_eq!(*s as usize, i, "{}", s.name());
+            assert!(s.name().starts_with("NLM4_"));
+        }
+        let denied =
+            Nlm4Testrply::Denied(Nlm4Holder { exclusive: true, svid: 1, oh: "o".into(), l_offset: 0, l_len: 1 });
+        assert_eq!(
+            (denied.status(), Nlm4Testrply::Other(Nlm4Stats::Granted).status()),
+            (Nlm4Stats::Denied, Nlm4Stats::Granted)
+        );
     }
 
     #[test]

@@ -75,6 +75,16 @@ pub enum SmRes {
 }
 xdr_enum!(SmRes { Succ, Fail });
 
+impl SmRes {
+    /// The specification's name, e.g. `"STAT_SUCC"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SmRes::Succ => "STAT_SUCC",
+            SmRes::Fail => "STAT_FAIL",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SmStatRes {
     pub res_stat: SmRes,

@@ -13,8 +13,9 @@
 //! - `nsm_store.rs`: the NSM state on disk.
 //!
 //! **Architecture invariants:** sees storage only through the `Store`
-//! trait, and handles only after the NFS export's admission
-//! (`NfsService::admit_handle`: client list, `secure`, squash); no worker
+//! trait, and handles only after the export's admission
+//! (`keel_exports::Exports::admit_handle`: client list, `secure`, squash,
+//! the same rule as for NFS); no worker
 //! thread ever waits for a lock or for a client; every table is bounded
 //! per client address (never per name a client gives) and overall.
 

@@ -36,8 +36,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use keel_nfs3::NfsService;
-use keel_nfs3_proto::nfs3::Nfsstat3;
+use keel_exports::{AdmitError, Admitted, ExportTable};
 use keel_nlm_proto::nlm4::{
     Fsh4Access, Fsh4Mode, Nlm4Cancargs, Nlm4Holder, Nlm4Lock, Nlm4Lockargs, Nlm4Notify, Nlm4Shareargs, Nlm4Stats,
     Nlm4Testargs, Nlm4Testrply, Nlm4Unlockargs,
@@ -202,7 +201,7 @@ pub struct LockStats {
 }
 
 pub struct LockManager<S: Store> {
-    svc: Arc<NfsService<S>>,
+    exports: Arc<ExportTable<S>>,
     config: LockConfig,
     table: Mutex<Table<S::LockFile>>,
     /// Clients recorded on disk (a copy of what the NSM thread holds).
@@ -493,7 +492,7 @@ impl<L: LockFile> Table<L> {
 impl<S: Store> LockManager<S> {
     /// Opens the NSM state (moving the state number on) and, if clients
     /// held locks before this start, begins a grace period for them.
-    pub fn new(svc: Arc<NfsService<S>>, config: LockConfig) -> std::io::Result<Self> {
+    pub fn new(exports: Arc<ExportTable<S>>, config: LockConfig) -> std::io::Result<Self> {
         let (nsm, previous) = NsmStore::open(&config.nsm_state_dir)?;
         let now = Instant::now();
         let grace = (!previous.is_empty() && !config.grace_max.is_zero()).then(|| Grace {
@@ -527,7 +526,7 @@ impl<S: Store> LockManager<S> {
         let nsm = nsm_thread(nsm)?;
         let table = Mutex::new(Table::new(&config, grace));
         Ok(LockManager {
-            svc,
+            exports,
             config,
             table,
             monitored: Mutex::new(monitored),
@@ -630,17 +629,26 @@ impl<S: Store> LockManager<S> {
         false
     }
 
-    /// The object `fh` names, if the caller's export admits it, and the
-    /// identity to act as.
+    /// The object `fh` names, if the caller's export admits it (as it
+    /// would admit an NFS call: client list, `secure`), and the identity to
+    /// act as (squashed as an NFS call would be). A refusal is the one
+    /// place where an [`AdmitError`] becomes an `nlm4_stats`.
     fn admit(&self, ctx: &Ctx, fh: &Bytes) -> Result<(S::Object, keel_store::Cred), Nlm4Stats> {
-        self.svc.admit_handle(ctx.peer, fh, ctx.auth).map_err(|s| match s {
-            Nfsstat3::Stale | Nfsstat3::Badhandle => Nlm4Stats::StaleFh,
-            _ => Nlm4Stats::Failed,
-        })
+        let claimed = match ctx.auth {
+            Auth::Sys(sys) => Some(keel_store::Cred::new(sys.uid, sys.gid, &sys.gids)),
+            Auth::None => None,
+        };
+        match self.exports.admit_handle(ctx.peer, fh, claimed.as_ref(), |_| {}) {
+            Ok(Admitted { object, cred, .. }) => Ok((object, cred)),
+            Err(AdmitError::Stale | AdmitError::BadHandle) => Err(Nlm4Stats::StaleFh),
+            Err(
+                AdmitError::NotAdmitted | AdmitError::InsecurePort { .. } | AdmitError::ReadOnly | AdmitError::Store(_),
+            ) => Err(Nlm4Stats::Failed),
+        }
     }
 
     fn open(&self, obj: &S::Object, cred: &keel_store::Cred) -> Result<S::LockFile, Nlm4Stats> {
-        let store = &self.svc.store;
+        let store = &self.exports.store;
         let who = store.act_as(cred).map_err(|e| stat_of(&e))?;
         store.open_for_locks(&who, obj).map_err(|e| stat_of(&e))
     }

@@ -9,8 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use keel_nfs3::NfsService;
-use keel_nfs3::export::{Access, ClientOptions, ClientRule, HostMatch, Squash};
+use keel_exports::{Access, ClientOptions, ClientRule, ExportTable, HostMatch, Squash};
 use keel_nlm::{Courier, Ctx, LockConfig, LockManager, NlmProgram, NsmProgram, Outbound};
 use keel_nlm_proto::nlm4::{
     Nlm4Cancargs, Nlm4Lock, Nlm4Lockargs, Nlm4Notify, Nlm4Stats, Nlm4Testargs, Nlm4Testrply, Nlm4Unlockargs,
@@ -47,7 +46,7 @@ fn nsm_dir(tag: &str) -> PathBuf {
 
 fn setup_in(dir: PathBuf, store: Arc<SimStore>, fh: Bytes, edit: impl FnOnce(&mut LockConfig)) -> Setup {
     let opts = ClientOptions { access: Access::ReadWrite, squash: Squash::None, secure: false, ..Default::default() };
-    let svc = Arc::new(NfsService::new(store, vec![(1, vec![ClientRule { host: HostMatch::Any, options: opts }])]));
+    let svc = Arc::new(ExportTable::new(store, vec![(1, vec![ClientRule { host: HostMatch::Any, options: opts }])]));
     let mut config = LockConfig::new(dir.clone());
     edit(&mut config);
     let lm = Arc::new(LockManager::new(svc, config).unwrap());

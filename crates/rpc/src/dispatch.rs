@@ -53,7 +53,10 @@ pub const REPLY_HEADER_BYTES_MAX: usize = 64;
 /// `pc_xdrressize` for the small ones: attributes, a handle, wcc data).
 pub const REPLY_RESULTS_BYTES_DEFAULT: usize = 1024;
 
-/// One RPC program (NFS, MOUNT, portmap) as the dispatcher sees it.
+/// One RPC program (NFS, MOUNT, portmap) as the dispatcher sees it. A
+/// program describes its procedures in a
+/// [`ProcedureTable`](crate::ProcedureTable) and answers each question
+/// below by looking the procedure up in it.
 pub trait RpcProgram: Send + Sync {
     fn program(&self) -> u32;
     /// Lowest and highest version served.

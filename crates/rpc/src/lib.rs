@@ -4,6 +4,7 @@
 //! [`msg`] reads and writes call and reply headers, [`Dispatcher`] turns one
 //! call record into one reply (or none), consulting the [`ReplyCache`]. The
 //! server and the client library both drive these with their own sockets.
+//! A program describes its procedures in one [`ProcedureTable`] (`table`).
 //!
 //! **Architecture invariant:** this crate knows nothing about NFS. Programs
 //! plug in through [`RpcProgram`].
@@ -15,6 +16,7 @@ pub mod drc;
 pub mod msg;
 pub mod record;
 mod report;
+mod table;
 
 pub use dispatch::{
     AcceptError, CallContext, Dispatcher, REPLY_HEADER_BYTES_MAX, REPLY_RESULTS_BYTES_DEFAULT, ReplySegments,
@@ -23,3 +25,4 @@ pub use dispatch::{
 pub use drc::{ReplyCache, ReplyJournal};
 pub use msg::{Auth, AuthSys};
 pub use report::CallReport;
+pub use table::{CacheClass, Call, Handled, Handler, Handlers, Procedure, ProcedureTable, ReplyBytesMax};

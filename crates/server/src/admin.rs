@@ -311,7 +311,7 @@ impl AdminState {
     fn exports(&self) -> Vec<ExportListing> {
         let open = self.store().open_exports();
         self.stats
-            .svc
+            .exports
             .exports()
             .iter()
             .map(|s| ExportListing {
@@ -759,18 +759,18 @@ mod tests {
 
     /// A server with no exports, listeners or workers.
     fn test_state() -> Arc<AdminState> {
-        use keel_nfs3::NfsService;
+        use keel_exports::ExportTable;
         use keel_rpc::{Dispatcher, ReplyCache};
 
         use crate::stats::{ReloadCounts, ServerStats};
         let key = keel_store_local::HandleKey::from_bytes([1; 16]);
         let store = Arc::new(LocalStore::new(Vec::new(), key.clone(), 16).unwrap());
         let served = Arc::new(keel_cache::CacheStore::open(store, &keel_cache::CacheConfig::default()).unwrap());
-        let svc = Arc::new(NfsService::new(served.clone(), Vec::new()));
+        let exports = Arc::new(ExportTable::new(served.clone(), Vec::new()));
         let calls = keel_stats::CallStats::new(&crate::stats::programs());
         let stats = Arc::new(ServerStats {
             calls: calls.clone(),
-            svc: svc.clone(),
+            exports: exports.clone(),
             dispatcher: Arc::new(Dispatcher::new(Vec::new(), ReplyCache::new(16, 1 << 20))),
             conns: crate::conns::Connections::new(4, Duration::from_secs(60), Duration::from_secs(60)),
             budget: crate::budget::Budget::new(64 << 20, 16 << 20),
@@ -785,7 +785,7 @@ mod tests {
             ha: false,
             warnings: Vec::new(),
         };
-        let reloader = Reloader::new(None, Default::default(), key, svc, calls, config);
+        let reloader = Reloader::new(None, Default::default(), key, exports, calls, config);
         Arc::new(AdminState {
             served,
             state_dir: std::env::temp_dir(),

@@ -24,7 +24,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use keel_cache::CacheMode;
-use keel_nfs3::export::{Access, ClientOptions, ClientRule, HostMatch, Squash};
+use keel_exports::{Access, ClientOptions, ClientRule, HostMatch, Squash};
 use toml::Spanned;
 
 use host::HostSpec;

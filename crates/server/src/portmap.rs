@@ -2,6 +2,7 @@
 //! NFS and MOUNT. Keel serves it itself when port 111 is free, or registers
 //! its ports with the rpcbind that holds it.
 
+use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -9,8 +10,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use keel_nfs3_proto::portmap::{Mapping, PmapProc, Pmaplist};
 use keel_nfs3_proto::{IPPROTO_TCP, IPPROTO_UDP, PMAP_PORT, PMAP_PROGRAM, PMAP_V2};
+use keel_rpc::CacheClass::Uncached;
+use keel_rpc::ReplyBytesMax::Computed;
 use keel_rpc::msg::{AcceptStat, CallHeader, OpaqueAuth, ReplyStat, decode_reply_header};
-use keel_rpc::{AcceptError, CallContext, RpcProgram};
+use keel_rpc::{AcceptError, Call, CallContext, Handlers, Procedure, ProcedureTable, ReplyBytesMax, RpcProgram};
 use keel_xdr::{Decode, Decoder, Encoder};
 
 pub struct PortmapProgram {
@@ -64,6 +67,53 @@ fn may_change_mappings(peer: SocketAddr) -> bool {
     ip.is_loopback() && peer.port() < 1024
 }
 
+impl Handlers for PortmapProgram {
+    type Call<'a> = Call<'a, Self>;
+    /// Portmap's replies carry no status.
+    type Status = Infallible;
+
+    fn status_code(status: Infallible) -> u32 {
+        match status {}
+    }
+}
+
+/// One entry of DUMP's list: "more follows" and a mapping.
+const DUMP_ENTRY_BYTES: usize = 4 + 16;
+
+impl PortmapProgram {
+    /// The portmapper's procedures (RFC 1833, version 2). CALLIT is not
+    /// served: forwarding calls for anyone is an amplification tool.
+    #[rustfmt::skip]
+    pub const PROCEDURES: ProcedureTable<Self> = ProcedureTable::new(&[
+        Procedure::new(0, "NULL", Uncached, ReplyBytesMax::DEFAULT, |_, _, _| Ok(None)),
+        Procedure::new(1, "SET", Uncached, ReplyBytesMax::DEFAULT, |c, args, reply| {
+            reply.bool(c.program.set(c.ctx.peer, Mapping::decode(args)?));
+            Ok(None)
+        }),
+        Procedure::new(2, "UNSET", Uncached, ReplyBytesMax::DEFAULT, |c, args, reply| {
+            reply.bool(c.program.unset(c.ctx.peer, Mapping::decode(args)?));
+            Ok(None)
+        }),
+        Procedure::new(3, "GETPORT", Uncached, ReplyBytesMax::DEFAULT, |c, args, reply| {
+            reply.u32(c.program.getport(Mapping::decode(args)?));
+            Ok(None)
+        }),
+        // The list as it is now (a local service may SET more).
+        Procedure::new(4, "DUMP", Uncached, Computed(|p, _| Ok(p.dump_reply_bytes())), |c, _, reply| {
+            reply.put(&Pmaplist(c.program.mappings.lock().expect("portmap lock").clone()));
+            Ok(None)
+        }),
+        Procedure::new(5, "CALLIT", Uncached, ReplyBytesMax::DEFAULT, |_, _, _| {
+            Err(AcceptError::ProcUnavail)
+        }),
+    ]);
+
+    /// DUMP's results now: the list and its end.
+    fn dump_reply_bytes(&self) -> usize {
+        self.mappings.lock().expect("portmap lock").len() * DUMP_ENTRY_BYTES + 4
+    }
+}
+
 impl RpcProgram for PortmapProgram {
     fn program(&self) -> u32 {
         PMAP_PROGRAM
@@ -73,16 +123,20 @@ impl RpcProgram for PortmapProgram {
         (PMAP_V2, PMAP_V2)
     }
 
+    fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
+        Self::PROCEDURES.is_cached(proc_)
+    }
+
+    fn answers(&self, _vers: u32, proc_: u32) -> bool {
+        Self::PROCEDURES.answers(proc_)
+    }
+
+    fn reply_bytes_max(&self, _vers: u32, proc_: u32, args: Bytes) -> usize {
+        Self::PROCEDURES.reply_bytes_max(self, proc_, args)
+    }
+
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
-        match PmapProc::from_u32(ctx.proc_).ok_or(AcceptError::ProcUnavail)? {
-            PmapProc::Null => {}
-            PmapProc::Set => reply.bool(self.set(ctx.peer, Mapping::decode(args)?)),
-            PmapProc::Unset => reply.bool(self.unset(ctx.peer, Mapping::decode(args)?)),
-            PmapProc::Getport => reply.u32(self.getport(Mapping::decode(args)?)),
-            PmapProc::Dump => reply.put(&Pmaplist(self.mappings.lock().expect("portmap lock").clone())),
-            // Forwarding calls for anyone is an amplification tool; not served.
-            PmapProc::Callit => return Err(AcceptError::ProcUnavail),
-        }
+        Self::PROCEDURES.call(&Call { program: self, ctx }, ctx, args, reply)?;
         Ok(())
     }
 }
@@ -228,5 +282,38 @@ mod tests {
         assert!(pm.unset(low, nfs[0]));
         assert!(pm.set(low, evil));
         assert_eq!(pm.getport(nfs[0]), 31337);
+    }
+
+    #[test]
+    fn every_portmap_procedure_has_its_entry_under_its_name() {
+        let expected: Vec<(u32, &str)> = PmapProc::ALL.iter().map(|p| (*p as u32, p.name())).collect();
+        assert_eq!(PortmapProgram::PROCEDURES.names(), expected);
+        assert_eq!(expected.len(), 6);
+        assert!(PortmapProgram::PROCEDURES.procedures().iter().all(|p| p.answers));
+    }
+
+    /// The transport reserves DUMP's bound before the call runs; a local
+    /// service may have SET any number of mappings.
+    #[test]
+    fn dump_s_reply_fits_its_bound_however_many_mappings_there_are() {
+        let pm = PortmapProgram::new(self_mappings());
+        let local: SocketAddr = "127.0.0.1:700".parse().unwrap();
+        for prog in 0..200 {
+            assert!(pm.set(local, Mapping { prog: 400_000 + prog, vers: 1, prot: IPPROTO_TCP, port: 900 }));
+        }
+        let auth = keel_rpc::Auth::None;
+        let ctx = CallContext {
+            xid: 1,
+            vers: PMAP_V2,
+            proc_: PmapProc::Dump as u32,
+            auth: &auth,
+            peer: local,
+            local,
+            report: Default::default(),
+        };
+        let mut reply = Encoder::new();
+        pm.call(&ctx, &mut Decoder::new(Bytes::new()), &mut reply).unwrap();
+        let bound = pm.reply_bytes_max(PMAP_V2, PmapProc::Dump as u32, Bytes::new());
+        assert!(reply.len() <= bound, "DUMP wrote {} bytes, bound {bound}", reply.len());
     }
 }

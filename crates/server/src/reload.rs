@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use keel_cache::CacheMode;
-use keel_nfs3::NfsService;
+use keel_exports::ExportTable;
 use keel_stats::CallStats;
 use keel_store_local::{Export, ExportSpec, HandleKey};
 use serde::{Deserialize, Serialize};
@@ -94,7 +94,7 @@ pub struct Reloader {
     file: Option<PathBuf>,
     overrides: Overrides,
     key: HandleKey,
-    svc: Arc<NfsService<crate::cache::Served>>,
+    exports: Arc<ExportTable<crate::cache::Served>>,
     calls: Arc<CallStats>,
     /// The configuration served now; also serialises reloads.
     current: Mutex<Config>,
@@ -105,11 +105,11 @@ impl Reloader {
         file: Option<PathBuf>,
         overrides: Overrides,
         key: HandleKey,
-        svc: Arc<NfsService<crate::cache::Served>>,
+        exports: Arc<ExportTable<crate::cache::Served>>,
         calls: Arc<CallStats>,
         current: Config,
     ) -> Self {
-        Reloader { file, overrides, key, svc, calls, current: Mutex::new(current) }
+        Reloader { file, overrides, key, exports, calls, current: Mutex::new(current) }
     }
 
     pub fn file(&self) -> Option<&PathBuf> {
@@ -207,7 +207,7 @@ impl Reloader {
                 }
             }
         }
-        let served = self.svc.store.inner().open_exports();
+        let served = self.exports.store.inner().open_exports();
         let mut opened: Vec<(u32, Arc<Export>)> = Vec::new();
         for e in next.exports.iter().filter(|e| !current.exports.iter().any(|o| o.id == e.id)) {
             let spec = ExportSpec { id: e.id, path: e.path.clone(), fsid: e.fsid };
@@ -267,7 +267,7 @@ impl Reloader {
         }
         // A removed export's dirty data goes to its file system while it
         // can still be reached there.
-        let cache = self.svc.store.shared();
+        let cache = self.exports.store.shared();
         for old in current.exports.iter().filter(|o| !next.exports.iter().any(|e| e.id == o.id)) {
             if cache.mode(old.id) != CacheMode::Off || cache.index.live_files() > 0 {
                 let path = old.path.display().to_string();
@@ -282,8 +282,8 @@ impl Reloader {
         // The store first: a removed export is stale before its client list
         // goes, and an added one is opened before clients are admitted.
         let ids: Vec<u32> = list.iter().map(|e| e.id).collect();
-        self.svc.store.inner().set_exports(list);
-        self.svc.exports_changed(next.exports.iter().map(|e| (e.id, e.clients.clone())).collect());
+        self.exports.store.inner().set_exports(list);
+        self.exports.exports_changed(next.exports.iter().map(|e| (e.id, e.clients.clone())).collect());
         self.calls.set_exports(&ids);
         // Cache modes the file changed (one set with `keel cache mode`
         // stays until the file changes it).

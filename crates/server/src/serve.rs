@@ -9,7 +9,8 @@ use std::time::{Duration, SystemTime};
 use crate::reply_journal::FileReplyJournal;
 use crate::tickle;
 use anyhow::Context;
-use keel_nfs3::{MountProgram, Nfs3Program, NfsService};
+use keel_exports::ExportTable;
+use keel_nfs3::{MountProgram, Nfs3Program};
 use keel_nfs3_proto::{IPPROTO_TCP, IPPROTO_UDP};
 use keel_nlm::{LockConfig, LockManager, NlmProgram, NsmProgram};
 use keel_rpc::{Dispatcher, ReplyCache, RpcProgram};
@@ -88,7 +89,7 @@ pub fn run(
     // or written before it is ours.
     let _state = crate::state_dir::StateDir::open(state_dir)?;
     let key = HandleKey::load_or_create(&state_dir.join("handle.key"))?;
-    let mut exports = Vec::new();
+    let mut opened = Vec::new();
     for e in &config.exports {
         let spec = ExportSpec { id: e.id, path: e.path.clone(), fsid: e.fsid };
         let export =
@@ -101,24 +102,24 @@ pub fn run(
             subtree = export.is_subtree(),
             "exporting"
         );
-        exports.push(export);
+        opened.push(export);
     }
     let rules = config.exports.iter().map(|e| (e.id, e.clients.clone())).collect();
     let lock_files_max = lock_files_max(nofile);
     let cached_max = cached_inodes_max(nofile, config.server.max_connections + lock_files_max + 2 * READ_PIPES_MAX);
     tracing::info!(open_files_limit = nofile, cached_inodes_max = cached_max, "descriptor budget");
-    let mut store = LocalStore::new(exports, key.clone(), cached_max)?;
+    let mut store = LocalStore::new(opened, key.clone(), cached_max)?;
     match store.splice_reads(READ_PIPES_MAX, keel_nfs3::IO_BYTES_MAX as usize) {
         Ok(()) => tracing::info!(pipes = ?store.pipe_counts().map(|c| c.made), "READs are spliced from the page cache"),
         Err(e) => tracing::warn!(error = %e, "cannot make pipes for spliced READs; READs copy their data"),
     }
     // The cache's log is replayed here, before the first call is served.
     let served = Arc::new(crate::cache::open(&config, Arc::new(store))?);
-    let svc = NfsService::new(served.clone(), rules);
-    let svc = Arc::new(if config.ha { svc.holding_calls_when_storage_fails() } else { svc });
+    let exports = ExportTable::new(served.clone(), rules);
+    let exports = Arc::new(if config.ha { exports.holding_calls_when_storage_fails() } else { exports });
     let calls = keel_stats::CallStats::new(&crate::stats::programs());
     calls.set_exports(&config.exports.iter().map(|e| e.id).collect::<Vec<_>>());
-    let reloader = Arc::new(Reloader::new(file, overrides, key, svc.clone(), calls.clone(), config.clone()));
+    let reloader = Arc::new(Reloader::new(file, overrides, key, exports.clone(), calls.clone(), config.clone()));
     // Logged so an operator can match a start with what clients saw.
     let verifier = u64::from_be_bytes(served.write_verifier());
     tracing::info!(verifier = format_args!("{verifier:016x}"), "write verifier for this start");
@@ -132,9 +133,9 @@ pub fn run(
     lock_config.locks_per_client_max = config.server.max_locks_per_client;
     lock_config.hosts_max = LOCK_HOSTS_MAX;
     lock_config.lock_files_max = lock_files_max;
-    let locks = Arc::new(LockManager::new(svc.clone(), lock_config).context("cannot open the NSM state")?);
+    let locks = Arc::new(LockManager::new(exports.clone(), lock_config).context("cannot open the NSM state")?);
     let lock_threads = keel_nlm::courier::start(&locks)?;
-    let stopped = runtime.block_on(serve(&config, svc, locks.clone(), calls, reloader, banner))?;
+    let stopped = runtime.block_on(serve(&config, exports, locks.clone(), calls, reloader, banner))?;
     // Calls in flight finish and their replies go out before the file
     // systems are synced.
     let linger = if config.ha { transport::LINGER_HA } else { transport::LINGER };
@@ -164,7 +165,7 @@ struct Stopped {
 
 async fn serve(
     config: &Config,
-    svc: Arc<NfsService<Served>>,
+    exports: Arc<ExportTable<Served>>,
     locks: Arc<LockManager<Served>>,
     calls: Arc<keel_stats::CallStats>,
     reloader: Arc<Reloader>,
@@ -196,9 +197,9 @@ async fn serve(
     if server.fault_injection {
         tracing::warn!("fault injection is on: the administration socket can make storage calls fail (for tests)");
     }
-    let nfs: Arc<dyn RpcProgram> = Arc::new(Nfs3Program::new(svc.clone()));
+    let nfs: Arc<dyn RpcProgram> = Arc::new(Nfs3Program::new(exports.clone()));
     let mount: Arc<dyn RpcProgram> =
-        Arc::new(MountProgram::with_list_file(svc.clone(), server.state_dir.join(MOUNT_LIST_FILE)));
+        Arc::new(MountProgram::with_list_file(exports.clone(), server.state_dir.join(MOUNT_LIST_FILE)));
     let nlm: Arc<dyn RpcProgram> = Arc::new(NlmProgram::new(locks.clone()));
     let nsm: Arc<dyn RpcProgram> = Arc::new(NsmProgram::new(locks));
     // NLM and NSM share the NFS ports, over TCP and UDP (clients use both).
@@ -255,7 +256,7 @@ async fn serve(
     let dispatcher = Arc::new(Dispatcher::new(programs, cache));
     let conns = Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout);
     let budget = Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection);
-    let admitting = svc.clone();
+    let admitting = exports.clone();
     let mut listeners: Vec<(TcpListener, Admit)> =
         nfs_listeners.into_iter().chain(mount_listeners).map(|l| (l, Admit::Clients)).collect();
     listeners.extend(portmap_listeners.into_iter().map(|l| (l, Admit::Anyone)));
@@ -272,7 +273,7 @@ async fn serve(
     })?;
     let stats = Arc::new(ServerStats {
         calls,
-        svc: svc.clone(),
+        exports: exports.clone(),
         dispatcher,
         conns,
         budget,
@@ -285,7 +286,7 @@ async fn serve(
         tokio::spawn(metrics::serve(listener, stats.clone(), shutdown.clone()));
     }
     let admin_state = Arc::new(AdminState {
-        served: svc.store.clone(),
+        served: exports.store.clone(),
         state_dir: server.state_dir.clone(),
         started,
         listen: bound.iter().map(|a| a.to_string()).collect(),

@@ -8,9 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use keel_nfs3::NfsService;
+use keel_exports::ExportTable;
+use keel_nfs3::{MountProgram, Nfs3Program};
 use keel_nfs3_proto::mount::Mountstat3;
 use keel_nfs3_proto::nfs3::Nfsstat3;
+use keel_nlm::{NlmProgram, NsmProgram};
+use keel_nlm_proto::nlm4::{NLM_PROGRAM, NLM_V4, Nlm4Stats};
+use keel_nlm_proto::nsm::{SM_PROGRAM, SM_V1, SmRes};
 use keel_rpc::Dispatcher;
 use keel_stats::{
     CallStats, ConnectionInfo, ConnectionsSnapshot, MemorySnapshot, ProgramSpec, ReadPipesSnapshot, ReloadsSnapshot,
@@ -19,72 +23,24 @@ use keel_stats::{
 use keel_store::Store;
 
 use crate::budget::Budget;
+use crate::cache::Served;
 use crate::conns::Connections;
+use crate::portmap::PortmapProgram;
 use crate::transport::PoolProbe;
-
-/// NFSv3's procedures by number (RFC 1813), as statistics name them.
-const NFS_PROCEDURES: &[&str] = &[
-    "null",
-    "getattr",
-    "setattr",
-    "lookup",
-    "access",
-    "readlink",
-    "read",
-    "write",
-    "create",
-    "mkdir",
-    "symlink",
-    "mknod",
-    "remove",
-    "rmdir",
-    "rename",
-    "link",
-    "readdir",
-    "readdirplus",
-    "fsstat",
-    "fsinfo",
-    "pathconf",
-    "commit",
-];
-const MOUNT_PROCEDURES: &[&str] = &["null", "mnt", "dump", "umnt", "umntall", "export"];
-/// NLM v4's procedures by number (16 to 19 do not exist).
-const NLM_PROCEDURES: &[&str] = &[
-    "null",
-    "test",
-    "lock",
-    "cancel",
-    "unlock",
-    "granted",
-    "test_msg",
-    "lock_msg",
-    "cancel_msg",
-    "unlock_msg",
-    "granted_msg",
-    "test_res",
-    "lock_res",
-    "cancel_res",
-    "unlock_res",
-    "granted_res",
-    "none_16",
-    "none_17",
-    "none_18",
-    "none_19",
-    "share",
-    "unshare",
-    "nm_lock",
-    "free_all",
-];
-const NSM_PROCEDURES: &[&str] = &["null", "stat", "mon", "unmon", "unmon_all", "simu_crash", "notify"];
-const PORTMAP_PROCEDURES: &[&str] = &["null", "set", "unset", "getport", "dump", "callit"];
 
 static NFS_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
     LazyLock::new(|| Nfsstat3::ALL.iter().map(|s| (*s as u32, s.name())).collect());
 /// MNT's statuses (the other MOUNT procedures' replies carry none).
 static MOUNT_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
     LazyLock::new(|| Mountstat3::ALL.iter().map(|s| (*s as u32, s.name())).collect());
+static NLM_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
+    LazyLock::new(|| Nlm4Stats::ALL.iter().map(|s| (*s as u32, s.name())).collect());
+/// STAT's results (NOTIFY's reply carries none).
+static NSM_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
+    LazyLock::new(|| SmRes::ALL.iter().map(|s| (*s as u32, s.name())).collect());
 
-/// The programs Keel serves, as the statistics count them.
+/// The programs Keel serves, as the statistics count them: each
+/// procedure by the name its program's table gives it.
 pub fn programs() -> [ProgramSpec; 5] {
     use keel_nfs3_proto::*;
     [
@@ -92,35 +48,35 @@ pub fn programs() -> [ProgramSpec; 5] {
             program: NFS_PROGRAM,
             version: NFS_V3,
             name: "nfs",
-            procedures: NFS_PROCEDURES,
+            procedures: Nfs3Program::<Served>::PROCEDURES.names(),
             statuses: &NFS_STATUSES,
         },
         ProgramSpec {
             program: MOUNT_PROGRAM,
             version: MOUNT_V3,
             name: "mount",
-            procedures: MOUNT_PROCEDURES,
+            procedures: MountProgram::<Served>::PROCEDURES.names(),
             statuses: &MOUNT_STATUSES,
         },
         ProgramSpec {
-            program: keel_nlm_proto::nlm4::NLM_PROGRAM,
-            version: keel_nlm_proto::nlm4::NLM_V4,
+            program: NLM_PROGRAM,
+            version: NLM_V4,
             name: "nlm",
-            procedures: NLM_PROCEDURES,
-            statuses: &[],
+            procedures: NlmProgram::<Served>::PROCEDURES.names(),
+            statuses: &NLM_STATUSES,
         },
         ProgramSpec {
-            program: keel_nlm_proto::nsm::SM_PROGRAM,
-            version: keel_nlm_proto::nsm::SM_V1,
+            program: SM_PROGRAM,
+            version: SM_V1,
             name: "nsm",
-            procedures: NSM_PROCEDURES,
-            statuses: &[],
+            procedures: NsmProgram::<Served>::PROCEDURES.names(),
+            statuses: &NSM_STATUSES,
         },
         ProgramSpec {
             program: PMAP_PROGRAM,
             version: PMAP_V2,
             name: "portmap",
-            procedures: PORTMAP_PROCEDURES,
+            procedures: PortmapProgram::PROCEDURES.names(),
             statuses: &[],
         },
     ]
@@ -137,7 +93,7 @@ pub struct ReloadCounts {
 /// Where every number of a [`Snapshot`] comes from.
 pub struct ServerStats {
     pub calls: Arc<CallStats>,
-    pub svc: Arc<NfsService<crate::cache::Served>>,
+    pub exports: Arc<ExportTable<Served>>,
     pub dispatcher: Arc<Dispatcher>,
     pub conns: Arc<Connections>,
     pub budget: Arc<Budget>,
@@ -153,13 +109,13 @@ fn unix_secs(t: SystemTime) -> u64 {
 impl ServerStats {
     /// The exports served now: id and path.
     pub fn export_names(&self) -> Vec<(u32, String)> {
-        self.svc.exports().iter().map(|s| (s.export.id, s.export.path.display().to_string())).collect()
+        self.exports.exports().iter().map(|s| (s.export.id, s.export.path.display().to_string())).collect()
     }
 
     pub fn snapshot(&self) -> Snapshot {
         let now = SystemTime::now();
         let mut calls = self.calls.snapshot();
-        let exports = self.svc.exports();
+        let exports = self.exports.exports();
         for e in &mut calls.exports {
             if let Some(s) = exports.iter().find(|s| s.export.id == e.id) {
                 e.path = s.export.path.display().to_string();
@@ -210,7 +166,7 @@ impl ServerStats {
             parked_for_slots: pool.parked_for_slots as u64,
             parked_for_budget: pool.parked_for_budget as u64,
         };
-        let store = &self.svc.store;
+        let store = &self.exports.store;
         Snapshot {
             taken_unix_ms: now.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64,
             server: ServerInfo {
@@ -255,32 +211,70 @@ impl ServerStats {
 
 #[cfg(test)]
 mod tests {
-    use keel_nfs3_proto::nfs3::Nfs3Proc;
-
     use super::*;
 
+    /// The names `keel stat` and the metrics show (dashboards use them),
+    /// from the programs' tables.
     #[test]
-    fn procedure_names_follow_the_protocol_numbers() {
-        for p in Nfs3Proc::ALL {
-            assert_eq!(NFS_PROCEDURES[*p as usize], p.name().to_lowercase());
-        }
-        for p in keel_nfs3_proto::MountProc::ALL {
-            assert_eq!(MOUNT_PROCEDURES[*p as usize], p.name().to_lowercase());
-        }
-        for p in keel_nfs3_proto::PmapProc::ALL {
-            assert_eq!(PORTMAP_PROCEDURES[*p as usize], p.name().to_lowercase());
-        }
-        use keel_nlm_proto::nlm4::Nlm4Proc;
-        use keel_nlm_proto::nsm::SmProc;
-        for p in Nlm4Proc::ALL {
-            let name = NLM_PROCEDURES[*p as usize];
-            assert_eq!(name.replace('_', ""), format!("{p:?}").to_lowercase(), "NLM procedure {}", *p as u32);
-        }
-        assert_eq!(NLM_PROCEDURES.len(), Nlm4Proc::FreeAll as usize + 1);
-        for n in 0..NSM_PROCEDURES.len() as u32 {
-            let p = SmProc::from_u32(n).expect("an NSM procedure");
-            assert_eq!(NSM_PROCEDURES[n as usize].replace('_', ""), format!("{p:?}").to_lowercase());
-        }
+    fn the_statistics_name_procedures_and_statuses_as_the_specifications_do() {
+        let snapshot = CallStats::new(&programs()).snapshot();
+        let names = |program: &str| -> Vec<String> {
+            let p = snapshot.programs.iter().find(|p| p.name == program).expect(program);
+            p.procedures.iter().map(|c| c.name.clone()).collect()
+        };
+        let nfs = [
+            "null",
+            "getattr",
+            "setattr",
+            "lookup",
+            "access",
+            "readlink",
+            "read",
+            "write",
+            "create",
+            "mkdir",
+            "symlink",
+            "mknod",
+            "remove",
+            "rmdir",
+            "rename",
+            "link",
+            "readdir",
+            "readdirplus",
+            "fsstat",
+            "fsinfo",
+            "pathconf",
+            "commit",
+        ];
+        assert_eq!(names("nfs"), nfs);
+        assert_eq!(names("mount"), ["null", "mnt", "dump", "umnt", "umntall", "export"]);
+        let nlm = [
+            "null",
+            "test",
+            "lock",
+            "cancel",
+            "unlock",
+            "granted",
+            "test_msg",
+            "lock_msg",
+            "cancel_msg",
+            "unlock_msg",
+            "granted_msg",
+            "test_res",
+            "lock_res",
+            "cancel_res",
+            "unlock_res",
+            "granted_res",
+            "share",
+            "unshare",
+            "nm_lock",
+            "free_all",
+        ];
+        assert_eq!(names("nlm"), nlm);
+        assert_eq!(names("nsm"), ["null", "stat", "mon", "unmon", "unmon_all", "simu_crash", "notify"]);
+        assert_eq!(names("portmap"), ["null", "set", "unset", "getport", "dump", "callit"]);
         assert_eq!(NFS_STATUSES[0], (0, "NFS3_OK"));
+        assert_eq!((NLM_STATUSES[0], NLM_STATUSES[3]), ((0, "NLM4_GRANTED"), (3, "NLM4_BLOCKED")));
+        assert_eq!(NSM_STATUSES[0], (0, "STAT_SUCC"));
     }
 }

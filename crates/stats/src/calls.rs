@@ -15,16 +15,22 @@ use crate::snapshot::{CallsSnapshot, ExportSnapshot, ProcSnapshot, ProgramSnapsh
 
 /// What the statistics need to know of a program: its number, the version
 /// counted, a short name for displays and metric names, its procedures'
-/// names (by number) and, if its replies carry a status, the statuses'
-/// names (the first, success, is not an error).
-#[derive(Debug, Clone, Copy)]
+/// numbers and names (as its procedure table gives them: shown in lower
+/// case; a call to any other number counts as "other") and, if its replies
+/// carry a status, the statuses' names (the first, success, is not an
+/// error).
+#[derive(Debug, Clone)]
 pub struct ProgramSpec {
     pub program: u32,
     pub version: u32,
     pub name: &'static str,
-    pub procedures: &'static [&'static str],
+    pub procedures: Vec<(u32, &'static str)>,
     pub statuses: &'static [(u32, &'static str)],
 }
+
+/// Procedure numbers counted by name at most; a program's higher numbers
+/// count as "other".
+const PROCEDURE_NUMBER_MAX: u32 = 1024;
 
 /// A call running longer than this counts as stuck (`keel status` is
 /// unhealthy when every worker is stuck).
@@ -53,6 +59,10 @@ struct Slot(AtomicU64);
 
 struct ProgramCounters {
     spec: ProgramSpec,
+    /// The procedures' names as shown, in `procs` order.
+    proc_names: Box<[String]>,
+    /// Procedure number → index in `procs`, up to the highest named one.
+    proc_slots: Box<[usize]>,
     /// One per named procedure, and one for every other number.
     procs: Box<[ProcCounters]>,
     /// One per named status, and one for every other value.
@@ -100,7 +110,9 @@ impl CallStats {
             programs: programs
                 .iter()
                 .map(|spec| ProgramCounters {
-                    spec: *spec,
+                    spec: spec.clone(),
+                    proc_names: spec.procedures.iter().map(|(_, name)| name.to_ascii_lowercase()).collect(),
+                    proc_slots: proc_slots(&spec.procedures),
                     procs: (0..=spec.procedures.len()).map(|_| ProcCounters::default()).collect(),
                     statuses: (0..=spec.statuses.len()).map(|_| AtomicU64::new(0)).collect(),
                     garbage_args: AtomicU64::new(0),
@@ -152,7 +164,8 @@ impl CallStats {
     fn record(&self, index: usize, ctx: &CallContext, elapsed: Duration, now_ms: u64, outcome: Outcome) {
         let program = &self.programs[index];
         let spec = &program.spec;
-        let proc_counters = &program.procs[(ctx.proc_ as usize).min(spec.procedures.len())];
+        let other = spec.procedures.len();
+        let proc_counters = &program.procs[program.proc_slots.get(ctx.proc_ as usize).copied().unwrap_or(other)];
         proc_counters.calls.fetch_add(1, Ordering::Relaxed);
         proc_counters.latency.record(elapsed);
         let report: &CallReport = &ctx.report;
@@ -241,8 +254,22 @@ impl CallStats {
     }
 }
 
+/// Procedure number → index of its counters (`procedures.len()`, "other",
+/// for a number not named).
+fn proc_slots(procedures: &[(u32, &'static str)]) -> Box<[usize]> {
+    let other = procedures.len();
+    let named = procedures.iter().map(|(n, _)| *n).filter(|n| *n <= PROCEDURE_NUMBER_MAX);
+    let mut slots = vec![other; named.max().map_or(0, |n| n as usize + 1)];
+    for (i, (n, _)) in procedures.iter().enumerate() {
+        if let Some(slot) = slots.get_mut(*n as usize) {
+            *slot = i;
+        }
+    }
+    slots.into()
+}
+
 fn program_snapshot(p: &ProgramCounters) -> ProgramSnapshot {
-    let names = p.spec.procedures.iter().copied().chain(std::iter::once("other"));
+    let names = p.proc_names.iter().map(String::as_str).chain(std::iter::once("other"));
     let procedures = p
         .procs
         .iter()
@@ -404,12 +431,15 @@ mod tests {
         }
     }
 
-    const ODD: ProgramSpec =
-        ProgramSpec { program: 7, version: 4, name: "odd", procedures: &["a", "b", "c", "d", "e", "f"], statuses: &[] };
+    /// Procedures 0 to 5, and 9 after a gap.
+    fn odd() -> ProgramSpec {
+        let procedures = vec![(0, "A"), (1, "B"), (2, "C"), (3, "D"), (4, "E"), (5, "F"), (9, "NINE")];
+        ProgramSpec { program: 7, version: 4, name: "odd", procedures, statuses: &[] }
+    }
 
     #[test]
     fn a_counted_program_answers_every_question_as_the_program_does() {
-        let stats = CallStats::new(&[ODD]);
+        let stats = CallStats::new(&[odd()]);
         let counted = stats.counted(Arc::new(Odd));
         assert_eq!((counted.program(), counted.versions()), (7, (1, 4)));
         assert_eq!((counted.is_cached(4, 2), counted.is_cached(4, 1)), (true, false));
@@ -420,22 +450,24 @@ mod tests {
 
     #[test]
     fn calls_are_counted_by_procedure_export_and_outcome() {
-        let stats = CallStats::new(&[ODD]);
+        let stats = CallStats::new(&[odd()]);
         stats.set_exports(&[9]);
         let counted = stats.counted(Arc::new(Odd));
         let peer: SocketAddr = "192.0.2.1:700".parse().unwrap();
         let auth = Auth::None;
-        for proc_ in [1, 1, 5] {
+        for proc_ in [1, 1, 5, 9, 7, 9] {
             let ctx =
                 CallContext { xid: 1, vers: 4, proc_, auth: &auth, peer, local: peer, report: Default::default() };
             let _ = counted.call(&ctx, &mut Decoder::new(Bytes::new()), &mut Encoder::new());
         }
         let s = stats.snapshot();
         let p = &s.programs[0];
-        assert_eq!((p.procedures[1].calls, p.procedures[1].errors), (2, 0));
+        assert_eq!((p.procedures[1].name.as_str(), p.procedures[1].calls, p.procedures[1].errors), ("b", 2, 0));
         assert_eq!((p.procedures[5].calls, p.procedures[5].errors, p.garbage_args), (1, 1, 1));
-        assert_eq!((s.exports[0].calls, s.exports[0].errors, s.exports[0].write_bytes), (3, 1, 30));
-        assert_eq!((s.clients[0].address.as_str(), s.clients[0].calls), ("192.0.2.1", 3));
+        assert_eq!((p.procedures[6].name.as_str(), p.procedures[6].calls), ("nine", 2));
+        assert_eq!((p.procedures[7].name.as_str(), p.procedures[7].calls), ("other", 1), "a number with no entry");
+        assert_eq!((s.exports[0].calls, s.exports[0].errors, s.exports[0].write_bytes), (6, 1, 60));
+        assert_eq!((s.clients[0].address.as_str(), s.clients[0].calls), ("192.0.2.1", 6));
         assert_eq!(s.running, 0);
 
         // A program the statistics do not know is left as it is.

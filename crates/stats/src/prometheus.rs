@@ -203,7 +203,10 @@ pub fn render(s: &Snapshot) -> String {
             o.sample("keel_rpc_errors_total", &[("program", &p.name), ("error", error)], n);
         }
     }
-    o.family("keel_replies_total", "Replies by the status they carry (NFS: nfsstat3), statuses seen so far.");
+    o.family(
+        "keel_replies_total",
+        "Replies by the status they carry (nfsstat3, mountstat3, nlm4_stats, ...), statuses seen so far.",
+    );
     for p in programs {
         for st in &p.statuses {
             o.sample("keel_replies_total", &[("program", &p.name), ("status", &st.name)], st.count);

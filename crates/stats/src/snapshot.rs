@@ -61,7 +61,7 @@ pub struct ProgramSnapshot {
     pub program: u32,
     pub version: u32,
     pub procedures: Vec<ProcSnapshot>,
-    /// Replies by the status they carry (NFS: nfsstat3), those seen only.
+    /// Replies by the status they carry (nfsstat3, mountstat3, nlm4_stats, ...), those seen only.
     pub statuses: Vec<StatusCount>,
     /// Calls the program answered with an RPC error instead of results.
     pub garbage_args: u64,

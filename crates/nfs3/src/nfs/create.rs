@@ -3,10 +3,9 @@
 use keel_nfs3_proto::nfs3::*;
 use keel_store::{CreateMode, Created, NodeKind, Store};
 
-use super::{Request, fh};
+use super::{Caller, Request, fh};
 use crate::convert::{fattr, set_attrs};
 use crate::errno::status;
-use crate::service::Caller;
 
 /// The common shape of a creating procedure: authorize the directory, check
 /// the export is writable, create; the directory's wcc data either way.

@@ -47,9 +47,10 @@ fn list<S: Store>(
     count: u32,
     reply: &mut Encoder,
     mut entry: impl FnMut(&S::Object, &S::Caller, DirEntry, &mut Encoder, usize) -> bool,
-) {
+) -> Nfsstat3 {
     let fail = |reply: &mut Encoder, s: Nfsstat3, attrs: PostOpAttr| {
         reply.put(&Readdir3Res::Fail(s, Readdir3ResFail { dir_attributes: attrs }));
+        s
     };
     let (dir, caller) = match r.authorize(dir_fh) {
         Ok(x) => x,
@@ -79,11 +80,12 @@ fn list<S: Store>(
             reply.put(&ours);
             reply.raw_segments(entries.finish());
             encode_dirlist_end(reply, eof);
+            Nfsstat3::Ok
         }
     }
 }
 
-pub(super) fn readdir<S: Store>(r: &Request<S>, a: Readdir3Args, reply: &mut Encoder) {
+pub(super) fn readdir<S: Store>(r: &Request<S>, a: Readdir3Args, reply: &mut Encoder) -> Nfsstat3 {
     list(r, &a.dir, a.cookie, a.cookieverf, a.count, reply, |_, _, e, out, room| {
         let entry = Entry3 { fileid: e.fileid, name: Filename3(Bytes::copy_from_slice(e.name)), cookie: e.cookie };
         if entry.xdr_len() > room {
@@ -91,11 +93,11 @@ pub(super) fn readdir<S: Store>(r: &Request<S>, a: Readdir3Args, reply: &mut Enc
         }
         encode_entry3(out, &entry);
         true
-    });
+    })
 }
 
 /// `dircount` is not enforced, as knfsd does not: `maxcount` bounds the reply.
-pub(super) fn readdirplus<S: Store>(r: &Request<S>, a: Readdirplus3Args, reply: &mut Encoder) {
+pub(super) fn readdirplus<S: Store>(r: &Request<S>, a: Readdirplus3Args, reply: &mut Encoder) -> Nfsstat3 {
     let store = r.store();
     list(r, &a.dir, a.cookie, a.cookieverf, a.maxcount, reply, |dir, who, e, out, room| {
         let mut entry = Entryplus3 {
@@ -118,5 +120,5 @@ pub(super) fn readdirplus<S: Store>(r: &Request<S>, a: Readdirplus3Args, reply: 
         }
         encode_entryplus3(out, &entry);
         true
-    });
+    })
 }

@@ -21,18 +21,22 @@ pub(super) fn read_reply_bytes_max(count: u32) -> usize {
 /// READ writes its reply itself: data in a pipe ([`ReadData::Pipe`]) is
 /// encoded as a spliced payload, which the transport sends from the pipe;
 /// the bytes on the wire are the same as `Read3ResOk`'s.
-pub(super) fn read<S: Store>(r: &Request<S>, a: Read3Args, reply: &mut Encoder) {
+pub(super) fn read<S: Store>(r: &Request<S>, a: Read3Args, reply: &mut Encoder) -> Nfsstat3 {
+    let fail = |reply: &mut Encoder, s: Nfsstat3, res: Read3ResFail| {
+        reply.put(&Read3Res::Fail(s, res));
+        s
+    };
     let (inode, caller) = match r.authorize(&a.file) {
         Ok(x) => x,
-        Err(s) => return reply.put(&Read3Res::Fail(s, Default::default())),
+        Err(s) => return fail(reply, s, Default::default()),
     };
     let count = a.count.min(IO_BYTES_MAX) as usize;
     let out = match r.store().read(caller.who, &inode, a.offset, count) {
         Ok(out) => out,
-        Err(e) => return reply.put(&Read3Res::Fail(status(&e), Read3ResFail { file_attributes: r.post(&inode) })),
+        Err(e) => return fail(reply, status(&e), Read3ResFail { file_attributes: r.post(&inode) }),
     };
     let len = out.data.len();
-    crate::report::read(r.ctx, len);
+    r.ctx.report.add_read_bytes(len as u64);
     let file_attributes = Some(fattr(&out.attrs));
     match out.data {
         ReadData::Bytes(data) => {
@@ -46,6 +50,7 @@ pub(super) fn read<S: Store>(r: &Request<S>, a: Read3Args, reply: &mut Encoder) 
             reply.opaque_spliced(Spliced::new(len, pipe));
         }
     }
+    Nfsstat3::Ok
 }
 
 /// On an `async` export nothing waits for the disk, and the reply claims
@@ -69,12 +74,18 @@ pub(super) fn write<S: Store>(r: &Request<S>, a: Write3Args) -> Write3Res {
         (true, StableHow::FileSync) => Stability::FileSync,
     };
     match r.store().write(caller.who, &inode, a.offset, &a.data[..count], stability) {
-        Ok(out) => NfsResult::Ok(Write3ResOk {
-            file_wcc: WccData { before: Some(crate::convert::wcc_attr(&out.before)), after: Some(fattr(&out.after)) },
-            count: count as u32,
-            committed: a.stable,
-            verf: out.verifier,
-        }),
+        Ok(out) => {
+            r.ctx.report.add_write_bytes(count as u64);
+            NfsResult::Ok(Write3ResOk {
+                file_wcc: WccData {
+                    before: Some(crate::convert::wcc_attr(&out.before)),
+                    after: Some(fattr(&out.after)),
+                },
+                count: count as u32,
+                committed: a.stable,
+                verf: out.verifier,
+            })
+        }
         Err(e) => NfsResult::Fail(status(&e), Write3ResFail { file_wcc: r.wcc(None, &inode) }),
     }
 }

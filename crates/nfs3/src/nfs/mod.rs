@@ -11,40 +11,119 @@ use std::cell::OnceCell;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use keel_exports::{Admitted, ClientOptions, ExportTable};
 use keel_nfs3_proto::nfs3::{
-    NFSPATH_MAX, Nfs3Proc, NfsFh3, Nfsstat3, PostOpAttr, PreOpAttr, Read3Args, Readdir3Args, Readdirplus3Args, WccData,
+    NFSPATH_MAX, NfsFh3, NfsResult, Nfsstat3, PostOpAttr, PreOpAttr, Read3Args, Readdir3Args, Readdirplus3Args, WccData,
 };
 use keel_nfs3_proto::{NFS_PROGRAM, NFS_V3};
-use keel_rpc::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
-use keel_store::{Caller as _, Store};
-use keel_xdr::{Decode, Decoder, Encode, Encoder};
+use keel_rpc::CacheClass::{Cached, Uncached};
+use keel_rpc::ReplyBytesMax::{Computed, Fixed};
+use keel_rpc::{
+    AcceptError, Auth, CallContext, Handled, Handlers, Procedure, ProcedureTable, REPLY_RESULTS_BYTES_DEFAULT,
+    ReplyBytesMax, RpcProgram,
+};
+use keel_store::{Caller as _, Cred, Store};
+use keel_xdr::{Decode, Decoder, Encode, Encoder, XdrError};
 
 use crate::convert::{fattr, wcc_attr};
-use crate::errno::status;
-use crate::service::{Caller, NfsService, squash};
+use crate::errno::{admit_status, status};
 
 /// The NFSv3 program over a store. Static dispatch: the handlers are
 /// generic over the store (keel-store's crate documentation gives the
 /// measured cost of the alternative).
 pub struct Nfs3Program<S: Store> {
-    svc: Arc<NfsService<S>>,
+    exports: Arc<ExportTable<S>>,
 }
 
 impl<S: Store> Nfs3Program<S> {
-    pub fn new(svc: Arc<NfsService<S>>) -> Self {
-        Nfs3Program { svc }
+    pub fn new(exports: Arc<ExportTable<S>>) -> Self {
+        Nfs3Program { exports }
     }
 }
 
-/// Decodes `A`, runs the handler, encodes its result.
-fn run<A: Decode, R: Encode>(
+impl<S: Store> Handlers for Nfs3Program<S> {
+    type Call<'a> = Request<'a, S>;
+    type Status = Nfsstat3;
+
+    fn status_code(status: Nfsstat3) -> u32 {
+        status as u32
+    }
+}
+
+/// Decodes `A`, runs the handler, encodes its result; the result's status
+/// is the reply's.
+fn run<S: Store, A: Decode, T: Encode, F: Encode>(
+    r: &Request<S>,
     args: &mut Decoder,
     reply: &mut Encoder,
-    f: impl FnOnce(A) -> R,
-) -> Result<(), AcceptError> {
-    let a = A::decode(args)?;
-    reply.put(&f(a));
-    Ok(())
+    f: impl FnOnce(&Request<S>, A) -> NfsResult<T, F>,
+) -> Handled<Nfs3Program<S>> {
+    let res = f(r, A::decode(args)?);
+    reply.put(&res);
+    Ok(Some(res.status()))
+}
+
+/// As [`run`], for the handlers that encode their results themselves (a
+/// READ's data spliced from a pipe, READDIR's entries as they come).
+fn run_encoding<S: Store, A: Decode>(
+    r: &Request<S>,
+    args: &mut Decoder,
+    reply: &mut Encoder,
+    f: impl FnOnce(&Request<S>, A, &mut Encoder) -> Nfsstat3,
+) -> Handled<Nfs3Program<S>> {
+    Ok(Some(f(r, A::decode(args)?, reply)))
+}
+
+/// READLINK's results: attributes and a path.
+const READLINK_REPLY: usize = REPLY_RESULTS_BYTES_DEFAULT + NFSPATH_MAX;
+
+impl<S: Store> Nfs3Program<S> {
+    /// The NFSv3 procedures (RFC 1813), knfsd's `nfsd_procedures3`. The
+    /// cached ones are the non-idempotent ones, as knfsd's RC_REPLBUFF
+    /// list, WRITE included (as knfsd caches it): a retransmitted WRITE
+    /// executed again could overwrite what another client wrote in
+    /// between. A reply is bounded as knfsd's `pc_xdrressize` bounds it:
+    /// those that grow with what the call asks for by that, clamped as
+    /// their handlers clamp it; the others by the default.
+    #[rustfmt::skip]
+    pub const PROCEDURES: ProcedureTable<Self> = ProcedureTable::new(&[
+        Procedure::new(0, "NULL", Uncached, ReplyBytesMax::DEFAULT, |_, _, _| Ok(None)),
+        Procedure::new(1, "GETATTR", Uncached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, attr::getattr)),
+        Procedure::new(2, "SETATTR", Cached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, attr::setattr)),
+        Procedure::new(3, "LOOKUP", Uncached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, dir::lookup)),
+        Procedure::new(4, "ACCESS", Uncached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, attr::access)),
+        Procedure::new(5, "READLINK", Uncached, Fixed(READLINK_REPLY), |r, a, e| run(r, a, e, attr::readlink)),
+        Procedure::new(6, "READ", Uncached, Computed(read_reply_bytes_max), |r, a, e| run_encoding(r, a, e, io::read)),
+        Procedure::new(7, "WRITE", Cached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, io::write)),
+        Procedure::new(8, "CREATE", Cached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, create::create)),
+        Procedure::new(9, "MKDIR", Cached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, create::mkdir)),
+        Procedure::new(10, "SYMLINK", Cached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, create::symlink)),
+        Procedure::new(11, "MKNOD", Cached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, create::mknod)),
+        Procedure::new(12, "REMOVE", Cached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, remove::remove)),
+        Procedure::new(13, "RMDIR", Cached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, remove::rmdir)),
+        Procedure::new(14, "RENAME", Cached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, remove::rename)),
+        Procedure::new(15, "LINK", Cached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, create::link)),
+        Procedure::new(16, "READDIR", Uncached, Computed(readdir_reply_bytes_max),
+            |r, a, e| run_encoding(r, a, e, dir::readdir)),
+        Procedure::new(17, "READDIRPLUS", Uncached, Computed(readdirplus_reply_bytes_max),
+            |r, a, e| run_encoding(r, a, e, dir::readdirplus)),
+        Procedure::new(18, "FSSTAT", Uncached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, attr::fsstat)),
+        Procedure::new(19, "FSINFO", Uncached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, attr::fsinfo)),
+        Procedure::new(20, "PATHCONF", Uncached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, attr::pathconf)),
+        Procedure::new(21, "COMMIT", Uncached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, io::commit)),
+    ]);
+}
+
+fn read_reply_bytes_max<S: Store>(_: &Nfs3Program<S>, args: &mut Decoder) -> Result<usize, XdrError> {
+    Ok(io::read_reply_bytes_max(Read3Args::decode(args)?.count))
+}
+
+fn readdir_reply_bytes_max<S: Store>(_: &Nfs3Program<S>, args: &mut Decoder) -> Result<usize, XdrError> {
+    Ok(dir::reply_bytes_max(Readdir3Args::decode(args)?.count))
+}
+
+fn readdirplus_reply_bytes_max<S: Store>(_: &Nfs3Program<S>, args: &mut Decoder) -> Result<usize, XdrError> {
+    Ok(dir::reply_bytes_max(Readdirplus3Args::decode(args)?.maxcount))
 }
 
 impl<S: Store> RpcProgram for Nfs3Program<S> {
@@ -57,100 +136,60 @@ impl<S: Store> RpcProgram for Nfs3Program<S> {
     }
 
     fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
-        is_cached(proc_)
+        Self::PROCEDURES.is_cached(proc_)
     }
 
-    /// knfsd's `pc_xdrressize`: the procedures whose results grow with
-    /// what the call asks for are bounded by that, clamped as their
-    /// handlers clamp it; the others fit the default.
+    fn answers(&self, _vers: u32, proc_: u32) -> bool {
+        Self::PROCEDURES.answers(proc_)
+    }
+
     fn reply_bytes_max(&self, _vers: u32, proc_: u32, args: Bytes) -> usize {
-        let mut args = Decoder::new(args);
-        let asked = match Nfs3Proc::from_u32(proc_) {
-            Some(Nfs3Proc::Read) => Read3Args::decode(&mut args).map(|a| io::read_reply_bytes_max(a.count)),
-            Some(Nfs3Proc::Readdir) => Readdir3Args::decode(&mut args).map(|a| dir::reply_bytes_max(a.count)),
-            Some(Nfs3Proc::Readdirplus) => {
-                Readdirplus3Args::decode(&mut args).map(|a| dir::reply_bytes_max(a.maxcount))
-            }
-            Some(Nfs3Proc::Readlink) => Ok(REPLY_RESULTS_BYTES_DEFAULT + NFSPATH_MAX),
-            _ => Ok(REPLY_RESULTS_BYTES_DEFAULT),
-        };
-        // Arguments that do not decode are answered GARBAGE_ARGS.
-        asked.unwrap_or(REPLY_RESULTS_BYTES_DEFAULT)
+        Self::PROCEDURES.reply_bytes_max(self, proc_, args)
     }
 
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
-        let Some(proc_) = Nfs3Proc::from_u32(ctx.proc_) else { return Err(AcceptError::ProcUnavail) };
-        let s = &*self.svc;
-        let r = Request { svc: s, ctx, acting: OnceCell::new() };
-        tracing::trace!(peer = %ctx.peer, xid = ctx.xid, "{}", proc_.name());
-        let results_at = reply.len();
-        let done = match proc_ {
-            Nfs3Proc::Null => Ok(()),
-            Nfs3Proc::Getattr => run(args, reply, |a| attr::getattr(&r, a)),
-            Nfs3Proc::Setattr => run(args, reply, |a| attr::setattr(&r, a)),
-            Nfs3Proc::Lookup => run(args, reply, |a| dir::lookup(&r, a)),
-            Nfs3Proc::Access => run(args, reply, |a| attr::access(&r, a)),
-            Nfs3Proc::Readlink => run(args, reply, |a| attr::readlink(&r, a)),
-            Nfs3Proc::Read => {
-                let a = Decode::decode(args)?;
-                io::read(&r, a, reply);
-                Ok(())
-            }
-            Nfs3Proc::Write => run(args, reply, |a| crate::report::write(ctx, io::write(&r, a))),
-            Nfs3Proc::Create => run(args, reply, |a| create::create(&r, a)),
-            Nfs3Proc::Mkdir => run(args, reply, |a| create::mkdir(&r, a)),
-            Nfs3Proc::Symlink => run(args, reply, |a| create::symlink(&r, a)),
-            Nfs3Proc::Mknod => run(args, reply, |a| create::mknod(&r, a)),
-            Nfs3Proc::Remove => run(args, reply, |a| remove::remove(&r, a)),
-            Nfs3Proc::Rmdir => run(args, reply, |a| remove::rmdir(&r, a)),
-            Nfs3Proc::Rename => run(args, reply, |a| remove::rename(&r, a)),
-            Nfs3Proc::Link => run(args, reply, |a| create::link(&r, a)),
-            Nfs3Proc::Readdir => {
-                let a = Decode::decode(args)?;
-                dir::readdir(&r, a, reply);
-                Ok(())
-            }
-            Nfs3Proc::Readdirplus => {
-                let a = Decode::decode(args)?;
-                dir::readdirplus(&r, a, reply);
-                Ok(())
-            }
-            Nfs3Proc::Fsstat => run(args, reply, |a| attr::fsstat(&r, a)),
-            Nfs3Proc::Fsinfo => run(args, reply, |a| attr::fsinfo(&r, a)),
-            Nfs3Proc::Pathconf => run(args, reply, |a| attr::pathconf(&r, a)),
-            Nfs3Proc::Commit => run(args, reply, |a| io::commit(&r, a)),
-        };
-        crate::report::status(ctx, proc_, reply, results_at);
-        if s.holds_calls_when_storage_fails()
-            && ctx.report.status() == Some(Nfsstat3::Io as u32)
+        let r = Request { exports: &self.exports, ctx, acting: OnceCell::new() };
+        let status = Self::PROCEDURES.call(&r, ctx, args, reply)?;
+        if status == Some(Nfsstat3::Io)
             && let Some(export) = ctx.report.export()
-            && let Err(e) = s.store.check_export(export)
+            && let Some(e) = self.exports.storage_failure(export)
         {
+            let proc_ = Self::PROCEDURES.get(ctx.proc_).map_or("?", |p| p.name);
             tracing::warn!(
-                export, proc = proc_.name(), error = %e,
+                export, proc = proc_, error = %e,
                 "the export's storage fails: no reply, the client retransmits (to the node that takes over)"
             );
             return Err(AcceptError::Drop);
         }
-        done
+        Ok(())
     }
 }
 
-/// The procedures whose replies go into the duplicate reply cache: the
-/// non-idempotent ones, as knfsd's RC_REPLBUFF list, WRITE included (as
-/// knfsd caches it): a retransmitted WRITE executed again could overwrite
-/// what another client wrote in between.
-fn is_cached(proc_: u32) -> bool {
-    use Nfs3Proc::*;
-    matches!(
-        Nfs3Proc::from_u32(proc_),
-        Some(Setattr | Write | Create | Mkdir | Symlink | Mknod | Remove | Rmdir | Rename | Link)
-    )
+/// Who is calling, after the export's rules applied: the identity the
+/// call acts as, and the client's options on the export.
+pub(crate) struct Caller<'r, C> {
+    pub who: &'r C,
+    pub opts: ClientOptions,
+}
+
+impl<C> Caller<'_, C> {
+    /// ROFS unless the export is read-write for this client.
+    pub fn writable(&self) -> Result<(), Nfsstat3> {
+        self.opts.writable().map_err(|e| admit_status(&e))
+    }
+}
+
+/// Who an RPC call says it comes from: AUTH_SYS's ids, or no one.
+fn claimed(auth: &Auth) -> Option<Cred> {
+    match auth {
+        Auth::Sys(sys) => Some(Cred::new(sys.uid, sys.gid, &sys.gids)),
+        Auth::None => None,
+    }
 }
 
 /// One call as the handlers see it.
-struct Request<'a, S: Store> {
-    svc: &'a NfsService<S>,
+pub struct Request<'a, S: Store> {
+    exports: &'a ExportTable<S>,
     ctx: &'a CallContext<'a>,
     /// The caller's identity, assumed once for the whole call by
     /// [`Request::authorize`] and given up when the request is dropped
@@ -160,16 +199,24 @@ struct Request<'a, S: Store> {
 
 impl<S: Store> Request<'_, S> {
     fn store(&self) -> &S {
-        &self.svc.store
+        &self.exports.store
+    }
+
+    /// The object `fh` names, if the export admits this client, with the
+    /// client's options there and its squashed identity.
+    fn admit(&self, fh: &NfsFh3) -> Result<Admitted<S::Object>, Nfsstat3> {
+        // The export is noted before the object is opened: an I/O error
+        // there is the export's storage failing too (see `call`).
+        let claimed = claimed(self.ctx.auth);
+        self.exports
+            .admit_handle(self.ctx.peer, &fh.data, claimed.as_ref(), |id| self.ctx.report.set_export(id))
+            .map_err(|e| admit_status(&e))
     }
 
     /// Resolves `fh` for this client and assumes the caller's (squashed)
     /// identity for the rest of the call.
     fn authorize(&self, fh: &NfsFh3) -> Result<(S::Object, Caller<'_, S::Caller>), Nfsstat3> {
-        // The export is noted before the object is opened: an I/O error
-        // there is the export's storage failing too (see `call`).
-        let (obj, opts) = self.svc.authorize_noting(self.ctx.peer, fh, |id| self.ctx.report.set_export(id))?;
-        let cred = squash(self.ctx.auth, &opts);
+        let Admitted { object, options, cred } = self.admit(fh)?;
         let who = match self.acting.get() {
             Some(who) if *who.cred() == cred => who,
             // Two handles whose exports squash the caller differently: no
@@ -180,14 +227,13 @@ impl<S: Store> Request<'_, S> {
                 self.acting.get_or_init(|| who)
             }
         };
-        Ok((obj, Caller { who, opts }))
+        Ok((object, Caller { who, opts: options }))
     }
 
     /// Resolves `fh` for this client, for procedures that only read
     /// attributes the server holds open (no identity needed).
     fn resolve(&self, fh: &NfsFh3) -> Result<S::Object, Nfsstat3> {
-        let (obj, _) = self.svc.authorize_noting(self.ctx.peer, fh, |id| self.ctx.report.set_export(id))?;
-        Ok(obj)
+        Ok(self.admit(fh)?.object)
     }
 
     fn post(&self, obj: &S::Object) -> PostOpAttr {
@@ -209,18 +255,55 @@ fn fh(obj: &impl keel_store::Object) -> NfsFh3 {
 
 #[cfg(test)]
 mod tests {
+    use keel_nfs3_proto::nfs3::Nfs3Proc;
+    use keel_store::sim::SimStore;
+
     use super::*;
+
+    type Table = ProcedureTable<Nfs3Program<SimStore>>;
+    const TABLE: Table = Nfs3Program::<SimStore>::PROCEDURES;
+
+    #[test]
+    fn every_procedure_of_rfc_1813_has_its_entry_under_its_name() {
+        let expected: Vec<(u32, &str)> = Nfs3Proc::ALL.iter().map(|p| (*p as u32, p.name())).collect();
+        assert_eq!(TABLE.names(), expected);
+        assert_eq!(expected.len(), 22);
+    }
 
     #[test]
     fn write_and_the_other_non_idempotent_procedures_are_cached() {
         use Nfs3Proc::*;
         for p in [Setattr, Write, Create, Mkdir, Symlink, Mknod, Remove, Rmdir, Rename, Link] {
-            assert!(is_cached(p as u32), "{} not cached", p.name());
+            assert!(TABLE.is_cached(p as u32), "{} not cached", p.name());
         }
         for p in [Null, Getattr, Lookup, Access, Readlink, Read, Readdir, Readdirplus, Fsstat, Fsinfo, Pathconf, Commit]
         {
-            assert!(!is_cached(p as u32), "{} cached", p.name());
+            assert!(!TABLE.is_cached(p as u32), "{} cached", p.name());
         }
+        assert!(TABLE.procedures().iter().all(|p| p.answers), "every NFSv3 procedure answers");
+    }
+
+    #[test]
+    fn the_table_bounds_each_reply_before_the_call_runs() {
+        let store = Arc::new(SimStore::new(1));
+        let program = Nfs3Program::new(Arc::new(ExportTable::new(store, vec![(1, Vec::new())])));
+        let encoded = |args: &dyn Encode| {
+            let mut enc = Encoder::new();
+            args.encode(&mut enc);
+            enc.into_bytes()
+        };
+        let read = encoded(&Read3Args { file: NfsFh3::default(), offset: 0, count: 4096 });
+        assert_eq!(TABLE.reply_bytes_max(&program, Nfs3Proc::Read as u32, read), io::read_reply_bytes_max(4096));
+        let readdir = encoded(&Readdir3Args { dir: NfsFh3::default(), cookie: 0, cookieverf: [0; 8], count: 9000 });
+        assert_eq!(TABLE.reply_bytes_max(&program, Nfs3Proc::Readdir as u32, readdir), dir::reply_bytes_max(9000));
+        let plus =
+            Readdirplus3Args { dir: NfsFh3::default(), cookie: 0, cookieverf: [0; 8], dircount: 1, maxcount: 7000 };
+        let plus = encoded(&plus);
+        assert_eq!(TABLE.reply_bytes_max(&program, Nfs3Proc::Readdirplus as u32, plus), dir::reply_bytes_max(7000));
+        assert_eq!(TABLE.reply_bytes_max(&program, Nfs3Proc::Readlink as u32, Bytes::new()), READLINK_REPLY);
+        let garbage = Bytes::from_static(&[0, 0]);
+        assert_eq!(TABLE.reply_bytes_max(&program, Nfs3Proc::Read as u32, garbage), REPLY_RESULTS_BYTES_DEFAULT);
+        assert_eq!(TABLE.reply_bytes_max(&program, Nfs3Proc::Write as u32, Bytes::new()), REPLY_RESULTS_BYTES_DEFAULT);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 
-use keel_nfs3::export::{Access, ClientOptions, ClientRule, HostMatch, Squash};
+use keel_exports::{Access, ClientOptions, ClientRule, HostMatch, Squash};
 
 use super::list;
 use crate::config::{self, Config, ExportConfig, LogLevel, PortmapMode, ServerConfig, describe_options};
@@ -217,7 +217,7 @@ mod tests {
         for (client, admitted) in
             [("127.0.0.1", true), ("127.1.2.3", true), ("::1", true), ("192.0.2.1", false), ("2001:db8::1", false)]
         {
-            let options = keel_nfs3::export::options_for(rules, client.parse().unwrap());
+            let options = keel_exports::options_for(rules, client.parse().unwrap());
             assert_eq!(options.is_some(), admitted, "{client}");
             if let Some(o) = options {
                 assert_eq!((o.access, o.squash, o.secure), (Access::ReadWrite, Squash::None, true), "{client}");

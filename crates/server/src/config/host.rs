@@ -2,7 +2,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use keel_nfs3::export::HostMatch;
+use keel_exports::HostMatch;
 
 /// A parsed `host` value. Names are resolved by the caller.
 #[derive(Debug, Clone, PartialEq, Eq)]

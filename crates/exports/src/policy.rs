@@ -1,8 +1,12 @@
 //! Export policy: who may use an export and with which options, as
-//! exports(5) defines them. The server enforces all of it; nothing here is
-//! left to the client.
+//! exports(5) defines them, and the identity a caller acts as there. The
+//! server enforces all of it; nothing here is left to the client.
 
 use std::net::IpAddr;
+
+use keel_store::Cred;
+
+use crate::AdmitError;
 
 /// Read-write or read-only (exports(5) `rw` / `ro`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +41,16 @@ pub struct ClientOptions {
     /// the client's kernel (or root), not from one of its ordinary users.
     /// exports(5) `insecure` is `secure = false`.
     pub secure: bool,
+}
+
+impl ClientOptions {
+    /// ReadOnly unless the export is read-write for this client.
+    pub fn writable(&self) -> Result<(), AdmitError> {
+        match self.access {
+            Access::ReadWrite => Ok(()),
+            Access::ReadOnly => Err(AdmitError::ReadOnly),
+        }
+    }
 }
 
 impl Default for ClientOptions {
@@ -122,6 +136,29 @@ pub fn options_for(rules: &[ClientRule], client: IpAddr) -> Option<&ClientOption
     rules.iter().find(|r| r.host.matches(client)).map(|r| &r.options)
 }
 
+/// The identity a caller acts as under `opts` (knfsd's nfsd_setuser):
+/// `claimed` is who the call says it comes from (AUTH_SYS's ids), `None`
+/// for an anonymous call (AUTH_NONE), which gets anonuid / anongid.
+/// root_squash also maps gid 0 in the supplementary groups.
+pub fn squash(claimed: Option<&Cred>, opts: &ClientOptions) -> Cred {
+    let anon = Cred::new(opts.anonuid, opts.anongid, &[]);
+    let Some(claimed) = claimed else { return anon };
+    match opts.squash {
+        Squash::All => anon,
+        Squash::None => *claimed,
+        Squash::Root => {
+            let uid = if claimed.uid == 0 { opts.anonuid } else { claimed.uid };
+            let gid = if claimed.gid == 0 { opts.anongid } else { claimed.gid };
+            let mut groups = [0u32; keel_store::GROUPS_MAX];
+            let n = claimed.groups().len();
+            for (g, c) in groups.iter_mut().zip(claimed.groups()) {
+                *g = if *c == 0 { opts.anongid } else { *c };
+            }
+            Cred::new(uid, gid, &groups[..n])
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +190,36 @@ mod tests {
         assert_eq!(options_for(&rules, "10.9.9.9".parse().unwrap()).unwrap().access, Access::ReadWrite);
         assert_eq!(options_for(&rules, "192.0.2.1".parse().unwrap()).unwrap().access, Access::ReadOnly);
         assert!(options_for(&rules[..1], "192.0.2.1".parse().unwrap()).is_none());
+    }
+
+    #[test]
+    fn root_squash_maps_root_and_group_zero() {
+        let opts = ClientOptions { anonuid: 99, anongid: 98, ..Default::default() };
+        let c = squash(Some(&Cred::new(0, 0, &[0, 5])), &opts);
+        assert_eq!((c.uid, c.gid, c.groups()), (99, 98, &[98, 5][..]));
+        let c = squash(Some(&Cred::new(1000, 100, &[10])), &opts);
+        assert_eq!((c.uid, c.gid, c.groups()), (1000, 100, &[10][..]));
+    }
+
+    #[test]
+    fn all_squash_and_anonymous_calls_are_anonymous() {
+        let opts = ClientOptions { squash: Squash::All, anonuid: 7, anongid: 8, ..Default::default() };
+        let c = squash(Some(&Cred::new(1000, 100, &[10])), &opts);
+        assert_eq!((c.uid, c.gid, c.groups().len()), (7, 8, 0));
+        let c = squash(None, &ClientOptions { squash: Squash::None, ..opts });
+        assert_eq!((c.uid, c.gid), (7, 8));
+    }
+
+    #[test]
+    fn no_root_squash_keeps_root() {
+        let opts = ClientOptions { squash: Squash::None, ..Default::default() };
+        assert!(squash(Some(&Cred::new(0, 0, &[])), &opts).is_root());
+    }
+
+    #[test]
+    fn only_a_read_write_export_is_writable() {
+        let rw = ClientOptions { access: Access::ReadWrite, ..Default::default() };
+        assert!(rw.writable().is_ok());
+        assert!(matches!(ClientOptions::default().writable(), Err(AdmitError::ReadOnly)));
     }
 }
