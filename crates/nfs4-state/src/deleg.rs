@@ -253,6 +253,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         }
         d.revoked = true;
         let (client, file, kind) = (s.client, s.file.clone(), d.kind);
+        let stateid = self.stateid(key);
         if let Some(fs) = self.files.get_mut(&file) {
             fs.delegations.remove(&key);
             if fs.is_empty() {
@@ -263,7 +264,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             c.revoked += 1;
         }
         self.counters.revoked += 1;
-        self.released.push(Released::Delegation { clientid: client, file, kind });
+        self.released.push(Released::Delegation { clientid: client, stateid, file, kind });
     }
 
     /// Revokes every delegation recalled more than a lease ago.

@@ -115,6 +115,7 @@
 
 #![forbid(unsafe_code)]
 
+mod check;
 mod client;
 mod config;
 mod deleg;
@@ -133,7 +134,7 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use keel_exports::claims::{ClaimPool, Refusal};
-pub use keel_nfs4_proto::Nfsstat4;
+pub use keel_nfs4_proto::{Nfsstat4, Stateid4};
 
 pub use client::{Caller, ConnId, ExchangeIdOk, Principal};
 pub use config::*;
@@ -215,13 +216,15 @@ pub enum Released<F, L> {
     /// A client's record ended: everything it held comes in the entries
     /// that follow this one.
     Client { clientid: ClientId, owner: Box<[u8]>, why: ExpiryReason },
-    /// A lock-holding description no longer used: drop it (closing it
-    /// releases every lock it still holds, for an expired client).
-    LockHolder { clientid: ClientId, file: F, holder: L },
+    /// A lock state ended (FREE_STATEID, CLOSE, its client's end): drop
+    /// its description (closing it releases every lock it still holds).
+    LockHolder { clientid: ClientId, stateid: Stateid4, file: F, holder: L },
     /// An open state ended.
-    Open { clientid: ClientId, file: F },
-    /// A delegation ended (returned, revoked, or its client's end).
-    Delegation { clientid: ClientId, file: F, kind: DelegationKind },
+    Open { clientid: ClientId, stateid: Stateid4, file: F },
+    /// A delegation ended (returned, its client's end) or was revoked (its
+    /// stateid then lives on, answering NFS4ERR_DELEG_REVOKED, until the
+    /// client frees it).
+    Delegation { clientid: ClientId, stateid: Stateid4, file: F, kind: DelegationKind },
 }
 
 /// Why a client record ended.
@@ -585,7 +588,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             .filter(|c| c.id != asking && c.confirmed && c.lease_expired(now, lease))
             .filter(|c| c.held[resource.index()] > 0)
             .filter(|c| refusal == Refusal::PoolFull || c.addr == addr)
-            .min_by_key(|c| c.renewed)
+            .min_by_key(|c| (c.renewed, c.id))
             .map(|c| c.id);
         match victim {
             Some(id) => {

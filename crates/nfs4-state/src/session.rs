@@ -93,7 +93,27 @@ pub(crate) struct Session {
     cached_bytes: usize,
 }
 
+/// What [`NfsState::check_invariants`] needs of a session.
+pub(crate) struct SessionAudit {
+    pub(crate) slots: usize,
+    pub(crate) in_use: usize,
+    pub(crate) cached_bytes: usize,
+    /// The lengths of the replies its slots hold.
+    pub(crate) cached_recount: usize,
+    pub(crate) conns: Vec<ConnId>,
+}
+
 impl Session {
+    pub(crate) fn audit(&self) -> SessionAudit {
+        SessionAudit {
+            slots: self.slots.len(),
+            in_use: self.slots_in_use(),
+            cached_bytes: self.cached_bytes,
+            cached_recount: self.slots.iter().filter_map(|s| s.cache.as_ref()?.reply.as_ref()).map(Bytes::len).sum(),
+            conns: self.conns.keys().copied().collect(),
+        }
+    }
+
     fn has_back(&self) -> bool {
         self.conns.values().any(|d| d.back())
     }

@@ -163,6 +163,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     pub(crate) fn drop_state(&mut self, key: u64) {
         let Some(state) = self.states.remove(&key) else { return };
         let client = state.client;
+        let stateid = Stateid4 { seqid: state.seqid, other: stateid_other(self.epoch, key) };
         if let Some(c) = self.clients.get_mut(&client) {
             c.states.remove(&key);
         }
@@ -186,7 +187,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                         self.release(client, Resource::OpenOwners, 1);
                     }
                 }
-                self.released.push(Released::Open { clientid: client, file: state.file.clone() });
+                self.released.push(Released::Open { clientid: client, stateid, file: state.file.clone() });
             }
             StateKind::Lock(lock) => {
                 if let Some(fs) = file_state {
@@ -208,6 +209,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                 }
                 self.released.push(Released::LockHolder {
                     clientid: client,
+                    stateid,
                     file: state.file.clone(),
                     holder: lock.holder,
                 });
@@ -224,6 +226,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                 } else {
                     self.released.push(Released::Delegation {
                         clientid: client,
+                        stateid,
                         file: state.file.clone(),
                         kind: d.kind,
                     });

@@ -37,7 +37,7 @@ fn a_courtesy_client_keeps_its_state_until_a_share_conflict() {
     open(&mut st, b, "o", 10, OPEN4_SHARE_ACCESS_WRITE, 0, late).unwrap();
     let released = st.take_released();
     assert_eq!(why_ended(&released), vec![(a, ExpiryReason::Conflict)]);
-    assert!(released.iter().any(|r| matches!(r, Released::Open { clientid, file: 10 } if *clientid == a)));
+    assert!(released.iter().any(|r| matches!(r, Released::Open { clientid, file: 10, .. } if *clientid == a)));
     assert_eq!(st.stats(late).courtesy_expired, 1);
 }
 
