@@ -88,7 +88,9 @@ pub(crate) struct Delegation {
 impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     /// Whether `client`, which just opened `file` with `share`, gets a
     /// delegation (RFC 8881 section 10.4): only outside the grace period,
-    /// with a working backchannel, on a file nobody conflicted on lately,
+    /// with a backchannel the handler found working ([`CallbackState::Up`]:
+    /// as knfsd, since a delegation that cannot be recalled would stall
+    /// other clients for a lease), on a file nobody conflicted on lately,
     /// and when no other client's open or delegation conflicts with it. A
     /// write delegation only if the configuration allows them, for an
     /// open with write access.
@@ -118,7 +120,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             return DelegationOffer::Declined(Why::Wnd4Contention(false));
         }
         let Some(c) = self.clients.get(&client) else { return DelegationOffer::Declined(Why::Wnd4Resource(false)) };
-        if matches!(c.callback, CallbackState::Down | CallbackState::Fault) || self.callback_channel(client).is_none() {
+        if c.callback != CallbackState::Up || self.callback_channel(client).is_none() {
             return DelegationOffer::Declined(Why::Wnd4Resource(false));
         }
         if let Some(fs) = self.files.get(file) {

@@ -258,6 +258,8 @@ impl World {
                     seqid: 0,
                     cached: None,
                 };
+                // The handler's CB_NULL got an answer.
+                self.st.set_callback_state(ok.clientid, CallbackState::Up);
                 // A second session of the same client is used from now on.
                 self.clients[i] = Some(c);
                 format!("connect {i}: {} {}", ok.clientid, ok.flags)

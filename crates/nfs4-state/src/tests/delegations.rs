@@ -114,7 +114,9 @@ fn a_courtesy_clients_delegation_is_not_waited_for() {
 }
 
 /// RFC 8881 section 10.4: no delegation where it would conflict (another
-/// client writes), without a backchannel, on a file that just saw a
+/// client writes), without a backchannel the handler found working (as
+/// knfsd: an unrecallable delegation would stall others for a lease), on
+/// a file that just saw a
 /// conflict, during the grace period, when not wanted, or (write
 /// delegations being off) for a writer.
 #[test]
@@ -144,11 +146,11 @@ fn delegations_are_declined_when_they_would_not_hold() {
         "one per client and file"
     );
     assert_eq!(st.delegation_conflict(Accessor::Other, &13, ConflictAccess::Write, t0), Ok(()));
-    st.set_callback_state(a, CallbackState::Down);
-    assert_eq!(
-        st.offer_delegation(a, &14, &read, t0),
-        DelegationOffer::Declined(OpenNoneDelegation4::Wnd4Resource(false))
-    );
+    for unusable in [CallbackState::Unknown, CallbackState::Down, CallbackState::Fault] {
+        st.set_callback_state(a, unusable);
+        let offer = st.offer_delegation(a, &14, &read, t0);
+        assert_eq!(offer, DelegationOffer::Declined(OpenNoneDelegation4::Wnd4Resource(false)), "{unusable:?}");
+    }
     st.set_callback_state(a, CallbackState::Up);
     // A recent conflict keeps delegations off the file for a lease.
     let (c, _) = connect(&mut st, ip(3), "c", t0);

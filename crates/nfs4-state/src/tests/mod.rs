@@ -109,6 +109,8 @@ pub(crate) fn connect_as(
     let c = caller(addr, principal, conn);
     let ok = st.exchange_id(&c, &exid_args(owner, 1), now).unwrap();
     let cs = st.create_session(&c, &cs_args(ok.clientid, ok.sequenceid, 8), now).unwrap();
+    // The handler's CB_NULL got an answer.
+    st.set_callback_state(ok.clientid, CallbackState::Up);
     (ok.clientid, SessionId(cs.csr_sessionid))
 }
 
