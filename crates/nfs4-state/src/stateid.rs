@@ -243,8 +243,10 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     /// allows `access` (NFS4ERR_OPENMODE otherwise; a READ is allowed
     /// through a write-only open, as knfsd does, so a client can fill its
     /// cache around a write), or a special stateid, which is subject to
-    /// every open's deny bits (NFS4ERR_LOCKED, knfsd's answer) and to other
-    /// clients' delegations (NFS4ERR_DELAY while a recall is under way).
+    /// every open's deny bits (NFS4ERR_LOCKED, knfsd's answer; courtesy
+    /// clients whose denies are all that is in the way are expired) and to
+    /// other clients' delegations (NFS4ERR_DELAY while a recall is under
+    /// way).
     pub fn check_io(
         &mut self,
         client: ClientId,
@@ -281,15 +283,43 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             IoAccess::Read => keel_nfs4_proto::OPEN4_SHARE_DENY_READ,
             IoAccess::Write => keel_nfs4_proto::OPEN4_SHARE_DENY_WRITE,
         };
-        if self.files.get(file).is_some_and(|f| f.others((0, 0)).1 & bit != 0) {
-            return Err(Nfsstat4::Locked);
-        }
+        self.clear_deny_conflicts(file, bit, now)?;
         let conflict = match access {
             IoAccess::Read => crate::ConflictAccess::Read,
             IoAccess::Write => crate::ConflictAccess::Write,
         };
         self.delegation_conflict(crate::Accessor::Client(client), file, conflict, now)?;
         Ok(auth)
+    }
+}
+
+impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
+    /// NFS4ERR_LOCKED if an open denies `deny_bit` on `file` to I/O with a
+    /// special stateid, unless every open denying it is a courtesy
+    /// client's: those clients are expired (a courtesy client's state
+    /// gives way to a live client's request, as in OPEN).
+    fn clear_deny_conflicts(&mut self, file: &F, deny_bit: u32, now: Instant) -> Result<(), Nfsstat4> {
+        let Some(fs) = self.files.get(file) else { return Ok(()) };
+        if fs.others((0, 0)).1 & deny_bit == 0 {
+            return Ok(());
+        }
+        let mut denying: Vec<ClientId> = fs
+            .opens
+            .iter()
+            .filter_map(|k| {
+                let s = &self.states[k];
+                matches!(&s.kind, StateKind::Open(o) if o.deny & deny_bit != 0).then_some(s.client)
+            })
+            .collect();
+        denying.sort_unstable();
+        denying.dedup();
+        if !denying.iter().all(|c| self.is_courtesy(*c, now)) {
+            return Err(Nfsstat4::Locked);
+        }
+        for c in denying {
+            self.expire_client(c, crate::ExpiryReason::Conflict, now);
+        }
+        Ok(())
     }
 }
 

@@ -141,3 +141,20 @@ fn a_courtesy_client_makes_room() {
         "nobody left to expire"
     );
 }
+
+/// RFC 8881 section 9.1.3: a courtesy client's deny reservation does not
+/// stop anonymous I/O of a live client: the courtesy client is expired.
+#[test]
+fn a_courtesy_clients_deny_does_not_stop_anonymous_io() {
+    let t0 = Instant::now();
+    let mut st = state(t0);
+    let (a, _) = connect(&mut st, ip(1), "a", t0);
+    open(&mut st, a, "o", 10, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_DENY_WRITE, t0).unwrap();
+    let (b, _) = connect(&mut st, ip(2), "b", t0);
+    assert_eq!(st.check_io(b, &Stateid4::ANONYMOUS, &10, IoAccess::Write, t0), Err(Nfsstat4::Locked));
+    let late = t0 + LEASE;
+    let (c, _) = connect(&mut st, ip(3), "c", late);
+    st.take_released();
+    assert_eq!(st.check_io(c, &Stateid4::ANONYMOUS, &10, IoAccess::Write, late), Ok(IoAuth::Anonymous));
+    assert_eq!(why_ended(&st.take_released()), vec![(a, ExpiryReason::Conflict)]);
+}
