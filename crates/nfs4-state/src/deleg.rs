@@ -1,0 +1,301 @@
+//! Delegations (RFC 8881 sections 10.2, 10.4): who holds which, the rule
+//! of when an access by someone else must recall them, recall deadlines
+//! and revocation, DELEGRETURN. CB_RECALL itself is sent by the handler
+//! ([`NfsState::take_recalls`]).
+
+use std::hash::Hash;
+use std::time::Instant;
+
+use keel_nfs4_proto::{
+    Nfsstat4, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WANT_CANCEL, OPEN4_SHARE_ACCESS_WANT_DELEG_MASK,
+    OPEN4_SHARE_ACCESS_WANT_NO_DELEG, OPEN4_SHARE_ACCESS_WANT_READ_DELEG, OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
+    OPEN4_SHARE_ACCESS_WRITE, OpenNoneDelegation4, Stateid4,
+};
+
+use crate::grace::GraceRefusal;
+use crate::session::CallbackState;
+use crate::stateid::{StateKind, StateType};
+use crate::{ClientId, ExpiryReason, NfsState, RECENT_CONFLICTS_MAX, Reclaimer, Released, Resource, ShareAccess};
+
+/// A read or a write delegation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DelegationKind {
+    Read,
+    Write,
+}
+
+impl DelegationKind {
+    /// The I/O its stateid allows.
+    pub(crate) fn access(self) -> u32 {
+        match self {
+            DelegationKind::Read => OPEN4_SHARE_ACCESS_READ,
+            DelegationKind::Write => OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WRITE,
+        }
+    }
+}
+
+/// Who accesses a file, for [`NfsState::delegation_conflict`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accessor {
+    /// An NFSv4.1 client: its own delegations never conflict with it.
+    Client(ClientId),
+    /// Anyone else: an NFSv3 client, an NLM client, a local process.
+    Other,
+}
+
+/// What an access does, as delegations see it (RFC 8881 section 10.4.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConflictAccess {
+    /// Reads the file or its attributes, opens it for reading, or locks a
+    /// range of it (NFSv4.1, NLM or a local process): conflicts with write
+    /// delegations only (the holder of a write delegation may lock
+    /// locally; the holder of a read delegation locks through the server).
+    Read,
+    /// Writes, truncates, changes attributes, removes, renames or links
+    /// the file, or opens it for writing: conflicts with every delegation.
+    Write,
+}
+
+/// A delegation to recall: the handler sends CB_RECALL to its client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recall<F> {
+    pub clientid: ClientId,
+    pub stateid: Stateid4,
+    pub file: F,
+}
+
+/// Whether OPEN comes with a delegation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DelegationOffer {
+    Granted {
+        stateid: Stateid4,
+        kind: DelegationKind,
+    },
+    /// None, and why (for `OPEN_DELEGATE_NONE_EXT` when the client
+    /// expressed a wish).
+    Declined(OpenNoneDelegation4),
+}
+
+#[derive(Debug)]
+pub(crate) struct Delegation {
+    pub(crate) kind: DelegationKind,
+    pub(crate) recalled_at: Option<Instant>,
+    /// Revoked (not returned in time): the stateid stays, answering
+    /// NFS4ERR_DELEG_REVOKED, until the client frees it.
+    pub(crate) revoked: bool,
+}
+
+impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
+    /// Whether `client`, which just opened `file` with `share`, gets a
+    /// delegation (RFC 8881 section 10.4): only outside the grace period,
+    /// with a backchannel the handler found working ([`CallbackState::Up`]:
+    /// as knfsd, since a delegation that cannot be recalled would stall
+    /// other clients for a lease), on a file nobody conflicted on lately,
+    /// and when no other client's open or delegation conflicts with it. A
+    /// write delegation only if the configuration allows them, for an
+    /// open with write access.
+    pub fn offer_delegation(
+        &mut self,
+        client: ClientId,
+        file: &F,
+        share: &ShareAccess,
+        now: Instant,
+    ) -> DelegationOffer {
+        use OpenNoneDelegation4 as Why;
+        let write_ok = self.config.write_delegations && share.access & OPEN4_SHARE_ACCESS_WRITE != 0;
+        let kind = match share.want & OPEN4_SHARE_ACCESS_WANT_DELEG_MASK {
+            OPEN4_SHARE_ACCESS_WANT_NO_DELEG => return DelegationOffer::Declined(Why::Wnd4NotWanted),
+            OPEN4_SHARE_ACCESS_WANT_CANCEL => return DelegationOffer::Declined(Why::Wnd4Cancelled),
+            OPEN4_SHARE_ACCESS_WANT_READ_DELEG => DelegationKind::Read,
+            OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG if write_ok => DelegationKind::Write,
+            OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG => return DelegationOffer::Declined(Why::Wnd4WriteDelegNotSuppFtype),
+            _ if write_ok => DelegationKind::Write,
+            // As knfsd: a writer without write delegations gets none.
+            _ if share.access & OPEN4_SHARE_ACCESS_WRITE != 0 => {
+                return DelegationOffer::Declined(Why::Wnd4WriteDelegNotSuppFtype);
+            }
+            _ => DelegationKind::Read,
+        };
+        if self.poll_grace(now) || self.recent_conflicts.contains_key(file) {
+            return DelegationOffer::Declined(Why::Wnd4Contention(false));
+        }
+        let Some(c) = self.clients.get(&client) else { return DelegationOffer::Declined(Why::Wnd4Resource(false)) };
+        if c.callback != CallbackState::Up || self.callback_channel(client).is_none() {
+            return DelegationOffer::Declined(Why::Wnd4Resource(false));
+        }
+        if let Some(fs) = self.files.get(file) {
+            let conflicting = fs.opens.iter().chain(&fs.delegations).any(|k| {
+                let s = &self.states[k];
+                match &s.kind {
+                    StateKind::Delegation(d) if d.revoked => false,
+                    // One delegation per client and file.
+                    StateKind::Delegation(_) if s.client == client => true,
+                    _ if s.client == client => false,
+                    StateKind::Delegation(d) => kind == DelegationKind::Write || d.kind == DelegationKind::Write,
+                    StateKind::Open(o) => kind == DelegationKind::Write || o.access & OPEN4_SHARE_ACCESS_WRITE != 0,
+                    StateKind::Lock(_) => false,
+                }
+            });
+            if conflicting {
+                return DelegationOffer::Declined(Why::Wnd4Contention(false));
+            }
+        }
+        match self.grant_delegation(client, file, kind, now) {
+            Some(stateid) => DelegationOffer::Granted { stateid, kind },
+            None => DelegationOffer::Declined(Why::Wnd4Resource(false)),
+        }
+    }
+
+    /// The delegation an OPEN with CLAIM_PREVIOUS reclaims (RFC 8881
+    /// section 10.2.1): granted during the grace period to a previous
+    /// client whatever the backchannel's state; NFS4ERR_NO_GRACE /
+    /// NFS4ERR_RECLAIM_BAD as for any reclaim.
+    pub fn reclaim_delegation(
+        &mut self,
+        client: ClientId,
+        file: &F,
+        kind: DelegationKind,
+        now: Instant,
+    ) -> Result<Stateid4, Nfsstat4> {
+        let c = self.client(client)?;
+        let (who, principal) = (Reclaimer::Nfs4(c.owner.clone()), c.principal.clone());
+        self.poll_grace(now);
+        self.grace.check_reclaim(&who, Some(&principal), now).map_err(GraceRefusal::nfs4_status)?;
+        self.grant_delegation(client, file, kind, now).ok_or(Nfsstat4::Resource)
+    }
+
+    fn grant_delegation(&mut self, client: ClientId, file: &F, kind: DelegationKind, now: Instant) -> Option<Stateid4> {
+        self.claim(client, Resource::Delegations, 1, now).ok()?;
+        let d = Delegation { kind, recalled_at: None, revoked: false };
+        let key = self.insert_state(client, file.clone(), StateKind::Delegation(d));
+        self.files.entry(file.clone()).or_default().delegations.insert(key);
+        Some(self.stateid(key))
+    }
+
+    /// Whether an access by `who` to `file` may go on now (RFC 8881
+    /// section 10.4.4): a delegation of another client it conflicts with
+    /// is recalled (its CB_RECALL comes out of
+    /// [`take_recalls`](NfsState::take_recalls)) and the access gets
+    /// NFS4ERR_DELAY until it is returned, or revoked a lease after the
+    /// recall. A courtesy client's delegation is not waited for: its
+    /// client is expired.
+    pub fn delegation_conflict(
+        &mut self,
+        who: Accessor,
+        file: &F,
+        access: ConflictAccess,
+        now: Instant,
+    ) -> Result<(), Nfsstat4> {
+        let Some(fs) = self.files.get(file) else { return Ok(()) };
+        let lease = self.config.lease;
+        let (mut recall, mut revoke, mut courtesy) = (Vec::new(), Vec::new(), Vec::new());
+        let mut wait = false;
+        for &k in &fs.delegations {
+            let s = &self.states[&k];
+            let StateKind::Delegation(d) = &s.kind else { continue };
+            if d.revoked || who == Accessor::Client(s.client) {
+                continue;
+            }
+            if d.kind == DelegationKind::Read && access == ConflictAccess::Read {
+                continue;
+            }
+            if self.is_courtesy(s.client, now) {
+                courtesy.push(s.client);
+                continue;
+            }
+            match d.recalled_at {
+                Some(at) if now >= at + lease => revoke.push(k),
+                Some(_) => wait = true,
+                None => {
+                    recall.push(k);
+                    wait = true;
+                }
+            }
+        }
+        let conflicted = wait || !revoke.is_empty() || !courtesy.is_empty();
+        for c in courtesy {
+            self.expire_client(c, ExpiryReason::Conflict, now);
+        }
+        for k in revoke {
+            self.revoke_delegation(k);
+        }
+        for k in recall {
+            let s = self.states.get_mut(&k).expect("listed above");
+            if let StateKind::Delegation(d) = &mut s.kind {
+                d.recalled_at = Some(now);
+            }
+            let r = Recall { clientid: s.client, stateid: self.stateid(k), file: file.clone() };
+            self.recalls.push(r);
+            self.counters.recalls += 1;
+        }
+        if conflicted {
+            self.note_conflict(file, now);
+        }
+        if wait { Err(Nfsstat4::Delay) } else { Ok(()) }
+    }
+
+    /// No delegation is offered on `file` for a lease.
+    fn note_conflict(&mut self, file: &F, now: Instant) {
+        if self.recent_conflicts.len() >= RECENT_CONFLICTS_MAX
+            && !self.recent_conflicts.contains_key(file)
+            && let Some(oldest) = self.recent_conflicts.iter().min_by_key(|(_, at)| **at).map(|(f, _)| f.clone())
+        {
+            self.recent_conflicts.remove(&oldest);
+        }
+        self.recent_conflicts.insert(file.clone(), now);
+    }
+
+    /// Revokes delegation `key`: it no longer counts on its file, and its
+    /// client sees SEQ4_STATUS_RECALLABLE_STATE_REVOKED until it frees it.
+    fn revoke_delegation(&mut self, key: u64) {
+        let Some(s) = self.states.get_mut(&key) else { return };
+        let StateKind::Delegation(d) = &mut s.kind else { return };
+        if d.revoked {
+            return;
+        }
+        d.revoked = true;
+        let (client, file, kind) = (s.client, s.file.clone(), d.kind);
+        let stateid = self.stateid(key);
+        if let Some(fs) = self.files.get_mut(&file) {
+            fs.delegations.remove(&key);
+            if fs.is_empty() {
+                self.files.remove(&file);
+            }
+        }
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.revoked += 1;
+        }
+        self.counters.revoked += 1;
+        self.released.push(Released::Delegation { clientid: client, stateid, file, kind });
+    }
+
+    /// Revokes every delegation recalled more than a lease ago.
+    pub(crate) fn revoke_overdue_delegations(&mut self, now: Instant) {
+        let lease = self.config.lease;
+        let overdue: Vec<u64> = self
+            .states
+            .iter()
+            .filter(|(_, s)| s.recall_deadline(lease).is_some_and(|at| now >= at))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in overdue {
+            self.revoke_delegation(k);
+        }
+    }
+
+    /// DELEGRETURN (RFC 8881 section 18.6): the delegation ends; a revoked
+    /// one is NFS4ERR_DELEG_REVOKED (the client frees it with
+    /// FREE_STATEID).
+    pub fn delegreturn(&mut self, client: ClientId, stateid: &Stateid4, file: &F) -> Result<(), Nfsstat4> {
+        let key = self.find_state(client, stateid, StateType::Delegation, Some(file))?;
+        self.drop_state(key);
+        Ok(())
+    }
+
+    /// The handler could not deliver a CB_RECALL: the recall stands, and
+    /// its deadline too (the delegation is revoked a lease after the
+    /// recall unless returned); the backchannel is taken as down.
+    pub fn recall_failed(&mut self, clientid: ClientId) {
+        self.set_callback_state(clientid, CallbackState::Down);
+    }
+}
