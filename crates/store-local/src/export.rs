@@ -50,11 +50,17 @@ pub struct Export {
     /// handle may lie outside the export and directories are checked.
     pub(crate) subtree: bool,
     pub root_handle: FileHandle,
+    /// One sync commits a whole namespace operation (see
+    /// [`Export::one_sync_commits_namespace_ops`]).
+    one_sync_per_namespace_op: bool,
     /// No longer served (an export reload removed it): objects opened
     /// through it are stale.
     retired: AtomicBool,
     storage: StorageHealth,
 }
+
+/// XFS_SUPER_MAGIC, statfs(2)'s f_type of XFS ("XFSB").
+const XFS_SUPER_MAGIC: i64 = 0x5846_5342;
 
 /// What a directory is as an export root, as [`Export::open`] finds it:
 /// for checking a configuration without the handle key.
@@ -93,6 +99,7 @@ impl Root {
 impl Export {
     pub fn open(spec: &ExportSpec, key: &HandleKey) -> StoreResult<Export> {
         let Root { fd: root_fd, st, kernel, mount_id, identity } = Root::open(spec)?;
+        let one_sync_per_namespace_op = sys::statfs_type(root_fd.as_fd())? == XFS_SUPER_MAGIC;
         let root_handle = handle::encode(key, spec.id, identity.fsid, FileType::Directory, &kernel)?;
         Ok(Export {
             id: spec.id,
@@ -105,6 +112,7 @@ impl Export {
             mount_id,
             subtree: identity.subtree,
             root_handle,
+            one_sync_per_namespace_op,
             retired: AtomicBool::new(false),
             storage: StorageHealth::default(),
         })
@@ -114,6 +122,22 @@ impl Export {
     /// without the handle key: the same checks, made the same way.
     pub fn identify(spec: &ExportSpec) -> StoreResult<ExportIdentity> {
         Root::open(spec).map(|root| root.identity)
+    }
+
+    /// Whether one fsync of any object a namespace operation (a create, a
+    /// link, a rename) changed makes the whole operation durable, so that a
+    /// `sync` export need not sync every object it changed (knfsd's
+    /// `commit_metadata`, which on XFS is one log force for an object and
+    /// its directory). True on XFS only: XFS logs every inode such an
+    /// operation changes in one transaction (or in a chain whose first
+    /// transaction logs the intents that log recovery completes), and an
+    /// fsync forces the log up to the last transaction that logged the
+    /// object, which commits everything logged before it. Elsewhere every
+    /// changed object is synced: what one fsync covers there depends on the
+    /// file system and its mode (ext4's journal, its fast commits, or
+    /// none), and Keel relies on nothing it has not tested.
+    pub(crate) fn one_sync_commits_namespace_ops(&self) -> bool {
+        self.one_sync_per_namespace_op
     }
 
     pub(crate) fn retire(&self) {

@@ -483,6 +483,15 @@ pub fn fs_uuid(fd: BorrowedFd) -> io::Result<[u8; 16]> {
     Ok(out.uuid)
 }
 
+/// statfs's f_type: the file system's magic number (XFS_SUPER_MAGIC, ...).
+pub fn statfs_type(fd: BorrowedFd) -> io::Result<i64> {
+    // SAFETY: zeroed statfs is a valid out-parameter.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fd valid.
+    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) })?;
+    Ok(st.f_type as i64)
+}
+
 /// statfs's f_fsid as one number (0 when the file system reports none).
 pub fn statfs_fsid(fd: BorrowedFd) -> io::Result<u64> {
     // SAFETY: zeroed statfs is a valid out-parameter.

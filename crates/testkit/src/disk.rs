@@ -146,6 +146,17 @@ impl XfsDisk {
         stat.split_whitespace().nth(6).unwrap().parse().unwrap()
     }
 
+    /// Log forces XFS was asked for since the file system was mounted (the
+    /// "force" field of the "log" line of its statistics): one per fsync
+    /// that found its object's changes not yet on disk, one per syncfs.
+    pub fn log_forces(&self) -> u64 {
+        let name = self.dev().trim_start_matches("/dev/");
+        let stats = std::fs::read_to_string(format!("/sys/fs/xfs/{name}/stats/stats")).unwrap();
+        // "log writes blocks noiclogs force force_sleep"
+        let log = stats.lines().find(|l| l.starts_with("log ")).expect("a log line in the XFS statistics");
+        log.split_whitespace().nth(4).unwrap().parse().unwrap()
+    }
+
     /// The power cut: shut XFS down without flushing its log, then unmount.
     pub fn power_cut(&mut self) {
         run_ok(Command::new("xfs_io").args(["-x", "-c", "shutdown"]).arg(&self.mnt), CMD_TIMEOUT);

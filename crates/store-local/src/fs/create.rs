@@ -228,7 +228,7 @@ impl LocalStore {
         }
         sys::link_fd(file.fd(), dir.fd(), name)?;
         if commit {
-            self.commit_objects(&[file, dir])?;
+            self.commit_namespace_op(&[dir, file])?;
         }
         attrs_of(file)
     }

@@ -5,8 +5,9 @@
 //! Every fsync goes through [`LocalStore::sync_object`], which changes the write
 //! verifier when it fails: data acknowledged as unstable may be gone. Calls
 //! reach it through `commit_objects` (files' syncs shared by concurrent
-//! calls in a group commit, directories' made by each call) and
-//! `commit_created`.
+//! calls in a group commit, directories' made by each call),
+//! `commit_created` and `commit_namespace_op` (one sync per namespace
+//! operation where the file system commits it whole).
 //!
 //! **Architecture invariants:** names passed to `*at()` calls are single
 //! components (checked here, whatever the protocol layer did); symlinks are
@@ -417,14 +418,42 @@ impl LocalStore {
     /// no data written before this call, so it need not wait for a batch
     /// either; a new file is synced through a description of its own (its
     /// shared writer may already be another call's).
+    ///
+    /// Where one sync commits a whole namespace operation (XFS:
+    /// `Export::one_sync_commits_namespace_ops`), the new object's sync
+    /// makes its directory entry durable too: one log force, as knfsd's
+    /// commit_metadata. A second sync of the directory would force the log
+    /// again whenever another call changed the directory meanwhile, as
+    /// every other create in a directory many clients share does
+    /// (docs/benchmarks.md, durable metadata). An object that cannot be
+    /// fsync'ed (symlinks, devices, fifos, sockets) is committed there
+    /// through its directory, not with a syncfs of the whole file system.
     fn commit_created(&self, created: &Arc<Inode>, dir: &Arc<Inode>) -> StoreResult<()> {
-        if created.ftype == FileType::Regular {
-            let lease = created.sync_writer()?;
-            self.sync_object(lease.fd(), created)?;
-        } else {
-            self.commit_objects(&[created])?;
+        let whole = dir.export.one_sync_commits_namespace_ops();
+        match created.ftype {
+            FileType::Regular => {
+                let lease = created.sync_writer()?;
+                self.sync_object(lease.fd(), created)?;
+            }
+            t if t.is_special() && whole => return self.commit_objects(&[dir]),
+            _ => self.commit_objects(&[created])?,
+        }
+        if whole {
+            return Ok(());
         }
         self.commit_objects(&[dir])
+    }
+
+    /// A namespace operation that changed `objects`, a directory first (a
+    /// LINK: the directory and the file; a RENAME: both directories).
+    /// Where one sync commits the operation whole (XFS), only that
+    /// directory is synced, which also spares a linked file's data a
+    /// flush the operation does not ask for; elsewhere every object.
+    fn commit_namespace_op(&self, objects: &[&Arc<Inode>]) -> StoreResult<()> {
+        match objects.first() {
+            Some(dir) if dir.export.one_sync_commits_namespace_ops() => self.commit_objects(&objects[..1]),
+            _ => self.commit_objects(objects),
+        }
     }
 
     /// fsync(2) of `fd`, a descriptor of `inode`.

@@ -73,7 +73,7 @@ impl LocalStore {
             self.cache.remove(&fh);
         }
         if commit {
-            self.commit_objects(&[from_dir, to_dir])?;
+            self.commit_namespace_op(&[from_dir, to_dir])?;
         }
         Ok(())
     }

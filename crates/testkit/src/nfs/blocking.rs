@@ -134,6 +134,7 @@ pub mod proc3 {
     pub const CREATE: u32 = 8;
     pub const MKDIR: u32 = 9;
     pub const SYMLINK: u32 = 10;
+    pub const MKNOD: u32 = 11;
     pub const REMOVE: u32 = 12;
     pub const RMDIR: u32 = 13;
     pub const RENAME: u32 = 14;
@@ -232,6 +233,13 @@ impl Nfs {
             symlink_data: nfspath3(Opaque::borrowed(target.as_bytes())),
         };
         let r: SYMLINK3res = self.call(proc3::SYMLINK, &SYMLINK3args { where_: dirop(dir, name), symlink });
+        ok_or_stat(r).map(drop)
+    }
+
+    /// MKNOD of a fifo with mode 0644.
+    pub fn mknod_fifo(&mut self, dir: &[u8], name: &str) -> NfsResult<()> {
+        let what = mknoddata3::NF3FIFO(sattr3 { mode: Nfs3Option::Some(0o644), ..Default::default() });
+        let r: MKNOD3res = self.call(proc3::MKNOD, &MKNOD3args { where_: dirop(dir, name), what });
         ok_or_stat(r).map(drop)
     }
 
