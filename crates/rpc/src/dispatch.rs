@@ -7,10 +7,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use keel_xdr::{Decoder, Encoder, Segment};
 
+use crate::cred::Credential;
 use crate::drc::{CacheLookup, DrcKey, ReplyCache};
 use crate::msg::{
-    AUTH_NONE, AUTH_SYS, AcceptStat, Auth, AuthStat, AuthSys, CallHeader, CallHeaderError, RPC_VERSION, RejectStat,
-    ReplyStat, encode_reply_header,
+    AcceptStat, CallHeader, CallHeaderError, OpaqueAuth, RPC_VERSION, RejectStat, ReplyStat, encode_reply_header,
+    encode_reply_header_with,
 };
 use crate::report::CallReport;
 
@@ -20,7 +21,8 @@ pub struct CallContext<'a> {
     pub xid: u32,
     pub vers: u32,
     pub proc_: u32,
-    pub auth: &'a Auth,
+    /// Who the call comes from, established once by the dispatcher.
+    pub cred: &'a Credential,
     pub peer: SocketAddr,
     pub local: SocketAddr,
     /// What the program reports about the call, for statistics.
@@ -46,7 +48,9 @@ impl From<keel_xdr::XdrError> for AcceptError {
 
 /// Bytes of RPC framing around a reply's results, at most: record mark,
 /// xid, message type, reply status, an AUTH_NONE verifier, and the accept
-/// status with a mismatch's two versions.
+/// status with a mismatch's two versions. A flavor whose replies carry a
+/// verifier of their own (RPCSEC_GSS, [`Credential::reply_verifier`])
+/// adds its bytes.
 pub const REPLY_HEADER_BYTES_MAX: usize = 64;
 
 /// Results of a procedure that does not say otherwise, at most (knfsd's
@@ -151,23 +155,20 @@ impl Dispatcher {
             let stat = RejectStat::RpcMismatch { low: RPC_VERSION, high: RPC_VERSION };
             return Some(status_reply(xid, ReplyStat::Denied(stat)));
         }
-        let auth = match header.cred.flavor {
-            AUTH_NONE => Auth::None,
-            AUTH_SYS => match AuthSys::decode(header.cred.body.clone()) {
-                Ok(sys) => Auth::Sys(sys),
-                Err(_) => return Some(status_reply(xid, ReplyStat::Denied(RejectStat::AuthError(AuthStat::BadCred)))),
-            },
-            flavor => {
-                tracing::debug!(%peer, flavor, "unsupported credential flavor");
-                return Some(status_reply(xid, ReplyStat::Denied(RejectStat::AuthError(AuthStat::BadCred))));
+        let cred = match Credential::from_call(&header) {
+            Ok(cred) => cred,
+            Err(stat) => {
+                tracing::debug!(%peer, flavor = header.cred.flavor, ?stat, "credential refused");
+                return Some(status_reply(xid, ReplyStat::Denied(RejectStat::AuthError(stat))));
             }
         };
+        let verf = cred.reply_verifier();
         let Some(program) = self.programs.iter().find(|p| p.program() == header.prog) else {
-            return Some(status_reply(xid, ReplyStat::Accepted(AcceptStat::ProgUnavail)));
+            return Some(verified_reply(xid, &verf, AcceptStat::ProgUnavail));
         };
         let (low, high) = program.versions();
         if !(low..=high).contains(&header.vers) {
-            return Some(status_reply(xid, ReplyStat::Accepted(AcceptStat::ProgMismatch { low, high })));
+            return Some(verified_reply(xid, &verf, AcceptStat::ProgMismatch { low, high }));
         }
 
         let mut in_cache = None;
@@ -194,13 +195,13 @@ impl Dispatcher {
             xid,
             vers: header.vers,
             proc_: header.proc_,
-            auth: &auth,
+            cred: &cred,
             peer,
             local,
             report: CallReport::default(),
         };
         let mut reply = Encoder::with_capacity(256);
-        encode_reply_header(&mut reply, xid, ReplyStat::Accepted(AcceptStat::Success));
+        encode_reply_header_with(&mut reply, xid, &verf, ReplyStat::Accepted(AcceptStat::Success));
         let segments = match program.call(&ctx, &mut dec, &mut reply) {
             Ok(()) if !program.answers(header.vers, header.proc_) => return None,
             Ok(()) => reply.finish(),
@@ -213,7 +214,7 @@ impl Dispatcher {
                     AcceptError::GarbageArgs => AcceptStat::GarbageArgs,
                     AcceptError::SystemErr | AcceptError::Drop => AcceptStat::SystemErr,
                 };
-                status_reply(xid, ReplyStat::Accepted(stat))
+                verified_reply(xid, &verf, stat)
             }
         };
         if let Some(mut pending) = in_cache {
@@ -258,10 +259,17 @@ impl Drop for PendingEntry<'_> {
 }
 
 /// A reply carrying only a status, e.g. SYSTEM_ERR for a call whose
-/// handler failed outside the protocol.
+/// handler failed outside the protocol, with an AUTH_NONE verifier.
 pub fn status_reply(xid: u32, stat: ReplyStat) -> ReplySegments {
     let mut enc = Encoder::with_capacity(64);
     encode_reply_header(&mut enc, xid, stat);
+    enc.finish()
+}
+
+/// An accepted reply carrying only a status, with the caller's verifier.
+fn verified_reply(xid: u32, verf: &OpaqueAuth, stat: AcceptStat) -> ReplySegments {
+    let mut enc = Encoder::with_capacity(64);
+    encode_reply_header_with(&mut enc, xid, verf, ReplyStat::Accepted(stat));
     enc.finish()
 }
 

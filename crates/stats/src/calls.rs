@@ -396,7 +396,7 @@ mod tests {
     use std::net::SocketAddr;
 
     use bytes::Bytes;
-    use keel_rpc::Auth;
+    use keel_rpc::Credential;
     use keel_xdr::{Decoder, Encoder};
 
     use super::*;
@@ -454,10 +454,10 @@ mod tests {
         stats.set_exports(&[9]);
         let counted = stats.counted(Arc::new(Odd));
         let peer: SocketAddr = "192.0.2.1:700".parse().unwrap();
-        let auth = Auth::None;
+        let cred = Credential::anonymous();
         for proc_ in [1, 1, 5, 9, 7, 9] {
             let ctx =
-                CallContext { xid: 1, vers: 4, proc_, auth: &auth, peer, local: peer, report: Default::default() };
+                CallContext { xid: 1, vers: 4, proc_, cred: &cred, peer, local: peer, report: Default::default() };
             let _ = counted.call(&ctx, &mut Decoder::new(Bytes::new()), &mut Encoder::new());
         }
         let s = stats.snapshot();

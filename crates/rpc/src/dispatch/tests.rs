@@ -1,7 +1,8 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::*;
-use crate::msg::{OpaqueAuth, decode_reply_header};
+use crate::Principal;
+use crate::msg::{AUTH_NONE, AUTH_SYS, AuthStat, AuthSys, OpaqueAuth, decode_reply_header};
 
 /// Program 7, versions 1..=2. Procedure 1 echoes a u32 (cached, counts its
 /// executions), 2 panics, 3 wants a u32 argument, 9 (after a gap) counts
@@ -35,8 +36,8 @@ impl RpcProgram for Echo {
             1 => {
                 self.executions.fetch_add(1, Ordering::SeqCst);
                 reply.u32(args.u32()?);
-                if let Auth::Sys(sys) = ctx.auth {
-                    reply.u32(sys.uid);
+                if let Some(ids) = ctx.cred.ids() {
+                    reply.u32(ids.uid);
                 }
                 Ok(())
             }
@@ -53,6 +54,22 @@ impl RpcProgram for Echo {
             10 => {
                 self.executions.fetch_add(1, Ordering::SeqCst);
                 reply.opaque_spliced(keel_xdr::Spliced::new(4096, "a pipe"));
+                Ok(())
+            }
+            11 => {
+                // The credential as the program sees it.
+                reply.u32(ctx.cred.flavor().number());
+                if let Principal::Sys { machine_name, uid } = ctx.cred.principal() {
+                    reply.opaque(machine_name);
+                    reply.u32(*uid);
+                }
+                if let Some(ids) = ctx.cred.ids() {
+                    reply.u32(ids.gid);
+                    reply.u32(ids.groups().len() as u32);
+                    for g in ids.groups() {
+                        reply.u32(*g);
+                    }
+                }
                 Ok(())
             }
             _ => Err(AcceptError::ProcUnavail),
@@ -232,4 +249,23 @@ fn a_reply_with_a_spliced_payload_is_never_cached() {
         assert_eq!(echo.executions.load(Ordering::SeqCst), round, "executed again, not replayed");
         assert!(d.reply_cache().is_empty(), "the entry was abandoned");
     }
+}
+
+#[test]
+fn the_credential_reaches_the_program_as_the_call_header_gave_it() {
+    let (d, _) = dispatcher();
+    let sys =
+        AuthSys { stamp: 3, machine_name: Bytes::from_static(b"node17"), uid: 1000, gid: 100, gids: vec![100, 10] };
+    let (_, stat, mut dec) = run(&d, call(1, 7, 1, 11, sys.to_opaque(), &[])).unwrap();
+    assert_eq!(stat, ReplyStat::Accepted(AcceptStat::Success));
+    assert_eq!(dec.u32().unwrap(), AUTH_SYS);
+    assert_eq!(&dec.opaque(255).unwrap()[..], b"node17");
+    let ids: Vec<u32> = (0..5).map(|_| dec.u32().unwrap()).collect();
+    assert_eq!(ids, [1000, 100, 2, 100, 10], "uid, gid, groups");
+    dec.finish().unwrap();
+
+    let (_, stat, mut dec) = run(&d, call(2, 7, 1, 11, OpaqueAuth::default(), &[])).unwrap();
+    assert_eq!(stat, ReplyStat::Accepted(AcceptStat::Success));
+    assert_eq!(dec.u32().unwrap(), AUTH_NONE);
+    dec.finish().expect("no principal name, no ids");
 }
