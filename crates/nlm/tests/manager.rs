@@ -267,7 +267,7 @@ fn malformed_calls_get_errors() {
     let (s, _) = setup("malformed", |_| {});
     let programs: Vec<Arc<dyn RpcProgram>> =
         vec![Arc::new(NlmProgram::new(s.lm.clone())), Arc::new(NsmProgram::new(s.lm.clone()))];
-    let d = Dispatcher::new(programs, ReplyCache::new(16, 1 << 20));
+    let d = Dispatcher::new(programs, ReplyCache::new(16, 1 << 20)).unwrap();
     let peer: SocketAddr = A.parse().unwrap();
     let local: SocketAddr = LOCAL.parse().unwrap();
     let stat = |record: Bytes| {

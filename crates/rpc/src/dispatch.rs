@@ -98,9 +98,21 @@ pub trait RpcProgram: Send + Sync {
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError>;
 }
 
+/// The programs a dispatcher serves, each version of a program by one of
+/// them: a program number may have several (NFS's version 3 and version
+/// 4 are two programs with one number).
 pub struct Dispatcher {
     programs: Vec<Arc<dyn RpcProgram>>,
     cache: ReplyCache,
+}
+
+/// Two programs given to one [`Dispatcher`] serve the same version of a
+/// program: which one a call reaches would be an accident.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("version {version} of RPC program {program} is served by two programs")]
+pub struct VersionServedTwice {
+    pub program: u32,
+    pub version: u32,
 }
 
 /// The reply message to one call, as segments ready for `writev` (and a
@@ -110,8 +122,33 @@ pub struct Dispatcher {
 pub type ReplySegments = Vec<Segment>;
 
 impl Dispatcher {
-    pub fn new(programs: Vec<Arc<dyn RpcProgram>>, cache: ReplyCache) -> Self {
-        Dispatcher { programs, cache }
+    /// Serves `programs`, which must not share a version of a program.
+    pub fn new(programs: Vec<Arc<dyn RpcProgram>>, cache: ReplyCache) -> Result<Self, VersionServedTwice> {
+        for (i, a) in programs.iter().enumerate() {
+            let (a_low, a_high) = a.versions();
+            for b in programs[i + 1..].iter().filter(|b| b.program() == a.program()) {
+                let (b_low, b_high) = b.versions();
+                if a_low <= b_high && b_low <= a_high {
+                    return Err(VersionServedTwice { program: a.program(), version: a_low.max(b_low) });
+                }
+            }
+        }
+        Ok(Dispatcher { programs, cache })
+    }
+
+    /// The program serving version `vers` of program `prog`, or how the
+    /// call is refused: PROG_UNAVAIL if no version of `prog` is served,
+    /// else PROG_MISMATCH with the lowest and highest versions served.
+    fn program(&self, prog: u32, vers: u32) -> Result<&dyn RpcProgram, AcceptStat> {
+        let mut served: Option<(u32, u32)> = None;
+        for program in self.programs.iter().filter(|p| p.program() == prog) {
+            let (low, high) = program.versions();
+            if (low..=high).contains(&vers) {
+                return Ok(&**program);
+            }
+            served = Some(served.map_or((low, high), |(l, h)| (l.min(low), h.max(high))));
+        }
+        Err(served.map_or(AcceptStat::ProgUnavail, |(low, high)| AcceptStat::ProgMismatch { low, high }))
     }
 
     /// The most bytes the reply to `record` can take, record mark included,
@@ -120,15 +157,9 @@ impl Dispatcher {
     pub fn reply_bytes_max(&self, record: &Bytes) -> usize {
         let mut dec = Decoder::new(record.clone());
         let results = match CallHeader::decode(&mut dec) {
-            Ok(h) if h.rpc_version == RPC_VERSION => self
-                .programs
-                .iter()
-                .find(|p| p.program() == h.prog)
-                .filter(|p| {
-                    let (low, high) = p.versions();
-                    (low..=high).contains(&h.vers)
-                })
-                .map_or(0, |p| p.reply_bytes_max(h.vers, h.proc_, dec.rest())),
+            Ok(h) if h.rpc_version == RPC_VERSION => {
+                self.program(h.prog, h.vers).map_or(0, |p| p.reply_bytes_max(h.vers, h.proc_, dec.rest()))
+            }
             _ => 0,
         };
         REPLY_HEADER_BYTES_MAX + results
@@ -163,13 +194,10 @@ impl Dispatcher {
             }
         };
         let verf = cred.reply_verifier();
-        let Some(program) = self.programs.iter().find(|p| p.program() == header.prog) else {
-            return Some(verified_reply(xid, &verf, AcceptStat::ProgUnavail));
+        let program = match self.program(header.prog, header.vers) {
+            Ok(program) => program,
+            Err(refused) => return Some(verified_reply(xid, &verf, refused)),
         };
-        let (low, high) = program.versions();
-        if !(low..=high).contains(&header.vers) {
-            return Some(verified_reply(xid, &verf, AcceptStat::ProgMismatch { low, high }));
-        }
 
         let mut in_cache = None;
         if program.is_cached(header.vers, header.proc_) {

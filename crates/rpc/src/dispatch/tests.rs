@@ -79,7 +79,44 @@ impl RpcProgram for Echo {
 
 fn dispatcher() -> (Dispatcher, Arc<Echo>) {
     let echo = Arc::new(Echo { executions: AtomicU32::new(0) });
-    (Dispatcher::new(vec![echo.clone()], ReplyCache::new(16, 1 << 20)), echo)
+    (Dispatcher::new(vec![echo.clone()], ReplyCache::new(16, 1 << 20)).unwrap(), echo)
+}
+
+/// Other versions of program 7, served apart from [`Echo`]'s: procedure 1
+/// answers the version it was called with and a mark of its own.
+struct Other {
+    versions: (u32, u32),
+}
+
+const OTHER_MARK: u32 = 0x4f74_6872;
+
+impl RpcProgram for Other {
+    fn program(&self) -> u32 {
+        7
+    }
+    fn versions(&self) -> (u32, u32) {
+        self.versions
+    }
+    fn reply_bytes_max(&self, _vers: u32, _proc: u32, _args: Bytes) -> usize {
+        12
+    }
+    fn call(&self, ctx: &CallContext, _args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
+        match ctx.proc_ {
+            1 => {
+                reply.u32(ctx.vers);
+                reply.u32(OTHER_MARK);
+                Ok(())
+            }
+            _ => Err(AcceptError::ProcUnavail),
+        }
+    }
+}
+
+/// Program 7's versions 1 and 2 ([`Echo`]) and 4 ([`Other`]).
+fn two_versions() -> (Dispatcher, Arc<Echo>) {
+    let echo = Arc::new(Echo { executions: AtomicU32::new(0) });
+    let other: Arc<dyn RpcProgram> = Arc::new(Other { versions: (4, 4) });
+    (Dispatcher::new(vec![echo.clone() as Arc<dyn RpcProgram>, other], ReplyCache::new(16, 1 << 20)).unwrap(), echo)
 }
 
 fn call(xid: u32, prog: u32, vers: u32, proc_: u32, cred: OpaqueAuth, args: &[u8]) -> Bytes {
@@ -268,4 +305,43 @@ fn the_credential_reaches_the_program_as_the_call_header_gave_it() {
     assert_eq!(stat, ReplyStat::Accepted(AcceptStat::Success));
     assert_eq!(dec.u32().unwrap(), AUTH_NONE);
     dec.finish().expect("no principal name, no ids");
+}
+
+#[test]
+fn each_version_of_a_program_reaches_the_program_serving_it() {
+    let (d, echo) = two_versions();
+    let (_, stat, mut dec) = run(&d, call(1, 7, 1, 1, sys(1000), &[0, 0, 0, 42])).unwrap();
+    assert_eq!(stat, ReplyStat::Accepted(AcceptStat::Success));
+    assert_eq!((dec.u32().unwrap(), dec.u32().unwrap()), (42, 1000), "version 1 is Echo's");
+    let v4 = call(2, 7, 4, 1, sys(1000), &[]);
+    assert_eq!(d.reply_bytes_max(&v4), REPLY_HEADER_BYTES_MAX + 12, "version 4's bound is Other's");
+    let (_, stat, mut dec) = run(&d, v4).unwrap();
+    assert_eq!(stat, ReplyStat::Accepted(AcceptStat::Success));
+    assert_eq!((dec.u32().unwrap(), dec.u32().unwrap()), (4, OTHER_MARK), "version 4 is Other's");
+    dec.finish().unwrap();
+    assert_eq!(echo.executions.load(Ordering::SeqCst), 1, "Echo ran version 1's call only");
+}
+
+#[test]
+fn a_version_not_served_gets_the_lowest_and_highest_served() {
+    let (d, _) = two_versions();
+    for vers in [0, 3, 5, u32::MAX] {
+        let (_, stat, dec) = run(&d, call(1, 7, vers, 1, sys(0), &[])).unwrap();
+        assert_eq!(stat, ReplyStat::Accepted(AcceptStat::ProgMismatch { low: 1, high: 4 }), "version {vers}");
+        dec.finish().unwrap();
+    }
+    let (_, stat, _) = run(&d, call(1, 8, 4, 1, sys(0), &[])).unwrap();
+    assert_eq!(stat, ReplyStat::Accepted(AcceptStat::ProgUnavail));
+}
+
+#[test]
+fn two_programs_may_not_serve_one_version() {
+    let echo = || -> Arc<dyn RpcProgram> { Arc::new(Echo { executions: AtomicU32::new(0) }) };
+    let other = |low: u32, high: u32| -> Arc<dyn RpcProgram> { Arc::new(Other { versions: (low, high) }) };
+    let cache = || ReplyCache::new(16, 1 << 20);
+    let err = Dispatcher::new(vec![echo(), other(2, 3)], cache()).err();
+    assert_eq!(err, Some(VersionServedTwice { program: 7, version: 2 }));
+    let err = Dispatcher::new(vec![other(3, 5), other(4, 4)], cache()).err();
+    assert_eq!(err, Some(VersionServedTwice { program: 7, version: 4 }));
+    assert!(Dispatcher::new(vec![echo(), other(3, 3), other(4, 9)], cache()).is_ok());
 }
