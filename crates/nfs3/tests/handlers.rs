@@ -105,6 +105,7 @@ impl Client<'_> {
             cred: &self.cred,
             peer: self.peer,
             local,
+            connection: None,
             report: Default::default(),
         };
         let mut reply = Encoder::new();

@@ -25,8 +25,26 @@ pub struct CallContext<'a> {
     pub cred: &'a Credential,
     pub peer: SocketAddr,
     pub local: SocketAddr,
+    /// The connection the call came on; `None` for a datagram. NFSv4.1
+    /// binds sessions and their backchannel to connections.
+    pub connection: Option<ConnectionId>,
     /// What the program reports about the call, for statistics.
     pub report: CallReport,
+}
+
+/// One connection of the transport, as long as the process runs: the
+/// transport never gives two connections the same id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionId(u64);
+
+impl ConnectionId {
+    pub const fn new(id: u64) -> Self {
+        ConnectionId(id)
+    }
+
+    pub const fn get(self) -> u64 {
+        self.0
+    }
 }
 
 /// A call the program accepted but cannot answer with results.
@@ -165,10 +183,32 @@ impl Dispatcher {
         REPLY_HEADER_BYTES_MAX + results
     }
 
-    /// Handles one call record. `None` means no reply is due: the record was
-    /// not a call, it retransmits a call still being executed, or its
-    /// procedure answers nothing ([`RpcProgram::answers`]).
+    /// Handles one call record that came as a datagram. `None` means no
+    /// reply is due: the record was not a call, it retransmits a call
+    /// still being executed, or its procedure answers nothing
+    /// ([`RpcProgram::answers`]).
     pub fn handle(&self, record: Bytes, peer: SocketAddr, local: SocketAddr) -> Option<ReplySegments> {
+        self.handle_call(record, peer, local, None)
+    }
+
+    /// [`Dispatcher::handle`] for a call record that came on `connection`.
+    pub fn handle_on_connection(
+        &self,
+        record: Bytes,
+        peer: SocketAddr,
+        local: SocketAddr,
+        connection: ConnectionId,
+    ) -> Option<ReplySegments> {
+        self.handle_call(record, peer, local, Some(connection))
+    }
+
+    fn handle_call(
+        &self,
+        record: Bytes,
+        peer: SocketAddr,
+        local: SocketAddr,
+        connection: Option<ConnectionId>,
+    ) -> Option<ReplySegments> {
         let mut dec = Decoder::new(record);
         let header = match CallHeader::decode(&mut dec) {
             Ok(h) => h,
@@ -226,6 +266,7 @@ impl Dispatcher {
             cred: &cred,
             peer,
             local,
+            connection,
             report: CallReport::default(),
         };
         let mut reply = Encoder::with_capacity(256);

@@ -23,8 +23,8 @@ mod table;
 
 pub use cred::{Credential, Flavor, Principal, SecurityContext};
 pub use dispatch::{
-    AcceptError, CallContext, Dispatcher, REPLY_HEADER_BYTES_MAX, REPLY_RESULTS_BYTES_DEFAULT, ReplySegments,
-    RpcProgram, VersionServedTwice, status_reply,
+    AcceptError, CallContext, ConnectionId, Dispatcher, REPLY_HEADER_BYTES_MAX, REPLY_RESULTS_BYTES_DEFAULT,
+    ReplySegments, RpcProgram, VersionServedTwice, status_reply,
 };
 pub use drc::{ReplyCache, ReplyJournal};
 pub use msg::{Auth, AuthSys};

@@ -234,7 +234,16 @@ mod tests {
     fn run(proc_: u32, args: &[u8]) -> (Handled<Gapped>, Option<u32>) {
         let peer: SocketAddr = "192.0.2.1:700".parse().unwrap();
         let cred = Credential::anonymous();
-        let ctx = CallContext { xid: 1, vers: 1, proc_, cred: &cred, peer, local: peer, report: Default::default() };
+        let ctx = CallContext {
+            xid: 1,
+            vers: 1,
+            proc_,
+            cred: &cred,
+            peer,
+            local: peer,
+            connection: None,
+            report: Default::default(),
+        };
         let call = Call { program: &Gapped, ctx: &ctx };
         let mut args = Decoder::new(Bytes::copy_from_slice(args));
         let handled = GAPPED.call(&call, &ctx, &mut args, &mut Encoder::new());

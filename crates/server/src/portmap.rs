@@ -309,6 +309,7 @@ mod tests {
             cred: &cred,
             peer: local,
             local,
+            connection: None,
             report: Default::default(),
         };
         let mut reply = Encoder::new();

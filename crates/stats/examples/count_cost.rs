@@ -70,6 +70,7 @@ fn per_call_ns(program: &Arc<dyn RpcProgram>, threads: usize) -> f64 {
                         cred: &cred,
                         peer,
                         local: peer,
+                        connection: None,
                         report: Default::default(),
                     };
                     let _ = program.call(&ctx, &mut Decoder::new(args.clone()), &mut reply);

@@ -456,8 +456,16 @@ mod tests {
         let peer: SocketAddr = "192.0.2.1:700".parse().unwrap();
         let cred = Credential::anonymous();
         for proc_ in [1, 1, 5, 9, 7, 9] {
-            let ctx =
-                CallContext { xid: 1, vers: 4, proc_, cred: &cred, peer, local: peer, report: Default::default() };
+            let ctx = CallContext {
+                xid: 1,
+                vers: 4,
+                proc_,
+                cred: &cred,
+                peer,
+                local: peer,
+                connection: None,
+                report: Default::default(),
+            };
             let _ = counted.call(&ctx, &mut Decoder::new(Bytes::new()), &mut Encoder::new());
         }
         let s = stats.snapshot();

@@ -7,7 +7,8 @@ use crate::msg::{AUTH_NONE, AUTH_SYS, AuthStat, AuthSys, OpaqueAuth, decode_repl
 /// Program 7, versions 1..=2. Procedure 1 echoes a u32 (cached, counts its
 /// executions), 2 panics, 3 wants a u32 argument, 9 (after a gap) counts
 /// its executions and answers nothing, 10 (cached) counts its executions
-/// and answers with a spliced payload.
+/// and answers with a spliced payload, 11 answers the credential as it
+/// sees it, 12 the connection the call came on.
 struct Echo {
     executions: AtomicU32,
 }
@@ -69,6 +70,13 @@ impl RpcProgram for Echo {
                     for g in ids.groups() {
                         reply.u32(*g);
                     }
+                }
+                Ok(())
+            }
+            12 => {
+                reply.bool(ctx.connection.is_some());
+                if let Some(id) = ctx.connection {
+                    reply.u64(id.get());
                 }
                 Ok(())
             }
@@ -344,4 +352,22 @@ fn two_programs_may_not_serve_one_version() {
     let err = Dispatcher::new(vec![other(3, 5), other(4, 4)], cache()).err();
     assert_eq!(err, Some(VersionServedTwice { program: 7, version: 4 }));
     assert!(Dispatcher::new(vec![echo(), other(3, 3), other(4, 9)], cache()).is_ok());
+}
+
+#[test]
+fn a_call_knows_the_connection_it_came_on() {
+    let (d, _) = dispatcher();
+    let (peer, local) = (PEER.parse().unwrap(), LOCAL.parse().unwrap());
+    let connection_of = |segments: Option<ReplySegments>| {
+        let all: Vec<u8> = bytes(segments.expect("a reply")).concat();
+        let mut dec = Decoder::new(Bytes::from(all));
+        assert_eq!(decode_reply_header(&mut dec).unwrap().1, ReplyStat::Accepted(AcceptStat::Success));
+        let id = dec.bool().unwrap().then(|| dec.u64().unwrap());
+        dec.finish().unwrap();
+        id
+    };
+    let on = |id| d.handle_on_connection(call(1, 7, 1, 12, sys(0), &[]), peer, local, ConnectionId::new(id));
+    assert_eq!(connection_of(on(41)), Some(41));
+    assert_eq!(connection_of(on(u64::MAX)), Some(u64::MAX));
+    assert_eq!(connection_of(d.handle(call(2, 7, 1, 12, sys(0), &[]), peer, local)), None, "a datagram");
 }

@@ -13,7 +13,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use keel_rpc::msg::{AcceptStat, ReplyStat};
 use keel_rpc::record::{RecordAssembler, record_mark};
-use keel_rpc::status_reply;
+use keel_rpc::{ConnectionId, status_reply};
 use keel_store::pipe::FilePipe;
 use keel_xdr::Segment;
 
@@ -49,6 +49,8 @@ pub struct Connection {
     write_fd: OwnedFd,
     slot: u32,
     generation: u32,
+    /// What the calls that come on it know it by.
+    id: ConnectionId,
     peer: SocketAddr,
     local: SocketAddr,
     /// The connection's place in the connection table.
@@ -187,8 +189,8 @@ impl Connection {
         stream: TcpStream,
         peer: SocketAddr,
         place: Slot,
-        slot: u32,
-        generation: u32,
+        (slot, generation): (u32, u32),
+        id: ConnectionId,
     ) -> io::Result<Arc<Connection>> {
         stream.set_nonblocking(true)?;
         stream.set_nodelay(true)?;
@@ -201,6 +203,7 @@ impl Connection {
             write_fd,
             slot,
             generation,
+            id,
             peer,
             local,
             place,
@@ -493,7 +496,9 @@ impl Connection {
     pub(super) fn execute(&self, sh: &Shared, call: Bytes, mut hold: CallHold) -> Option<Reply> {
         let xid = call.get(..4).map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")));
         let (peer, local) = (self.peer, self.local);
-        let mut segments = match catch_unwind(AssertUnwindSafe(|| sh.dispatcher.handle(call, peer, local))) {
+        let mut segments = match catch_unwind(AssertUnwindSafe(|| {
+            sh.dispatcher.handle_on_connection(call, peer, local, self.id)
+        })) {
             Ok(Some(reply)) => {
                 let reply_bytes: usize = reply.iter().map(Segment::len).sum::<usize>() + 4;
                 if reply_bytes > hold.charge.bytes() {
