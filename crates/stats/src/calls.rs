@@ -129,10 +129,15 @@ impl CallStats {
         })
     }
 
-    /// Wraps `program` so that its calls are counted; a program the
-    /// statistics were not told about is returned as it is.
+    /// Wraps `program` so that its calls are counted under the spec of
+    /// its number and of a version it serves (NFS's version 3 and version
+    /// 4 are two programs with one number); a program the statistics were
+    /// not told about is returned as it is.
     pub fn counted(self: &Arc<Self>, program: Arc<dyn RpcProgram>) -> Arc<dyn RpcProgram> {
-        match self.programs.iter().position(|p| p.spec.program == program.program()) {
+        let (low, high) = program.versions();
+        let spec_of =
+            |p: &ProgramCounters| p.spec.program == program.program() && (low..=high).contains(&p.spec.version);
+        match self.programs.iter().position(spec_of) {
             Some(index) => Arc::new(Counted { inner: program, stats: self.clone(), index }),
             None => program,
         }
@@ -435,6 +440,40 @@ mod tests {
     fn odd() -> ProgramSpec {
         let procedures = vec![(0, "A"), (1, "B"), (2, "C"), (3, "D"), (4, "E"), (5, "F"), (9, "NINE")];
         ProgramSpec { program: 7, version: 4, name: "odd", procedures, statuses: &[] }
+    }
+
+    #[test]
+    fn a_program_is_counted_only_under_the_spec_of_a_version_it_serves() {
+        /// Program 7 again, version 5 only: not what `odd` describes.
+        struct Later;
+        impl RpcProgram for Later {
+            fn program(&self) -> u32 {
+                7
+            }
+            fn versions(&self) -> (u32, u32) {
+                (5, 5)
+            }
+            fn call(&self, _: &CallContext, _: &mut Decoder, _: &mut Encoder) -> Result<(), AcceptError> {
+                Ok(())
+            }
+        }
+        let stats = CallStats::new(&[odd()]);
+        let peer: SocketAddr = "192.0.2.1:700".parse().unwrap();
+        let cred = Credential::anonymous();
+        for (program, vers) in [(stats.counted(Arc::new(Later)), 5), (stats.counted(Arc::new(Odd)), 4)] {
+            let ctx = CallContext {
+                xid: 1,
+                vers,
+                proc_: 1,
+                cred: &cred,
+                peer,
+                local: peer,
+                connection: None,
+                report: Default::default(),
+            };
+            program.call(&ctx, &mut Decoder::new(Bytes::new()), &mut Encoder::new()).unwrap();
+        }
+        assert_eq!(stats.snapshot().programs[0].procedures[1].calls, 1, "version 4's call only");
     }
 
     #[test]
