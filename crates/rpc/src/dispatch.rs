@@ -7,6 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use keel_xdr::{Decoder, Encoder, Segment};
 
+use crate::connection::CallConnection;
 use crate::cred::Credential;
 use crate::drc::{CacheLookup, DrcKey, ReplyCache};
 use crate::msg::{
@@ -27,24 +28,9 @@ pub struct CallContext<'a> {
     pub local: SocketAddr,
     /// The connection the call came on; `None` for a datagram. NFSv4.1
     /// binds sessions and their backchannel to connections.
-    pub connection: Option<ConnectionId>,
+    pub connection: Option<&'a CallConnection>,
     /// What the program reports about the call, for statistics.
     pub report: CallReport,
-}
-
-/// One connection of the transport, as long as the process runs: the
-/// transport never gives two connections the same id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ConnectionId(u64);
-
-impl ConnectionId {
-    pub const fn new(id: u64) -> Self {
-        ConnectionId(id)
-    }
-
-    pub const fn get(self) -> u64 {
-        self.0
-    }
 }
 
 /// A call the program accepted but cannot answer with results.
@@ -197,7 +183,7 @@ impl Dispatcher {
         record: Bytes,
         peer: SocketAddr,
         local: SocketAddr,
-        connection: ConnectionId,
+        connection: &CallConnection,
     ) -> Option<ReplySegments> {
         self.handle_call(record, peer, local, Some(connection))
     }
@@ -207,7 +193,7 @@ impl Dispatcher {
         record: Bytes,
         peer: SocketAddr,
         local: SocketAddr,
-        connection: Option<ConnectionId>,
+        connection: Option<&CallConnection>,
     ) -> Option<ReplySegments> {
         let mut dec = Decoder::new(record);
         let header = match CallHeader::decode(&mut dec) {

@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+mod connection;
 mod cred;
 mod dispatch;
 pub mod drc;
@@ -21,10 +22,11 @@ pub mod record;
 mod report;
 mod table;
 
+pub use connection::{Backchannel, BackchannelError, CallConnection, ConnectionId};
 pub use cred::{Credential, Flavor, Principal, SecurityContext};
 pub use dispatch::{
-    AcceptError, CallContext, ConnectionId, Dispatcher, REPLY_HEADER_BYTES_MAX, REPLY_RESULTS_BYTES_DEFAULT,
-    ReplySegments, RpcProgram, VersionServedTwice, status_reply,
+    AcceptError, CallContext, Dispatcher, REPLY_HEADER_BYTES_MAX, REPLY_RESULTS_BYTES_DEFAULT, ReplySegments,
+    RpcProgram, VersionServedTwice, status_reply,
 };
 pub use drc::{ReplyCache, ReplyJournal};
 pub use msg::{Auth, AuthSys};

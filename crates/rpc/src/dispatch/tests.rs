@@ -1,14 +1,15 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::*;
-use crate::Principal;
 use crate::msg::{AUTH_NONE, AUTH_SYS, AuthStat, AuthSys, OpaqueAuth, decode_reply_header};
+use crate::{CallConnection, ConnectionId, Principal};
 
 /// Program 7, versions 1..=2. Procedure 1 echoes a u32 (cached, counts its
 /// executions), 2 panics, 3 wants a u32 argument, 9 (after a gap) counts
 /// its executions and answers nothing, 10 (cached) counts its executions
 /// and answers with a spliced payload, 11 answers the credential as it
-/// sees it, 12 the connection the call came on.
+/// sees it, 12 the connection the call came on, after sending a call back
+/// on it.
 struct Echo {
     executions: AtomicU32,
 }
@@ -75,8 +76,9 @@ impl RpcProgram for Echo {
             }
             12 => {
                 reply.bool(ctx.connection.is_some());
-                if let Some(id) = ctx.connection {
-                    reply.u64(id.get());
+                if let Some(connection) = ctx.connection {
+                    reply.u64(connection.id().get());
+                    connection.backchannel().send_call(Bytes::from_static(b"call back")).unwrap();
                 }
                 Ok(())
             }
@@ -354,6 +356,17 @@ fn two_programs_may_not_serve_one_version() {
     assert!(Dispatcher::new(vec![echo(), other(3, 3), other(4, 9)], cache()).is_ok());
 }
 
+/// A backchannel that keeps what it is given.
+#[derive(Default)]
+struct Sent(std::sync::Mutex<Vec<Bytes>>);
+
+impl crate::Backchannel for Sent {
+    fn send_call(&self, call: Bytes) -> Result<(), crate::BackchannelError> {
+        self.0.lock().unwrap().push(call);
+        Ok(())
+    }
+}
+
 #[test]
 fn a_call_knows_the_connection_it_came_on() {
     let (d, _) = dispatcher();
@@ -366,8 +379,14 @@ fn a_call_knows_the_connection_it_came_on() {
         dec.finish().unwrap();
         id
     };
-    let on = |id| d.handle_on_connection(call(1, 7, 1, 12, sys(0), &[]), peer, local, ConnectionId::new(id));
+    let sent = Arc::new(Sent::default());
+    let on = |id| {
+        let connection = CallConnection::new(ConnectionId::new(id), sent.clone());
+        d.handle_on_connection(call(1, 7, 1, 12, sys(0), &[]), peer, local, &connection)
+    };
     assert_eq!(connection_of(on(41)), Some(41));
     assert_eq!(connection_of(on(u64::MAX)), Some(u64::MAX));
+    assert_eq!(sent.0.lock().unwrap().len(), 2, "a call sent back on each");
     assert_eq!(connection_of(d.handle(call(2, 7, 1, 12, sys(0), &[]), peer, local)), None, "a datagram");
+    assert_eq!(sent.0.lock().unwrap().len(), 2);
 }

@@ -56,6 +56,8 @@
 mod conn;
 mod places;
 mod poller;
+#[cfg(test)]
+mod tests;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
