@@ -14,7 +14,7 @@ use keel_exports::{Access, ClientOptions, ClientRule, ExportTable, HostMatch, Sq
 use keel_nfs3::{MountProgram, Nfs3Program};
 use keel_nfs3_proto::mount::{Dirpath, MountProc, Mountres3, Mountstat3};
 use keel_nfs3_proto::nfs3::*;
-use keel_rpc::{AcceptError, Auth, AuthSys, CallContext, RpcProgram};
+use keel_rpc::{AcceptError, CallContext, Credential, RpcProgram};
 use keel_store::Store;
 use keel_store::sim::{SimAction, SimFault, SimPoint, SimStore};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
@@ -58,14 +58,14 @@ impl Server {
 
     /// A client calling as `uid` from a reserved port.
     pub fn client(&self, uid: u32) -> Client<'_> {
-        let auth = Auth::Sys(AuthSys { uid, gid: uid, ..Default::default() });
-        Client { srv: self, auth, peer: "127.0.0.1:700".parse().unwrap() }
+        let cred = Credential::sys(Bytes::new(), uid, uid, &[]);
+        Client { srv: self, cred, peer: "127.0.0.1:700".parse().unwrap() }
     }
 }
 
 pub struct Client<'s> {
     srv: &'s Server,
-    auth: Auth,
+    cred: Credential,
     peer: SocketAddr,
 }
 
@@ -102,9 +102,10 @@ impl Client<'_> {
             xid: 1,
             vers: 3,
             proc_,
-            auth: &self.auth,
+            cred: &self.cred,
             peer: self.peer,
             local,
+            connection: None,
             report: Default::default(),
         };
         let mut reply = Encoder::new();

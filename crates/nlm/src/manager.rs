@@ -42,7 +42,7 @@ use keel_nlm_proto::nlm4::{
     Nlm4Testargs, Nlm4Testrply, Nlm4Unlockargs,
 };
 use keel_nlm_proto::nsm::StatChge;
-use keel_rpc::Auth;
+use keel_rpc::Credential;
 use keel_store::lock::LOCK_OFFSET_MAX;
 use keel_store::{LockFile, LockKind, LockRange, Store, StoreError};
 use keel_xdr::Opaque;
@@ -85,7 +85,7 @@ pub struct OwnerKey {
 pub struct Ctx<'a> {
     pub peer: SocketAddr,
     pub local: SocketAddr,
-    pub auth: &'a Auth,
+    pub cred: &'a Credential,
 }
 
 /// A call the server makes to a client, handed to the courier.
@@ -634,11 +634,7 @@ impl<S: Store> LockManager<S> {
     /// act as (squashed as an NFS call would be). A refusal is the one
     /// place where an [`AdmitError`] becomes an `nlm4_stats`.
     fn admit(&self, ctx: &Ctx, fh: &Bytes) -> Result<(S::Object, keel_store::Cred), Nlm4Stats> {
-        let claimed = match ctx.auth {
-            Auth::Sys(sys) => Some(keel_store::Cred::new(sys.uid, sys.gid, &sys.gids)),
-            Auth::None => None,
-        };
-        match self.exports.admit_handle(ctx.peer, fh, claimed.as_ref(), |_| {}) {
+        match self.exports.admit_handle(ctx.peer, fh, ctx.cred.ids(), |_| {}) {
             Ok(Admitted { object, cred, .. }) => Ok((object, cred)),
             Err(AdmitError::Stale | AdmitError::BadHandle) => Err(Nlm4Stats::StaleFh),
             Err(

@@ -41,7 +41,7 @@ fn args<A: Decode>(dec: &mut Decoder) -> Result<A, AcceptError> {
 
 /// The lock manager's view of a call.
 fn lm_ctx<'a>(ctx: &'a CallContext) -> Ctx<'a> {
-    Ctx { peer: ctx.peer, local: ctx.local, auth: ctx.auth }
+    Ctx { peer: ctx.peer, local: ctx.local, cred: ctx.cred }
 }
 
 /// The handler of a procedure Keel does not serve. A closure: rustc 1.95

@@ -16,7 +16,7 @@ use keel_nlm_proto::nlm4::{
 };
 use keel_nlm_proto::nsm::StatChge;
 use keel_rpc::msg::{AcceptStat, CallHeader, OpaqueAuth, ReplyStat, decode_reply_header};
-use keel_rpc::{Auth, AuthSys, Dispatcher, ReplyCache, RpcProgram};
+use keel_rpc::{Credential, Dispatcher, ReplyCache, RpcProgram};
 use keel_store::sim::SimStore;
 use keel_store::{CreateMode, Cred, Object, SetAttrs, Store};
 use keel_xdr::{Decoder, Encode, Encoder, Opaque};
@@ -69,12 +69,12 @@ const A: &str = "10.0.0.1:700";
 const B: &str = "10.0.0.2:700";
 const LOCAL: &str = "10.0.0.9:2049";
 
-fn root() -> Auth {
-    Auth::Sys(AuthSys { uid: 0, gid: 0, ..Default::default() })
+fn root() -> Credential {
+    Credential::sys(Bytes::new(), 0, 0, &[])
 }
 
-fn ctx<'a>(peer: &str, auth: &'a Auth) -> Ctx<'a> {
-    Ctx { peer: peer.parse().unwrap(), local: LOCAL.parse().unwrap(), auth }
+fn ctx<'a>(peer: &str, cred: &'a Credential) -> Ctx<'a> {
+    Ctx { peer: peer.parse().unwrap(), local: LOCAL.parse().unwrap(), cred }
 }
 
 fn lock(fh: &Bytes, host: &str, svid: i32, offset: u64, len: u64) -> Nlm4Lock {
@@ -267,7 +267,7 @@ fn malformed_calls_get_errors() {
     let (s, _) = setup("malformed", |_| {});
     let programs: Vec<Arc<dyn RpcProgram>> =
         vec![Arc::new(NlmProgram::new(s.lm.clone())), Arc::new(NsmProgram::new(s.lm.clone()))];
-    let d = Dispatcher::new(programs, ReplyCache::new(16, 1 << 20));
+    let d = Dispatcher::new(programs, ReplyCache::new(16, 1 << 20)).unwrap();
     let peer: SocketAddr = A.parse().unwrap();
     let local: SocketAddr = LOCAL.parse().unwrap();
     let stat = |record: Bytes| {

@@ -7,10 +7,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 use keel_xdr::{Decoder, Encoder, Segment};
 
+use crate::connection::CallConnection;
+use crate::cred::Credential;
 use crate::drc::{CacheLookup, DrcKey, ReplyCache};
 use crate::msg::{
-    AUTH_NONE, AUTH_SYS, AcceptStat, Auth, AuthStat, AuthSys, CallHeader, CallHeaderError, RPC_VERSION, RejectStat,
-    ReplyStat, encode_reply_header,
+    AcceptStat, CallHeader, CallHeaderError, OpaqueAuth, RPC_VERSION, RejectStat, ReplyStat, encode_reply_header,
+    encode_reply_header_with,
 };
 use crate::report::CallReport;
 
@@ -20,9 +22,13 @@ pub struct CallContext<'a> {
     pub xid: u32,
     pub vers: u32,
     pub proc_: u32,
-    pub auth: &'a Auth,
+    /// Who the call comes from, established once by the dispatcher.
+    pub cred: &'a Credential,
     pub peer: SocketAddr,
     pub local: SocketAddr,
+    /// The connection the call came on; `None` for a datagram. NFSv4.1
+    /// binds sessions and their backchannel to connections.
+    pub connection: Option<&'a CallConnection>,
     /// What the program reports about the call, for statistics.
     pub report: CallReport,
 }
@@ -46,7 +52,9 @@ impl From<keel_xdr::XdrError> for AcceptError {
 
 /// Bytes of RPC framing around a reply's results, at most: record mark,
 /// xid, message type, reply status, an AUTH_NONE verifier, and the accept
-/// status with a mismatch's two versions.
+/// status with a mismatch's two versions. A flavor whose replies carry a
+/// verifier of their own (RPCSEC_GSS, [`Credential::reply_verifier`])
+/// adds its bytes.
 pub const REPLY_HEADER_BYTES_MAX: usize = 64;
 
 /// Results of a procedure that does not say otherwise, at most (knfsd's
@@ -94,9 +102,21 @@ pub trait RpcProgram: Send + Sync {
     fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError>;
 }
 
+/// The programs a dispatcher serves, each version of a program by one of
+/// them: a program number may have several (NFS's version 3 and version
+/// 4 are two programs with one number).
 pub struct Dispatcher {
     programs: Vec<Arc<dyn RpcProgram>>,
     cache: ReplyCache,
+}
+
+/// Two programs given to one [`Dispatcher`] serve the same version of a
+/// program: which one a call reaches would be an accident.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("version {version} of RPC program {program} is served by two programs")]
+pub struct VersionServedTwice {
+    pub program: u32,
+    pub version: u32,
 }
 
 /// The reply message to one call, as segments ready for `writev` (and a
@@ -106,8 +126,33 @@ pub struct Dispatcher {
 pub type ReplySegments = Vec<Segment>;
 
 impl Dispatcher {
-    pub fn new(programs: Vec<Arc<dyn RpcProgram>>, cache: ReplyCache) -> Self {
-        Dispatcher { programs, cache }
+    /// Serves `programs`, which must not share a version of a program.
+    pub fn new(programs: Vec<Arc<dyn RpcProgram>>, cache: ReplyCache) -> Result<Self, VersionServedTwice> {
+        for (i, a) in programs.iter().enumerate() {
+            let (a_low, a_high) = a.versions();
+            for b in programs[i + 1..].iter().filter(|b| b.program() == a.program()) {
+                let (b_low, b_high) = b.versions();
+                if a_low <= b_high && b_low <= a_high {
+                    return Err(VersionServedTwice { program: a.program(), version: a_low.max(b_low) });
+                }
+            }
+        }
+        Ok(Dispatcher { programs, cache })
+    }
+
+    /// The program serving version `vers` of program `prog`, or how the
+    /// call is refused: PROG_UNAVAIL if no version of `prog` is served,
+    /// else PROG_MISMATCH with the lowest and highest versions served.
+    fn program(&self, prog: u32, vers: u32) -> Result<&dyn RpcProgram, AcceptStat> {
+        let mut served: Option<(u32, u32)> = None;
+        for program in self.programs.iter().filter(|p| p.program() == prog) {
+            let (low, high) = program.versions();
+            if (low..=high).contains(&vers) {
+                return Ok(&**program);
+            }
+            served = Some(served.map_or((low, high), |(l, h)| (l.min(low), h.max(high))));
+        }
+        Err(served.map_or(AcceptStat::ProgUnavail, |(low, high)| AcceptStat::ProgMismatch { low, high }))
     }
 
     /// The most bytes the reply to `record` can take, record mark included,
@@ -116,24 +161,40 @@ impl Dispatcher {
     pub fn reply_bytes_max(&self, record: &Bytes) -> usize {
         let mut dec = Decoder::new(record.clone());
         let results = match CallHeader::decode(&mut dec) {
-            Ok(h) if h.rpc_version == RPC_VERSION => self
-                .programs
-                .iter()
-                .find(|p| p.program() == h.prog)
-                .filter(|p| {
-                    let (low, high) = p.versions();
-                    (low..=high).contains(&h.vers)
-                })
-                .map_or(0, |p| p.reply_bytes_max(h.vers, h.proc_, dec.rest())),
+            Ok(h) if h.rpc_version == RPC_VERSION => {
+                self.program(h.prog, h.vers).map_or(0, |p| p.reply_bytes_max(h.vers, h.proc_, dec.rest()))
+            }
             _ => 0,
         };
         REPLY_HEADER_BYTES_MAX + results
     }
 
-    /// Handles one call record. `None` means no reply is due: the record was
-    /// not a call, it retransmits a call still being executed, or its
-    /// procedure answers nothing ([`RpcProgram::answers`]).
+    /// Handles one call record that came as a datagram. `None` means no
+    /// reply is due: the record was not a call, it retransmits a call
+    /// still being executed, or its procedure answers nothing
+    /// ([`RpcProgram::answers`]).
     pub fn handle(&self, record: Bytes, peer: SocketAddr, local: SocketAddr) -> Option<ReplySegments> {
+        self.handle_call(record, peer, local, None)
+    }
+
+    /// [`Dispatcher::handle`] for a call record that came on `connection`.
+    pub fn handle_on_connection(
+        &self,
+        record: Bytes,
+        peer: SocketAddr,
+        local: SocketAddr,
+        connection: &CallConnection,
+    ) -> Option<ReplySegments> {
+        self.handle_call(record, peer, local, Some(connection))
+    }
+
+    fn handle_call(
+        &self,
+        record: Bytes,
+        peer: SocketAddr,
+        local: SocketAddr,
+        connection: Option<&CallConnection>,
+    ) -> Option<ReplySegments> {
         let mut dec = Decoder::new(record);
         let header = match CallHeader::decode(&mut dec) {
             Ok(h) => h,
@@ -151,24 +212,18 @@ impl Dispatcher {
             let stat = RejectStat::RpcMismatch { low: RPC_VERSION, high: RPC_VERSION };
             return Some(status_reply(xid, ReplyStat::Denied(stat)));
         }
-        let auth = match header.cred.flavor {
-            AUTH_NONE => Auth::None,
-            AUTH_SYS => match AuthSys::decode(header.cred.body.clone()) {
-                Ok(sys) => Auth::Sys(sys),
-                Err(_) => return Some(status_reply(xid, ReplyStat::Denied(RejectStat::AuthError(AuthStat::BadCred)))),
-            },
-            flavor => {
-                tracing::debug!(%peer, flavor, "unsupported credential flavor");
-                return Some(status_reply(xid, ReplyStat::Denied(RejectStat::AuthError(AuthStat::BadCred))));
+        let cred = match Credential::from_call(&header) {
+            Ok(cred) => cred,
+            Err(stat) => {
+                tracing::debug!(%peer, flavor = header.cred.flavor, ?stat, "credential refused");
+                return Some(status_reply(xid, ReplyStat::Denied(RejectStat::AuthError(stat))));
             }
         };
-        let Some(program) = self.programs.iter().find(|p| p.program() == header.prog) else {
-            return Some(status_reply(xid, ReplyStat::Accepted(AcceptStat::ProgUnavail)));
+        let verf = cred.reply_verifier();
+        let program = match self.program(header.prog, header.vers) {
+            Ok(program) => program,
+            Err(refused) => return Some(verified_reply(xid, &verf, refused)),
         };
-        let (low, high) = program.versions();
-        if !(low..=high).contains(&header.vers) {
-            return Some(status_reply(xid, ReplyStat::Accepted(AcceptStat::ProgMismatch { low, high })));
-        }
 
         let mut in_cache = None;
         if program.is_cached(header.vers, header.proc_) {
@@ -194,13 +249,14 @@ impl Dispatcher {
             xid,
             vers: header.vers,
             proc_: header.proc_,
-            auth: &auth,
+            cred: &cred,
             peer,
             local,
+            connection,
             report: CallReport::default(),
         };
         let mut reply = Encoder::with_capacity(256);
-        encode_reply_header(&mut reply, xid, ReplyStat::Accepted(AcceptStat::Success));
+        encode_reply_header_with(&mut reply, xid, &verf, ReplyStat::Accepted(AcceptStat::Success));
         let segments = match program.call(&ctx, &mut dec, &mut reply) {
             Ok(()) if !program.answers(header.vers, header.proc_) => return None,
             Ok(()) => reply.finish(),
@@ -213,7 +269,7 @@ impl Dispatcher {
                     AcceptError::GarbageArgs => AcceptStat::GarbageArgs,
                     AcceptError::SystemErr | AcceptError::Drop => AcceptStat::SystemErr,
                 };
-                status_reply(xid, ReplyStat::Accepted(stat))
+                verified_reply(xid, &verf, stat)
             }
         };
         if let Some(mut pending) = in_cache {
@@ -258,10 +314,17 @@ impl Drop for PendingEntry<'_> {
 }
 
 /// A reply carrying only a status, e.g. SYSTEM_ERR for a call whose
-/// handler failed outside the protocol.
+/// handler failed outside the protocol, with an AUTH_NONE verifier.
 pub fn status_reply(xid: u32, stat: ReplyStat) -> ReplySegments {
     let mut enc = Encoder::with_capacity(64);
     encode_reply_header(&mut enc, xid, stat);
+    enc.finish()
+}
+
+/// An accepted reply carrying only a status, with the caller's verifier.
+fn verified_reply(xid: u32, verf: &OpaqueAuth, stat: AcceptStat) -> ReplySegments {
+    let mut enc = Encoder::with_capacity(64);
+    encode_reply_header_with(&mut enc, xid, verf, ReplyStat::Accepted(stat));
     enc.finish()
 }
 

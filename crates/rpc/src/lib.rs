@@ -1,8 +1,10 @@
 //! ONC RPC version 2 (RFC 5531) over stream transports.
 //!
 //! Sans-I/O: [`record::RecordAssembler`] cuts a byte stream into records,
-//! [`msg`] reads and writes call and reply headers, [`Dispatcher`] turns one
-//! call record into one reply (or none), consulting the [`ReplyCache`]. The
+//! [`msg`] reads and writes call and reply headers, [`Credential`] is who a
+//! call comes from (flavor, principal, Unix ids, security context),
+//! [`Dispatcher`] turns one call record into one reply (or none),
+//! establishing the credential once and consulting the [`ReplyCache`]. The
 //! server and the client library both drive these with their own sockets.
 //! A program describes its procedures in one [`ProcedureTable`] (`table`).
 //!
@@ -11,6 +13,8 @@
 
 #![forbid(unsafe_code)]
 
+mod connection;
+mod cred;
 mod dispatch;
 pub mod drc;
 pub mod msg;
@@ -18,9 +22,11 @@ pub mod record;
 mod report;
 mod table;
 
+pub use connection::{Backchannel, BackchannelError, CallConnection, ConnectionId};
+pub use cred::{Credential, Flavor, Principal, SecurityContext};
 pub use dispatch::{
     AcceptError, CallContext, Dispatcher, REPLY_HEADER_BYTES_MAX, REPLY_RESULTS_BYTES_DEFAULT, ReplySegments,
-    RpcProgram, status_reply,
+    RpcProgram, VersionServedTwice, status_reply,
 };
 pub use drc::{ReplyCache, ReplyJournal};
 pub use msg::{Auth, AuthSys};

@@ -111,7 +111,8 @@ impl AuthSys {
     }
 }
 
-/// The caller's credential once understood.
+/// The credential a client sends (the server reads a call's credential
+/// into a [`Credential`](crate::Credential)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Auth {
     None,
@@ -174,14 +175,23 @@ impl CallHeader {
     }
 }
 
-/// Writes a reply header; for `Accepted(Success)` the results follow.
+/// Writes a reply header with an AUTH_NONE verifier (what replies to
+/// AUTH_NONE and AUTH_SYS calls, and calls refused before their
+/// credential is known, carry); for `Accepted(Success)` the results follow.
 pub fn encode_reply_header(enc: &mut Encoder, xid: u32, stat: ReplyStat) {
+    encode_reply_header_with(enc, xid, &OpaqueAuth::default(), stat);
+}
+
+/// Writes a reply header; an accepted reply carries `verf` (the caller's
+/// [`Credential::reply_verifier`](crate::Credential::reply_verifier)), a
+/// denied one has none.
+pub fn encode_reply_header_with(enc: &mut Encoder, xid: u32, verf: &OpaqueAuth, stat: ReplyStat) {
     enc.u32(xid);
     enc.u32(MSG_REPLY);
     match stat {
         ReplyStat::Accepted(accept) => {
             enc.u32(MSG_ACCEPTED);
-            OpaqueAuth::default().encode(enc);
+            verf.encode(enc);
             match accept {
                 AcceptStat::Success => enc.u32(0),
                 AcceptStat::ProgUnavail => enc.u32(1),

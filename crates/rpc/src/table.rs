@@ -203,7 +203,7 @@ mod tests {
     use std::net::SocketAddr;
 
     use super::*;
-    use crate::Auth;
+    use crate::Credential;
 
     /// Procedures 3, 4, 5 and 9: status 0 from 3, 7 from 4; 5 wants a u32
     /// and echoes it; 9 answers nothing.
@@ -233,8 +233,17 @@ mod tests {
 
     fn run(proc_: u32, args: &[u8]) -> (Handled<Gapped>, Option<u32>) {
         let peer: SocketAddr = "192.0.2.1:700".parse().unwrap();
-        let auth = Auth::None;
-        let ctx = CallContext { xid: 1, vers: 1, proc_, auth: &auth, peer, local: peer, report: Default::default() };
+        let cred = Credential::anonymous();
+        let ctx = CallContext {
+            xid: 1,
+            vers: 1,
+            proc_,
+            cred: &cred,
+            peer,
+            local: peer,
+            connection: None,
+            report: Default::default(),
+        };
         let call = Call { program: &Gapped, ctx: &ctx };
         let mut args = Decoder::new(Bytes::copy_from_slice(args));
         let handled = GAPPED.call(&call, &ctx, &mut args, &mut Encoder::new());

@@ -771,7 +771,7 @@ mod tests {
         let stats = Arc::new(ServerStats {
             calls: calls.clone(),
             exports: exports.clone(),
-            dispatcher: Arc::new(Dispatcher::new(Vec::new(), ReplyCache::new(16, 1 << 20))),
+            dispatcher: Arc::new(Dispatcher::new(Vec::new(), ReplyCache::new(16, 1 << 20)).unwrap()),
             conns: crate::conns::Connections::new(4, Duration::from_secs(60), Duration::from_secs(60)),
             budget: crate::budget::Budget::new(64 << 20, 16 << 20),
             pool: crate::transport::PoolProbe::none(),

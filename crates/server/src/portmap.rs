@@ -301,14 +301,15 @@ mod tests {
         for prog in 0..200 {
             assert!(pm.set(local, Mapping { prog: 400_000 + prog, vers: 1, prot: IPPROTO_TCP, port: 900 }));
         }
-        let auth = keel_rpc::Auth::None;
+        let cred = keel_rpc::Credential::anonymous();
         let ctx = CallContext {
             xid: 1,
             vers: PMAP_V2,
             proc_: PmapProc::Dump as u32,
-            auth: &auth,
+            cred: &cred,
             peer: local,
             local,
+            connection: None,
             report: Default::default(),
         };
         let mut reply = Encoder::new();

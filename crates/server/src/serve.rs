@@ -207,7 +207,7 @@ async fn serve(
     let udp_dispatcher = Arc::new(Dispatcher::new(
         vec![calls.counted(nlm.clone()), calls.counted(nsm.clone())],
         ReplyCache::new(UDP_REPLY_CACHE_ENTRIES_MAX, UDP_REPLY_CACHE_BYTES_MAX),
-    ));
+    )?);
     for addr in &bound {
         let udp = UdpSocket::bind(addr).with_context(|| format!("cannot listen on UDP {addr}"))?;
         datagrams.push((udp, udp_dispatcher.clone()));
@@ -231,7 +231,7 @@ async fn serve(
             let udp_dispatcher = Arc::new(Dispatcher::new(
                 vec![calls.counted(program.clone() as Arc<dyn RpcProgram>)],
                 ReplyCache::new(16, 64 << 10),
-            ));
+            )?);
             for (tcp, udp) in sockets {
                 portmap_listeners.push(tcp);
                 datagrams.push((udp, udp_dispatcher.clone()));
@@ -253,7 +253,7 @@ async fn serve(
         }
         cache = cache.with_journal(Arc::new(journal));
     }
-    let dispatcher = Arc::new(Dispatcher::new(programs, cache));
+    let dispatcher = Arc::new(Dispatcher::new(programs, cache)?);
     let conns = Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout);
     let budget = Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection);
     let admitting = exports.clone();

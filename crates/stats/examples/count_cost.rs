@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use keel_rpc::{AcceptError, Auth, CallContext, RpcProgram};
+use keel_rpc::{AcceptError, CallContext, Credential, RpcProgram};
 use keel_stats::{CallStats, ProgramSpec};
 use keel_xdr::{Decoder, Encoder};
 
@@ -59,7 +59,7 @@ fn per_call_ns(program: &Arc<dyn RpcProgram>, threads: usize) -> f64 {
             let program = program.clone();
             std::thread::spawn(move || {
                 let peer: SocketAddr = "192.0.2.1:800".parse().unwrap();
-                let auth = Auth::None;
+                let cred = Credential::anonymous();
                 let args = Bytes::new();
                 let mut reply = Encoder::new();
                 for xid in 0..CALLS {
@@ -67,9 +67,10 @@ fn per_call_ns(program: &Arc<dyn RpcProgram>, threads: usize) -> f64 {
                         xid,
                         vers: 3,
                         proc_: 1,
-                        auth: &auth,
+                        cred: &cred,
                         peer,
                         local: peer,
+                        connection: None,
                         report: Default::default(),
                     };
                     let _ = program.call(&ctx, &mut Decoder::new(args.clone()), &mut reply);

@@ -129,10 +129,15 @@ impl CallStats {
         })
     }
 
-    /// Wraps `program` so that its calls are counted; a program the
-    /// statistics were not told about is returned as it is.
+    /// Wraps `program` so that its calls are counted under the spec of
+    /// its number and of a version it serves (NFS's version 3 and version
+    /// 4 are two programs with one number); a program the statistics were
+    /// not told about is returned as it is.
     pub fn counted(self: &Arc<Self>, program: Arc<dyn RpcProgram>) -> Arc<dyn RpcProgram> {
-        match self.programs.iter().position(|p| p.spec.program == program.program()) {
+        let (low, high) = program.versions();
+        let spec_of =
+            |p: &ProgramCounters| p.spec.program == program.program() && (low..=high).contains(&p.spec.version);
+        match self.programs.iter().position(spec_of) {
             Some(index) => Arc::new(Counted { inner: program, stats: self.clone(), index }),
             None => program,
         }
@@ -396,7 +401,7 @@ mod tests {
     use std::net::SocketAddr;
 
     use bytes::Bytes;
-    use keel_rpc::Auth;
+    use keel_rpc::Credential;
     use keel_xdr::{Decoder, Encoder};
 
     use super::*;
@@ -438,6 +443,40 @@ mod tests {
     }
 
     #[test]
+    fn a_program_is_counted_only_under_the_spec_of_a_version_it_serves() {
+        /// Program 7 again, version 5 only: not what `odd` describes.
+        struct Later;
+        impl RpcProgram for Later {
+            fn program(&self) -> u32 {
+                7
+            }
+            fn versions(&self) -> (u32, u32) {
+                (5, 5)
+            }
+            fn call(&self, _: &CallContext, _: &mut Decoder, _: &mut Encoder) -> Result<(), AcceptError> {
+                Ok(())
+            }
+        }
+        let stats = CallStats::new(&[odd()]);
+        let peer: SocketAddr = "192.0.2.1:700".parse().unwrap();
+        let cred = Credential::anonymous();
+        for (program, vers) in [(stats.counted(Arc::new(Later)), 5), (stats.counted(Arc::new(Odd)), 4)] {
+            let ctx = CallContext {
+                xid: 1,
+                vers,
+                proc_: 1,
+                cred: &cred,
+                peer,
+                local: peer,
+                connection: None,
+                report: Default::default(),
+            };
+            program.call(&ctx, &mut Decoder::new(Bytes::new()), &mut Encoder::new()).unwrap();
+        }
+        assert_eq!(stats.snapshot().programs[0].procedures[1].calls, 1, "version 4's call only");
+    }
+
+    #[test]
     fn a_counted_program_answers_every_question_as_the_program_does() {
         let stats = CallStats::new(&[odd()]);
         let counted = stats.counted(Arc::new(Odd));
@@ -454,10 +493,18 @@ mod tests {
         stats.set_exports(&[9]);
         let counted = stats.counted(Arc::new(Odd));
         let peer: SocketAddr = "192.0.2.1:700".parse().unwrap();
-        let auth = Auth::None;
+        let cred = Credential::anonymous();
         for proc_ in [1, 1, 5, 9, 7, 9] {
-            let ctx =
-                CallContext { xid: 1, vers: 4, proc_, auth: &auth, peer, local: peer, report: Default::default() };
+            let ctx = CallContext {
+                xid: 1,
+                vers: 4,
+                proc_,
+                cred: &cred,
+                peer,
+                local: peer,
+                connection: None,
+                report: Default::default(),
+            };
             let _ = counted.call(&ctx, &mut Decoder::new(Bytes::new()), &mut Encoder::new());
         }
         let s = stats.snapshot();

@@ -19,10 +19,10 @@ use keel_nfs3_proto::{NFS_PROGRAM, NFS_V3};
 use keel_rpc::CacheClass::{Cached, Uncached};
 use keel_rpc::ReplyBytesMax::{Computed, Fixed};
 use keel_rpc::{
-    AcceptError, Auth, CallContext, Handled, Handlers, Procedure, ProcedureTable, REPLY_RESULTS_BYTES_DEFAULT,
-    ReplyBytesMax, RpcProgram,
+    AcceptError, CallContext, Handled, Handlers, Procedure, ProcedureTable, REPLY_RESULTS_BYTES_DEFAULT, ReplyBytesMax,
+    RpcProgram,
 };
-use keel_store::{Caller as _, Cred, Store};
+use keel_store::{Caller as _, Store};
 use keel_xdr::{Decode, Decoder, Encode, Encoder, XdrError};
 
 use crate::convert::{fattr, wcc_attr};
@@ -179,14 +179,6 @@ impl<C> Caller<'_, C> {
     }
 }
 
-/// Who an RPC call says it comes from: AUTH_SYS's ids, or no one.
-fn claimed(auth: &Auth) -> Option<Cred> {
-    match auth {
-        Auth::Sys(sys) => Some(Cred::new(sys.uid, sys.gid, &sys.gids)),
-        Auth::None => None,
-    }
-}
-
 /// One call as the handlers see it.
 pub struct Request<'a, S: Store> {
     exports: &'a ExportTable<S>,
@@ -207,9 +199,8 @@ impl<S: Store> Request<'_, S> {
     fn admit(&self, fh: &NfsFh3) -> Result<Admitted<S::Object>, Nfsstat3> {
         // The export is noted before the object is opened: an I/O error
         // there is the export's storage failing too (see `call`).
-        let claimed = claimed(self.ctx.auth);
         self.exports
-            .admit_handle(self.ctx.peer, &fh.data, claimed.as_ref(), |id| self.ctx.report.set_export(id))
+            .admit_handle(self.ctx.peer, &fh.data, self.ctx.cred.ids(), |id| self.ctx.report.set_export(id))
             .map_err(|e| admit_status(&e))
     }
 

@@ -1,12 +1,15 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::*;
-use crate::msg::{OpaqueAuth, decode_reply_header};
+use crate::msg::{AUTH_NONE, AUTH_SYS, AuthStat, AuthSys, OpaqueAuth, decode_reply_header};
+use crate::{CallConnection, ConnectionId, Principal};
 
 /// Program 7, versions 1..=2. Procedure 1 echoes a u32 (cached, counts its
 /// executions), 2 panics, 3 wants a u32 argument, 9 (after a gap) counts
 /// its executions and answers nothing, 10 (cached) counts its executions
-/// and answers with a spliced payload.
+/// and answers with a spliced payload, 11 answers the credential as it
+/// sees it, 12 the connection the call came on, after sending a call back
+/// on it.
 struct Echo {
     executions: AtomicU32,
 }
@@ -35,8 +38,8 @@ impl RpcProgram for Echo {
             1 => {
                 self.executions.fetch_add(1, Ordering::SeqCst);
                 reply.u32(args.u32()?);
-                if let Auth::Sys(sys) = ctx.auth {
-                    reply.u32(sys.uid);
+                if let Some(ids) = ctx.cred.ids() {
+                    reply.u32(ids.uid);
                 }
                 Ok(())
             }
@@ -55,6 +58,30 @@ impl RpcProgram for Echo {
                 reply.opaque_spliced(keel_xdr::Spliced::new(4096, "a pipe"));
                 Ok(())
             }
+            11 => {
+                // The credential as the program sees it.
+                reply.u32(ctx.cred.flavor().number());
+                if let Principal::Sys { machine_name, uid } = ctx.cred.principal() {
+                    reply.opaque(machine_name);
+                    reply.u32(*uid);
+                }
+                if let Some(ids) = ctx.cred.ids() {
+                    reply.u32(ids.gid);
+                    reply.u32(ids.groups().len() as u32);
+                    for g in ids.groups() {
+                        reply.u32(*g);
+                    }
+                }
+                Ok(())
+            }
+            12 => {
+                reply.bool(ctx.connection.is_some());
+                if let Some(connection) = ctx.connection {
+                    reply.u64(connection.id().get());
+                    connection.backchannel().send_call(Bytes::from_static(b"call back")).unwrap();
+                }
+                Ok(())
+            }
             _ => Err(AcceptError::ProcUnavail),
         }
     }
@@ -62,7 +89,44 @@ impl RpcProgram for Echo {
 
 fn dispatcher() -> (Dispatcher, Arc<Echo>) {
     let echo = Arc::new(Echo { executions: AtomicU32::new(0) });
-    (Dispatcher::new(vec![echo.clone()], ReplyCache::new(16, 1 << 20)), echo)
+    (Dispatcher::new(vec![echo.clone()], ReplyCache::new(16, 1 << 20)).unwrap(), echo)
+}
+
+/// Other versions of program 7, served apart from [`Echo`]'s: procedure 1
+/// answers the version it was called with and a mark of its own.
+struct Other {
+    versions: (u32, u32),
+}
+
+const OTHER_MARK: u32 = 0x4f74_6872;
+
+impl RpcProgram for Other {
+    fn program(&self) -> u32 {
+        7
+    }
+    fn versions(&self) -> (u32, u32) {
+        self.versions
+    }
+    fn reply_bytes_max(&self, _vers: u32, _proc: u32, _args: Bytes) -> usize {
+        12
+    }
+    fn call(&self, ctx: &CallContext, _args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
+        match ctx.proc_ {
+            1 => {
+                reply.u32(ctx.vers);
+                reply.u32(OTHER_MARK);
+                Ok(())
+            }
+            _ => Err(AcceptError::ProcUnavail),
+        }
+    }
+}
+
+/// Program 7's versions 1 and 2 ([`Echo`]) and 4 ([`Other`]).
+fn two_versions() -> (Dispatcher, Arc<Echo>) {
+    let echo = Arc::new(Echo { executions: AtomicU32::new(0) });
+    let other: Arc<dyn RpcProgram> = Arc::new(Other { versions: (4, 4) });
+    (Dispatcher::new(vec![echo.clone() as Arc<dyn RpcProgram>, other], ReplyCache::new(16, 1 << 20)).unwrap(), echo)
 }
 
 fn call(xid: u32, prog: u32, vers: u32, proc_: u32, cred: OpaqueAuth, args: &[u8]) -> Bytes {
@@ -232,4 +296,97 @@ fn a_reply_with_a_spliced_payload_is_never_cached() {
         assert_eq!(echo.executions.load(Ordering::SeqCst), round, "executed again, not replayed");
         assert!(d.reply_cache().is_empty(), "the entry was abandoned");
     }
+}
+
+#[test]
+fn the_credential_reaches_the_program_as_the_call_header_gave_it() {
+    let (d, _) = dispatcher();
+    let sys =
+        AuthSys { stamp: 3, machine_name: Bytes::from_static(b"node17"), uid: 1000, gid: 100, gids: vec![100, 10] };
+    let (_, stat, mut dec) = run(&d, call(1, 7, 1, 11, sys.to_opaque(), &[])).unwrap();
+    assert_eq!(stat, ReplyStat::Accepted(AcceptStat::Success));
+    assert_eq!(dec.u32().unwrap(), AUTH_SYS);
+    assert_eq!(&dec.opaque(255).unwrap()[..], b"node17");
+    let ids: Vec<u32> = (0..5).map(|_| dec.u32().unwrap()).collect();
+    assert_eq!(ids, [1000, 100, 2, 100, 10], "uid, gid, groups");
+    dec.finish().unwrap();
+
+    let (_, stat, mut dec) = run(&d, call(2, 7, 1, 11, OpaqueAuth::default(), &[])).unwrap();
+    assert_eq!(stat, ReplyStat::Accepted(AcceptStat::Success));
+    assert_eq!(dec.u32().unwrap(), AUTH_NONE);
+    dec.finish().expect("no principal name, no ids");
+}
+
+#[test]
+fn each_version_of_a_program_reaches_the_program_serving_it() {
+    let (d, echo) = two_versions();
+    let (_, stat, mut dec) = run(&d, call(1, 7, 1, 1, sys(1000), &[0, 0, 0, 42])).unwrap();
+    assert_eq!(stat, ReplyStat::Accepted(AcceptStat::Success));
+    assert_eq!((dec.u32().unwrap(), dec.u32().unwrap()), (42, 1000), "version 1 is Echo's");
+    let v4 = call(2, 7, 4, 1, sys(1000), &[]);
+    assert_eq!(d.reply_bytes_max(&v4), REPLY_HEADER_BYTES_MAX + 12, "version 4's bound is Other's");
+    let (_, stat, mut dec) = run(&d, v4).unwrap();
+    assert_eq!(stat, ReplyStat::Accepted(AcceptStat::Success));
+    assert_eq!((dec.u32().unwrap(), dec.u32().unwrap()), (4, OTHER_MARK), "version 4 is Other's");
+    dec.finish().unwrap();
+    assert_eq!(echo.executions.load(Ordering::SeqCst), 1, "Echo ran version 1's call only");
+}
+
+#[test]
+fn a_version_not_served_gets_the_lowest_and_highest_served() {
+    let (d, _) = two_versions();
+    for vers in [0, 3, 5, u32::MAX] {
+        let (_, stat, dec) = run(&d, call(1, 7, vers, 1, sys(0), &[])).unwrap();
+        assert_eq!(stat, ReplyStat::Accepted(AcceptStat::ProgMismatch { low: 1, high: 4 }), "version {vers}");
+        dec.finish().unwrap();
+    }
+    let (_, stat, _) = run(&d, call(1, 8, 4, 1, sys(0), &[])).unwrap();
+    assert_eq!(stat, ReplyStat::Accepted(AcceptStat::ProgUnavail));
+}
+
+#[test]
+fn two_programs_may_not_serve_one_version() {
+    let echo = || -> Arc<dyn RpcProgram> { Arc::new(Echo { executions: AtomicU32::new(0) }) };
+    let other = |low: u32, high: u32| -> Arc<dyn RpcProgram> { Arc::new(Other { versions: (low, high) }) };
+    let cache = || ReplyCache::new(16, 1 << 20);
+    let err = Dispatcher::new(vec![echo(), other(2, 3)], cache()).err();
+    assert_eq!(err, Some(VersionServedTwice { program: 7, version: 2 }));
+    let err = Dispatcher::new(vec![other(3, 5), other(4, 4)], cache()).err();
+    assert_eq!(err, Some(VersionServedTwice { program: 7, version: 4 }));
+    assert!(Dispatcher::new(vec![echo(), other(3, 3), other(4, 9)], cache()).is_ok());
+}
+
+/// A backchannel that keeps what it is given.
+#[derive(Default)]
+struct Sent(std::sync::Mutex<Vec<Bytes>>);
+
+impl crate::Backchannel for Sent {
+    fn send_call(&self, call: Bytes) -> Result<(), crate::BackchannelError> {
+        self.0.lock().unwrap().push(call);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_call_knows_the_connection_it_came_on() {
+    let (d, _) = dispatcher();
+    let (peer, local) = (PEER.parse().unwrap(), LOCAL.parse().unwrap());
+    let connection_of = |segments: Option<ReplySegments>| {
+        let all: Vec<u8> = bytes(segments.expect("a reply")).concat();
+        let mut dec = Decoder::new(Bytes::from(all));
+        assert_eq!(decode_reply_header(&mut dec).unwrap().1, ReplyStat::Accepted(AcceptStat::Success));
+        let id = dec.bool().unwrap().then(|| dec.u64().unwrap());
+        dec.finish().unwrap();
+        id
+    };
+    let sent = Arc::new(Sent::default());
+    let on = |id| {
+        let connection = CallConnection::new(ConnectionId::new(id), sent.clone());
+        d.handle_on_connection(call(1, 7, 1, 12, sys(0), &[]), peer, local, &connection)
+    };
+    assert_eq!(connection_of(on(41)), Some(41));
+    assert_eq!(connection_of(on(u64::MAX)), Some(u64::MAX));
+    assert_eq!(sent.0.lock().unwrap().len(), 2, "a call sent back on each");
+    assert_eq!(connection_of(d.handle(call(2, 7, 1, 12, sys(0), &[]), peer, local)), None, "a datagram");
+    assert_eq!(sent.0.lock().unwrap().len(), 2);
 }

@@ -13,7 +13,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use keel_rpc::msg::{AcceptStat, ReplyStat};
 use keel_rpc::record::{RecordAssembler, record_mark};
-use keel_rpc::status_reply;
+use keel_rpc::{Backchannel, BackchannelError, CallConnection, ConnectionId, status_reply};
 use keel_store::pipe::FilePipe;
 use keel_xdr::Segment;
 
@@ -27,6 +27,12 @@ use crate::sys;
 const READ_CHUNK_BYTES: usize = 64 << 10;
 /// Segments handed to one sendmsg (IOV_MAX is 1024).
 const WRITEV_SEGMENTS_MAX: usize = 512;
+/// Calls sent back on a connection (the backchannel) that wait to be
+/// written, at most: an NFSv4.1 client offers a backchannel of a few slots.
+pub(super) const BACKCHANNEL_CALLS_QUEUED_MAX: usize = 16;
+/// Bytes of one call sent back on a connection, at most (a CB_COMPOUND
+/// recalling delegations is a few hundred).
+pub(super) const BACKCHANNEL_CALL_BYTES_MAX: usize = 64 << 10;
 
 /// Why a read turn stopped taking calls.
 const PARKED_NOT: u8 = 0;
@@ -49,6 +55,9 @@ pub struct Connection {
     write_fd: OwnedFd,
     slot: u32,
     generation: u32,
+    /// What the calls that come on it know it by: its id and its
+    /// backchannel.
+    call_connection: CallConnection,
     peer: SocketAddr,
     local: SocketAddr,
     /// The connection's place in the connection table.
@@ -128,7 +137,61 @@ impl Outbox {
 struct Pending {
     /// Bytes, and pipes of file data (a READ's), drained as they are sent.
     segments: Vec<Segment>,
-    _hold: CallHold,
+    _hold: Hold,
+}
+
+/// What a message in the outbox holds until it is written or dropped.
+enum Hold {
+    /// A reply: what its call holds.
+    Reply { _call: CallHold },
+    /// A call sent back: its place among the backchannel's queued calls.
+    Backchannel { _place: QueuedCall },
+}
+
+/// A place among [`BACKCHANNEL_CALLS_QUEUED_MAX`], given back on drop,
+/// and the call's bytes of the budget.
+struct QueuedCall {
+    queued: Arc<AtomicUsize>,
+    _charge: Option<Charge>,
+}
+
+impl Drop for QueuedCall {
+    fn drop(&mut self) {
+        self.queued.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A connection's backchannel: queues calls in its outbox, behind the
+/// replies already there. It does not keep the connection open.
+struct ConnectionWriter {
+    conn: Weak<Connection>,
+    /// Calls queued and not yet written (or dropped).
+    queued: Arc<AtomicUsize>,
+}
+
+impl Backchannel for ConnectionWriter {
+    fn send_call(&self, call: Bytes) -> Result<(), BackchannelError> {
+        if call.len() > BACKCHANNEL_CALL_BYTES_MAX {
+            return Err(BackchannelError::TooLarge { bytes: call.len(), max: BACKCHANNEL_CALL_BYTES_MAX });
+        }
+        let conn = self.conn.upgrade().ok_or(BackchannelError::Closed)?;
+        let sh = conn.shared_handle().ok_or(BackchannelError::Closed)?;
+        let queued = self.queued.fetch_add(1, Ordering::SeqCst);
+        let mut place = QueuedCall { queued: self.queued.clone(), _charge: None };
+        if queued >= BACKCHANNEL_CALLS_QUEUED_MAX {
+            return Err(BackchannelError::Full { queued });
+        }
+        // Charged as a reply is, until written; not waited for (the
+        // caller may be a worker): a dropped wait is cancelled.
+        match conn.account.charge(call.len() + 4, Arc::new(|| {})) {
+            Charged::Now(charge) => place._charge = Some(charge),
+            Charged::Later(_) => return Err(BackchannelError::OverBudget),
+        }
+        let mark = Segment::Bytes(Bytes::copy_from_slice(&record_mark(call.len())));
+        let pending =
+            Pending { segments: vec![mark, Segment::Bytes(call)], _hold: Hold::Backchannel { _place: place } };
+        if conn.send_pending(&sh, vec![pending]) { Ok(()) } else { Err(BackchannelError::Closed) }
+    }
 }
 
 /// What a call holds until its reply is written or dropped: its bytes of
@@ -187,20 +250,24 @@ impl Connection {
         stream: TcpStream,
         peer: SocketAddr,
         place: Slot,
-        slot: u32,
-        generation: u32,
+        (slot, generation): (u32, u32),
+        id: ConnectionId,
     ) -> io::Result<Arc<Connection>> {
         stream.set_nonblocking(true)?;
         stream.set_nodelay(true)?;
         socket2::SockRef::from(&stream).set_keepalive(true)?;
         let local = stream.local_addr().unwrap_or(peer);
         let write_fd = stream.as_fd().try_clone_to_owned()?;
-        Ok(Arc::new(Connection {
+        Ok(Arc::new_cyclic(|conn| Connection {
             shared: Arc::downgrade(sh),
             stream,
             write_fd,
             slot,
             generation,
+            call_connection: CallConnection::new(
+                id,
+                Arc::new(ConnectionWriter { conn: conn.clone(), queued: Arc::new(AtomicUsize::new(0)) }),
+            ),
             peer,
             local,
             place,
@@ -493,7 +560,9 @@ impl Connection {
     pub(super) fn execute(&self, sh: &Shared, call: Bytes, mut hold: CallHold) -> Option<Reply> {
         let xid = call.get(..4).map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")));
         let (peer, local) = (self.peer, self.local);
-        let mut segments = match catch_unwind(AssertUnwindSafe(|| sh.dispatcher.handle(call, peer, local))) {
+        let mut segments = match catch_unwind(AssertUnwindSafe(|| {
+            sh.dispatcher.handle_on_connection(call, peer, local, &self.call_connection)
+        })) {
             Ok(Some(reply)) => {
                 let reply_bytes: usize = reply.iter().map(Segment::len).sum::<usize>() + 4;
                 if reply_bytes > hold.charge.bytes() {
@@ -522,23 +591,46 @@ impl Connection {
     /// Sends replies of this connection, in one write if the socket takes
     /// them: written at once if nothing is queued ahead of them, as far as
     /// the socket takes them; the rest is queued for the write turn.
-    pub(super) fn send(self: &Arc<Self>, sh: &Shared, mut replies: Vec<Reply>) {
+    pub(super) fn send(self: &Arc<Self>, sh: &Shared, replies: Vec<Reply>) {
+        self.send_messages(
+            sh,
+            replies,
+            |r| &mut r.segments[..],
+            |r| Pending { segments: r.segments, _hold: Hold::Reply { _call: r.hold } },
+        );
+    }
+
+    /// [`Connection::send`] for messages in the outbox's own form (calls
+    /// sent back); false if the outbox is closed, and they are dropped.
+    fn send_pending(self: &Arc<Self>, sh: &Shared, pending: Vec<Pending>) -> bool {
+        self.send_messages(sh, pending, |p| &mut p.segments[..], |p| p)
+    }
+
+    /// Writes or queues `messages`, whose `segments` are theirs and which
+    /// become `pending` in the outbox; false if the outbox is closed.
+    fn send_messages<T>(
+        self: &Arc<Self>,
+        sh: &Shared,
+        mut messages: Vec<T>,
+        segments: impl Fn(&mut T) -> &mut [Segment],
+        pending: impl Fn(T) -> Pending,
+    ) -> bool {
         let mut out = self.out.lock().expect("outbox lock");
         if out.closed {
             drop(out);
-            drop(replies);
-            return;
+            drop(messages);
+            return false;
         }
         if !out.queue.is_empty() {
-            out.queue.extend(replies.into_iter().map(|r| Pending { segments: r.segments, _hold: r.hold }));
-            return;
+            out.queue.extend(messages.into_iter().map(pending));
+            return true;
         }
-        let total: usize = replies.iter().flat_map(|r| &r.segments).map(Segment::len).sum();
-        let written = match write_replies(self.stream.as_fd(), replies.iter_mut().map(|r| &mut r.segments[..]), 0) {
+        let total: usize = messages.iter_mut().map(|m| segments(m).iter().map(Segment::len).sum::<usize>()).sum();
+        let written = match write_replies(self.stream.as_fd(), messages.iter_mut().map(&segments), 0) {
             Ok(n) if n == total => {
                 drop(out);
-                drop(replies);
-                return;
+                drop(messages);
+                return true;
             }
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
@@ -546,12 +638,12 @@ impl Connection {
                 tracing::debug!(peer = %self.peer, error = %e, "reply write failed");
                 let dropped = self.close_outbox(&mut out);
                 drop(out);
-                drop((replies, dropped));
+                drop((messages, dropped));
                 self.stream_failed();
-                return;
+                return true;
             }
         };
-        out.queue.extend(replies.into_iter().map(|r| Pending { segments: r.segments, _hold: r.hold }));
+        out.queue.extend(messages.into_iter().map(pending));
         out.front_written = 0;
         let sent = out.advance(written);
         self.place.conn.replies_waiting(true, written > 0);
@@ -559,6 +651,7 @@ impl Connection {
         drop(out);
         // Their holds go (calls answered) outside the outbox lock.
         drop(sent);
+        true
     }
 
     fn arm_write(&self, sh: &Shared, out: &mut Outbox) {

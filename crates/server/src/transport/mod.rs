@@ -56,6 +56,8 @@
 mod conn;
 mod places;
 mod poller;
+#[cfg(test)]
+mod tests;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -67,7 +69,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use keel_rpc::Dispatcher;
+use keel_rpc::{ConnectionId, Dispatcher};
 
 use crate::budget::Budget;
 use crate::conns::{CloseReason, Connections};
@@ -223,6 +225,9 @@ pub(crate) struct Shared {
     datagrams: Vec<(UdpSocket, Arc<Dispatcher>)>,
     /// Open connections by the slot in their tokens.
     table: Mutex<Table>,
+    /// The id of the next connection accepted (ids are never reused,
+    /// unlike slots).
+    next_connection_id: AtomicU64,
     /// Read turns and calls waiting for a worker.
     ready: Mutex<VecDeque<Ready>>,
     /// Each worker's batch, for the batch watch.
@@ -352,6 +357,7 @@ impl Transport {
             listeners,
             datagrams,
             table: Mutex::default(),
+            next_connection_id: AtomicU64::new(1),
             ready: Mutex::default(),
             batches: (0..workers.max(1)).map(|_| Arc::default()).collect(),
             watching: AtomicBool::new(false),
@@ -790,7 +796,8 @@ impl Shared {
                 continue;
             };
             let (slot, generation) = self.reserve_slot();
-            match Connection::open(self, stream, peer, place, slot, generation) {
+            let id = ConnectionId::new(self.next_connection_id.fetch_add(1, Ordering::Relaxed));
+            match Connection::open(self, stream, peer, place, (slot, generation), id) {
                 Ok(c) => {
                     self.table.lock().expect("connection table lock").slots[slot as usize].1 = Some(c.clone());
                     if let Err(e) = c.start(self) {
