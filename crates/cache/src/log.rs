@@ -45,7 +45,10 @@ pub const RING_START: u64 = 2 * SB_COPY_BYTES;
 const REC_MAGIC: u32 = 0x4b4c_5231;
 pub const HEADER_BYTES: usize = 128;
 const ALIGN: u64 = 512;
-pub const HANDLE_BYTES_MAX: usize = 64;
+/// A record's header holds its file's handle in its second half: the
+/// store's longest handle fits (a longer one would change the format).
+pub const HANDLE_BYTES_MAX: usize = keel_store::HANDLE_BYTES_MAX;
+const _: () = assert!(HANDLE_BYTES_MAX <= HEADER_BYTES - 64);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordKind {

@@ -20,6 +20,9 @@ mod nfs;
 pub use mount::MountProgram;
 pub use nfs::Nfs3Program;
 
+// Every handle a store gives must travel in an nfs_fh3.
+const _: () = assert!(keel_store::HANDLE_BYTES_MAX <= keel_nfs3_proto::nfs3::NFS3_FHSIZE);
+
 /// Largest READ and WRITE (FSINFO rtmax/wtmax): 1 MiB, knfsd's largest and the record size of
 /// the reference systems' sequential tests (docs/benchmarks.md).
 pub const IO_BYTES_MAX: u32 = 1 << 20;

@@ -1,6 +1,7 @@
 //! Persistent file handles.
 //!
-//! Layout (at most 64 bytes, NFSv3's limit):
+//! Layout (at most 64 bytes, `keel_store::HANDLE_BYTES_MAX`: NFSv3's limit,
+//! and the same handle serves NFSv4):
 //!
 //! ```text
 //! 0      version (1)
@@ -31,7 +32,7 @@ use crate::sys::KernelHandle;
 use keel_store::FileType;
 use keel_store::{StoreError, StoreResult};
 
-pub const FH_BYTES_MAX: usize = 64;
+pub const FH_BYTES_MAX: usize = keel_store::HANDLE_BYTES_MAX;
 const FH_VERSION: u8 = 1;
 const HEADER_BYTES: usize = 16;
 const MAC_BYTES: usize = 8;
@@ -132,7 +133,11 @@ pub fn encode(
     let n = kernel.bytes.len();
     let kind = u8::try_from(kernel.handle_type).ok();
     let (Some(kind), true) = (kind, n <= KERNEL_HANDLE_IN_FH_MAX) else {
-        tracing::error!(handle_type = kernel.handle_type, bytes = n, "kernel file handle does not fit an NFSv3 handle");
+        tracing::error!(
+            handle_type = kernel.handle_type,
+            bytes = n,
+            "kernel file handle does not fit a Keel handle (keel_store::HANDLE_BYTES_MAX)"
+        );
         return Err(StoreError::NotSupported);
     };
     let mut b = BytesMut::with_capacity(HEADER_BYTES + n + MAC_BYTES);

@@ -52,6 +52,14 @@ pub use error::{StoreError, StoreResult};
 pub use lock::{LockConflict, LockFile, LockKind, LockRange};
 pub use types::{CreateMode, Created, DirEntry, ExportInfo, NodeKind, ReadData, ReadOut, Stability, WriteOut};
 
+/// Longest handle a store may give an object. One handle names an object
+/// for every protocol (an NFSv3 client and an NFSv4 client of one export
+/// see the same bytes, and a lock or a cache log record taken through one
+/// holds for the other), so it fits the smallest limit of them: NFSv3's
+/// 64 bytes (NFSv4 allows 128). The local store's handles are 16 bytes of
+/// header, the kernel's handle (8-20 bytes on XFS, ext4, btrfs) and an
+/// 8-byte MAC; a file system whose kernel handles do not fit is refused.
+pub const HANDLE_BYTES_MAX: usize = 64;
 /// Longest name component (NFS3_MAXNAMLEN, and every Linux file system's).
 pub const NAME_BYTES_MAX: usize = 255;
 /// Longest symlink target.
@@ -65,7 +73,7 @@ pub type Verifier = [u8; 8];
 /// An object of a store, as the handlers hold it: opaque but for its
 /// handle, its export and its type. Cheap to clone.
 pub trait Object: Clone + Send + Sync + 'static {
-    /// The handle clients present for it (at most 64 bytes).
+    /// The handle clients present for it (at most [`HANDLE_BYTES_MAX`]).
     fn handle(&self) -> &Bytes;
     /// The id of the export it belongs to.
     fn export_id(&self) -> u32;
