@@ -17,7 +17,7 @@ use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3};
 use keel_rpc::CacheClass::Uncached;
 use keel_rpc::ReplyBytesMax::{Computed, Fixed};
 use keel_rpc::msg::AUTH_SYS;
-use keel_rpc::{AcceptError, Call, CallContext, Handlers, Procedure, ProcedureTable, ReplyBytesMax, RpcProgram};
+use keel_rpc::{Call, CallContext, Handled, Handlers, Procedure, ProcedureTable, ReplyBytesMax, TabledProgram};
 use keel_store::{Object as _, Store};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
@@ -170,12 +170,15 @@ impl<S: Store> Handlers for MountProgram<S> {
 /// DUMP's results: the longest list.
 const DUMP_REPLY: usize = 4 + MOUNT_LIST_ENTRIES_MAX * MOUNT_ENTRY_BYTES_MAX;
 
-impl<S: Store> MountProgram<S> {
+impl<S: Store> TabledProgram for MountProgram<S> {
+    const PROGRAM: u32 = MOUNT_PROGRAM;
+    const VERSION: u32 = MOUNT_V3;
+
     /// The MOUNT v3 procedures (RFC 1813 appendix I). A refused MNT counts
     /// as an error of MNT, of the client and of the export (if it named
     /// one).
     #[rustfmt::skip]
-    pub const PROCEDURES: ProcedureTable<Self> = ProcedureTable::new(&[
+    const PROCEDURES: ProcedureTable<Self> = ProcedureTable::new(&[
         Procedure::new(0, "NULL", Uncached, ReplyBytesMax::DEFAULT, |_, _, _| Ok(None)),
         Procedure::new(1, "MNT", Uncached, ReplyBytesMax::DEFAULT, |c, args, reply| {
             let res = c.program.mnt(c.ctx, &Dirpath::decode(args)?);
@@ -200,32 +203,9 @@ impl<S: Store> MountProgram<S> {
             Ok(None)
         }),
     ]);
-}
 
-impl<S: Store> RpcProgram for MountProgram<S> {
-    fn program(&self) -> u32 {
-        MOUNT_PROGRAM
-    }
-
-    fn versions(&self) -> (u32, u32) {
-        (MOUNT_V3, MOUNT_V3)
-    }
-
-    fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
-        Self::PROCEDURES.is_cached(proc_)
-    }
-
-    fn answers(&self, _vers: u32, proc_: u32) -> bool {
-        Self::PROCEDURES.answers(proc_)
-    }
-
-    fn reply_bytes_max(&self, _vers: u32, proc_: u32, args: Bytes) -> usize {
-        Self::PROCEDURES.reply_bytes_max(self, proc_, args)
-    }
-
-    fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
-        Self::PROCEDURES.call(&Call { program: self, ctx }, ctx, args, reply)?;
-        Ok(())
+    fn run(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Handled<Self> {
+        Self::PROCEDURES.call(&Call { program: self, ctx }, ctx, args, reply)
     }
 }
 

@@ -3,14 +3,15 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use keel_nlm_proto::nlm4::{
     NLM_PROGRAM, NLM_V4, Nlm4Cancargs, Nlm4Lockargs, Nlm4Notify, Nlm4Proc, Nlm4Res, Nlm4Shareargs, Nlm4Shareres,
     Nlm4Stats, Nlm4Testargs, Nlm4Testres, Nlm4Unlockargs,
 };
 use keel_nlm_proto::nsm::{SM_PROGRAM, SM_V1, SmName, SmRes, SmStatRes, StatChge};
 use keel_rpc::CacheClass::Uncached;
-use keel_rpc::{AcceptError, Call, CallContext, Handlers, Procedure, ProcedureTable, ReplyBytesMax, RpcProgram};
+use keel_rpc::{
+    AcceptError, Call, CallContext, Handled, Handlers, Procedure, ProcedureTable, ReplyBytesMax, TabledProgram,
+};
 use keel_store::Store;
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
@@ -96,14 +97,19 @@ impl<S: Store> Handlers for NlmProgram<S> {
     }
 }
 
-impl<S: Store> NlmProgram<S> {
+impl<S: Store> TabledProgram for NlmProgram<S> {
+    const PROGRAM: u32 = NLM_PROGRAM;
+    /// Version 4 only: NFSv3 clients use it (versions 1 and 3 go with
+    /// NFSv2's 32-bit offsets).
+    const VERSION: u32 = NLM_V4;
+
     /// The NLM v4 procedures (X/Open XNFS, chapter 14; none from 16 to
     /// 19). A `_MSG` call answers with a call of its `_RES` procedure, not
     /// with a reply; its status is the one that call carries. GRANTED and
     /// the `_RES` procedures are a client's side of the protocol: Keel
     /// sends them, it does not serve them.
     #[rustfmt::skip]
-    pub const PROCEDURES: ProcedureTable<Self> = ProcedureTable::new(&[
+    const PROCEDURES: ProcedureTable<Self> = ProcedureTable::new(&[
         Procedure::new(0, "NULL", Uncached, ReplyBytesMax::DEFAULT, |_, _, _| Ok(None)),
         Procedure::new(1, "TEST", Uncached, ReplyBytesMax::DEFAULT, |c, dec, reply| {
             let res = test(c, dec)?;
@@ -173,34 +179,9 @@ impl<S: Store> NlmProgram<S> {
             Ok(None)
         }),
     ]);
-}
 
-impl<S: Store> RpcProgram for NlmProgram<S> {
-    fn program(&self) -> u32 {
-        NLM_PROGRAM
-    }
-
-    /// Version 4 only: NFSv3 clients use it (versions 1 and 3 go with
-    /// NFSv2's 32-bit offsets).
-    fn versions(&self) -> (u32, u32) {
-        (NLM_V4, NLM_V4)
-    }
-
-    fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
-        Self::PROCEDURES.is_cached(proc_)
-    }
-
-    fn answers(&self, _vers: u32, proc_: u32) -> bool {
-        Self::PROCEDURES.answers(proc_)
-    }
-
-    fn reply_bytes_max(&self, _vers: u32, proc_: u32, args: Bytes) -> usize {
-        Self::PROCEDURES.reply_bytes_max(self, proc_, args)
-    }
-
-    fn call(&self, ctx: &CallContext, dec: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
-        Self::PROCEDURES.call(&Call { program: self, ctx }, ctx, dec, reply)?;
-        Ok(())
+    fn run(&self, ctx: &CallContext, dec: &mut Decoder, reply: &mut Encoder) -> Handled<Self> {
+        Self::PROCEDURES.call(&Call { program: self, ctx }, ctx, dec, reply)
     }
 }
 
@@ -228,10 +209,13 @@ impl<S: Store> Handlers for NsmProgram<S> {
     }
 }
 
-impl<S: Store> NsmProgram<S> {
+impl<S: Store> TabledProgram for NsmProgram<S> {
+    const PROGRAM: u32 = SM_PROGRAM;
+    const VERSION: u32 = SM_V1;
+
     /// The NSM v1 procedures (X/Open XNFS, chapter 11).
     #[rustfmt::skip]
-    pub const PROCEDURES: ProcedureTable<Self> = ProcedureTable::new(&[
+    const PROCEDURES: ProcedureTable<Self> = ProcedureTable::new(&[
         Procedure::new(0, "NULL", Uncached, ReplyBytesMax::DEFAULT, |_, _, _| Ok(None)),
         Procedure::new(1, "STAT", Uncached, ReplyBytesMax::DEFAULT, |c, dec, reply| {
             let _: SmName = args(dec)?;
@@ -249,32 +233,9 @@ impl<S: Store> NsmProgram<S> {
             Ok(None)
         }),
     ]);
-}
 
-impl<S: Store> RpcProgram for NsmProgram<S> {
-    fn program(&self) -> u32 {
-        SM_PROGRAM
-    }
-
-    fn versions(&self) -> (u32, u32) {
-        (SM_V1, SM_V1)
-    }
-
-    fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
-        Self::PROCEDURES.is_cached(proc_)
-    }
-
-    fn answers(&self, _vers: u32, proc_: u32) -> bool {
-        Self::PROCEDURES.answers(proc_)
-    }
-
-    fn reply_bytes_max(&self, _vers: u32, proc_: u32, args: Bytes) -> usize {
-        Self::PROCEDURES.reply_bytes_max(self, proc_, args)
-    }
-
-    fn call(&self, ctx: &CallContext, dec: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
-        Self::PROCEDURES.call(&Call { program: self, ctx }, ctx, dec, reply)?;
-        Ok(())
+    fn run(&self, ctx: &CallContext, dec: &mut Decoder, reply: &mut Encoder) -> Handled<Self> {
+        Self::PROCEDURES.call(&Call { program: self, ctx }, ctx, dec, reply)
     }
 }
 

@@ -31,4 +31,6 @@ pub use dispatch::{
 pub use drc::{ReplyCache, ReplyJournal};
 pub use msg::{Auth, AuthSys};
 pub use report::CallReport;
-pub use table::{CacheClass, Call, Handled, Handler, Handlers, Procedure, ProcedureTable, ReplyBytesMax};
+pub use table::{
+    CacheClass, Call, Handled, Handler, Handlers, Procedure, ProcedureTable, ReplyBytesMax, TabledProgram,
+};

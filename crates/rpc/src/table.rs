@@ -20,7 +20,7 @@
 use bytes::Bytes;
 use keel_xdr::{Decoder, Encoder, XdrError};
 
-use crate::dispatch::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT};
+use crate::dispatch::{AcceptError, CallContext, REPLY_RESULTS_BYTES_DEFAULT, RpcProgram};
 
 /// What the handlers of one table are given and what they answer.
 pub trait Handlers: Sized + 'static {
@@ -198,6 +198,46 @@ impl<H: Handlers> ProcedureTable<H> {
     }
 }
 
+/// A program that serves one version from one [`ProcedureTable`]: its
+/// [`RpcProgram`] follows from the table, so each of its procedures is
+/// described in one place. NFSv3, MOUNT, NLM, NSM and the portmapper are.
+pub trait TabledProgram: Handlers + Send + Sync {
+    const PROGRAM: u32;
+    const VERSION: u32;
+    const PROCEDURES: ProcedureTable<Self>;
+
+    /// Runs the call on [`Self::PROCEDURES`] with what the program's
+    /// handlers are given for it ([`Handlers::Call`]).
+    fn run(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Handled<Self>;
+}
+
+impl<P: TabledProgram> RpcProgram for P {
+    fn program(&self) -> u32 {
+        P::PROGRAM
+    }
+
+    fn versions(&self) -> (u32, u32) {
+        (P::VERSION, P::VERSION)
+    }
+
+    fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
+        P::PROCEDURES.is_cached(proc_)
+    }
+
+    fn answers(&self, _vers: u32, proc_: u32) -> bool {
+        P::PROCEDURES.answers(proc_)
+    }
+
+    fn reply_bytes_max(&self, _vers: u32, proc_: u32, args: Bytes) -> usize {
+        P::PROCEDURES.reply_bytes_max(self, proc_, args)
+    }
+
+    fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
+        self.run(ctx, args, reply)?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::SocketAddr;
@@ -290,5 +330,26 @@ mod tests {
             Procedure::new(4, "AGAIN", CacheClass::Uncached, ReplyBytesMax::DEFAULT, |_, _, _| Ok(None)),
         ]));
         let _ = ProcedureTable::new(unordered);
+    }
+
+    impl TabledProgram for Gapped {
+        const PROGRAM: u32 = 400_123;
+        const VERSION: u32 = 2;
+        const PROCEDURES: ProcedureTable<Gapped> = GAPPED;
+
+        fn run(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Handled<Self> {
+            GAPPED.call(&Call { program: self, ctx }, ctx, args, reply)
+        }
+    }
+
+    #[test]
+    fn a_tabled_program_is_served_as_its_table_says() {
+        let program: &dyn RpcProgram = &Gapped;
+        assert_eq!((program.program(), program.versions()), (400_123, (2, 2)));
+        assert_eq!(program.portmap_versions(), vec![2]);
+        assert!(program.is_cached(2, 4) && !program.is_cached(2, 3));
+        assert!(!program.answers(2, 9) && program.answers(2, 7));
+        assert_eq!(program.reply_bytes_max(2, 5, Bytes::from_static(&[0, 0, 0, 12])), 12);
+        assert_eq!(program.reply_bytes_max(2, 6, Bytes::new()), 0, "PROC_UNAVAIL carries no results");
     }
 }

@@ -13,7 +13,10 @@ use keel_nfs3_proto::{IPPROTO_TCP, IPPROTO_UDP, PMAP_PORT, PMAP_PROGRAM, PMAP_V2
 use keel_rpc::CacheClass::Uncached;
 use keel_rpc::ReplyBytesMax::Computed;
 use keel_rpc::msg::{AcceptStat, CallHeader, OpaqueAuth, ReplyStat, decode_reply_header};
-use keel_rpc::{AcceptError, Call, CallContext, Handlers, Procedure, ProcedureTable, ReplyBytesMax, RpcProgram};
+use keel_rpc::{
+    AcceptError, Call, CallContext, Handled, Handlers, Procedure, ProcedureTable, ReplyBytesMax, RpcProgram,
+    TabledProgram,
+};
 use keel_xdr::{Decode, Decoder, Encoder};
 
 pub struct PortmapProgram {
@@ -80,11 +83,14 @@ impl Handlers for PortmapProgram {
 /// One entry of DUMP's list: "more follows" and a mapping.
 const DUMP_ENTRY_BYTES: usize = 4 + 16;
 
-impl PortmapProgram {
+impl TabledProgram for PortmapProgram {
+    const PROGRAM: u32 = PMAP_PROGRAM;
+    const VERSION: u32 = PMAP_V2;
+
     /// The portmapper's procedures (RFC 1833, version 2). CALLIT is not
     /// served: forwarding calls for anyone is an amplification tool.
     #[rustfmt::skip]
-    pub const PROCEDURES: ProcedureTable<Self> = ProcedureTable::new(&[
+    const PROCEDURES: ProcedureTable<Self> = ProcedureTable::new(&[
         Procedure::new(0, "NULL", Uncached, ReplyBytesMax::DEFAULT, |_, _, _| Ok(None)),
         Procedure::new(1, "SET", Uncached, ReplyBytesMax::DEFAULT, |c, args, reply| {
             reply.bool(c.program.set(c.ctx.peer, Mapping::decode(args)?));
@@ -108,36 +114,15 @@ impl PortmapProgram {
         }),
     ]);
 
-    /// DUMP's results now: the list and its end.
-    fn dump_reply_bytes(&self) -> usize {
-        self.mappings.lock().expect("portmap lock").len() * DUMP_ENTRY_BYTES + 4
+    fn run(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Handled<Self> {
+        Self::PROCEDURES.call(&Call { program: self, ctx }, ctx, args, reply)
     }
 }
 
-impl RpcProgram for PortmapProgram {
-    fn program(&self) -> u32 {
-        PMAP_PROGRAM
-    }
-
-    fn versions(&self) -> (u32, u32) {
-        (PMAP_V2, PMAP_V2)
-    }
-
-    fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
-        Self::PROCEDURES.is_cached(proc_)
-    }
-
-    fn answers(&self, _vers: u32, proc_: u32) -> bool {
-        Self::PROCEDURES.answers(proc_)
-    }
-
-    fn reply_bytes_max(&self, _vers: u32, proc_: u32, args: Bytes) -> usize {
-        Self::PROCEDURES.reply_bytes_max(self, proc_, args)
-    }
-
-    fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
-        Self::PROCEDURES.call(&Call { program: self, ctx }, ctx, args, reply)?;
-        Ok(())
+impl PortmapProgram {
+    /// DUMP's results now: the list and its end.
+    fn dump_reply_bytes(&self) -> usize {
+        self.mappings.lock().expect("portmap lock").len() * DUMP_ENTRY_BYTES + 4
     }
 }
 

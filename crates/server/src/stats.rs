@@ -15,7 +15,7 @@ use keel_nfs3_proto::nfs3::Nfsstat3;
 use keel_nlm::{NlmProgram, NsmProgram};
 use keel_nlm_proto::nlm4::{NLM_PROGRAM, NLM_V4, Nlm4Stats};
 use keel_nlm_proto::nsm::{SM_PROGRAM, SM_V1, SmRes};
-use keel_rpc::Dispatcher;
+use keel_rpc::{Dispatcher, TabledProgram};
 use keel_stats::{
     CallStats, ConnectionInfo, ConnectionsSnapshot, MemorySnapshot, ProgramSpec, ReadPipesSnapshot, ReloadsSnapshot,
     ReplyCacheSnapshot, ServerInfo, Snapshot, WorkersSnapshot,

@@ -10,7 +10,6 @@ mod remove;
 use std::cell::OnceCell;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use keel_exports::{Admitted, ClientOptions, ExportTable};
 use keel_nfs3_proto::nfs3::{
     NFSPATH_MAX, NfsFh3, NfsResult, Nfsstat3, PostOpAttr, PreOpAttr, Read3Args, Readdir3Args, Readdirplus3Args, WccData,
@@ -20,7 +19,7 @@ use keel_rpc::CacheClass::{Cached, Uncached};
 use keel_rpc::ReplyBytesMax::{Computed, Fixed};
 use keel_rpc::{
     AcceptError, CallContext, Handled, Handlers, Procedure, ProcedureTable, REPLY_RESULTS_BYTES_DEFAULT, ReplyBytesMax,
-    RpcProgram,
+    TabledProgram,
 };
 use keel_store::{Caller as _, Store};
 use keel_xdr::{Decode, Decoder, Encode, Encoder, XdrError};
@@ -77,7 +76,10 @@ fn run_encoding<S: Store, A: Decode>(
 /// READLINK's results: attributes and a path.
 const READLINK_REPLY: usize = REPLY_RESULTS_BYTES_DEFAULT + NFSPATH_MAX;
 
-impl<S: Store> Nfs3Program<S> {
+impl<S: Store> TabledProgram for Nfs3Program<S> {
+    const PROGRAM: u32 = NFS_PROGRAM;
+    const VERSION: u32 = NFS_V3;
+
     /// The NFSv3 procedures (RFC 1813), knfsd's `nfsd_procedures3`. The
     /// cached ones are the non-idempotent ones, as knfsd's RC_REPLBUFF
     /// list, WRITE included (as knfsd caches it): a retransmitted WRITE
@@ -86,7 +88,7 @@ impl<S: Store> Nfs3Program<S> {
     /// those that grow with what the call asks for by that, clamped as
     /// their handlers clamp it; the others by the default.
     #[rustfmt::skip]
-    pub const PROCEDURES: ProcedureTable<Self> = ProcedureTable::new(&[
+    const PROCEDURES: ProcedureTable<Self> = ProcedureTable::new(&[
         Procedure::new(0, "NULL", Uncached, ReplyBytesMax::DEFAULT, |_, _, _| Ok(None)),
         Procedure::new(1, "GETATTR", Uncached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, attr::getattr)),
         Procedure::new(2, "SETATTR", Cached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, attr::setattr)),
@@ -112,42 +114,8 @@ impl<S: Store> Nfs3Program<S> {
         Procedure::new(20, "PATHCONF", Uncached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, attr::pathconf)),
         Procedure::new(21, "COMMIT", Uncached, ReplyBytesMax::DEFAULT, |r, a, e| run(r, a, e, io::commit)),
     ]);
-}
 
-fn read_reply_bytes_max<S: Store>(_: &Nfs3Program<S>, args: &mut Decoder) -> Result<usize, XdrError> {
-    Ok(io::read_reply_bytes_max(Read3Args::decode(args)?.count))
-}
-
-fn readdir_reply_bytes_max<S: Store>(_: &Nfs3Program<S>, args: &mut Decoder) -> Result<usize, XdrError> {
-    Ok(dir::reply_bytes_max(Readdir3Args::decode(args)?.count))
-}
-
-fn readdirplus_reply_bytes_max<S: Store>(_: &Nfs3Program<S>, args: &mut Decoder) -> Result<usize, XdrError> {
-    Ok(dir::reply_bytes_max(Readdirplus3Args::decode(args)?.maxcount))
-}
-
-impl<S: Store> RpcProgram for Nfs3Program<S> {
-    fn program(&self) -> u32 {
-        NFS_PROGRAM
-    }
-
-    fn versions(&self) -> (u32, u32) {
-        (NFS_V3, NFS_V3)
-    }
-
-    fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
-        Self::PROCEDURES.is_cached(proc_)
-    }
-
-    fn answers(&self, _vers: u32, proc_: u32) -> bool {
-        Self::PROCEDURES.answers(proc_)
-    }
-
-    fn reply_bytes_max(&self, _vers: u32, proc_: u32, args: Bytes) -> usize {
-        Self::PROCEDURES.reply_bytes_max(self, proc_, args)
-    }
-
-    fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
+    fn run(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Handled<Self> {
         let r = Request { exports: &self.exports, ctx, acting: OnceCell::new() };
         let status = Self::PROCEDURES.call(&r, ctx, args, reply)?;
         if status == Some(Nfsstat3::Io)
@@ -161,8 +129,20 @@ impl<S: Store> RpcProgram for Nfs3Program<S> {
             );
             return Err(AcceptError::Drop);
         }
-        Ok(())
+        Ok(status)
     }
+}
+
+fn read_reply_bytes_max<S: Store>(_: &Nfs3Program<S>, args: &mut Decoder) -> Result<usize, XdrError> {
+    Ok(io::read_reply_bytes_max(Read3Args::decode(args)?.count))
+}
+
+fn readdir_reply_bytes_max<S: Store>(_: &Nfs3Program<S>, args: &mut Decoder) -> Result<usize, XdrError> {
+    Ok(dir::reply_bytes_max(Readdir3Args::decode(args)?.count))
+}
+
+fn readdirplus_reply_bytes_max<S: Store>(_: &Nfs3Program<S>, args: &mut Decoder) -> Result<usize, XdrError> {
+    Ok(dir::reply_bytes_max(Readdirplus3Args::decode(args)?.maxcount))
 }
 
 /// Who is calling, after the export's rules applied: the identity the
@@ -246,6 +226,7 @@ fn fh(obj: &impl keel_store::Object) -> NfsFh3 {
 
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
     use keel_nfs3_proto::nfs3::Nfs3Proc;
     use keel_store::sim::SimStore;
 
