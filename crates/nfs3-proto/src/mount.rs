@@ -9,7 +9,8 @@
 use keel_xdr::{Decode, Decoder, Encode, Encoder, XdrError, xdr_enum, xdr_struct};
 
 use crate::nfs3::NFS3_FHSIZE;
-use crate::{GROUPS_DECODE_MAX, LIST_DECODE_MAX, bytes_newtype, encode_array, encode_list};
+use crate::{GROUPS_DECODE_MAX, LIST_DECODE_MAX, encode_array, encode_list};
+use keel_xdr::bytes_newtype;
 
 /// `MNTPATHLEN`: most bytes in a [`Dirpath`].
 pub const DIRPATH_MAX: usize = 1024;

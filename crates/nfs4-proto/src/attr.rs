@@ -12,6 +12,7 @@
 //! [`Attrs4::to_fattr4`], which writes the attributes the request asked for
 //! and the server has, and their bitmap.
 
+use keel_xdr::bytes_newtype;
 use std::fmt;
 
 use keel_xdr::{Decode, Decoder, Encode, Encoder, XdrError};

@@ -6,6 +6,7 @@
 //! BACKCHANNEL_CTL's `bca_cb_program`), not [`NFS4_CALLBACK`]; the version
 //! is [`NFS_CB`].
 
+use keel_xdr::bytes_newtype;
 use keel_xdr::{Decode, Decoder, Encode, Encoder, XdrError};
 
 use crate::*;

@@ -7,6 +7,7 @@
 //! return bodies) stay opaque here; a layout type's own crate or module
 //! (flexfiles, RFC 8435) encodes them.
 
+use keel_xdr::bytes_newtype;
 use std::fmt;
 
 use keel_xdr::{Decode, Decoder, Encode, Encoder, XdrError};

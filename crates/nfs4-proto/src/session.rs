@@ -4,6 +4,7 @@
 //! channel attributes, state protection.
 
 use keel_xdr::Opaque;
+use keel_xdr::bytes_newtype;
 
 use crate::{
     AUTHSYS_GIDS_MAX, AUTHSYS_MACHINENAME_MAX, Array, Bitmap4, CB_SEC_PARMS_MAX, ClientOwner4, Clientid4, Count4,

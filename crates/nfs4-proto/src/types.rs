@@ -2,6 +2,7 @@
 //! RFC 7862 section 4 for 4.2's): handles, names, times, stateids, owners.
 
 use keel_xdr::Opaque;
+use keel_xdr::bytes_newtype;
 
 use crate::{
     Array, COMPONENT4_DECODE_MAX, COMPOUND_TAG_MAX, FS_LOCATIONS_MAX, LINKTEXT4_MAX, NETADDR4_STRING_MAX, NFS4_FHSIZE,

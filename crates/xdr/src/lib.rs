@@ -187,6 +187,97 @@ impl<T: Decode> Decode for Option<T> {
     }
 }
 
+/// Defines a newtype over [`bytes::Bytes`] for a bounded XDR `opaque<>` or
+/// `string<>` that decodes with at most `$max` bytes (the caller depends on
+/// `bytes`). Shown as text when it is short UTF-8.
+#[macro_export]
+macro_rules! bytes_newtype {
+    ($(#[$meta:meta])* $name:ident, $max:expr) => {
+        $(#[$meta])*
+        #[derive(Clone, Default, PartialEq, Eq, Hash)]
+        pub struct $name(pub ::bytes::Bytes);
+
+        impl $name {
+            /// Most bytes accepted on decode.
+            pub const DECODE_MAX: usize = $max;
+
+            /// The raw bytes (not necessarily UTF-8).
+            pub fn as_bytes(&self) -> &[u8] {
+                &self.0
+            }
+
+            /// The bytes as UTF-8, if they are.
+            pub fn as_str(&self) -> Option<&str> {
+                std::str::from_utf8(&self.0).ok()
+            }
+
+            pub fn len(&self) -> usize {
+                self.0.len()
+            }
+
+            pub fn is_empty(&self) -> bool {
+                self.0.is_empty()
+            }
+
+            /// Encoded size: length word, bytes, padding.
+            pub fn xdr_len(&self) -> usize {
+                4 + self.0.len() + $crate::padding(self.0.len())
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match self.as_str() {
+                    Some(s) if s.len() <= 64 => write!(f, "{s:?}"),
+                    _ => write!(f, "<{} bytes>", self.0.len()),
+                }
+            }
+        }
+
+        impl From<::bytes::Bytes> for $name {
+            fn from(b: ::bytes::Bytes) -> Self {
+                $name(b)
+            }
+        }
+
+        impl From<&[u8]> for $name {
+            fn from(b: &[u8]) -> Self {
+                $name(::bytes::Bytes::copy_from_slice(b))
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(s: &str) -> Self {
+                $name(::bytes::Bytes::copy_from_slice(s.as_bytes()))
+            }
+        }
+
+        impl From<Vec<u8>> for $name {
+            fn from(v: Vec<u8>) -> Self {
+                $name(::bytes::Bytes::from(v))
+            }
+        }
+
+        impl AsRef<[u8]> for $name {
+            fn as_ref(&self) -> &[u8] {
+                &self.0
+            }
+        }
+
+        impl $crate::Encode for $name {
+            fn encode(&self, enc: &mut $crate::Encoder) {
+                enc.opaque(&self.0);
+            }
+        }
+
+        impl $crate::Decode for $name {
+            fn decode(dec: &mut $crate::Decoder) -> Result<Self, $crate::XdrError> {
+                dec.opaque($max).map($name)
+            }
+        }
+    };
+}
+
 /// Implements [`Encode`] and [`Decode`] for a struct whose XDR form is its
 /// fields in the order listed.
 #[macro_export]

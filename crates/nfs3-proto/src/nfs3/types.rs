@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use keel_xdr::{Decode, Decoder, Encode, Encoder, XdrError, padding, xdr_enum, xdr_struct};
 
-use crate::bytes_newtype;
+use keel_xdr::bytes_newtype;
 
 /// Most bytes in an NFSv3 file handle (`NFS3_FHSIZE`).
 pub const NFS3_FHSIZE: usize = 64;
@@ -242,13 +242,6 @@ bytes_newtype!(
     Filename3,
     FILENAME_DECODE_MAX
 );
-
-impl Filename3 {
-    /// Encoded size: length word, bytes, padding.
-    pub fn xdr_len(&self) -> usize {
-        4 + self.0.len() + padding(self.0.len())
-    }
-}
 
 bytes_newtype!(
     /// `nfspath3`: the target of a symbolic link, at most [`NFSPATH_MAX`]
