@@ -1,11 +1,18 @@
-//! Byte-range locks of the simulated store, with the semantics of Linux's
-//! open file description locks (see [`crate::lock`]).
+//! Byte-range locks of the simulated store: the kernel's model. The local
+//! store leaves the arithmetic of open file description locks to Linux
+//! (`fcntl(F_OFD_SETLK)`); this module answers as Linux does (see
+//! [`crate::lock`]): another description's overlapping lock conflicts
+//! unless both are shared; a description's own locks under a new one are
+//! cut or split around it. What is Keel's own
+//! (the EFBIG bound, what a range means) comes from [`crate::lock`];
+//! `keel-store-local`'s `tests/sim_agrees.rs` checks the model against
+//! Linux.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::lock::{LOCK_OFFSET_MAX, LockConflict, LockFile, LockKind, LockRange};
-use crate::{StoreError, StoreResult};
+use crate::StoreResult;
+use crate::lock::{LockConflict, LockFile, LockKind, LockRange};
 
 /// One held lock: its description, kind and inclusive ends.
 #[derive(Debug, Clone, Copy)]
@@ -45,13 +52,8 @@ impl SimLockFile {
 
     fn conflict(&self, held: &[Held], kind: LockKind, range: LockRange) -> Option<LockConflict> {
         held.iter()
-            .find(|h| {
-                h.ofd != self.ofd
-                    && h.start <= range.end()
-                    && range.start <= h.end
-                    && (kind == LockKind::Exclusive || h.kind == LockKind::Exclusive)
-            })
-            .map(|h| LockConflict { kind: h.kind, range: LockRange::from_ends(h.start, h.end) })
+            .find(|h| h.ofd != self.ofd && h.range().overlaps(&range) && kind.conflicts_with(h.kind))
+            .map(|h| LockConflict { kind: h.kind, range: h.range() })
     }
 
     /// Removes this description's locks over `start..=end`, keeping what
@@ -74,16 +76,15 @@ impl SimLockFile {
     }
 }
 
-fn check(range: LockRange) -> StoreResult<()> {
-    if range.start > LOCK_OFFSET_MAX {
-        return Err(StoreError::errno(libc::EFBIG));
+impl Held {
+    fn range(&self) -> LockRange {
+        LockRange::from_ends(self.start, self.end)
     }
-    Ok(())
 }
 
 impl LockFile for SimLockFile {
     fn try_lock(&self, kind: LockKind, range: LockRange) -> StoreResult<Option<LockConflict>> {
-        check(range)?;
+        range.check()?;
         let mut t = table(&self.locks);
         let held = t.by_ino.entry(self.ino).or_default();
         if let Some(c) = self.conflict(held, kind, range) {
@@ -95,13 +96,13 @@ impl LockFile for SimLockFile {
     }
 
     fn test(&self, kind: LockKind, range: LockRange) -> StoreResult<Option<LockConflict>> {
-        check(range)?;
+        range.check()?;
         let t = table(&self.locks);
         Ok(t.by_ino.get(&self.ino).and_then(|held| self.conflict(held, kind, range)))
     }
 
     fn unlock(&self, range: LockRange) -> StoreResult<()> {
-        check(range)?;
+        range.check()?;
         let mut t = table(&self.locks);
         if let Some(held) = t.by_ino.get_mut(&self.ino) {
             self.cut(held, range.start, range.end());

@@ -2,6 +2,7 @@
 //! permissions, handles, cookies, replay.
 
 use super::*;
+use crate::attr::access;
 use crate::{Object as _, Store};
 
 const ROOT: Cred = Cred::ROOT;
