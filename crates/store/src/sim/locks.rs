@@ -2,8 +2,9 @@
 //! store leaves the arithmetic of open file description locks to Linux
 //! (`fcntl(F_OFD_SETLK)`); this module answers as Linux does (see
 //! [`crate::lock`]): another description's overlapping lock conflicts
-//! unless both are shared; a description's own locks under a new one are
-//! cut or split around it. What is Keel's own
+//! unless both are shared; a description's own locks of the same kind
+//! that overlap or touch a new one merge with it (`posix_lock_inode`),
+//! those of the other kind are cut or split around it. What is Keel's own
 //! (the EFBIG bound, what a range means) comes from [`crate::lock`];
 //! `keel-store-local`'s `tests/sim_agrees.rs` checks the model against
 //! Linux.
@@ -56,6 +57,19 @@ impl SimLockFile {
             .map(|h| LockConflict { kind: h.kind, range: h.range() })
     }
 
+    /// The ends of a new lock of `kind` over `range` once this
+    /// description's locks of the same kind that overlap or touch it are
+    /// merged in, as Linux merges them.
+    fn merged(&self, held: &[Held], kind: LockKind, range: LockRange) -> (u64, u64) {
+        let (mut start, mut end) = (range.start, range.end());
+        for h in held.iter().filter(|h| h.ofd == self.ofd && h.kind == kind) {
+            if h.start <= end.saturating_add(1) && start <= h.end.saturating_add(1) {
+                (start, end) = (start.min(h.start), end.max(h.end));
+            }
+        }
+        (start, end)
+    }
+
     /// Removes this description's locks over `start..=end`, keeping what
     /// lies outside it.
     fn cut(&self, held: &mut Vec<Held>, start: u64, end: u64) {
@@ -90,8 +104,9 @@ impl LockFile for SimLockFile {
         if let Some(c) = self.conflict(held, kind, range) {
             return Ok(Some(c));
         }
-        self.cut(held, range.start, range.end());
-        held.push(Held { ofd: self.ofd, kind, start: range.start, end: range.end() });
+        let (start, end) = self.merged(held, kind, range);
+        self.cut(held, start, end);
+        held.push(Held { ofd: self.ofd, kind, start, end });
         Ok(None)
     }
 
@@ -143,5 +158,21 @@ mod tests {
         assert_eq!(b.try_lock(LockKind::Exclusive, LockRange::new(0, 0)).unwrap(), None);
         drop(b);
         assert!(table(&locks).by_ino.is_empty());
+    }
+
+    #[test]
+    fn own_locks_of_one_kind_merge_when_they_touch_and_split_around_the_other_kind() {
+        let locks = SharedLocks::default();
+        let (a, b) = (SimLockFile::open(&locks, 7), SimLockFile::open(&locks, 7));
+        a.try_lock(LockKind::Exclusive, LockRange::new(0, 10)).unwrap();
+        a.try_lock(LockKind::Exclusive, LockRange::new(10, 10)).unwrap();
+        let c = b.test(LockKind::Shared, LockRange::new(0, 1)).unwrap().expect("conflict");
+        assert_eq!(c.range, LockRange::new(0, 20), "adjacent locks of one kind are one lock");
+        a.try_lock(LockKind::Shared, LockRange::new(5, 5)).unwrap();
+        let c = b.test(LockKind::Shared, LockRange::new(0, 100)).unwrap().expect("conflict");
+        assert_eq!(c.range, LockRange::new(0, 5), "split around the shared lock");
+        assert_eq!(b.try_lock(LockKind::Shared, LockRange::new(5, 5)).unwrap(), None);
+        let c = b.test(LockKind::Shared, LockRange::new(12, 1)).unwrap().expect("conflict");
+        assert_eq!(c.range, LockRange::new(10, 10));
     }
 }

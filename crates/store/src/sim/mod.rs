@@ -614,16 +614,20 @@ impl State {
     /// taken (the local store leaves these rules to Linux; its
     /// `tests/sim_agrees.rs` checks this against it). As
     /// `do_renameat2`'s `lock_rename` trap: a directory never goes into
-    /// its own subtree (EINVAL); then as
+    /// its own subtree (EINVAL), and the target is never an ancestor of
+    /// the source, whatever their types (ENOTEMPTY); then as
     /// `vfs_rename`: a directory only over a directory (ENOTDIR), a
     /// non-directory only over a non-directory (EISDIR), a directory only
     /// over an empty one (ENOTEMPTY).
-    fn kernel_rename_check(&self, source: u64, _from_dir: u64, victim: Option<u64>, to_dir: u64) -> StoreResult<()> {
+    fn kernel_rename_check(&self, source: u64, from_dir: u64, victim: Option<u64>, to_dir: u64) -> StoreResult<()> {
         let source_is_dir = self.live[&source].ftype == FileType::Directory;
         if source_is_dir && self.is_ancestor(source, to_dir) {
             return Err(StoreError::errno(libc::EINVAL));
         }
         let Some(v) = victim else { return Ok(()) };
+        if self.is_ancestor(v, from_dir) {
+            return Err(StoreError::errno(libc::ENOTEMPTY));
+        }
         let v = &self.live[&v];
         match (source_is_dir, v.ftype == FileType::Directory) {
             (true, false) => Err(StoreError::errno(libc::ENOTDIR)),
