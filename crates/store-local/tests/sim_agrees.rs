@@ -37,6 +37,11 @@ enum Op {
     Rename(&'static str, Name, &'static str, Name),
     Write(&'static str, &'static [u8]),
     Truncate(&'static str, u64),
+    Chmod(&'static str, u32),
+    Chown(&'static str, u32, u32),
+    /// Acts as this user (uid = gid, no other groups) from here on; 0 is
+    /// root.
+    As(u32),
     /// A lock-holding description, by number, of the object at a path.
     Open(u8, &'static str),
     Lock(u8, LockKind, u64, u64),
@@ -76,74 +81,97 @@ fn walk<S: Store>(s: &S, who: &S::Caller, path: &str) -> StoreResult<S::Object> 
     Ok(obj)
 }
 
-/// Runs `script` as root and returns each step's outcome.
+fn cred(uid: u32) -> Cred {
+    if uid == 0 { Cred::ROOT } else { Cred::new(uid, uid, &[]) }
+}
+
+/// Runs `script` (as root until it says otherwise) and returns each
+/// step's outcome.
 fn run<S: Store>(s: &S, script: &[Op]) -> Vec<String> {
-    let who = s.act_as(&Cred::ROOT).expect("act as root");
+    let mut who = Some(s.act_as(&Cred::ROOT).expect("act as root"));
     let mut lock_files: HashMap<u8, S::LockFile> = HashMap::new();
+    let mut outcomes = Vec::with_capacity(script.len());
+    for op in script {
+        if let Op::As(uid) = *op {
+            // One identity at a time on a thread: the old one goes first.
+            drop(who.take());
+            who = Some(s.act_as(&cred(uid)).expect("act as the user"));
+            outcomes.push("ok".into());
+            continue;
+        }
+        let who = who.as_ref().expect("an identity");
+        outcomes.push(step(s, who, &mut lock_files, *op));
+    }
+    outcomes
+}
+
+fn step<S: Store>(s: &S, who: &S::Caller, lock_files: &mut HashMap<u8, S::LockFile>, op: Op) -> String {
     let none = SetAttrs::default();
-    script
-        .iter()
-        .map(|op| match *op {
-            Op::Create(dir, name, mode) => {
-                outcome(walk(s, &who, dir).and_then(|d| s.create(&who, &d, name, mode, &none, false)), |c| {
-                    format!("ok, size {}", c.attrs.size)
-                })
-            }
-            Op::CreateSized(dir, name, size) => {
-                let set = SetAttrs { size: Some(size), ..none };
-                let r = walk(s, &who, dir).and_then(|d| s.create(&who, &d, name, CreateMode::Unchecked, &set, false));
-                outcome(r, |c| format!("ok, size {}", c.attrs.size))
-            }
-            Op::Mkdir(dir, name) => {
-                outcome(walk(s, &who, dir).and_then(|d| s.mkdir(&who, &d, name, &none, false)), done)
-            }
-            Op::Symlink(dir, name, target) => {
-                outcome(walk(s, &who, dir).and_then(|d| s.symlink(&who, &d, name, target, &none, false)), done)
-            }
-            Op::Link(file, dir, name) => {
-                let r = walk(s, &who, file).and_then(|f| s.link(&who, &f, &walk(s, &who, dir)?, name, false));
-                outcome(r, |a| format!("ok, nlink {}", a.nlink))
-            }
-            Op::Remove(dir, name) => outcome(walk(s, &who, dir).and_then(|d| s.remove(&who, &d, name, false)), done),
-            Op::Rmdir(dir, name) => outcome(walk(s, &who, dir).and_then(|d| s.rmdir(&who, &d, name, false)), done),
-            Op::Rename(fd, from, td, to) => {
-                let r = walk(s, &who, fd).and_then(|f| s.rename(&who, &f, from, &walk(s, &who, td)?, to, false));
-                outcome(r, done)
-            }
-            Op::Write(file, data) => {
-                let r = walk(s, &who, file).and_then(|f| s.write(&who, &f, 0, data, Stability::Unstable));
-                outcome(r, |w| format!("ok, size {}", w.after.size))
-            }
-            Op::Truncate(file, size) => {
-                let set = SetAttrs { size: Some(size), ..none };
-                outcome(walk(s, &who, file).and_then(|f| s.setattr(&who, &f, &set, None, false)), done)
-            }
-            Op::Open(n, file) => outcome(walk(s, &who, file).and_then(|f| s.open_for_locks(&who, &f)), |l| {
-                lock_files.insert(n, l);
-                "ok".into()
-            }),
-            Op::Lock(n, kind, start, len) => {
-                outcome(lock_files[&n].try_lock(kind, LockRange::new(start, len)), conflict)
-            }
-            Op::Test(n, kind, start, len) => outcome(lock_files[&n].test(kind, LockRange::new(start, len)), conflict),
-            Op::Unlock(n, start, len) => outcome(lock_files[&n].unlock(LockRange::new(start, len)), done),
-            Op::Close(n) => {
-                lock_files.remove(&n);
-                "ok".into()
-            }
-        })
-        .collect()
+    match op {
+        Op::Create(dir, name, mode) => {
+            outcome(walk(s, who, dir).and_then(|d| s.create(who, &d, name, mode, &none, false)), |c| {
+                format!("ok, size {}", c.attrs.size)
+            })
+        }
+        Op::CreateSized(dir, name, size) => {
+            let set = SetAttrs { size: Some(size), ..none };
+            let r = walk(s, who, dir).and_then(|d| s.create(who, &d, name, CreateMode::Unchecked, &set, false));
+            outcome(r, |c| format!("ok, size {}", c.attrs.size))
+        }
+        Op::Mkdir(dir, name) => outcome(walk(s, who, dir).and_then(|d| s.mkdir(who, &d, name, &none, false)), done),
+        Op::Symlink(dir, name, target) => {
+            outcome(walk(s, who, dir).and_then(|d| s.symlink(who, &d, name, target, &none, false)), done)
+        }
+        Op::Link(file, dir, name) => {
+            let r = walk(s, who, file).and_then(|f| s.link(who, &f, &walk(s, who, dir)?, name, false));
+            outcome(r, |a| format!("ok, nlink {}", a.nlink))
+        }
+        Op::Remove(dir, name) => outcome(walk(s, who, dir).and_then(|d| s.remove(who, &d, name, false)), done),
+        Op::Rmdir(dir, name) => outcome(walk(s, who, dir).and_then(|d| s.rmdir(who, &d, name, false)), done),
+        Op::Rename(fd, from, td, to) => {
+            let r = walk(s, who, fd).and_then(|f| s.rename(who, &f, from, &walk(s, who, td)?, to, false));
+            outcome(r, done)
+        }
+        Op::Write(file, data) => {
+            let r = walk(s, who, file).and_then(|f| s.write(who, &f, 0, data, Stability::Unstable));
+            outcome(r, |w| format!("ok, size {}", w.after.size))
+        }
+        Op::Truncate(file, size) => {
+            let set = SetAttrs { size: Some(size), ..none };
+            outcome(walk(s, who, file).and_then(|f| s.setattr(who, &f, &set, None, false)), done)
+        }
+        Op::Open(n, file) => outcome(walk(s, who, file).and_then(|f| s.open_for_locks(who, &f)), |l| {
+            lock_files.insert(n, l);
+            "ok".into()
+        }),
+        Op::Lock(n, kind, start, len) => outcome(lock_files[&n].try_lock(kind, LockRange::new(start, len)), conflict),
+        Op::Test(n, kind, start, len) => outcome(lock_files[&n].test(kind, LockRange::new(start, len)), conflict),
+        Op::Unlock(n, start, len) => outcome(lock_files[&n].unlock(LockRange::new(start, len)), done),
+        Op::Close(n) => {
+            lock_files.remove(&n);
+            "ok".into()
+        }
+        Op::Chmod(path, mode) => {
+            let set = SetAttrs { mode: Some(mode), ..none };
+            outcome(walk(s, who, path).and_then(|f| s.setattr(who, &f, &set, None, false)), done)
+        }
+        Op::Chown(path, uid, gid) => {
+            let set = SetAttrs { uid: Some(uid), gid: Some(gid), ..none };
+            outcome(walk(s, who, path).and_then(|f| s.setattr(who, &f, &set, None, false)), done)
+        }
+        Op::As(_) => unreachable!("handled by run"),
+    }
 }
 
 /// The tree under the export root, one line per object: path, type, mode,
-/// link count (directories' too), and a file's data or a link's target.
+/// owner, link count (directories' too), and a file's data or a link's target.
 fn tree<S: Store>(s: &S) -> Vec<String> {
-    let who = s.act_as(&Cred::ROOT).expect("act as root");
+    let who = &s.act_as(&Cred::ROOT).expect("act as root");
     let mut lines = Vec::new();
     let mut dirs = vec![(String::new(), s.lookup_path(1, b"").expect("the root"))];
     while let Some((path, dir)) = dirs.pop() {
         let mut names = Vec::new();
-        s.readdir(&who, &dir, 0, |e| {
+        s.readdir(who, &dir, 0, |e| {
             if e.name != b"." && e.name != b".." {
                 names.push(e.name.to_vec());
             }
@@ -152,15 +180,15 @@ fn tree<S: Store>(s: &S) -> Vec<String> {
         .expect("readdir");
         names.sort();
         for name in names {
-            let (obj, a) = s.lookup(&who, &dir, &name).expect("lookup of a listed name");
+            let (obj, a) = s.lookup(who, &dir, &name).expect("lookup of a listed name");
             let child = format!("{path}/{}", String::from_utf8_lossy(&name));
             let body = match a.ftype {
                 FileType::Regular => {
-                    let data = s.read(&who, &obj, 0, 1 << 16).expect("read").data.into_bytes().expect("data");
+                    let data = s.read(who, &obj, 0, 1 << 16).expect("read").data.into_bytes().expect("data");
                     format!("{:?}", String::from_utf8_lossy(&data))
                 }
                 FileType::Symlink => {
-                    format!("-> {:?}", String::from_utf8_lossy(&s.readlink(&who, &obj).expect("readlink")))
+                    format!("-> {:?}", String::from_utf8_lossy(&s.readlink(who, &obj).expect("readlink")))
                 }
                 FileType::Directory => {
                     dirs.push((child.clone(), obj));
@@ -168,7 +196,7 @@ fn tree<S: Store>(s: &S) -> Vec<String> {
                 }
                 _ => String::new(),
             };
-            lines.push(format!("{child} {:?} {:o} nlink {} {body}", a.ftype, a.mode, a.nlink));
+            lines.push(format!("{child} {:?} {:o} {}:{} nlink {} {body}", a.ftype, a.mode, a.uid, a.gid, a.nlink));
         }
     }
     lines.sort();
@@ -188,6 +216,8 @@ fn compare(tag: &str, script: &'static [Op]) {
     let dir = TempDir::new(&format!("sim-agrees-{tag}"));
     let export_dir = dir.path().join("export");
     std::fs::create_dir(&export_dir).unwrap();
+    // As the simulator's export root.
+    std::fs::set_permissions(&export_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let (local_steps, local_tree) = std::thread::spawn(move || {
         let key = HandleKey::from_bytes([5; 16]);
         let export = Export::open(&ExportSpec { id: 1, path: export_dir, fsid: None }, &key).unwrap();
@@ -348,6 +378,52 @@ fn byte_range_locks_agree() {
             Close(2),
             Test(1, EX, 0, 0),
             Close(1),
+        ],
+    );
+}
+
+#[test]
+fn permissions_as_a_user_agree() {
+    // The simulator models the default every systemd distribution sets.
+    let protected = std::fs::read_to_string("/proc/sys/fs/protected_hardlinks").unwrap_or_default();
+    assert_eq!(protected.trim(), "1", "this test expects fs.protected_hardlinks = 1, as the simulator models");
+    compare(
+        "perm",
+        &[
+            Mkdir("", b"ro"),
+            Mkdir("", b"tmp"),
+            Chmod("tmp", 0o1777),
+            Create("tmp", b"rootfile", GUARDED),
+            As(1000),
+            Create("ro", b"x", GUARDED),
+            Mkdir("ro", b"x"),
+            Create("ro", b"..", GUARDED),
+            Create("tmp", b"mine", GUARDED),
+            Create("tmp", b"rootfile", UNCHECKED),
+            Create("tmp", b"rootfile", V1),
+            Write("tmp/rootfile", b"no"),
+            Truncate("tmp/rootfile", 0),
+            Chmod("tmp/rootfile", 0o777),
+            Chown("tmp/mine", 0, 1000),
+            Chown("tmp/mine", 1000, 1000),
+            Remove("tmp", b"rootfile"),
+            Rename("tmp", b"rootfile", "tmp", b"z"),
+            Rename("tmp", b"mine", "ro", b"mine"),
+            Link("tmp/rootfile", "tmp", b"rootlink"),
+            Mkdir("tmp", b"ud"),
+            Create("tmp/ud", b"y", GUARDED),
+            Chmod("tmp/ud", 0o500),
+            Create("tmp/ud", b"z", GUARDED),
+            Open(1, "tmp/mine"),
+            Open(2, "tmp/rootfile"),
+            As(2000),
+            Remove("tmp", b"mine"),
+            Create("tmp/ud", b"w", GUARDED),
+            Remove("tmp/ud", b"y"),
+            Write("tmp/mine", b"no"),
+            As(0),
+            Remove("tmp", b"mine"),
+            Chmod("tmp/ud", 0o700),
         ],
     );
 }

@@ -9,8 +9,9 @@
 //!   them for the common cases: owner/group/other bits with root's
 //!   overrides, search permission on lookups, write and search permission
 //!   on the directory for changes, the sticky bit, chown and chmod by the
-//!   owner or root, setgid directories, device nodes for root only, and
-//!   knfsd's rule that the owner may read and write their own file.
+//!   owner or root, setgid directories, device nodes for root only,
+//!   protected hard links (`fs.protected_hardlinks`), and knfsd's rule
+//!   that the owner may read and write their own file.
 //!   [`Store::act_as`] only records the caller.
 //! - **Faults** ([`SimFault`], [`SimFaultRate`]): any verb, or any flush,
 //!   fails with a chosen errno, once, a number of times, on one object or
@@ -1035,6 +1036,9 @@ impl crate::Store for SimStore {
         let dir_type = st.node(dir)?.ftype;
         st.strike(SimPoint::Link, file.ino)?;
         rules::check_link(file.ftype, file.export, dir_type, dir.export, name)?;
+        if !fs::may_hardlink(&who.cred, &st.live[&file.ino]) {
+            return Err(StoreError::errno(libc::EPERM));
+        }
         st.may_make(&who.cred, dir, name)?;
         let now = st.now();
         let d = st.node_mut(dir.ino);
