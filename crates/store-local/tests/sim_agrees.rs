@@ -37,6 +37,7 @@ enum Op {
     Rename(&'static str, Name, &'static str, Name),
     Write(&'static str, &'static [u8]),
     Truncate(&'static str, u64),
+    Lookup(&'static str, Name),
     Chmod(&'static str, u32),
     Chown(&'static str, u32, u32),
     /// Acts as this user (uid = gid, no other groups) from here on; 0 is
@@ -150,6 +151,10 @@ fn step<S: Store>(s: &S, who: &S::Caller, lock_files: &mut HashMap<u8, S::LockFi
         Op::Close(n) => {
             lock_files.remove(&n);
             "ok".into()
+        }
+        Op::Lookup(dir, name) => {
+            let r = walk(s, who, dir).and_then(|d| s.lookup(who, &d, name));
+            outcome(r, |(_, a)| format!("ok, {:?} {:o}", a.ftype, a.mode))
         }
         Op::Chmod(path, mode) => {
             let set = SetAttrs { mode: Some(mode), ..none };
@@ -284,6 +289,13 @@ fn names_and_create_modes_agree() {
             Create("", b"s", UNCHECKED),
             Truncate("s", 0),
             Create("missing", b"f", GUARDED),
+            Lookup("", b"."),
+            Lookup("", b".."),
+            Lookup("d", b".."),
+            Lookup("", b""),
+            Lookup("", b"missing"),
+            Lookup("f", b"x"),
+            Lookup("", LONG_NAME),
         ],
     );
 }

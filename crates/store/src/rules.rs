@@ -177,6 +177,29 @@ pub fn check_write_extent(offset: u64, len: usize) -> StoreResult<()> {
     Ok(())
 }
 
+/// Whether a READ that got `got` of `count` bytes at `offset` of a file
+/// of `size` bytes reached the end.
+pub fn read_eof(offset: u64, got: usize, count: usize, size: u64) -> bool {
+    got < count || offset.saturating_add(got as u64) >= size
+}
+
+/// Whether a failed WRITE (errno `e`) may have taken data acknowledged
+/// earlier with it, so the write verifier must change (as knfsd): all
+/// but the errors that say nothing about the storage.
+pub fn write_error_loses_data(e: Option<i32>) -> bool {
+    !matches!(e, Some(libc::EAGAIN | libc::ESTALE))
+}
+
+/// SETATTR's guard: the ctime the client believes the object has
+/// (`ctime` reads the real one, only when there is a guard); NotSync if
+/// it has another.
+pub fn check_guard(guard: Option<Time>, ctime: impl FnOnce() -> StoreResult<Time>) -> StoreResult<()> {
+    match guard {
+        Some(expected) if ctime()? != expected => Err(StoreError::NotSync),
+        _ => Ok(()),
+    }
+}
+
 /// knfsd's override for READ, WRITE, COMMIT, truncation and locks: root,
 /// and the owner of the object whatever its mode (a file created 0444
 /// must still take the data its creator writes). Others need the bits.
@@ -373,6 +396,20 @@ mod tests {
         assert!(check_write_extent(FILE_OFFSET_MAX - 1, 1).is_ok());
         assert_eq!(code(check_write_extent(FILE_OFFSET_MAX, 1)), Some(libc::EFBIG));
         assert_eq!(code(check_write_extent(u64::MAX, 1)), Some(libc::EFBIG));
+    }
+
+    #[test]
+    fn reads_end_writes_lose_data_and_guards_hold() {
+        assert!(read_eof(0, 5, 10, 5));
+        assert!(!read_eof(0, 4, 4, 5));
+        assert!(read_eof(1, 4, 4, 5));
+        assert!(write_error_loses_data(Some(libc::EIO)));
+        assert!(!write_error_loses_data(Some(libc::ESTALE)));
+        assert!(!write_error_loses_data(Some(libc::EAGAIN)));
+        let t = |seconds| Time { seconds, nanos: 0 };
+        assert!(check_guard(None, || panic!("not read without a guard")).is_ok());
+        assert!(check_guard(Some(t(1)), || Ok(t(1))).is_ok());
+        assert!(matches!(check_guard(Some(t(1)), || Ok(t(2))), Err(StoreError::NotSync)));
     }
 
     #[test]

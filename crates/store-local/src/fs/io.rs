@@ -60,7 +60,7 @@ impl LocalStore {
                 }
             }
         };
-        let eof = data.len() < count || offset + data.len() as u64 >= attrs.size;
+        let eof = rules::read_eof(offset, data.len(), count, attrs.size);
         Ok(ReadOut { data, eof, attrs })
     }
 
@@ -133,7 +133,7 @@ impl LocalStore {
             // earlier with it (a synchronous write also reports the file's
             // earlier write-back errors), except for errors that say
             // nothing about the storage.
-            if !matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ESTALE)) {
+            if rules::write_error_loses_data(e.raw_os_error()) {
                 self.verifier.data_lost(&format_args!("write to inode {} failed: {e}", st.st_ino));
             }
             return Err(e.into());

@@ -276,11 +276,7 @@ impl LocalStore {
         guard: Option<Time>,
         commit: bool,
     ) -> StoreResult<()> {
-        if let Some(ctime) = guard
-            && attrs_of(inode)?.ctime != ctime
-        {
-            return Err(StoreError::NotSync);
-        }
+        rules::check_guard(guard, || Ok(attrs_of(inode)?.ctime))?;
         apply_attrs(who.cred(), inode, set)?;
         if commit {
             self.commit_objects(&[inode])?;

@@ -758,11 +758,7 @@ impl crate::Store for SimStore {
         let mut st = self.lock();
         st.node(obj)?;
         st.strike(SimPoint::Setattr, obj.ino)?;
-        if let Some(ctime) = guard
-            && st.attrs(obj.ino)?.ctime != ctime
-        {
-            return Err(StoreError::NotSync);
-        }
+        rules::check_guard(guard, || Ok(st.attrs(obj.ino)?.ctime))?;
         st.apply(&who.cred, obj.ino, set)?;
         st.commit_change(commit, Some(obj.ino), &[])
     }
@@ -866,7 +862,7 @@ impl crate::Store for SimStore {
         let start = offset.min(d.len() as u64) as usize;
         let end = start.saturating_add(count).min(d.len());
         let data = Bytes::copy_from_slice(&d[start..end]);
-        let eof = data.len() < count || offset + data.len() as u64 >= attrs.size;
+        let eof = rules::read_eof(offset, data.len(), count, attrs.size);
         Ok(ReadOut { data: data.into(), eof, attrs })
     }
 
@@ -890,7 +886,7 @@ impl crate::Store for SimStore {
             Err(e) => (false, Some(e)),
         };
         if let Some(e) = struck {
-            if !matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ESTALE)) {
+            if rules::write_error_loses_data(e.raw_os_error()) {
                 st.new_epoch("write failed");
             }
             return Err(e);
