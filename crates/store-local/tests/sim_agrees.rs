@@ -310,6 +310,8 @@ fn rename_link_and_remove_agree() {
             Create("d", b"f", GUARDED),
             Create("", b"g", GUARDED),
             Mkdir("", b"empty"),
+            Mkdir("", b"full"),
+            Create("full", b"x", GUARDED),
             // A directory into its own subtree, or over its ancestor.
             Rename("", b"d", "d/e", b"d"),
             Rename("", b"d", "d", b"x"),
@@ -319,6 +321,7 @@ fn rename_link_and_remove_agree() {
             Rename("", b"g", "", b"d"),
             Rename("", b"g", "", b"empty"),
             Rename("d", b"e", "", b"g"),
+            Rename("", b"empty", "", b"full"),
             Rename("", b"empty", "d", b"e"),
             Mkdir("", b"empty"),
             Rename("", b"d", "", b"empty"),
