@@ -375,6 +375,8 @@ fn byte_range_locks_agree() {
             // Split around a lock of the other kind.
             Lock(1, SH, 5, 5),
             Test(2, SH, 0, 3),
+            Test(2, SH, 0, 100),
+            Test(2, EX, 8, 10),
             Lock(2, SH, 5, 5),
             Test(2, EX, 12, 1),
             Lock(2, EX, 12, 1),
@@ -389,6 +391,16 @@ fn byte_range_locks_agree() {
             Test(1, SH, LOCK_OFFSET_MAX, 1),
             Lock(1, EX, LOCK_OFFSET_MAX + 1, 1),
             Test(1, EX, LOCK_OFFSET_MAX + 1, 0),
+            // Which of several conflicting locks a test reports.
+            Open(3, "f"),
+            Lock(3, SH, 300, 1),
+            Lock(2, SH, 260, 1),
+            Lock(3, SH, 250, 1),
+            Test(1, EX, 240, 100),
+            Unlock(2, 0, 0),
+            Lock(2, SH, 240, 1),
+            Test(1, EX, 240, 100),
+            Close(3),
             // Closing a description releases its locks.
             Close(2),
             Test(1, EX, 0, 0),

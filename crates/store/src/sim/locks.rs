@@ -4,8 +4,10 @@
 //! [`crate::lock`]): another description's overlapping lock conflicts
 //! unless both are shared; a description's own locks of the same kind
 //! that overlap or touch a new one merge with it (`posix_lock_inode`),
-//! those of the other kind are cut or split around it. What is Keel's own
-//! (the EFBIG bound, what a range means) comes from [`crate::lock`];
+//! those of the other kind are cut or split around it; a test reports the
+//! first conflicting lock in the order Linux keeps them (`kernel_order`).
+//! What is Keel's own (the EFBIG bound, what a range means) comes from
+//! [`crate::lock`];
 //! `keel-store-local`'s `tests/sim_agrees.rs` checks the model against
 //! Linux.
 
@@ -90,6 +92,20 @@ impl SimLockFile {
     }
 }
 
+/// The order Linux keeps a file's locks in, which decides the conflict a
+/// test reports (the first): each description's locks together, by start,
+/// descriptions in the order they came; one that holds none goes last.
+/// Taken before a change, applied after it.
+fn kernel_order(held: &[Held]) -> impl Fn(u64) -> usize + use<> {
+    let mut first: Vec<u64> = Vec::new();
+    for h in held {
+        if !first.contains(&h.ofd) {
+            first.push(h.ofd);
+        }
+    }
+    move |ofd| first.iter().position(|o| *o == ofd).unwrap_or(usize::MAX)
+}
+
 impl Held {
     fn range(&self) -> LockRange {
         LockRange::from_ends(self.start, self.end)
@@ -105,8 +121,10 @@ impl LockFile for SimLockFile {
             return Ok(Some(c));
         }
         let (start, end) = self.merged(held, kind, range);
+        let order = kernel_order(held);
         self.cut(held, start, end);
         held.push(Held { ofd: self.ofd, kind, start, end });
+        held.sort_by_key(|h| (order(h.ofd), h.start));
         Ok(None)
     }
 
@@ -174,5 +192,7 @@ mod tests {
         assert_eq!(b.try_lock(LockKind::Shared, LockRange::new(5, 5)).unwrap(), None);
         let c = b.test(LockKind::Shared, LockRange::new(12, 1)).unwrap().expect("conflict");
         assert_eq!(c.range, LockRange::new(10, 10));
+        let c = b.test(LockKind::Exclusive, LockRange::new(8, 10)).unwrap().expect("conflict");
+        assert_eq!(c.range, LockRange::new(5, 5), "the first by start, as Linux reports it");
     }
 }
