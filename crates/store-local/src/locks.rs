@@ -8,8 +8,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use keel_store::lock::LOCK_OFFSET_MAX;
-use keel_store::{LockConflict, LockFile, LockKind, LockRange, StoreError, StoreResult};
+use keel_store::{LockConflict, LockFile, LockKind, LockRange, StoreResult};
 
 use crate::sys;
 
@@ -28,12 +27,9 @@ impl LocalLockFile {
     }
 
     fn fcntl(&self, cmd: libc::c_int, kind: libc::c_int, range: LockRange) -> StoreResult<Option<LockConflict>> {
-        if range.start > LOCK_OFFSET_MAX {
-            return Err(StoreError::errno(libc::EFBIG));
-        }
+        range.check()?;
         // A range ending past off_t's maximum runs to the end.
-        let len = if range.end() == LOCK_OFFSET_MAX { 0 } else { range.len };
-        let found = sys::ofd_lock(self.fd.as_fd(), cmd, kind, range.start as i64, len as i64);
+        let found = sys::ofd_lock(self.fd.as_fd(), cmd, kind, range.start as i64, range.fcntl_len() as i64);
         match found {
             Ok(None) => Ok(None),
             Ok(Some((kind, start, len))) => Ok(Some(conflict(kind, start, len))),

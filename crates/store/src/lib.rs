@@ -40,6 +40,7 @@ mod cred;
 mod error;
 pub mod lock;
 pub mod pipe;
+pub mod rules;
 pub mod sim;
 pub mod state_file;
 mod types;
@@ -50,6 +51,7 @@ pub use attr::{Attrs, FileType, FsStat, Limits, SetAttrs, SetTime, Time, access}
 pub use cred::{Cred, GROUPS_MAX};
 pub use error::{StoreError, StoreResult};
 pub use lock::{LockConflict, LockFile, LockKind, LockRange};
+pub use rules::check_name;
 pub use types::{CreateMode, Created, DirEntry, ExportInfo, NodeKind, ReadData, ReadOut, Stability, WriteOut};
 
 /// Longest handle a store may give an object. One handle names an object
@@ -280,17 +282,4 @@ pub trait Store: Send + Sync + 'static {
     /// or owns it (knfsd's rule for NLM). Locks taken through it exclude
     /// those of every other description, a local process's included.
     fn open_for_locks(&self, who: &Self::Caller, obj: &Self::Object) -> StoreResult<Self::LockFile>;
-}
-
-/// Checks a name component: not empty, no '/', no NUL, at most
-/// [`NAME_BYTES_MAX`] bytes. Every store checks names itself, whatever the
-/// protocol layer did.
-pub fn check_name(name: &[u8]) -> StoreResult<()> {
-    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
-        return Err(StoreError::InvalidName);
-    }
-    if name.len() > NAME_BYTES_MAX {
-        return Err(StoreError::NameTooLong);
-    }
-    Ok(())
 }

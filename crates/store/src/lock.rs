@@ -11,13 +11,21 @@
 //! None of these calls waits: a conflict is reported, and the caller
 //! decides whether to try again later.
 
-use crate::StoreResult;
+use crate::{StoreError, StoreResult};
 
 /// Shared (read) or exclusive (write).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LockKind {
     Shared,
     Exclusive,
+}
+
+impl LockKind {
+    /// Whether locks of these kinds, held through different descriptions
+    /// over overlapping ranges, exclude each other: unless both are shared.
+    pub fn conflicts_with(self, other: LockKind) -> bool {
+        self == LockKind::Exclusive || other == LockKind::Exclusive
+    }
 }
 
 /// `len` bytes from `start`; `len == 0` means to the end of the file and
@@ -44,6 +52,20 @@ impl LockRange {
             return LOCK_OFFSET_MAX;
         }
         self.start.saturating_add(self.len - 1).min(LOCK_OFFSET_MAX)
+    }
+
+    /// EFBIG for a start past [`LOCK_OFFSET_MAX`]: no lock can begin there.
+    pub fn check(&self) -> StoreResult<()> {
+        if self.start > LOCK_OFFSET_MAX {
+            return Err(StoreError::errno(libc::EFBIG));
+        }
+        Ok(())
+    }
+
+    /// The length fcntl(2) is given: 0 ("to the end") for a range that
+    /// runs to [`LOCK_OFFSET_MAX`] or past it.
+    pub fn fcntl_len(&self) -> u64 {
+        if self.end() == LOCK_OFFSET_MAX { 0 } else { self.len }
     }
 
     pub fn overlaps(&self, other: &LockRange) -> bool {

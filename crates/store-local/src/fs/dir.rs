@@ -3,7 +3,7 @@
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-use keel_store::{Attrs, DirEntry, FileType, StoreError, StoreResult, check_name};
+use keel_store::{Attrs, DirEntry, FileType, StoreError, StoreResult, check_name, rules};
 
 use super::{LocalStore, from_stat, permit};
 use crate::handle::{self, FileHandle};
@@ -19,9 +19,7 @@ impl LocalStore {
     /// understood, and ".." of the export root is the root itself.
     /// Permission is checked by the kernel as the acting caller.
     pub(crate) fn lookup(&self, _who: &Acting, dir: &Arc<Inode>, name: &[u8]) -> StoreResult<(Arc<Inode>, Attrs)> {
-        if dir.ftype != FileType::Directory {
-            return Err(StoreError::errno(libc::ENOTDIR));
-        }
+        rules::require_dir(dir.ftype)?;
         check_name(name)?;
         if name == b"." || (name == b".." && dir.is_export_root()) {
             // Still needs search permission, like any lookup.
@@ -56,9 +54,7 @@ impl LocalStore {
         cookie: u64,
         mut sink: impl FnMut(DirEntry<'_>) -> bool,
     ) -> StoreResult<bool> {
-        if dir.ftype != FileType::Directory {
-            return Err(StoreError::errno(libc::ENOTDIR));
-        }
+        rules::require_dir(dir.ftype)?;
         let st = sys::fstat(dir.fd())?;
         permit(who.cred(), dir, &st, libc::R_OK, false)?;
         // A descriptor of our own: the file position is per open file.

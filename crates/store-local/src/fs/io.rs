@@ -1,7 +1,7 @@
 //! READ and WRITE.
 
 use keel_store::pipe::FilePipe;
-use keel_store::{Attrs, FileType, ReadData, ReadOut, Stability, StoreError, StoreResult, WriteOut};
+use keel_store::{Attrs, ReadData, ReadOut, Stability, StoreError, StoreResult, WriteOut, rules};
 
 use super::{LocalStore, from_stat, permit};
 use crate::faults::FaultPoint;
@@ -20,11 +20,7 @@ pub const SPLICE_READ_BYTES_MIN: usize = 32 << 10;
 const PAGE_BYTES: u64 = 4096;
 
 fn require_regular(inode: &Inode) -> StoreResult<()> {
-    match inode.ftype {
-        FileType::Regular => Ok(()),
-        FileType::Directory => Err(StoreError::errno(libc::EISDIR)),
-        _ => Err(StoreError::errno(libc::EINVAL)),
-    }
+    rules::require_regular(inode.ftype)
 }
 
 impl LocalStore {
@@ -40,9 +36,7 @@ impl LocalStore {
         let st = sys::fstat(inode.fd())?;
         permit(who.cred(), inode, &st, libc::R_OK, true)?;
         let attrs = from_stat(&st, inode.export.fsid).ok_or(StoreError::NotSupported)?;
-        if offset > i64::MAX as u64 {
-            return Err(StoreError::errno(libc::EINVAL));
-        }
+        rules::check_read_offset(offset)?;
         let data = if count == 0 || offset >= attrs.size {
             ReadData::default()
         } else {
@@ -66,7 +60,7 @@ impl LocalStore {
                 }
             }
         };
-        let eof = data.len() < count || offset + data.len() as u64 >= attrs.size;
+        let eof = rules::read_eof(offset, data.len(), count, attrs.size);
         Ok(ReadOut { data, eof, attrs })
     }
 
@@ -121,9 +115,7 @@ impl LocalStore {
         let st = sys::fstat(inode.fd())?;
         permit(who.cred(), inode, &st, libc::W_OK, true)?;
         let before = from_stat(&st, inode.export.fsid).ok_or(StoreError::NotSupported)?;
-        if offset.checked_add(data.len() as u64).is_none_or(|end| end > i64::MAX as u64) {
-            return Err(StoreError::errno(libc::EFBIG));
-        }
+        rules::check_write_extent(offset, data.len())?;
         let flags = match stability {
             Stability::Unstable => 0,
             Stability::DataSync => libc::RWF_DSYNC,
@@ -141,7 +133,7 @@ impl LocalStore {
             // earlier with it (a synchronous write also reports the file's
             // earlier write-back errors), except for errors that say
             // nothing about the storage.
-            if !matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ESTALE)) {
+            if rules::write_error_loses_data(e.raw_os_error()) {
                 self.verifier.data_lost(&format_args!("write to inode {} failed: {e}", st.st_ino));
             }
             return Err(e.into());

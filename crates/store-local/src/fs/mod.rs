@@ -24,8 +24,7 @@ use std::sync::{Arc, RwLock};
 use bytes::Bytes;
 
 use keel_store::{
-    Attrs, Cred, FileType, FsStat, Limits, NAME_BYTES_MAX, SetAttrs, SetTime, StoreError, StoreResult, Time, access,
-    check_name,
+    Attrs, Cred, FileType, FsStat, Limits, NAME_BYTES_MAX, SetAttrs, SetTime, StoreError, StoreResult, Time, rules,
 };
 
 use crate::export::Export;
@@ -108,10 +107,8 @@ impl LocalStore {
     /// able to read it or own it (knfsd's rule for NLM). Read-write when
     /// the file system allows, so exclusive locks can be taken.
     pub(crate) fn open_for_locks(&self, who: &Acting, inode: &Inode) -> StoreResult<crate::LocalLockFile> {
-        if inode.ftype != keel_store::FileType::Regular {
-            return Err(StoreError::errno(libc::EINVAL));
-        }
-        let owner = sys::fstat(inode.fd()).map(|st| st.st_uid == who.cred().uid).unwrap_or(false);
+        rules::check_lock_file(inode.ftype)?;
+        let owner = sys::fstat(inode.fd()).is_ok_and(|st| rules::owner_overrides(who.cred(), st.st_uid));
         if !owner {
             sys::access(inode.fd(), libc::R_OK)?;
         }
@@ -280,11 +277,7 @@ impl LocalStore {
         guard: Option<Time>,
         commit: bool,
     ) -> StoreResult<()> {
-        if let Some(ctime) = guard
-            && attrs_of(inode)?.ctime != ctime
-        {
-            return Err(StoreError::NotSync);
-        }
+        rules::check_guard(guard, || Ok(attrs_of(inode)?.ctime))?;
         apply_attrs(who.cred(), inode, set)?;
         if commit {
             self.commit_objects(&[inode])?;
@@ -296,24 +289,7 @@ impl LocalStore {
     pub(crate) fn access(&self, _who: &Acting, inode: &Inode, want: u32) -> StoreResult<u32> {
         let may = |mode| sys::access(inode.fd(), mode).is_ok();
         let (read, write, exec) = (may(libc::R_OK), may(libc::W_OK), may(libc::X_OK));
-        let mut granted = 0;
-        if read {
-            granted |= access::READ;
-        }
-        if write {
-            granted |= access::MODIFY | access::EXTEND;
-        }
-        if inode.ftype == FileType::Directory {
-            if exec {
-                granted |= access::LOOKUP;
-            }
-            if write {
-                granted |= access::DELETE;
-            }
-        } else if exec {
-            granted |= access::EXECUTE;
-        }
-        Ok(granted & want)
+        Ok(rules::access_granted(inode.ftype, read, write, exec, want))
     }
 
     pub(crate) fn readlink(&self, _who: &Acting, inode: &Inode) -> StoreResult<Vec<u8>> {
@@ -352,11 +328,8 @@ impl LocalStore {
     pub(crate) fn lookup_path(&self, export_id: u32, path: &[u8]) -> StoreResult<Arc<Inode>> {
         let export = self.export(export_id).ok_or(StoreError::Stale)?;
         let mut fd: Option<std::os::fd::OwnedFd> = None;
-        for component in path.split(|c| *c == b'/').filter(|c| !c.is_empty() && *c != b".") {
-            check_name(component)?;
-            if component == b".." {
-                return Err(StoreError::errno(libc::EACCES));
-            }
+        for component in rules::path_components(path) {
+            let component = component?;
             let dir = fd.as_ref().map(|f| f.as_fd()).unwrap_or(export.root_fd());
             fd = Some(ident::as_root(|| {
                 sys::openat(dir, component, libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY, 0)
@@ -509,11 +482,7 @@ pub(crate) fn from_stat(st: &libc::stat, fsid: u64) -> Option<Attrs> {
 /// setuid bits), mode, then times (the others change ctime and mtime).
 fn apply_attrs(cred: &Cred, inode: &Inode, set: &SetAttrs) -> StoreResult<()> {
     if let Some(size) = set.size {
-        match inode.ftype {
-            FileType::Regular => {}
-            FileType::Directory => return Err(StoreError::errno(libc::EISDIR)),
-            _ => return Err(StoreError::errno(libc::EINVAL)),
-        }
+        rules::require_regular(inode.ftype)?;
         let st = sys::fstat(inode.fd())?;
         permit(cred, inode, &st, libc::W_OK, true)?;
         sys::ftruncate(inode.writer()?, size)?;
@@ -521,13 +490,11 @@ fn apply_attrs(cred: &Cred, inode: &Inode, set: &SetAttrs) -> StoreResult<()> {
     if set.uid.is_some() || set.gid.is_some() {
         sys::fchown(inode.fd(), set.uid.unwrap_or(u32::MAX), set.gid.unwrap_or(u32::MAX))?;
     }
-    if let Some(mode) = set.mode {
-        match inode.ftype {
-            // Linux has no mode for symlinks; knfsd ignores it too.
-            FileType::Symlink => {}
-            t if t.is_special() => sys::chmod_via_proc(inode.fd(), mode & 0o7777)?,
-            _ => sys::fchmod(inode.fd(), mode & 0o7777)?,
-        }
+    if let Some(mode) = set.mode
+        && rules::mode_applies(inode.ftype)
+    {
+        let mode = mode & rules::MODE_BITS;
+        if inode.ftype.is_special() { sys::chmod_via_proc(inode.fd(), mode)? } else { sys::fchmod(inode.fd(), mode)? }
     }
     if set.atime != SetTime::Keep || set.mtime != SetTime::Keep {
         sys::set_times(inode.fd(), &[timespec(set.atime), timespec(set.mtime)])?;
@@ -539,7 +506,10 @@ fn timespec(t: SetTime) -> libc::timespec {
     match t {
         SetTime::Keep => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
         SetTime::ServerNow => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW },
-        SetTime::To(t) => libc::timespec { tv_sec: t.seconds, tv_nsec: i64::from(t.nanos.min(999_999_999)) },
+        SetTime::To(t) => {
+            let t = rules::client_time(t);
+            libc::timespec { tv_sec: t.seconds, tv_nsec: i64::from(t.nanos) }
+        }
     }
 }
 
@@ -548,14 +518,10 @@ fn timespec(t: SetTime) -> libc::timespec {
 /// whatever its mode (a file created 0444 must still take the data its
 /// creator writes).
 fn permit(cred: &Cred, inode: &Inode, st: &libc::stat, mode: libc::c_int, owner_override: bool) -> StoreResult<()> {
-    if cred.is_root() || (owner_override && st.st_uid == cred.uid) {
+    if cred.is_root() || (owner_override && rules::owner_overrides(cred, st.st_uid)) {
         return Ok(());
     }
     sys::access(inode.fd(), mode).map_err(StoreError::from)
-}
-
-pub(crate) fn is_dot(name: &[u8]) -> bool {
-    name == b"." || name == b".."
 }
 
 /// open_by_handle_at(2), asked again when it fails with ENOMEM: Linux

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use keel_store::{FileType, StoreError, StoreResult, check_name};
+use keel_store::{StoreResult, rules};
 
-use super::{LocalStore, is_dot};
+use super::LocalStore;
 use crate::ident::Acting;
 use crate::inode::Inode;
 use crate::sys;
@@ -27,14 +27,7 @@ impl LocalStore {
         flags: libc::c_int,
         commit: bool,
     ) -> StoreResult<()> {
-        if dir.ftype != FileType::Directory {
-            return Err(StoreError::errno(libc::ENOTDIR));
-        }
-        check_name(name)?;
-        if is_dot(name) {
-            // As knfsd: "." and ".." are never removed by name.
-            return Err(StoreError::errno(if name == b"." { libc::EINVAL } else { libc::ENOTEMPTY }));
-        }
+        rules::check_unlink(dir.ftype, name)?;
         let victim = self.handle_of_name(dir, name);
         sys::unlinkat(dir.fd(), name, flags)?;
         if let Some(fh) = victim {
@@ -55,17 +48,9 @@ impl LocalStore {
         to: &[u8],
         commit: bool,
     ) -> StoreResult<()> {
-        if from_dir.ftype != FileType::Directory || to_dir.ftype != FileType::Directory {
-            return Err(StoreError::errno(libc::ENOTDIR));
-        }
-        check_name(from)?;
-        check_name(to)?;
-        if is_dot(from) || is_dot(to) {
-            return Err(StoreError::errno(libc::EINVAL));
-        }
-        if from_dir.export.id != to_dir.export.id {
-            return Err(StoreError::errno(libc::EXDEV));
-        }
+        // The rest (into its own subtree, over a non-empty directory, a
+        // file over a directory) is the kernel's to refuse.
+        rules::check_rename((from_dir.ftype, from_dir.export.id), from, (to_dir.ftype, to_dir.export.id), to)?;
         let source = self.handle_of_name(from_dir, from);
         let victim = self.handle_of_name(to_dir, to).filter(|v| Some(v) != source.as_ref());
         sys::renameat(from_dir.fd(), from, to_dir.fd(), to)?;

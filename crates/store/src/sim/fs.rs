@@ -165,6 +165,16 @@ pub fn sticky_allows(cred: &Cred, dir: &Node, victim: &Node) -> bool {
     dir.meta.mode & 0o1000 == 0 || owns(cred, dir) || owns(cred, victim)
 }
 
+/// May `cred` give `node` another name (fs.protected_hardlinks, on by
+/// default on systemd distributions, and applied to the local store's
+/// linkat(2)): its owner or root may; others only a regular file that is
+/// not setuid, not setgid-executable, and that they may read and write.
+pub fn may_hardlink(cred: &Cred, node: &Node) -> bool {
+    let m = node.meta.mode;
+    let safe = node.ftype == FileType::Regular && m & 0o4000 == 0 && m & 0o2010 != 0o2010 && may(cred, node, R | W);
+    safe || owns(cred, node)
+}
+
 /// May `cred` change the owner to `uid` and the group to `gid` (chown(2)):
 /// root may; the owner may only set the group to one of their own.
 pub fn may_chown(cred: &Cred, node: &Node, uid: Option<u32>, gid: Option<u32>) -> bool {

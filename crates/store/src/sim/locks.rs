@@ -1,11 +1,21 @@
-//! Byte-range locks of the simulated store, with the semantics of Linux's
-//! open file description locks (see [`crate::lock`]).
+//! Byte-range locks of the simulated store: the kernel's model. The local
+//! store leaves the arithmetic of open file description locks to Linux
+//! (`fcntl(F_OFD_SETLK)`); this module answers as Linux does (see
+//! [`crate::lock`]): another description's overlapping lock conflicts
+//! unless both are shared; a description's own locks of the same kind
+//! that overlap or touch a new one merge with it (`posix_lock_inode`),
+//! those of the other kind are cut or split around it; a test reports the
+//! first conflicting lock in the order Linux keeps them (`kernel_order`).
+//! What is Keel's own (the EFBIG bound, what a range means) comes from
+//! [`crate::lock`];
+//! `keel-store-local`'s `tests/sim_agrees.rs` checks the model against
+//! Linux.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::lock::{LOCK_OFFSET_MAX, LockConflict, LockFile, LockKind, LockRange};
-use crate::{StoreError, StoreResult};
+use crate::StoreResult;
+use crate::lock::{LockConflict, LockFile, LockKind, LockRange};
 
 /// One held lock: its description, kind and inclusive ends.
 #[derive(Debug, Clone, Copy)]
@@ -45,13 +55,21 @@ impl SimLockFile {
 
     fn conflict(&self, held: &[Held], kind: LockKind, range: LockRange) -> Option<LockConflict> {
         held.iter()
-            .find(|h| {
-                h.ofd != self.ofd
-                    && h.start <= range.end()
-                    && range.start <= h.end
-                    && (kind == LockKind::Exclusive || h.kind == LockKind::Exclusive)
-            })
-            .map(|h| LockConflict { kind: h.kind, range: LockRange::from_ends(h.start, h.end) })
+            .find(|h| h.ofd != self.ofd && h.range().overlaps(&range) && kind.conflicts_with(h.kind))
+            .map(|h| LockConflict { kind: h.kind, range: h.range() })
+    }
+
+    /// The ends of a new lock of `kind` over `range` once this
+    /// description's locks of the same kind that overlap or touch it are
+    /// merged in, as Linux merges them.
+    fn merged(&self, held: &[Held], kind: LockKind, range: LockRange) -> (u64, u64) {
+        let (mut start, mut end) = (range.start, range.end());
+        for h in held.iter().filter(|h| h.ofd == self.ofd && h.kind == kind) {
+            if h.start <= end.saturating_add(1) && start <= h.end.saturating_add(1) {
+                (start, end) = (start.min(h.start), end.max(h.end));
+            }
+        }
+        (start, end)
     }
 
     /// Removes this description's locks over `start..=end`, keeping what
@@ -74,34 +92,50 @@ impl SimLockFile {
     }
 }
 
-fn check(range: LockRange) -> StoreResult<()> {
-    if range.start > LOCK_OFFSET_MAX {
-        return Err(StoreError::errno(libc::EFBIG));
+/// The order Linux keeps a file's locks in, which decides the conflict a
+/// test reports (the first): each description's locks together, by start,
+/// descriptions in the order they came; one that holds none goes last.
+/// Taken before a change, applied after it.
+fn kernel_order(held: &[Held]) -> impl Fn(u64) -> usize + use<> {
+    let mut first: Vec<u64> = Vec::new();
+    for h in held {
+        if !first.contains(&h.ofd) {
+            first.push(h.ofd);
+        }
     }
-    Ok(())
+    move |ofd| first.iter().position(|o| *o == ofd).unwrap_or(usize::MAX)
+}
+
+impl Held {
+    fn range(&self) -> LockRange {
+        LockRange::from_ends(self.start, self.end)
+    }
 }
 
 impl LockFile for SimLockFile {
     fn try_lock(&self, kind: LockKind, range: LockRange) -> StoreResult<Option<LockConflict>> {
-        check(range)?;
+        range.check()?;
         let mut t = table(&self.locks);
         let held = t.by_ino.entry(self.ino).or_default();
         if let Some(c) = self.conflict(held, kind, range) {
             return Ok(Some(c));
         }
-        self.cut(held, range.start, range.end());
-        held.push(Held { ofd: self.ofd, kind, start: range.start, end: range.end() });
+        let (start, end) = self.merged(held, kind, range);
+        let order = kernel_order(held);
+        self.cut(held, start, end);
+        held.push(Held { ofd: self.ofd, kind, start, end });
+        held.sort_by_key(|h| (order(h.ofd), h.start));
         Ok(None)
     }
 
     fn test(&self, kind: LockKind, range: LockRange) -> StoreResult<Option<LockConflict>> {
-        check(range)?;
+        range.check()?;
         let t = table(&self.locks);
         Ok(t.by_ino.get(&self.ino).and_then(|held| self.conflict(held, kind, range)))
     }
 
     fn unlock(&self, range: LockRange) -> StoreResult<()> {
-        check(range)?;
+        range.check()?;
         let mut t = table(&self.locks);
         if let Some(held) = t.by_ino.get_mut(&self.ino) {
             self.cut(held, range.start, range.end());
@@ -142,5 +176,23 @@ mod tests {
         assert_eq!(b.try_lock(LockKind::Exclusive, LockRange::new(0, 0)).unwrap(), None);
         drop(b);
         assert!(table(&locks).by_ino.is_empty());
+    }
+
+    #[test]
+    fn own_locks_of_one_kind_merge_when_they_touch_and_split_around_the_other_kind() {
+        let locks = SharedLocks::default();
+        let (a, b) = (SimLockFile::open(&locks, 7), SimLockFile::open(&locks, 7));
+        a.try_lock(LockKind::Exclusive, LockRange::new(0, 10)).unwrap();
+        a.try_lock(LockKind::Exclusive, LockRange::new(10, 10)).unwrap();
+        let c = b.test(LockKind::Shared, LockRange::new(0, 1)).unwrap().expect("conflict");
+        assert_eq!(c.range, LockRange::new(0, 20), "adjacent locks of one kind are one lock");
+        a.try_lock(LockKind::Shared, LockRange::new(5, 5)).unwrap();
+        let c = b.test(LockKind::Shared, LockRange::new(0, 100)).unwrap().expect("conflict");
+        assert_eq!(c.range, LockRange::new(0, 5), "split around the shared lock");
+        assert_eq!(b.try_lock(LockKind::Shared, LockRange::new(5, 5)).unwrap(), None);
+        let c = b.test(LockKind::Shared, LockRange::new(12, 1)).unwrap().expect("conflict");
+        assert_eq!(c.range, LockRange::new(10, 10));
+        let c = b.test(LockKind::Exclusive, LockRange::new(8, 10)).unwrap().expect("conflict");
+        assert_eq!(c.range, LockRange::new(5, 5), "the first by start, as Linux reports it");
     }
 }

@@ -9,8 +9,9 @@
 //!   them for the common cases: owner/group/other bits with root's
 //!   overrides, search permission on lookups, write and search permission
 //!   on the directory for changes, the sticky bit, chown and chmod by the
-//!   owner or root, setgid directories, device nodes for root only, and
-//!   knfsd's rule that the owner may read and write their own file.
+//!   owner or root, setgid directories, device nodes for root only,
+//!   protected hard links (`fs.protected_hardlinks`), and knfsd's rule
+//!   that the owner may read and write their own file.
 //!   [`Store::act_as`] only records the caller.
 //! - **Faults** ([`SimFault`], [`SimFaultRate`]): any verb, or any flush,
 //!   fails with a chosen errno, once, a number of times, on one object or
@@ -55,7 +56,8 @@ use fs::{Body, Dir, Meta, Node, R, Table, W, X};
 pub use locks::SimLockFile;
 pub use rng::Rng;
 
-use crate::attr::{Attrs, FileType, FsStat, Limits, SetAttrs, SetTime, Time, access};
+use crate::attr::{Attrs, FileType, FsStat, Limits, SetAttrs, SetTime, Time};
+use crate::rules::{self, CreateExisting};
 use crate::types::{CreateMode, Created, DirEntry, ExportInfo, NodeKind, ReadOut, Stability, WriteOut};
 use crate::{Cred, StoreError, StoreResult, Verifier, check_name};
 
@@ -486,12 +488,8 @@ impl State {
     fn apply(&mut self, cred: &Cred, ino: u64, set: &SetAttrs) -> StoreResult<()> {
         let n = &self.live[&ino];
         if set.size.is_some() {
-            match n.ftype {
-                FileType::Regular => {}
-                FileType::Directory => return Err(StoreError::errno(libc::EISDIR)),
-                _ => return Err(StoreError::errno(libc::EINVAL)),
-            }
-            if !(fs::owns(cred, n) || fs::may(cred, n, W)) {
+            rules::require_regular(n.ftype)?;
+            if !(rules::owner_overrides(cred, n.meta.uid) || fs::may(cred, n, W)) {
                 return Err(StoreError::errno(libc::EACCES));
             }
         }
@@ -528,22 +526,17 @@ impl State {
             }
         }
         if let Some(mode) = set.mode
-            && n.ftype != FileType::Symlink
+            && rules::mode_applies(n.ftype)
         {
-            let mut mode = mode & 0o7777;
+            let mut mode = mode & rules::MODE_BITS;
             // chmod by a non-member drops setgid, as the kernel does.
             if !cred.is_root() && !in_group(n.meta.gid) {
                 mode &= !0o2000;
             }
             n.meta.mode = mode;
         }
-        let at = |t: SetTime, old: Time| match t {
-            SetTime::Keep => old,
-            SetTime::ServerNow => now,
-            SetTime::To(t) => Time { seconds: t.seconds, nanos: t.nanos.min(999_999_999) },
-        };
-        n.meta.atime = at(set.atime, n.meta.atime);
-        n.meta.mtime = at(set.mtime, n.meta.mtime);
+        n.meta.atime = rules::set_time(set.atime, n.meta.atime, now);
+        n.meta.mtime = rules::set_time(set.mtime, n.meta.mtime, now);
         n.meta.ctime = now;
         self.meta_dirty.insert(ino);
         Ok(())
@@ -558,7 +551,7 @@ impl State {
         let d = &self.live[&dir.ino];
         let setgid_dir = d.meta.mode & 0o2000 != 0;
         let gid = if setgid_dir { d.meta.gid } else { cred.gid };
-        let mut mode = mode & 0o7777;
+        let mut mode = mode & rules::MODE_BITS;
         if ftype == FileType::Directory && setgid_dir {
             mode |= 0o2000;
         }
@@ -582,9 +575,9 @@ impl State {
         ino
     }
 
-    /// Checks that `name` may be made in `dir` by `cred`.
+    /// Checks that `name` (checked by [`rules::check_new_entry`]) may be
+    /// made in `dir` by `cred`, as the kernel does.
     fn may_make(&self, cred: &Cred, dir: &SimObject, name: &[u8]) -> StoreResult<()> {
-        check_new_name(name)?;
         // As open(O_CREAT): an existing name is EEXIST before the
         // directory's write permission is asked for.
         if self.dir_for(cred, dir, X)?.get(name).is_some() {
@@ -617,6 +610,34 @@ impl State {
         self.meta_dirty.insert(dir);
     }
 
+    /// The kernel's model: what renameat(2) answers for moving `source`
+    /// out of `from_dir` into `to_dir`, over `victim` if the name is
+    /// taken (the local store leaves these rules to Linux; its
+    /// `tests/sim_agrees.rs` checks this against it). As
+    /// `do_renameat2`'s `lock_rename` trap: a directory never goes into
+    /// its own subtree (EINVAL), and the target is never an ancestor of
+    /// the source, whatever their types (ENOTEMPTY); then as
+    /// `vfs_rename`: a directory only over a directory (ENOTDIR), a
+    /// non-directory only over a non-directory (EISDIR), a directory only
+    /// over an empty one (ENOTEMPTY).
+    fn kernel_rename_check(&self, source: u64, from_dir: u64, victim: Option<u64>, to_dir: u64) -> StoreResult<()> {
+        let source_is_dir = self.live[&source].ftype == FileType::Directory;
+        if source_is_dir && self.is_ancestor(source, to_dir) {
+            return Err(StoreError::errno(libc::EINVAL));
+        }
+        let Some(v) = victim else { return Ok(()) };
+        if self.is_ancestor(v, from_dir) {
+            return Err(StoreError::errno(libc::ENOTEMPTY));
+        }
+        let v = &self.live[&v];
+        match (source_is_dir, v.ftype == FileType::Directory) {
+            (true, false) => Err(StoreError::errno(libc::ENOTDIR)),
+            (false, true) => Err(StoreError::errno(libc::EISDIR)),
+            (true, true) if !v.dir().expect("a directory").is_empty() => Err(StoreError::errno(libc::ENOTEMPTY)),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether directory `ancestor` is `ino` or holds it, at any depth.
     fn is_ancestor(&self, ancestor: u64, mut ino: u64) -> bool {
         loop {
@@ -632,37 +653,18 @@ impl State {
     }
 }
 
-fn check_new_name(name: &[u8]) -> StoreResult<()> {
-    check_name(name)?;
-    if name == b"." || name == b".." {
-        return Err(StoreError::errno(libc::EEXIST));
-    }
-    Ok(())
-}
-
 fn require_regular(n: &Node) -> StoreResult<()> {
-    match n.ftype {
-        FileType::Regular => Ok(()),
-        FileType::Directory => Err(StoreError::errno(libc::EISDIR)),
-        _ => Err(StoreError::errno(libc::EINVAL)),
-    }
+    rules::require_regular(n.ftype)
 }
 
-/// knfsd's rule for READ, WRITE, COMMIT and truncation: the owner may read
-/// and write their own file whatever its mode.
+/// knfsd's rule for READ, WRITE, COMMIT and truncation
+/// ([`rules::owner_overrides`]); others need the kernel's permission.
 fn permit_io(cred: &Cred, n: &Node, want: u32) -> StoreResult<()> {
-    if cred.is_root() || cred.uid == n.meta.uid || fs::may(cred, n, want) {
+    if rules::owner_overrides(cred, n.meta.uid) || fs::may(cred, n, want) {
         Ok(())
     } else {
         Err(StoreError::errno(libc::EACCES))
     }
-}
-
-/// The verifier split into the two timestamps that store it (as knfsd).
-fn verifier_times(v: [u8; 8]) -> (Time, Time) {
-    let mtime = u32::from_be_bytes(v[..4].try_into().expect("4 bytes"));
-    let atime = u32::from_be_bytes(v[4..].try_into().expect("4 bytes"));
-    (Time { seconds: i64::from(atime), nanos: 0 }, Time { seconds: i64::from(mtime), nanos: 0 })
 }
 
 impl crate::Store for SimStore {
@@ -673,10 +675,8 @@ impl crate::Store for SimStore {
     fn open_for_locks(&self, who: &SimCaller, obj: &SimObject) -> StoreResult<SimLockFile> {
         let st = self.lock();
         let n = st.node(obj)?;
-        if n.ftype != FileType::Regular {
-            return Err(StoreError::errno(libc::EINVAL));
-        }
-        if !(who.cred.is_root() || who.cred.uid == n.meta.uid || fs::may(&who.cred, n, R)) {
+        rules::check_lock_file(n.ftype)?;
+        if !(rules::owner_overrides(&who.cred, n.meta.uid) || fs::may(&who.cred, n, R)) {
             return Err(StoreError::errno(libc::EACCES));
         }
         Ok(SimLockFile::open(&self.locks, obj.ino))
@@ -729,11 +729,8 @@ impl crate::Store for SimStore {
     fn lookup_path(&self, export_id: u32, path: &[u8]) -> StoreResult<SimObject> {
         let st = self.lock();
         let mut ino = st.export(export_id).ok_or(StoreError::Stale)?.root;
-        for component in path.split(|c| *c == b'/').filter(|c| !c.is_empty() && *c != b".") {
-            check_name(component)?;
-            if component == b".." {
-                return Err(StoreError::errno(libc::EACCES));
-            }
+        for component in rules::path_components(path) {
+            let component = component?;
             let d = st.live[&ino].dir().ok_or(StoreError::errno(libc::ENOTDIR))?;
             ino = d.get(component).ok_or(StoreError::errno(libc::ENOENT))?;
             if st.live[&ino].ftype != FileType::Directory {
@@ -761,11 +758,7 @@ impl crate::Store for SimStore {
         let mut st = self.lock();
         st.node(obj)?;
         st.strike(SimPoint::Setattr, obj.ino)?;
-        if let Some(ctime) = guard
-            && st.attrs(obj.ino)?.ctime != ctime
-        {
-            return Err(StoreError::NotSync);
-        }
+        rules::check_guard(guard, || Ok(st.attrs(obj.ino)?.ctime))?;
         st.apply(&who.cred, obj.ino, set)?;
         st.commit_change(commit, Some(obj.ino), &[])
     }
@@ -774,26 +767,9 @@ impl crate::Store for SimStore {
         let mut st = self.lock();
         let n = st.node(obj)?;
         let (read, write, exec) = (fs::may(&who.cred, n, R), fs::may(&who.cred, n, W), fs::may(&who.cred, n, X));
-        let is_dir = n.ftype == FileType::Directory;
+        let ftype = n.ftype;
         st.strike(SimPoint::Access, obj.ino)?;
-        let mut granted = 0;
-        if read {
-            granted |= access::READ;
-        }
-        if write {
-            granted |= access::MODIFY | access::EXTEND;
-        }
-        if is_dir {
-            if exec {
-                granted |= access::LOOKUP;
-            }
-            if write {
-                granted |= access::DELETE;
-            }
-        } else if exec {
-            granted |= access::EXECUTE;
-        }
-        Ok(granted & want)
+        Ok(rules::access_granted(ftype, read, write, exec, want))
     }
 
     fn readlink(&self, _who: &SimCaller, obj: &SimObject) -> StoreResult<Vec<u8>> {
@@ -879,16 +855,14 @@ impl crate::Store for SimStore {
         let n = st.node(obj)?;
         require_regular(n)?;
         permit_io(&who.cred, n, R)?;
-        if offset > i64::MAX as u64 {
-            return Err(StoreError::errno(libc::EINVAL));
-        }
+        rules::check_read_offset(offset)?;
         st.strike(SimPoint::Read, obj.ino)?;
         let attrs = st.attrs(obj.ino)?;
         let d = st.live[&obj.ino].data().expect("a regular file");
         let start = offset.min(d.len() as u64) as usize;
         let end = start.saturating_add(count).min(d.len());
         let data = Bytes::copy_from_slice(&d[start..end]);
-        let eof = data.len() < count || offset + data.len() as u64 >= attrs.size;
+        let eof = rules::read_eof(offset, data.len(), count, attrs.size);
         Ok(ReadOut { data: data.into(), eof, attrs })
     }
 
@@ -905,16 +879,14 @@ impl crate::Store for SimStore {
         require_regular(n)?;
         permit_io(&who.cred, n, W)?;
         let before = st.attrs(obj.ino)?;
-        if offset.checked_add(data.len() as u64).is_none_or(|end| end > i64::MAX as u64) {
-            return Err(StoreError::errno(libc::EFBIG));
-        }
+        rules::check_write_extent(offset, data.len())?;
         let verifier = st.verifier.to_be_bytes();
         let (torn, struck) = match st.strike(SimPoint::Write, obj.ino) {
             Ok(torn) => (torn, None),
             Err(e) => (false, Some(e)),
         };
         if let Some(e) = struck {
-            if !matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ESTALE)) {
+            if rules::write_error_loses_data(e.raw_os_error()) {
                 st.new_epoch("write failed");
             }
             return Err(e);
@@ -974,24 +946,19 @@ impl crate::Store for SimStore {
         commit: bool,
     ) -> StoreResult<Created<SimObject>> {
         let mut st = self.lock();
-        st.node(dir)?;
+        let dir_type = st.node(dir)?.ftype;
         st.strike(SimPoint::Create, dir.ino)?;
         let cred = &who.cred;
+        rules::check_new_entry(dir_type, name)?;
         match st.may_make(cred, dir, name) {
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) && !matches!(name, b"." | b"..") => {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
                 return create_existing(&mut st, cred, dir, name, mode, set, commit);
             }
             other => other?,
         }
-        let ino = st.make(cred, dir, name, FileType::Regular, set.mode.unwrap_or(0o644), Body::File(Vec::new()));
-        let rest = match mode {
-            CreateMode::Exclusive(v) => {
-                let (atime, mtime) = verifier_times(v);
-                SetAttrs { atime: SetTime::To(atime), mtime: SetTime::To(mtime), ..SetAttrs::default() }
-            }
-            _ => SetAttrs { mode: None, size: set.size.filter(|s| *s != 0), ..*set },
-        };
-        finish(&mut st, cred, dir, ino, &rest, commit)
+        let perm = rules::initial_mode(set, rules::CREATE_MODE_DEFAULT);
+        let ino = st.make(cred, dir, name, FileType::Regular, perm, Body::File(Vec::new()));
+        finish(&mut st, cred, dir, ino, &rules::attrs_after_create(mode, set), commit)
     }
 
     fn mkdir(
@@ -1003,12 +970,13 @@ impl crate::Store for SimStore {
         commit: bool,
     ) -> StoreResult<Created<SimObject>> {
         let mut st = self.lock();
-        st.node(dir)?;
+        let dir_type = st.node(dir)?.ftype;
         st.strike(SimPoint::Mkdir, dir.ino)?;
+        rules::check_new_entry(dir_type, name)?;
         st.may_make(&who.cred, dir, name)?;
-        let ino =
-            st.make(&who.cred, dir, name, FileType::Directory, set.mode.unwrap_or(0o755), Body::Dir(Dir::new(dir.ino)));
-        finish(&mut st, &who.cred, dir, ino, &SetAttrs { mode: None, size: None, ..*set }, commit)
+        let perm = rules::initial_mode(set, rules::MKDIR_MODE_DEFAULT);
+        let ino = st.make(&who.cred, dir, name, FileType::Directory, perm, Body::Dir(Dir::new(dir.ino)));
+        finish(&mut st, &who.cred, dir, ino, &rules::attrs_after_make(set), commit)
     }
 
     fn symlink(
@@ -1021,17 +989,13 @@ impl crate::Store for SimStore {
         commit: bool,
     ) -> StoreResult<Created<SimObject>> {
         let mut st = self.lock();
-        st.node(dir)?;
+        let dir_type = st.node(dir)?.ftype;
         st.strike(SimPoint::Symlink, dir.ino)?;
-        if target.is_empty() || target.contains(&0) {
-            return Err(StoreError::errno(libc::EINVAL));
-        }
-        if target.len() > crate::SYMLINK_TARGET_BYTES_MAX {
-            return Err(StoreError::NameTooLong);
-        }
+        rules::check_new_entry(dir_type, name)?;
+        rules::check_symlink_target(target)?;
         st.may_make(&who.cred, dir, name)?;
         let ino = st.make(&who.cred, dir, name, FileType::Symlink, 0o777, Body::Symlink(target.to_vec()));
-        finish(&mut st, &who.cred, dir, ino, &SetAttrs { mode: None, size: None, ..*set }, commit)
+        finish(&mut st, &who.cred, dir, ino, &rules::attrs_after_make(set), commit)
     }
 
     fn mknod(
@@ -1044,21 +1008,15 @@ impl crate::Store for SimStore {
         commit: bool,
     ) -> StoreResult<Created<SimObject>> {
         let mut st = self.lock();
-        st.node(dir)?;
+        let dir_type = st.node(dir)?.ftype;
         st.strike(SimPoint::Mknod, dir.ino)?;
-        let (ftype, rdev) = match kind {
-            NodeKind::Char { major, minor } => (FileType::CharDevice, (major, minor)),
-            NodeKind::Block { major, minor } => (FileType::BlockDevice, (major, minor)),
-            NodeKind::Socket => (FileType::Socket, (0, 0)),
-            NodeKind::Fifo => (FileType::Fifo, (0, 0)),
-        };
-        if matches!(kind, NodeKind::Char { .. } | NodeKind::Block { .. }) && !who.cred.is_root() {
-            return Err(StoreError::errno(libc::EPERM));
-        }
+        rules::check_new_entry(dir_type, name)?;
+        let (ftype, rdev) = rules::mknod_kind(&who.cred, kind)?;
         st.may_make(&who.cred, dir, name)?;
-        let ino = st.make(&who.cred, dir, name, ftype, set.mode.unwrap_or(0o644), Body::Special);
+        let perm = rules::initial_mode(set, rules::MKNOD_MODE_DEFAULT);
+        let ino = st.make(&who.cred, dir, name, ftype, perm, Body::Special);
         st.node_mut(ino).meta.rdev = rdev;
-        finish(&mut st, &who.cred, dir, ino, &SetAttrs { mode: None, size: None, ..*set }, commit)
+        finish(&mut st, &who.cred, dir, ino, &rules::attrs_after_make(set), commit)
     }
 
     fn link(
@@ -1071,17 +1029,11 @@ impl crate::Store for SimStore {
     ) -> StoreResult<Attrs> {
         let mut st = self.lock();
         st.node(file)?;
-        st.node(dir)?;
+        let dir_type = st.node(dir)?.ftype;
         st.strike(SimPoint::Link, file.ino)?;
-        if st.live[&dir.ino].ftype != FileType::Directory {
-            return Err(StoreError::errno(libc::ENOTDIR));
-        }
-        check_new_name(name)?;
-        if file.export != dir.export {
-            return Err(StoreError::errno(libc::EXDEV));
-        }
-        if file.ftype == FileType::Directory {
-            return Err(StoreError::errno(libc::EISDIR));
+        rules::check_link(file.ftype, file.export, dir_type, dir.export, name)?;
+        if !fs::may_hardlink(&who.cred, &st.live[&file.ino]) {
+            return Err(StoreError::errno(libc::EPERM));
         }
         st.may_make(&who.cred, dir, name)?;
         let now = st.now();
@@ -1116,18 +1068,11 @@ impl crate::Store for SimStore {
         commit: bool,
     ) -> StoreResult<()> {
         let mut st = self.lock();
-        st.node(from_dir)?;
-        st.node(to_dir)?;
+        let from_type = st.node(from_dir)?.ftype;
+        let to_type = st.node(to_dir)?.ftype;
         st.strike(SimPoint::Rename, from_dir.ino)?;
         let cred = &who.cred;
-        check_name(from)?;
-        check_name(to)?;
-        if matches!(from, b"." | b"..") || matches!(to, b"." | b"..") {
-            return Err(StoreError::errno(libc::EINVAL));
-        }
-        if from_dir.export != to_dir.export {
-            return Err(StoreError::errno(libc::EXDEV));
-        }
+        rules::check_rename((from_type, from_dir.export), from, (to_type, to_dir.export), to)?;
         let source = st.dir_for(cred, from_dir, W | X)?.get(from).ok_or(StoreError::errno(libc::ENOENT))?;
         let victim = st.dir_for(cred, to_dir, W | X)?.get(to);
         let (fd, td) = (&st.live[&from_dir.ino], &st.live[&to_dir.ino]);
@@ -1139,20 +1084,9 @@ impl crate::Store for SimStore {
         if victim == Some(source) {
             return Ok(());
         }
+        st.kernel_rename_check(source, from_dir.ino, victim, to_dir.ino)?;
         let source_is_dir = st.live[&source].ftype == FileType::Directory;
-        if source_is_dir && st.is_ancestor(source, to_dir.ino) {
-            return Err(StoreError::errno(libc::EINVAL));
-        }
-        if let Some(v) = victim {
-            let v = &st.live[&v];
-            match (source_is_dir, v.ftype == FileType::Directory) {
-                (true, false) => return Err(StoreError::errno(libc::ENOTDIR)),
-                (false, true) => return Err(StoreError::errno(libc::EISDIR)),
-                (true, true) if !v.dir().expect("a directory").is_empty() => {
-                    return Err(StoreError::errno(libc::ENOTEMPTY));
-                }
-                _ => {}
-            }
+        if victim.is_some() {
             st.unlink_entry(to_dir.ino, to);
         }
         let now = st.now();
@@ -1245,25 +1179,11 @@ fn create_existing(
 ) -> StoreResult<Created<SimObject>> {
     let ino = lookup_ino(st, cred, dir, name)?;
     let attrs = st.attrs(ino)?;
-    if attrs.ftype != FileType::Regular {
-        return Err(StoreError::errno(libc::EEXIST));
-    }
-    match mode {
-        CreateMode::Guarded => Err(StoreError::errno(libc::EEXIST)),
-        CreateMode::Exclusive(v) => {
-            let (atime, mtime) = verifier_times(v);
-            let ours = attrs.atime.seconds == atime.seconds && attrs.mtime.seconds == mtime.seconds;
-            if ours && attrs.size == 0 {
-                Ok(Created { object: st.object(ino)?, attrs })
-            } else {
-                Err(StoreError::errno(libc::EEXIST))
-            }
-        }
-        CreateMode::Unchecked => {
-            if let Some(size) = set.size {
-                st.apply(cred, ino, &SetAttrs { size: Some(size), ..SetAttrs::default() })?;
-                st.commit_change(commit, Some(ino), &[])?;
-            }
+    match rules::create_existing(mode, set, &attrs)? {
+        CreateExisting::Use => Ok(Created { object: st.object(ino)?, attrs }),
+        CreateExisting::Resize(size) => {
+            st.apply(cred, ino, &SetAttrs { size: Some(size), ..SetAttrs::default() })?;
+            st.commit_change(commit, Some(ino), &[])?;
             Ok(Created { object: st.object(ino)?, attrs: st.attrs(ino)? })
         }
     }
@@ -1293,16 +1213,10 @@ fn unlink(
     commit: bool,
 ) -> StoreResult<()> {
     let mut st = store.lock();
-    st.node(dir)?;
+    let dir_type = st.node(dir)?.ftype;
     st.strike(if is_dir { SimPoint::Rmdir } else { SimPoint::Remove }, dir.ino)?;
     let cred = &who.cred;
-    if st.live[&dir.ino].ftype != FileType::Directory {
-        return Err(StoreError::errno(libc::ENOTDIR));
-    }
-    check_name(name)?;
-    if name == b"." || name == b".." {
-        return Err(StoreError::errno(if name == b"." { libc::EINVAL } else { libc::ENOTEMPTY }));
-    }
+    rules::check_unlink(dir_type, name)?;
     let target = st.dir_for(cred, dir, W | X)?.get(name).ok_or(StoreError::errno(libc::ENOENT))?;
     let (d, t) = (&st.live[&dir.ino], &st.live[&target]);
     if !fs::sticky_allows(cred, d, t) {

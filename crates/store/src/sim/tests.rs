@@ -2,6 +2,7 @@
 //! permissions, handles, cookies, replay.
 
 use super::*;
+use crate::attr::access;
 use crate::{Object as _, Store};
 
 const ROOT: Cred = Cred::ROOT;
@@ -247,6 +248,33 @@ fn rename_and_link_keep_counts_and_refuse_what_the_kernel_refuses() {
     s.remove(&who, &root, b"f", false).unwrap();
     assert_eq!(s.getattr(&f).unwrap().nlink, 1);
     assert_eq!(errno(s.rmdir(&who, &root, b"a", false).unwrap_err()), Some(libc::ENOTEMPTY));
+}
+
+#[test]
+fn a_rename_over_an_ancestor_of_the_source_is_enotempty_whatever_the_types() {
+    let s = SimStore::new(9);
+    let who = s.act_as(&ROOT).unwrap();
+    let root = root_dir(&s);
+    let d = s.mkdir(&who, &root, b"d", &SetAttrs::default(), false).unwrap().object;
+    s.create(&who, &d, b"f", CreateMode::Guarded, &SetAttrs::default(), false).unwrap();
+    s.mkdir(&who, &d, b"e", &SetAttrs::default(), false).unwrap();
+    // As Linux's lock_rename trap, before the file-over-directory rule.
+    assert_eq!(errno(s.rename(&who, &d, b"f", &root, b"d", false).unwrap_err()), Some(libc::ENOTEMPTY));
+    assert_eq!(errno(s.rename(&who, &d, b"e", &root, b"d", false).unwrap_err()), Some(libc::ENOTEMPTY));
+}
+
+#[test]
+fn only_the_owner_or_a_user_who_may_read_and_write_links_a_file() {
+    let s = SimStore::new(10);
+    let root = root_dir(&s);
+    let f = file(&s, b"f", false);
+    let bob = s.act_as(&user(1000)).unwrap();
+    assert_eq!(errno(s.link(&bob, &f, &root, b"mine", false).unwrap_err()), Some(libc::EPERM));
+    let who = s.act_as(&ROOT).unwrap();
+    s.setattr(&who, &f, &SetAttrs { mode: Some(0o666), ..SetAttrs::default() }, None, false).unwrap();
+    s.link(&bob, &f, &root, b"mine", false).unwrap();
+    s.setattr(&who, &f, &SetAttrs { mode: Some(0o4666), ..SetAttrs::default() }, None, false).unwrap();
+    assert_eq!(errno(s.link(&bob, &f, &root, b"setuid", false).unwrap_err()), Some(libc::EPERM));
 }
 
 #[test]
