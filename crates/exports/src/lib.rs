@@ -10,6 +10,10 @@
 //!   the object a handle names (client list, `secure`, then the store's
 //!   resolve) and as whom. Refusals are an [`AdmitError`], which each
 //!   protocol maps to its own status in one place.
+//! - [`pseudo`]: NFSv4's pseudo file system for one client ([`PseudoFs`]):
+//!   the directories leading to the exports that admit it (by
+//!   [`ExportTable::client_options`], as MNT), with MAC'd handles, fileids,
+//!   READDIR cookies and a change attribute that survive reloads.
 //! - [`claims`]: what one client address may make the server hold of a
 //!   server-wide pool (locks, lock-holding descriptions, client records,
 //!   NFSv4.1 state).
@@ -23,6 +27,8 @@
 mod admit;
 pub mod claims;
 pub mod policy;
+pub mod pseudo;
 
 pub use admit::{AdmitError, Admitted, ExportTable, ServedExport};
 pub use policy::{Access, ClientOptions, ClientRule, HostMatch, Squash, options_for, squash};
+pub use pseudo::{PseudoError, PseudoFs, PseudoKey, PseudoNodeId, Reached};

@@ -61,6 +61,9 @@ pub use types::{CreateMode, Created, DirEntry, ExportInfo, NodeKind, ReadData, R
 /// 64 bytes (NFSv4 allows 128). The local store's handles are 16 bytes of
 /// header, the kernel's handle (8-20 bytes on XFS, ext4, btrfs) and an
 /// 8-byte MAC; a file system whose kernel handles do not fit is refused.
+/// No store's handle begins with the byte 0xff: it marks the handles of
+/// NFSv4's pseudo file system (keel-exports' `pseudo`), which a handler
+/// tells from a store's by it.
 pub const HANDLE_BYTES_MAX: usize = 64;
 /// Longest name component (NFS3_MAXNAMLEN, and every Linux file system's).
 pub const NAME_BYTES_MAX: usize = 255;
