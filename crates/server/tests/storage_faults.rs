@@ -336,3 +336,61 @@ fn calls_stuck_in_every_place_do_not_stop_other_clients() {
         assert_eq!(nfs.read(file, 0, 16).unwrap().0, b"data", "the stalled WRITE went on and wrote");
     }
 }
+
+/// Voluntary context switches of each of the server's worker threads, by
+/// thread name.
+fn worker_switches(server: &TestServer) -> std::collections::HashMap<String, u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", server.pid())).expect("the server's threads");
+    tasks
+        .filter_map(|t| {
+            let dir = t.ok()?.path();
+            let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+            let status = std::fs::read_to_string(dir.join("status")).ok()?;
+            let switches = status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?;
+            let switches = switches.trim().parse().ok()?;
+            comm.starts_with("keel-worker-").then(|| (comm.trim().to_string(), switches))
+        })
+        .collect()
+}
+
+/// A worker whose call waits for a sync (a CREATE on a `sync` export) gives
+/// its place up; while another worker that holds a place waits for calls,
+/// that one takes what arrives, and no parked worker is woken for it. From
+/// one client at one call in flight, every CREATE used to wake a parked
+/// worker that only went to wait for calls beside the idle one, and the
+/// syncing worker parked after its reply: every worker of the pool woke
+/// about once per CREATE, each in turn (docs/benchmarks.md, durable
+/// metadata). A count of the workers' sleeps, not a time.
+#[test]
+fn a_call_that_waits_for_a_sync_wakes_no_parked_worker_while_another_waits_for_calls() {
+    const CREATES: u64 = 64;
+    // The two workers that hold places and the sentinel (places.rs), which
+    // looks every millisecond while calls run, may sleep any number of
+    // times; the others (5 of the test servers' 8 workers) used to sleep
+    // once per CREATE each.
+    const BUSIEST: usize = 3;
+    const OTHERS_SLEEPS_MAX: u64 = CREATES / 4;
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        eprintln!("one CPU, one place, held by the syncing worker: a parked worker must take calls meanwhile");
+        return;
+    }
+    let server = TestServer::start("sync-handoff", vec![ExportOpts::rw(1, "export")], "");
+    let mut nfs = Nfs::connect(server.addr).unwrap();
+    let root = nfs.mount(&server.export_path(1)).unwrap();
+    nfs.create_new(&root, "warm").unwrap();
+    let before = worker_switches(&server);
+    for i in 0..CREATES {
+        nfs.create_new(&root, &format!("f{i}")).unwrap();
+    }
+    let mut slept: Vec<(u64, String)> = worker_switches(&server)
+        .into_iter()
+        .map(|(name, n)| (n - before.get(&name).copied().unwrap_or(0), name))
+        .collect();
+    slept.sort_unstable_by(|a, b| b.cmp(a));
+    let others: u64 = slept.iter().skip(BUSIEST).map(|(n, _)| n).sum();
+    assert!(
+        others <= OTHERS_SLEEPS_MAX,
+        "{CREATES} CREATEs from one client at a time: the workers beyond the {BUSIEST} busiest slept {others} times \
+         (sleeps per worker: {slept:?})"
+    );
+}

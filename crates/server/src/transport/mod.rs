@@ -30,8 +30,12 @@
 //!   `epoll_wait` cost a wake-up per call under load: epoll wakes a
 //!   sleeping waiter for each arrival even when a busy worker would take
 //!   the call a moment later. A worker about to wait for storage gives its
-//!   place to a parked one; a sentinel lends one more place when every
-//!   active worker has waited off the CPU in one call for `PLACE_STALL`.
+//!   place up: to a parked worker, unless another worker with a place runs
+//!   no call (it takes what arrives; the place stays free for the waiter to
+//!   take back before its reply, and goes to a parked worker once every
+//!   worker with a place runs a call). A sentinel lends one more place when
+//!   every active worker has waited off the CPU in one call for
+//!   `PLACE_STALL`.
 //! - While a large record (a WRITE) is half received, the socket wakes a
 //!   worker only once the rest is there (SO_RCVLOWAT, `conn.rs`), not at
 //!   every segment.
@@ -278,26 +282,29 @@ struct Batch {
 }
 
 thread_local! {
-    /// The batch of the worker on this thread, and the pool's places.
-    static WORKER_BATCH: RefCell<Option<(Arc<Batch>, Arc<Places>)>> = const { RefCell::new(None) };
+    /// The batch of the worker on this thread, and its pool.
+    static WORKER_BATCH: RefCell<Option<(Arc<Batch>, Arc<Shared>)>> = const { RefCell::new(None) };
 }
 
 /// The workers' hook for `keel_store::blocking`: the call running is about
 /// to wait for storage, so what its batch holds goes on now, and so does
-/// its worker's place, to a parked worker.
+/// its worker's place: to a parked worker, unless another worker with a
+/// place runs no call (places.rs).
 fn worker_may_block() {
-    if let Some((batch, places)) = WORKER_BATCH.with(|b| b.borrow().clone()) {
-        batch.hand_on();
+    if let Some((batch, shared)) = WORKER_BATCH.with(|b| b.borrow().clone()) {
+        // Calls handed on from the batch may need more workers than the
+        // one free to take calls.
+        let handed_calls = batch.hand_on();
         if batch.holds_place.swap(false, Ordering::SeqCst) {
-            places.give_back();
+            shared.places.give_back_unless(|| !handed_calls && shared.free_hand(None));
         }
     }
 }
 
 impl Batch {
     /// Sends the replies held and puts the calls not started on the ready
-    /// queue, for idle workers.
-    fn hand_on(&self) {
+    /// queue, for idle workers; whether there were any.
+    fn hand_on(&self) -> bool {
         let unsent = std::mem::take(&mut *self.unsent.lock().expect("batch lock"));
         if let Some(conn) = unsent.first().map(|r| r.conn().clone())
             && let Some(sh) = conn.shared_handle()
@@ -305,9 +312,11 @@ impl Batch {
             conn.send(&sh, unsent);
         }
         let calls = std::mem::take(&mut *self.queued.lock().expect("batch lock"));
+        let handed = !calls.is_empty();
         if let Some(sh) = calls.front().and_then(|c| c.conn().shared_handle()) {
             sh.push_ready_all(calls.into_iter().map(Ready::Call));
         }
+        handed
     }
 
     fn holds_something(&self) -> bool {
@@ -379,7 +388,7 @@ impl Transport {
                     let batch = shared.batches[i].clone();
                     batch.tid.store(crate::sys::gettid(), Ordering::SeqCst);
                     let _alive = Alive(shared.clone(), batch.clone());
-                    WORKER_BATCH.with(|b| *b.borrow_mut() = Some((batch.clone(), shared.places.clone())));
+                    WORKER_BATCH.with(|b| *b.borrow_mut() = Some((batch.clone(), shared.clone())));
                     keel_store::blocking::set_hook(Some(worker_may_block));
                     shared.work(&batch)
                 })
@@ -501,7 +510,7 @@ impl Shared {
                 batch.holds_place.store(false, Ordering::SeqCst);
             }
             if !batch.holds_place.load(Ordering::SeqCst) {
-                if !self.places.take(|| self.watch_places(None)) {
+                if !self.places.take(|| self.watch_places(None), || self.free_hand(None)) {
                     return;
                 }
                 batch.holds_place.store(true, Ordering::SeqCst);
@@ -537,6 +546,13 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// Whether a worker with a place (but `except`) runs no call: it takes
+    /// the next call that arrives, polling or from epoll_wait, or is about
+    /// to. A place given back meanwhile is left free (places.rs).
+    fn free_hand(&self, except: Option<&Batch>) -> bool {
+        self.place_holders(except).any(|b| b.running_since.load(Ordering::SeqCst) == 0)
     }
 
     /// One idle worker at a time polls, without sleeping, for up to
@@ -676,8 +692,20 @@ impl Shared {
         while let Some(taken) = next {
             let conn = taken.conn().clone();
             batch.running_since.store(self.clock_ns(), Ordering::SeqCst);
+            // A place left free for a worker waiting for storage, while
+            // this one was free to take calls, goes to a parked worker
+            // once no worker with a place is (places.rs).
+            if self.places.any_free() && !self.free_hand(Some(batch)) {
+                self.places.wake_if_unheard();
+            }
             let reply = conn.execute(self, taken.call, taken.hold);
             batch.running_since.store(0, Ordering::SeqCst);
+            // A place given up for a wait and still free is this worker's
+            // again before the reply goes: the client's next call finds it
+            // polling, rather than a parked worker woken for it.
+            if !batch.holds_place.load(Ordering::SeqCst) && self.places.try_take() {
+                batch.holds_place.store(true, Ordering::SeqCst);
+            }
             let mut queued = batch.queued.lock().expect("batch lock");
             next = queued.pop_front();
             let last = next.is_none();

@@ -6,7 +6,13 @@
 //! than the CPUs, that was a wake-up per call under load.)
 //!
 //! A worker about to wait for storage gives its place up
-//! (`keel_store::blocking::may_block`), so a parked one serves meanwhile.
+//! (`keel_store::blocking::may_block`), so a parked one serves meanwhile;
+//! not while another worker with a place runs no call: that one takes what
+//! arrives, the giver takes its place again after the wait (`try_take`),
+//! and a parked worker is woken only once every worker with a place runs a
+//! call (`wake_if_unheard`). From one client at a time, a sync then costs
+//! no parked worker's wake-up and sleep, nor the syncing worker's park,
+//! and the calls stay on the same two threads, whose caches are warm.
 //! A call that waits without saying so (a lookup that reads the disk, a
 //! lock held by such a call) is found by the sentinel, the one parked
 //! worker that looks every `stall` while calls run: it lends one more place
@@ -16,7 +22,7 @@
 //! the sentinel looks less often (`IDLE_LOOK`): an idle server does not
 //! spin.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -48,6 +54,8 @@ pub(crate) struct Places {
     /// Whether places are lent (`State::free` below zero), read without
     /// the lock after every call.
     lent: AtomicBool,
+    /// `State::free`, read without the lock when a call starts.
+    free_now: AtomicIsize,
 }
 
 struct State {
@@ -67,6 +75,7 @@ impl Places {
             lent_total: AtomicU64::new(0),
             parked: AtomicUsize::new(0),
             lent: AtomicBool::new(false),
+            free_now: AtomicIsize::new(places.max(1) as isize),
         }
     }
 
@@ -78,14 +87,20 @@ impl Places {
 
     /// Takes a place, parking until one is free or, for the sentinel, until
     /// `watch` says every worker holding one is stuck. False once stopped.
-    pub(crate) fn take(&self, watch: impl Fn() -> Watch) -> bool {
+    /// A place given back while another worker waited for calls
+    /// (`give_back_unless`) is left to its giver by the sentinel while
+    /// `listening` says one still does.
+    pub(crate) fn take(&self, watch: impl Fn() -> Watch, listening: impl Fn() -> bool) -> bool {
         let mut st = self.lock();
+        // Whether the sentinel came back from a look, not woken for a place.
+        let mut looked = false;
         loop {
             if st.stopped {
                 return false;
             }
-            if st.free > 0 {
+            if st.free > 0 && !(looked && listening()) {
                 st.free -= 1;
+                self.free_now.store(st.free, Ordering::SeqCst);
                 return true;
             }
             self.parked.fetch_add(1, Ordering::SeqCst);
@@ -103,9 +118,10 @@ impl Places {
             if st.stopped {
                 return false;
             }
+            looked = waited.timed_out();
             let take = if st.free > 0 {
-                true
-            } else if waited.timed_out() && watch() == Watch::Stuck {
+                !(looked && listening())
+            } else if looked && watch() == Watch::Stuck {
                 self.lent.store(true, Ordering::SeqCst);
                 self.lent_total.fetch_add(1, Ordering::Relaxed);
                 true
@@ -114,6 +130,7 @@ impl Places {
             };
             if take {
                 st.free -= 1;
+                self.free_now.store(st.free, Ordering::SeqCst);
                 if self.parked.load(Ordering::SeqCst) > 0 {
                     // Someone else watches now.
                     self.freed.notify_one();
@@ -123,11 +140,51 @@ impl Places {
         }
     }
 
+    /// Takes a place if one is free, without parking.
+    pub(crate) fn try_take(&self) -> bool {
+        let mut st = self.lock();
+        let free = st.free > 0 && !st.stopped;
+        if free {
+            st.free -= 1;
+            self.free_now.store(st.free, Ordering::SeqCst);
+        }
+        free
+    }
+
     /// Gives a place back.
     pub(crate) fn give_back(&self) {
+        self.give_back_unless(|| false);
+    }
+
+    /// Gives a place back, and wakes a parked worker to take it unless
+    /// `listening` says another worker with a place runs no call: that one
+    /// takes what arrives, and the place stays free for the giver to take
+    /// again. A worker that starts a call marks itself running, then reads
+    /// [`Places::any_free`], and if no other worker with a place is free
+    /// calls [`Places::wake_if_unheard`]; `listening` reads those marks
+    /// after the freed place is published (all SeqCst): one of the two
+    /// sees the other's change.
+    pub(crate) fn give_back_unless(&self, listening: impl FnOnce() -> bool) {
         let mut st = self.lock();
         st.free += 1;
+        self.free_now.store(st.free, Ordering::SeqCst);
         self.lent.store(st.free < 0, Ordering::SeqCst);
+        let wake = st.free > 0 && self.parked.load(Ordering::SeqCst) > 0 && !listening();
+        drop(st);
+        if wake {
+            self.freed.notify_one();
+        }
+    }
+
+    /// Whether a place is free now (without the lock: a hint).
+    pub(crate) fn any_free(&self) -> bool {
+        self.free_now.load(Ordering::SeqCst) > 0
+    }
+
+    /// No worker with a place waits for calls any more: a place given back
+    /// meanwhile goes to a parked worker, who does.
+    pub(crate) fn wake_if_unheard(&self) {
+        let st = self.lock();
         let wake = st.free > 0 && self.parked.load(Ordering::SeqCst) > 0;
         drop(st);
         if wake {
@@ -147,6 +204,7 @@ impl Places {
             return false;
         }
         st.free += 1;
+        self.free_now.store(st.free, Ordering::SeqCst);
         self.lent.store(st.free < 0, Ordering::SeqCst);
         true
     }
@@ -213,10 +271,10 @@ mod tests {
     #[test]
     fn a_worker_parks_until_a_place_is_given_back() {
         let places = Arc::new(Places::new(1, Duration::from_secs(60)));
-        assert!(places.take(|| Watch::Busy));
+        assert!(places.take(|| Watch::Busy, || false));
         let waiter = {
             let places = places.clone();
-            std::thread::spawn(move || places.take(|| Watch::Busy))
+            std::thread::spawn(move || places.take(|| Watch::Busy, || false))
         };
         std::thread::sleep(Duration::from_millis(100));
         assert!(!waiter.is_finished(), "no place was free");
@@ -228,11 +286,11 @@ mod tests {
     #[test]
     fn a_place_is_lent_only_while_every_holder_is_stuck_and_goes_back_after() {
         let places = Arc::new(Places::new(1, Duration::from_millis(5)));
-        assert!(places.take(|| Watch::Busy));
+        assert!(places.take(|| Watch::Busy, || false));
         let watch = Arc::new(AtomicU8::new(1));
         let waiter = {
             let (places, watch) = (places.clone(), watch.clone());
-            std::thread::spawn(move || places.take(|| watch_of(&watch)))
+            std::thread::spawn(move || places.take(|| watch_of(&watch), || false))
         };
         std::thread::sleep(Duration::from_millis(100));
         assert!(!waiter.is_finished(), "the holder is busy, not stuck: nothing lent");
@@ -247,17 +305,44 @@ mod tests {
         assert!(places.return_lent(|| Watch::Busy));
         assert!(!places.return_lent(|| Watch::Busy), "only the lent place goes back");
         places.give_back();
-        assert!(places.take(|| Watch::Busy));
+        assert!(places.take(|| Watch::Busy, || false));
+    }
+
+    #[test]
+    fn a_place_given_back_while_another_worker_waits_for_calls_stays_free_until_none_does() {
+        let places = Arc::new(Places::new(1, Duration::from_millis(1)));
+        assert!(places.take(|| Watch::Busy, || false));
+        let listening = Arc::new(AtomicBool::new(true));
+        let waiter = {
+            let (places, listening) = (places.clone(), listening.clone());
+            // The sentinel: it looks again and again meanwhile.
+            std::thread::spawn(move || places.take(|| Watch::Free, || listening.load(Ordering::SeqCst)))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        places.give_back_unless(|| listening.load(Ordering::SeqCst));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!waiter.is_finished(), "another worker waits for calls: the place is left to its giver");
+        listening.store(false, Ordering::SeqCst);
+        places.wake_if_unheard();
+        assert!(waiter.join().unwrap());
+        // Given back while none waits for calls, a place goes at once.
+        let waiter = {
+            let places = places.clone();
+            std::thread::spawn(move || places.take(|| Watch::Busy, || false))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        places.give_back_unless(|| false);
+        assert!(waiter.join().unwrap());
     }
 
     #[test]
     fn stopping_wakes_every_parked_worker() {
         let places = Arc::new(Places::new(1, Duration::from_millis(1)));
-        assert!(places.take(|| Watch::Busy));
+        assert!(places.take(|| Watch::Busy, || false));
         let waiters: Vec<_> = (0..4)
             .map(|_| {
                 let places = places.clone();
-                std::thread::spawn(move || places.take(|| Watch::Busy))
+                std::thread::spawn(move || places.take(|| Watch::Busy, || false))
             })
             .collect();
         std::thread::sleep(Duration::from_millis(50));
