@@ -163,10 +163,16 @@ fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
 
 impl RecordDir {
     /// Opens the directory `dir` (made mode 0700 if missing, tightened to
-    /// it if looser) and returns every record in it. Only a directory
-    /// that cannot be made, read or listed is an error; a file that is
-    /// not a whole record is skipped (see [`Loaded::skipped`]).
-    pub fn open(dir: &Path, records_max: usize) -> Result<(RecordDir, Loaded), RecordDirError> {
+    /// it if looser) and returns every record in it that `valid` accepts
+    /// (given its key and data: the caller's own check of what it wrote).
+    /// Only a directory that cannot be made, read or listed is an error; a
+    /// file that is not a whole, valid record is skipped (see
+    /// [`Loaded::skipped`]).
+    pub fn open(
+        dir: &Path,
+        records_max: usize,
+        valid: impl Fn(&[u8], &[u8]) -> bool,
+    ) -> Result<(RecordDir, Loaded), RecordDirError> {
         let io_err = |action| move |source| RecordDirError::Io { path: dir.to_owned(), action, source };
         create_dir(dir).map_err(io_err("create the directory"))?;
         let meta = fs::symlink_metadata(dir).map_err(io_err("examine the directory"))?;
@@ -188,7 +194,7 @@ impl RecordDir {
                 }
                 continue;
             }
-            if let Some(why) = rd.load_one(&path, &name, &mut loaded.records) {
+            if let Some(why) = rd.load_one(&path, &name, &valid, &mut loaded.records) {
                 loaded.skipped.push(Skipped { path, why });
             }
         }
@@ -199,7 +205,13 @@ impl RecordDir {
     }
 
     /// Loads the record in `path`; why not, if it is not taken.
-    fn load_one(&mut self, path: &Path, name: &OsString, records: &mut Vec<(Vec<u8>, Vec<u8>)>) -> Option<SkipReason> {
+    fn load_one(
+        &mut self,
+        path: &Path,
+        name: &OsString,
+        valid: &impl Fn(&[u8], &[u8]) -> bool,
+        records: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Option<SkipReason> {
         self.names.insert(name.clone());
         if self.files.len() >= self.records_max {
             return Some(SkipReason::PastBound);
@@ -215,7 +227,9 @@ impl RecordDir {
             Ok(b) => b,
             Err(e) => return Some(SkipReason::Unreadable(e)),
         };
-        let Some((key, data)) = decode(&bytes) else { return Some(SkipReason::Damaged) };
+        let Some((key, data)) = decode(&bytes).filter(|(key, data)| valid(key, data)) else {
+            return Some(SkipReason::Damaged);
+        };
         if self.files.contains_key(key) {
             self.names.remove(name);
             return Some(match fs::remove_file(path) {
@@ -318,6 +332,10 @@ mod tests {
         dir
     }
 
+    fn any(_: &[u8], _: &[u8]) -> bool {
+        true
+    }
+
     fn sorted(mut v: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<(Vec<u8>, Vec<u8>)> {
         v.sort();
         v
@@ -330,7 +348,7 @@ mod tests {
     #[test]
     fn records_survive_a_reopen_with_their_replacements_and_removals() {
         let dir = test_dir("reopen");
-        let (mut rd, loaded) = RecordDir::open(&dir, 8).unwrap();
+        let (mut rd, loaded) = RecordDir::open(&dir, 8, any).unwrap();
         assert!(loaded.records.is_empty() && loaded.skipped.is_empty());
         rd.put(b"a", b"one").unwrap();
         rd.put(b"b", b"two").unwrap();
@@ -339,7 +357,7 @@ mod tests {
         rd.remove(b"c").unwrap();
         rd.remove(b"never").unwrap();
         drop(rd);
-        let (rd, loaded) = RecordDir::open(&dir, 8).unwrap();
+        let (rd, loaded) = RecordDir::open(&dir, 8, any).unwrap();
         assert_eq!(sorted(loaded.records), vec![kv("a", "three"), kv("b", "two")]);
         assert!(loaded.skipped.is_empty(), "{:?}", loaded.skipped);
         assert_eq!(rd.len(), 2);
@@ -352,7 +370,7 @@ mod tests {
         let dir = test_dir("modes");
         fs::create_dir_all(&dir).unwrap();
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
-        let (mut rd, _) = RecordDir::open(&dir, 8).unwrap();
+        let (mut rd, _) = RecordDir::open(&dir, 8, any).unwrap();
         rd.put(b"a", b"x").unwrap();
         assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o7777, 0o700);
         let file = fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
@@ -360,7 +378,7 @@ mod tests {
         // A record copied in by hand with a loose mode is tightened.
         fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
         drop(rd);
-        RecordDir::open(&dir, 8).unwrap();
+        RecordDir::open(&dir, 8, any).unwrap();
         assert_eq!(fs::metadata(&file).unwrap().mode() & 0o7777, 0o600);
         fs::remove_dir_all(&dir).unwrap();
     }
@@ -372,7 +390,7 @@ mod tests {
     #[test]
     fn damage_and_leftovers_are_reported_and_skipped_never_fatal() {
         let dir = test_dir("damage");
-        let (mut rd, _) = RecordDir::open(&dir, 16).unwrap();
+        let (mut rd, _) = RecordDir::open(&dir, 16, any).unwrap();
         for k in ["a", "b", "c", "d"] {
             rd.put(k.as_bytes(), format!("data of {k}").as_bytes()).unwrap();
         }
@@ -389,7 +407,7 @@ mod tests {
         fs::write(dir.join("0123456789abcdef.tmp"), b"KRD1 half a record").unwrap();
         fs::write(dir.join("README"), b"not ours").unwrap();
         fs::create_dir(dir.join("subdir")).unwrap();
-        let (mut rd, loaded) = RecordDir::open(&dir, 16).unwrap();
+        let (mut rd, loaded) = RecordDir::open(&dir, 16, any).unwrap();
         assert_eq!(loaded.records, vec![kv("a", "data of a")]);
         let mut skipped: Vec<_> = loaded.skipped.iter().map(|s| s.path.clone()).collect();
         skipped.sort();
@@ -403,15 +421,19 @@ mod tests {
         rd.put(b"c", b"again").unwrap();
         assert!(c.exists());
         drop(rd);
-        let (_, loaded) = RecordDir::open(&dir, 16).unwrap();
+        let (_, loaded) = RecordDir::open(&dir, 16, any).unwrap();
         assert_eq!(sorted(loaded.records), vec![kv("a", "data of a"), kv("c", "again")]);
+        // A whole file whose data the caller does not accept is damaged too.
+        let (_, loaded) = RecordDir::open(&dir, 16, |_, data| data != b"again").unwrap();
+        assert_eq!(loaded.records, vec![kv("a", "data of a")]);
+        assert_eq!(loaded.skipped.len(), 6);
         fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn records_are_bounded_and_too_large_ones_refused() {
         let dir = test_dir("bound");
-        let (mut rd, _) = RecordDir::open(&dir, 2).unwrap();
+        let (mut rd, _) = RecordDir::open(&dir, 2, any).unwrap();
         rd.put(b"a", b"1").unwrap();
         rd.put(b"b", b"2").unwrap();
         assert!(matches!(rd.put(b"c", b"3"), Err(RecordDirError::Full { records_max: 2, .. })));
@@ -424,7 +446,7 @@ mod tests {
         drop(rd);
         // A directory holding more than the bound (a smaller bound
         // configured since): the bound is loaded, the rest reported.
-        let (_, loaded) = RecordDir::open(&dir, 1).unwrap();
+        let (_, loaded) = RecordDir::open(&dir, 1, any).unwrap();
         assert_eq!(loaded.records.len(), 1);
         assert!(matches!(loaded.skipped.as_slice(), [Skipped { why: SkipReason::PastBound, .. }]));
         fs::remove_dir_all(&dir).unwrap();
@@ -433,17 +455,17 @@ mod tests {
     #[test]
     fn keys_of_the_same_hash_get_files_of_their_own() {
         let dir = test_dir("collide");
-        let (mut rd, _) = RecordDir::open(&dir, 8).unwrap();
+        let (mut rd, _) = RecordDir::open(&dir, 8, any).unwrap();
         rd.put(b"other", b"1").unwrap();
         // Its file under the name key "x" hashes to, as a collision would be.
         let x_name = format!("{:016x}", key_hash(b"x"));
         fs::rename(dir.join(&rd.files[b"other".as_slice()]), dir.join(&x_name)).unwrap();
         drop(rd);
-        let (mut rd, _) = RecordDir::open(&dir, 8).unwrap();
+        let (mut rd, _) = RecordDir::open(&dir, 8, any).unwrap();
         rd.put(b"x", b"2").unwrap();
         assert_eq!(rd.files[b"x".as_slice()], OsString::from(format!("{x_name}-1")));
         drop(rd);
-        let (_, loaded) = RecordDir::open(&dir, 8).unwrap();
+        let (_, loaded) = RecordDir::open(&dir, 8, any).unwrap();
         assert_eq!(sorted(loaded.records), vec![kv("other", "1"), kv("x", "2")]);
         fs::remove_dir_all(&dir).unwrap();
     }
@@ -453,9 +475,9 @@ mod tests {
         let dir = test_dir("unusable");
         fs::create_dir_all(dir.parent().unwrap()).unwrap();
         fs::write(&dir, b"a file where the directory should be").unwrap();
-        let e = RecordDir::open(&dir, 8).unwrap_err();
+        let e = RecordDir::open(&dir, 8, any).unwrap_err();
         assert!(e.to_string().contains(&*dir.to_string_lossy()), "{e}");
-        let e = RecordDir::open(&dir.join("below"), 8).unwrap_err();
+        let e = RecordDir::open(&dir.join("below"), 8, any).unwrap_err();
         assert!(e.to_string().contains("below"), "{e}");
         let io: io::Error = e.into();
         assert!(io.to_string().contains("below"), "{io}");
@@ -485,7 +507,7 @@ mod tests {
         }
         let _unmount = Unmount(&mount);
         let dir = mount.join("records");
-        let (mut rd, _) = RecordDir::open(&dir, 8).unwrap();
+        let (mut rd, _) = RecordDir::open(&dir, 8, any).unwrap();
         rd.put(b"a", b"kept").unwrap();
         let mut filler = fs::File::create(mount.join("filler")).unwrap();
         let chunk = [0u8; 4096];
@@ -500,7 +522,7 @@ mod tests {
         assert_eq!(io::Error::from(e).kind(), io::ErrorKind::StorageFull);
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temporary left");
         drop(rd);
-        let (mut rd, loaded) = RecordDir::open(&dir, 8).unwrap();
+        let (mut rd, loaded) = RecordDir::open(&dir, 8, any).unwrap();
         assert_eq!(loaded.records, vec![kv("a", "kept")]);
         // Removing works on a full file system, and makes room.
         rd.remove(b"a").unwrap();
