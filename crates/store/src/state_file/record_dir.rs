@@ -12,7 +12,9 @@
 //! same hash get names of their own). At [`RecordDir::open`], temporaries
 //! left by a crash are removed, and a file that is not a whole record
 //! (damaged, truncated, someone else's) is reported and left where it is,
-//! never fatal to the others.
+//! never fatal to the others. The directory is made by the first `put`:
+//! a start makes nothing, so it works on a full file system (a
+//! failover's survivor may find one).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -106,6 +108,8 @@ pub struct Loaded {
 pub struct RecordDir {
     dir: PathBuf,
     records_max: usize,
+    /// Whether the directory exists (else the first put makes it).
+    made: bool,
     /// Each key's file name.
     files: HashMap<Vec<u8>, OsString>,
     /// Every file name in use: records' and damaged files' (never
@@ -162,8 +166,9 @@ fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
 }
 
 impl RecordDir {
-    /// Opens the directory `dir` (made mode 0700 if missing, tightened to
-    /// it if looser) and returns every record in it that `valid` accepts
+    /// Opens the directory `dir` (tightened to mode 0700 if looser; made,
+    /// 0700, by the first put if missing) and returns every record in it
+    /// that `valid` accepts
     /// (given its key and data: the caller's own check of what it wrote).
     /// Only a directory that cannot be made, read or listed is an error; a
     /// file that is not a whole, valid record is skipped (see
@@ -174,14 +179,21 @@ impl RecordDir {
         valid: impl Fn(&[u8], &[u8]) -> bool,
     ) -> Result<(RecordDir, Loaded), RecordDirError> {
         let io_err = |action| move |source| RecordDirError::Io { path: dir.to_owned(), action, source };
-        create_dir(dir).map_err(io_err("create the directory"))?;
-        let meta = fs::symlink_metadata(dir).map_err(io_err("examine the directory"))?;
-        if !meta.is_dir() {
-            return Err(io_err("use it")(io::Error::new(io::ErrorKind::NotADirectory, "not a directory")));
+        let mut rd =
+            RecordDir { dir: dir.to_owned(), records_max, made: true, files: HashMap::new(), names: HashSet::new() };
+        let mut loaded = Loaded::default();
+        match fs::symlink_metadata(dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                rd.made = false;
+                return Ok((rd, loaded));
+            }
+            Err(e) => return Err(io_err("examine the directory")(e)),
+            Ok(meta) if !meta.is_dir() => {
+                return Err(io_err("use it")(io::Error::new(io::ErrorKind::NotADirectory, "not a directory")));
+            }
+            Ok(_) => {}
         }
         make_private(dir).map_err(io_err("make the directory private"))?;
-        let mut rd = RecordDir { dir: dir.to_owned(), records_max, files: HashMap::new(), names: HashSet::new() };
-        let mut loaded = Loaded::default();
         let mut removed = false;
         for entry in fs::read_dir(dir).map_err(io_err("list the directory"))? {
             let name = entry.map_err(io_err("list the directory"))?.file_name();
@@ -278,6 +290,9 @@ impl RecordDir {
             }
             None => self.free_name(key),
         };
+        if !self.made {
+            self.make()?;
+        }
         let path = self.dir.join(&name);
         replace_durably(&path, &encode(key, data)).map_err(|source| RecordDirError::Io {
             path,
@@ -286,6 +301,19 @@ impl RecordDir {
         })?;
         self.names.insert(name.clone());
         self.files.insert(key.to_vec(), name);
+        Ok(())
+    }
+
+    /// Makes the directory, durably: its entry in its parent is synced.
+    fn make(&mut self) -> Result<(), RecordDirError> {
+        let io_err = |path: &Path, action| {
+            let path = path.to_owned();
+            move |source| RecordDirError::Io { path, action, source }
+        };
+        create_dir(&self.dir).map_err(io_err(&self.dir, "create the directory"))?;
+        let parent = self.dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        sync_dir(parent).map_err(io_err(parent, "sync the directory"))?;
+        self.made = true;
         Ok(())
     }
 
@@ -362,6 +390,22 @@ mod tests {
         assert!(loaded.skipped.is_empty(), "{:?}", loaded.skipped);
         assert_eq!(rd.len(), 2);
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 2, "one file a record, no temporary");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A start makes nothing (it works on a full file system); the first
+    /// put makes the directory, 0700.
+    #[test]
+    fn the_directory_is_made_by_the_first_put() {
+        let dir = test_dir("lazy");
+        let (mut rd, loaded) = RecordDir::open(&dir, 8, any).unwrap();
+        assert!(loaded.records.is_empty() && !dir.exists());
+        rd.remove(b"a").unwrap();
+        assert!(!dir.exists());
+        rd.put(b"a", b"x").unwrap();
+        assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o7777, 0o700);
+        drop(rd);
+        assert_eq!(RecordDir::open(&dir, 8, any).unwrap().1.records, vec![kv("a", "x")]);
         fs::remove_dir_all(&dir).unwrap();
     }
 
