@@ -440,6 +440,7 @@ mod tests {
         }
         let file_of = |rd: &RecordDir, k: &str| dir.join(&rd.files[k.as_bytes()]);
         let (b, c, d) = (file_of(&rd, "b"), file_of(&rd, "c"), file_of(&rd, "d"));
+        let rd_files_a = rd.files[b"a".as_slice()].clone();
         drop(rd);
         let len = fs::metadata(&b).unwrap().len();
         fs::OpenOptions::new().write(true).open(&b).unwrap().set_len(len - 3).unwrap();
@@ -449,6 +450,12 @@ mod tests {
         fs::write(&c, garbled).unwrap();
         fs::write(&d, b"").unwrap();
         fs::write(dir.join("0123456789abcdef.tmp"), b"KRD1 half a record").unwrap();
+        // A put of a's next version cut short after its temporary was
+        // whole but before the rename: a's last record is the one.
+        let a = dir.join(&rd_files_a);
+        let mut next = a.clone().into_os_string();
+        next.push(TEMPORARY_SUFFIX);
+        fs::write(&next, encode(b"a", b"newer, never renamed")).unwrap();
         fs::write(dir.join("README"), b"not ours").unwrap();
         fs::create_dir(dir.join("subdir")).unwrap();
         let (mut rd, loaded) = RecordDir::open(&dir, 16, any).unwrap();
@@ -459,7 +466,7 @@ mod tests {
         want.sort();
         assert_eq!(skipped, want);
         assert!(loaded.skipped.iter().all(|s| matches!(s.why, SkipReason::Damaged)), "{:?}", loaded.skipped);
-        assert!(!dir.join("0123456789abcdef.tmp").exists(), "the temporary is removed");
+        assert!(!dir.join("0123456789abcdef.tmp").exists() && !Path::new(&next).exists(), "temporaries removed");
         // A damaged file is left for the operator, never overwritten: the
         // key it held gets a file of its own.
         rd.put(b"c", b"again").unwrap();
