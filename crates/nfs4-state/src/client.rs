@@ -231,7 +231,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         self.clients.insert(id, client);
         self.unconfirmed_by_owner.insert(owner.into(), id);
         self.counters.clients_created += 1;
-        self.grace.came_back(&Reclaimer::Nfs4(owner.into()), Some(caller.principal));
+        self.grace.lock().came_back(&Reclaimer::Nfs4(owner.into()), Some(caller.principal));
         Ok(ExchangeIdOk { clientid: id, sequenceid: 1, flags: EXCHGID4_FLAG_USE_NON_PNFS })
     }
 
@@ -322,7 +322,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         c.reclaim_complete = true;
         let who = Reclaimer::Nfs4(c.owner.clone());
         let principal = c.principal.clone();
-        self.grace.complete(&who, Some(&principal), now);
+        self.grace.lock().complete(&who, Some(&principal), now);
         self.poll_grace(now);
         Ok(())
     }
@@ -384,7 +384,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         // A record replaced by its owner's next one is no sign that the
         // owner is gone (ending a grace period it is owed).
         if !owner_left && why != ExpiryReason::Replaced {
-            self.grace.gone(&Reclaimer::Nfs4(c.owner.clone()), now);
+            self.grace.lock().gone(&Reclaimer::Nfs4(c.owner.clone()), now);
             self.poll_grace(now);
         }
         self.counters.clients_expired += 1;
@@ -439,7 +439,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             }
         });
         let recalls = self.states.values().filter_map(|s| s.recall_deadline(lease));
-        leases.chain(recalls).chain(self.grace.next_due()).min()
+        leases.chain(recalls).chain(self.grace.lock().next_due()).min()
     }
 
     /// Expires `clientid` if it is a courtesy client (its lease expired),

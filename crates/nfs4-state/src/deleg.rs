@@ -160,7 +160,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         let c = self.client(client)?;
         let (who, principal) = (Reclaimer::Nfs4(c.owner.clone()), c.principal.clone());
         self.poll_grace(now);
-        self.grace.check_reclaim(&who, Some(&principal), now).map_err(GraceRefusal::nfs4_status)?;
+        self.grace.lock().check_reclaim(&who, Some(&principal), now).map_err(GraceRefusal::nfs4_status)?;
         self.grant_delegation(client, file, kind, now).ok_or(Nfsstat4::Resource)
     }
 

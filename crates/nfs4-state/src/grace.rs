@@ -7,7 +7,8 @@
 //! previous client is complete or gone, or at its ceiling. It holds no
 //! NFSv4 types but the [`Principal`] (an authenticated identity), so the
 //! NLM lock manager can use the same value for its hosts
-//! ([`Reclaimer::Nlm`]): one grace period for one lock space.
+//! ([`Reclaimer::Nlm`]): one grace period for one lock space, shared as a
+//! [`SharedGrace`].
 //!
 //! [`ClientRecords`] is where the server keeps, on stable storage, which
 //! clients may reclaim after the next restart: one [`ClientRecord`] per
@@ -20,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::Principal;
@@ -131,12 +132,14 @@ pub struct Grace {
     pending: HashMap<Reclaimer, Pending>,
     active: bool,
     end: Option<GraceEnd>,
+    /// Why it ended, kept after [`take_end`](Grace::take_end).
+    ended: Option<GraceEndReason>,
 }
 
 impl Grace {
     /// No grace period (a first start, or nothing to reclaim).
     pub fn none(now: Instant) -> Self {
-        Grace { started: now, ceiling: now, pending: HashMap::new(), active: false, end: None }
+        Grace { started: now, ceiling: now, pending: HashMap::new(), active: false, end: None, ended: None }
     }
 
     /// A grace period for `previous`, ending at `now + ceiling` at the
@@ -150,7 +153,7 @@ impl Grace {
             })
             .collect();
         let active = !pending.is_empty() && !ceiling.is_zero();
-        Grace { started: now, ceiling: now + ceiling, pending, active, end: None }
+        Grace { started: now, ceiling: now + ceiling, pending, active, end: None, ended: None }
     }
 
     /// Whether the grace period is on at `now`, ending it if its ceiling
@@ -184,6 +187,17 @@ impl Grace {
             }
         }
         self.end = Some(GraceEnd { why, lasted: now.duration_since(self.started), completed, not_completed });
+        self.ended = Some(why);
+    }
+
+    /// Why the grace period ended, once it did (whoever took the end).
+    pub fn ended(&self) -> Option<GraceEndReason> {
+        self.ended
+    }
+
+    /// When the grace period started.
+    pub fn started(&self) -> Instant {
+        self.started
     }
 
     /// The end of the grace period, once, after [`poll`](Grace::poll)
@@ -302,6 +316,51 @@ fn principal_matches(recorded: Option<&Principal>, given: Option<&Principal>) ->
     }
 }
 
+/// The one grace period of a server instance, shared by the NFSv4.1
+/// state and the NLM lock manager (clones share it): a new NLM lock and a
+/// new v4 open or lock are refused while it lasts, reclaims of both are
+/// accepted, and it ends early only once every NLM host that held locks
+/// and every v4 client in the stable records has reclaimed (sent
+/// RECLAIM_COMPLETE, or NLM's equivalent) or is known gone, else at its
+/// ceiling.
+///
+/// The server builds it once per start, before serving, from both lists
+/// of previous clients: keel-nlm's hosts (its NSM records) and
+/// [`ClientRecord::previous_client`] of each loaded v4 record, passed to
+/// [`Grace::start`] together; it hands one clone to the lock manager and
+/// one to [`NfsState::with_grace`](crate::NfsState::with_grace).
+///
+/// The NFSv4.1 handler makes no call of its own on it: [`NfsState`]
+/// consults it.
+/// - "In grace?": [`NfsState::in_grace`](crate::NfsState::in_grace) (it
+///   also ends the grace period when due); OPEN with CLAIM_NULL and LOCK
+///   without `reclaim` get NFS4ERR_GRACE from the state while it lasts.
+/// - A reclaim: OPEN with CLAIM_PREVIOUS ([`OpenClaim`](crate::OpenClaim))
+///   and LOCK with `reclaim` are checked against it (NFS4ERR_NO_GRACE,
+///   NFS4ERR_RECLAIM_BAD); an EXCHANGE_ID of a previous client marks it
+///   back.
+/// - RECLAIM_COMPLETE: [`NfsState::reclaim_complete`](crate::NfsState::reclaim_complete).
+/// - [`NfsState::reap`](crate::NfsState::reap) ends it at its ceiling, and
+///   keeps or removes the v4 records at its end.
+///
+/// Anyone else (keel-nlm, the admin interface) locks it for one call at a
+/// time: [`lock`](SharedGrace::lock) is a leaf lock, never held while
+/// another lock is taken.
+#[derive(Debug, Clone)]
+pub struct SharedGrace(Arc<Mutex<Grace>>);
+
+impl SharedGrace {
+    pub fn new(grace: Grace) -> Self {
+        SharedGrace(Arc::new(Mutex::new(grace)))
+    }
+
+    /// The grace period, for one call.
+    pub fn lock(&self) -> MutexGuard<'_, Grace> {
+        // Every method of Grace leaves it consistent.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// What the server keeps on stable storage about one client, so that it
 /// may reclaim after the next restart or takeover.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -313,6 +372,92 @@ pub struct ClientRecord {
     pub principal: Principal,
     /// The boot epoch of the instance that wrote (or kept) the record.
     pub epoch: u32,
+}
+
+/// The format of [`ClientRecord::encode`].
+const RECORD_FORMAT: u8 = 1;
+/// The largest client owner (`co_ownerid`: NFS4_OPAQUE_LIMIT).
+const RECORD_OWNER_BYTES_MAX: usize = 1024;
+/// The largest name in a recorded principal (a machine name or a GSS
+/// principal).
+const RECORD_NAME_BYTES_MAX: usize = 1024;
+
+impl ClientRecord {
+    /// The record as bytes, for a [`ClientRecords`] on stable storage:
+    /// a format byte, the epoch, the principal (a tag, then AUTH_SYS's uid
+    /// and a name where it has them), the owner; numbers big-endian,
+    /// names and the owner after their length.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![RECORD_FORMAT];
+        out.extend_from_slice(&self.epoch.to_be_bytes());
+        let put_bytes = |out: &mut Vec<u8>, b: &[u8]| {
+            out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+            out.extend_from_slice(b);
+        };
+        match &self.principal {
+            Principal::None => out.push(0),
+            Principal::Sys { uid, machine } => {
+                out.push(1);
+                out.extend_from_slice(&uid.to_be_bytes());
+                put_bytes(&mut out, machine);
+            }
+            Principal::Gss { name } => {
+                out.push(2);
+                put_bytes(&mut out, name);
+            }
+        }
+        put_bytes(&mut out, &self.owner);
+        out
+    }
+
+    /// A record [`encode`](ClientRecord::encode) made; `None` for anything
+    /// else (damage, another format), which the caller reports and skips.
+    pub fn decode(bytes: &[u8]) -> Option<ClientRecord> {
+        let mut r = RecordReader(bytes);
+        if r.take(1)? != [RECORD_FORMAT] {
+            return None;
+        }
+        let epoch = r.u32()?;
+        let principal = match r.take(1)?[0] {
+            0 => Principal::None,
+            1 => Principal::Sys { uid: r.u32()?, machine: r.bytes(RECORD_NAME_BYTES_MAX)? },
+            2 => Principal::Gss { name: r.bytes(RECORD_NAME_BYTES_MAX)? },
+            _ => return None,
+        };
+        let owner = r.bytes(RECORD_OWNER_BYTES_MAX)?;
+        r.0.is_empty().then_some(ClientRecord { owner, principal, epoch })
+    }
+
+    /// The client a grace period waits for: it may reclaim only as the
+    /// same principal, and is taken as gone if not back within `lease`
+    /// (a live client renews within one).
+    pub fn previous_client(self, lease: Duration) -> PreviousClient {
+        PreviousClient { who: Reclaimer::Nfs4(self.owner), principal: Some(self.principal), absent_after: Some(lease) }
+    }
+}
+
+/// The unread rest of an encoded record.
+struct RecordReader<'a>(&'a [u8]);
+
+impl RecordReader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let (head, tail) = (self.0.get(..n)?, self.0.get(n..)?);
+        self.0 = tail;
+        Some(head)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+
+    /// Bytes after their length, at most `max` of them.
+    fn bytes(&mut self, max: usize) -> Option<Box<[u8]>> {
+        let len = self.u32()? as usize;
+        if len > max {
+            return None;
+        }
+        self.take(len).map(Box::from)
+    }
 }
 
 /// Stable storage for [`ClientRecord`]s, one per owner. The server
@@ -487,5 +632,57 @@ mod tests {
         assert!(!g.poll(t0 + Duration::from_secs(89)));
         assert_eq!(Grace::none(t0).check_new_state(t0), Ok(()));
         assert!(!Grace::start(Vec::new(), t0, Duration::from_secs(90)).poll(t0), "nothing to reclaim");
+    }
+
+    /// A record read back is the record written; anything else (a torn
+    /// or garbled file, another format, lengths past their bounds) is
+    /// `None`, never a panic.
+    #[test]
+    fn client_records_encode_and_decode_and_refuse_damage() {
+        let principals = [sys(7), Principal::None, Principal::Gss { name: b"nfs/h@REALM".as_slice().into() }];
+        for principal in principals {
+            let r = ClientRecord { owner: vec![0xab; 1024].into(), principal, epoch: 41 };
+            let bytes = r.encode();
+            assert_eq!(ClientRecord::decode(&bytes), Some(r.clone()));
+            for cut in 0..bytes.len() {
+                assert_eq!(ClientRecord::decode(&bytes[..cut]), None, "cut at {cut}");
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert_eq!(ClientRecord::decode(&longer), None);
+            let mut other = bytes;
+            other[0] = 2;
+            assert_eq!(ClientRecord::decode(&other), None, "another format");
+        }
+        let r = ClientRecord { owner: vec![1; 1025].into(), principal: Principal::None, epoch: 1 };
+        assert_eq!(ClientRecord::decode(&r.encode()), None, "an owner longer than NFSv4 allows");
+        let p = ClientRecord { owner: b"o".as_slice().into(), principal: sys(3), epoch: 1 }
+            .previous_client(Duration::from_secs(90));
+        assert_eq!((p.who, p.principal, p.absent_after), (v4("o"), Some(sys(3)), Some(Duration::from_secs(90))));
+    }
+
+    /// NLM and NFSv4.1 clients in one grace period: NLM's host done but a
+    /// v4 client not yet: still on; both: over; or at the ceiling.
+    #[test]
+    fn a_shared_grace_waits_for_both_protocols_or_its_ceiling() {
+        let t0 = Instant::now();
+        let host = Reclaimer::Nlm { addr: IpAddr::from([10, 0, 0, 1]), name: b"h1".as_slice().into() };
+        let nlm = || PreviousClient { who: host.clone(), principal: None, absent_after: None };
+        let shared = SharedGrace::new(Grace::start([nlm(), prev("a", 0)], t0, Duration::from_secs(300)));
+        let other = shared.clone();
+        assert!(shared.lock().complete(&host, None, t0));
+        assert!(other.lock().poll(t0 + Duration::from_secs(1)), "the v4 client has not completed");
+        assert_eq!(other.lock().check_new_state(t0), Err(GraceRefusal::InGrace));
+        assert!(other.lock().complete(&v4("a"), Some(&sys(0)), t0 + Duration::from_secs(2)));
+        assert!(!shared.lock().poll(t0 + Duration::from_secs(2)));
+        assert_eq!(shared.lock().ended(), Some(GraceEndReason::AllDone));
+
+        // Neither comes back; the v4 client would be taken as gone after
+        // its lease, but the NLM host keeps it on to the ceiling.
+        let absent = PreviousClient { absent_after: Some(Duration::from_secs(400)), ..prev("a", 0) };
+        let shared = SharedGrace::new(Grace::start([nlm(), absent], t0, Duration::from_secs(300)));
+        assert!(shared.lock().poll(t0 + Duration::from_secs(299)));
+        assert!(!shared.lock().poll(t0 + Duration::from_secs(300)));
+        assert_eq!(shared.lock().ended(), Some(GraceEndReason::Ceiling));
     }
 }

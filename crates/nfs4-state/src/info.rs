@@ -129,7 +129,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             delegations: of(|k| matches!(k, StateKind::Delegation(_))),
             files: self.files.len(),
             reply_cache_bytes: self.reply_cache_bytes,
-            grace: self.grace.status(now),
+            grace: self.grace.lock().status(now),
             clients_created: k.clients_created,
             clients_expired: k.clients_expired,
             courtesy_expired: k.courtesy_expired,

@@ -34,8 +34,9 @@
 //!   lock owners, lock stateids, and the byte ranges each holds;
 //!   **delegations** (section 10.2, 10.4): who holds which, recalls and
 //!   their deadlines, revocation.
-//! - **Grace and reclaim** (sections 8.4.2, 18.51): [`Grace`] and the
-//!   [`ClientRecords`] kept on stable storage.
+//! - **Grace and reclaim** (sections 8.4.2, 18.51): [`Grace`], one for
+//!   NFSv4.1 and NLM ([`SharedGrace`]), and the [`ClientRecords`] kept on
+//!   stable storage.
 //! - **Limits** on everything a client can make the server hold
 //!   ([`Limits`]), counted per client address with
 //!   [`keel_exports::claims::ClaimPool`].
@@ -141,7 +142,7 @@ pub use config::*;
 pub use deleg::{Accessor, ConflictAccess, DelegationKind, DelegationOffer, Recall};
 pub use grace::{
     ClientRecord, ClientRecords, Grace, GraceEnd, GraceEndReason, GraceRefusal, GraceStatus, MemoryRecords,
-    PreviousClient, Reclaimer,
+    PreviousClient, Reclaimer, SharedGrace,
 };
 pub use ids::{BootEpoch, ClientId, SessionId, SpecialStateid};
 pub use info::{ClientInfo, LeaseState, StateStats};
@@ -361,7 +362,7 @@ pub struct NfsState<F, L> {
     recent_conflicts: HashMap<F, Instant>,
     pools: Pools,
     reply_cache_bytes: usize,
-    grace: Grace,
+    grace: SharedGrace,
     records: Box<dyn ClientRecords>,
     released: Vec<Released<F, L>>,
     recalls: Vec<Recall<F>>,
@@ -396,7 +397,9 @@ impl std::error::Error for StartError {}
 impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     /// The state of a new server instance: `epoch` is larger than any
     /// earlier instance's, `session_key` is secret random bytes, `records`
-    /// the clients of earlier instances (a grace period waits for them).
+    /// the clients of earlier instances (a grace period of its own waits
+    /// for them: a server that also serves NLM uses
+    /// [`NfsState::with_grace`]).
     pub fn new(
         config: StateConfig,
         epoch: BootEpoch,
@@ -406,15 +409,21 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     ) -> Result<Self, StartError> {
         config.validate().map_err(StartError::Config)?;
         let previous = records.load().map_err(StartError::Records)?;
-        let grace = Grace::start(
-            previous.into_iter().map(|r| PreviousClient {
-                who: Reclaimer::Nfs4(r.owner),
-                principal: Some(r.principal),
-                absent_after: Some(config.lease),
-            }),
-            now,
-            config.grace_max,
-        );
+        let grace = Grace::start(previous.into_iter().map(|r| r.previous_client(config.lease)), now, config.grace_max);
+        Self::with_grace(config, epoch, session_key, records, SharedGrace::new(grace))
+    }
+
+    /// As [`NfsState::new`], in the grace period the server shares with
+    /// NLM (see [`SharedGrace`]), which it started from what `records`
+    /// loaded: they are not loaded again.
+    pub fn with_grace(
+        config: StateConfig,
+        epoch: BootEpoch,
+        session_key: [u8; 16],
+        records: Box<dyn ClientRecords>,
+        grace: SharedGrace,
+    ) -> Result<Self, StartError> {
+        config.validate().map_err(StartError::Config)?;
         Ok(NfsState {
             pools: Pools::new(&config),
             config,
@@ -464,8 +473,13 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         self.poll_grace(now)
     }
 
+    /// The grace period this state consults (shared with NLM's).
+    pub fn grace(&self) -> &SharedGrace {
+        &self.grace
+    }
+
     pub fn grace_status(&self, now: Instant) -> GraceStatus {
-        self.grace.status(now)
+        self.grace.lock().status(now)
     }
 
     /// Bytes of replies held by the replay caches of all sessions, for the
@@ -484,8 +498,11 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     /// that completed their reclaim (rewritten with this epoch) and removes
     /// the others'.
     fn poll_grace(&mut self, now: Instant) -> bool {
-        let active = self.grace.poll(now);
-        if let Some(end) = self.grace.take_end() {
+        let (active, end) = {
+            let mut grace = self.grace.lock();
+            (grace.poll(now), grace.take_end())
+        };
+        if let Some(end) = end {
             for who in end.completed {
                 let Reclaimer::Nfs4(owner) = who else { continue };
                 let client = self.confirmed_by_owner.get(&owner).copied();

@@ -314,9 +314,9 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         }
         self.poll_grace(now);
         if req.reclaim {
-            self.grace.check_reclaim(&who, Some(&principal), now).map_err(GraceRefusal::nfs4_status)?;
+            self.grace.lock().check_reclaim(&who, Some(&principal), now).map_err(GraceRefusal::nfs4_status)?;
         } else {
-            self.grace.check_new_state(now).map_err(GraceRefusal::nfs4_status)?;
+            self.grace.lock().check_new_state(now).map_err(GraceRefusal::nfs4_status)?;
             self.record_client(client)?;
         }
         match existing {

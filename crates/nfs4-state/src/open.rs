@@ -122,7 +122,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         let reclaim = match claim {
             OpenClaim::Previous => {
                 self.poll_grace(now);
-                self.grace.check_reclaim(&who, Some(&principal), now).map_err(GraceRefusal::nfs4_status)?;
+                self.grace.lock().check_reclaim(&who, Some(&principal), now).map_err(GraceRefusal::nfs4_status)?;
                 true
             }
             OpenClaim::DelegatePrev => return Err(Nfsstat4::Notsupp),
@@ -200,7 +200,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     /// NFS4ERR_GRACE during the grace period (for anything not a reclaim).
     pub(crate) fn check_new_state(&mut self, now: Instant) -> Result<(), Nfsstat4> {
         self.poll_grace(now);
-        self.grace.check_new_state(now).map_err(GraceRefusal::nfs4_status)
+        self.grace.lock().check_new_state(now).map_err(GraceRefusal::nfs4_status)
     }
 
     /// Makes sure the open state of (`client`, `owner`) on `file` may go

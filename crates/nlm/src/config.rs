@@ -8,7 +8,9 @@ pub struct LockConfig {
     /// Where the NSM state lives (see `nsm_store`).
     pub nsm_state_dir: PathBuf,
     /// The longest grace period after a restart; it ends sooner once every
-    /// client that held locks has reclaimed or is known gone.
+    /// client that held locks has reclaimed or is known gone. Read by
+    /// [`LockManager::new`](crate::LockManager::new); a server that shares
+    /// the grace period with NFSv4.1 gives it to the one it starts.
     pub grace_max: Duration,
     /// Locks held, locks waited for and share reservations, per client
     /// address (whatever names it gives).

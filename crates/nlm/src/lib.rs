@@ -4,7 +4,8 @@
 //!
 //! - [`LockManager`] (`manager.rs`): lock owners, their open file
 //!   descriptions (real OFD locks through `keel_store::Store`), blocked
-//!   requests, per-client bounds, the grace period after a restart.
+//!   requests, per-client bounds, and its part in the grace period after
+//!   a restart (one for NLM and NFSv4.1: `keel_nfs4_state::SharedGrace`).
 //!   Each server-wide pool is shared among client addresses by
 //!   `keel_exports::claims`.
 //! - [`NlmProgram`], [`NsmProgram`] (`program.rs`): the procedure tables.
@@ -28,5 +29,5 @@ pub mod nsm_store;
 mod program;
 
 pub use config::LockConfig;
-pub use manager::{Courier, Ctx, LockManager, LockStats, Outbound, OwnerKey, RECLAIM_QUIET};
+pub use manager::{Courier, Ctx, LockManager, LockStats, Outbound, OwnerKey, RECLAIM_QUIET, previous_client};
 pub use program::{NlmProgram, NsmProgram};

@@ -14,14 +14,23 @@
 //! by address alone, with the rule of [`keel_exports::claims`], since a client can
 //! give itself any number of names.
 //!
+//! The grace period after a restart is the server's one ([`SharedGrace`],
+//! started from this lock manager's previous hosts and NFSv4.1's client
+//! records): a new lock is DENIED_GRACE_PERIOD while any previous client
+//! of either protocol may still reclaim. This module tells it when each
+//! NLM host is done (its first ordinary call, [`RECLAIM_QUIET`] after its
+//! SM_NOTIFY answer) or gone (SM_NOTIFY unanswered, its reboot,
+//! FREE_ALL), and sends the SM_NOTIFY rounds while it lasts.
+//!
 //! A blocked LOCK leaves a [`Waiter`] in its file's queue and returns
 //! BLOCKED at once: no thread waits. The queue is retried whenever a lock
 //! of the file is released through Keel (in the releasing call) and, for
 //! locks held by local processes, on every tick of the lock manager's
 //! thread; a waiter whose lock is taken is told with a GRANTED callback.
 //!
-//! Lock order: `table`, then `monitored`. Nothing blocks while `table` is
-//! held but non-blocking fcntl calls and opening a file by handle;
+//! Lock order: `table`, then `monitored` or the grace period (a leaf).
+//! Nothing blocks while `table` is held but non-blocking fcntl calls and
+//! opening a file by handle;
 //! callbacks go out through the courier after it is released. The NSM
 //! state on disk is written by a thread of its own that never takes a
 //! caller's identity (a worker thread may still hold one): the first lock
@@ -37,6 +46,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use keel_exports::{AdmitError, Admitted, ExportTable};
+use keel_nfs4_state::{Grace, GraceEndReason, PreviousClient, Reclaimer, SharedGrace};
 use keel_nlm_proto::nlm4::{
     Fsh4Access, Fsh4Mode, Nlm4Cancargs, Nlm4Holder, Nlm4Lock, Nlm4Lockargs, Nlm4Notify, Nlm4Shareargs, Nlm4Stats,
     Nlm4Testargs, Nlm4Testrply, Nlm4Unlockargs,
@@ -155,20 +165,35 @@ impl<L> File<L> {
     }
 }
 
-/// A client that held locks before the restart.
+/// A client that held locks before the restart, while the grace period
+/// lasts.
 struct Pending {
     local: IpAddr,
     notified: Option<Instant>,
     last_try: Option<Instant>,
     tries: u32,
     last_reclaim: Option<Instant>,
+    /// Done or gone, as the shared grace period was told.
     done: bool,
 }
 
-struct Grace {
-    started: Instant,
-    until: Instant,
+/// The NLM side of the grace period after a restart, while it lasts: the
+/// hosts to notify and to hear from (none if only NFSv4.1 clients hold
+/// it on).
+struct Recovery {
     pending: HashMap<HostKey, Pending>,
+}
+
+/// An NLM host as the shared grace period names it.
+fn reclaimer(host: &HostKey) -> Reclaimer {
+    Reclaimer::Nlm { addr: host.addr, name: Box::from(&host.name[..]) }
+}
+
+/// What the grace period waits for, for a host that held locks before
+/// the restart: no principal to check (NLM has none), and no deadline of
+/// its own: the lock manager says when it is done or gone.
+pub fn previous_client(m: &Monitored) -> PreviousClient {
+    PreviousClient { who: reclaimer(&m.host), principal: None, absent_after: None }
 }
 
 struct Table<L> {
@@ -182,7 +207,7 @@ struct Table<L> {
     names: ClaimPool,
     /// The owners' open file descriptions, per address (`lock_files_max`).
     lock_files: ClaimPool,
-    grace: Option<Grace>,
+    recovery: Option<Recovery>,
 }
 
 /// Counters for the log and the tests.
@@ -208,6 +233,8 @@ pub struct LockManager<S: Store> {
     monitored: Mutex<HashSet<HostKey>>,
     nsm: Mutex<Sender<NsmOp>>,
     state: i32,
+    /// The server's one grace period (NLM's and NFSv4.1's).
+    grace: SharedGrace,
     courier: OnceLock<Box<dyn Courier>>,
     stopping: AtomicBool,
 }
@@ -341,14 +368,14 @@ impl Refused {
 }
 
 impl<L: LockFile> Table<L> {
-    fn new(config: &LockConfig, grace: Option<Grace>) -> Self {
+    fn new(config: &LockConfig, recovery: Option<Recovery>) -> Self {
         Table {
             files: HashMap::new(),
             hosts: HashMap::new(),
             claims: ClaimPool::per_address(config.locks_per_client_max),
             names: ClaimPool::new(config.hosts_max, usize::MAX),
             lock_files: ClaimPool::new(config.lock_files_max, usize::MAX),
-            grace,
+            recovery,
         }
     }
 
@@ -391,7 +418,7 @@ impl<L: LockFile> Table<L> {
 
     /// Whether the grace period waits for `host` to reclaim.
     fn awaits_reclaim(&self, host: &HostKey) -> bool {
-        self.grace.as_ref().and_then(|g| g.pending.get(host)).is_some_and(|p| !p.done)
+        self.recovery.as_ref().and_then(|r| r.pending.get(host)).is_some_and(|p| !p.done)
     }
 
     /// Drops `owner` of `fh` if it holds and awaits nothing (closing its
@@ -491,13 +518,33 @@ impl<L: LockFile> Table<L> {
 
 impl<S: Store> LockManager<S> {
     /// Opens the NSM state (moving the state number on) and, if clients
-    /// held locks before this start, begins a grace period for them.
+    /// held locks before this start, begins a grace period for them alone
+    /// (a server that also serves NFSv4.1 starts one for both and uses
+    /// [`LockManager::with_grace`]).
     pub fn new(exports: Arc<ExportTable<S>>, config: LockConfig) -> std::io::Result<Self> {
         let (nsm, previous) = NsmStore::open(&config.nsm_state_dir)?;
-        let now = Instant::now();
-        let grace = (!previous.is_empty() && !config.grace_max.is_zero()).then(|| Grace {
-            started: now,
-            until: now + config.grace_max,
+        let grace = Grace::start(previous.iter().map(previous_client), Instant::now(), config.grace_max);
+        Self::with_grace(exports, config, nsm, previous, SharedGrace::new(grace))
+    }
+
+    /// The lock manager over the NSM state `nsm`, opened with
+    /// [`NsmStore::open`], which returned `previous`, in the server's one
+    /// grace period, `grace`, which waits for `previous` (see
+    /// [`previous_client`]) and any other protocol's clients
+    /// (`config.grace_max` is its ceiling, not read here).
+    pub fn with_grace(
+        exports: Arc<ExportTable<S>>,
+        config: LockConfig,
+        nsm: NsmStore,
+        previous: Vec<Monitored>,
+        grace: SharedGrace,
+    ) -> std::io::Result<Self> {
+        let status = {
+            let mut g = grace.lock();
+            g.poll(Instant::now());
+            g.status(Instant::now())
+        };
+        let recovery = status.active.then(|| Recovery {
             pending: previous
                 .into_iter()
                 .map(|m| {
@@ -513,18 +560,19 @@ impl<S: Store> LockManager<S> {
                 })
                 .collect(),
         });
-        if let Some(g) = &grace {
+        if let Some(r) = &recovery {
             tracing::info!(
-                clients = g.pending.len(),
-                ceiling_s = config.grace_max.as_secs(),
-                "grace period: only reclaims until the clients that held locks have reclaimed"
+                nlm_hosts = r.pending.len(),
+                clients = status.awaited,
+                ceiling_s = status.remaining.as_secs(),
+                "grace period: only reclaims until the clients of the last start (NLM and NFSv4.1) have reclaimed"
             );
         }
         let state = nsm.state();
         tracing::info!(nsm_state = state, dir = %config.nsm_state_dir.display(), "lock manager ready");
-        let monitored = grace.as_ref().map(|g| g.pending.keys().cloned().collect()).unwrap_or_default();
+        let monitored = recovery.as_ref().map(|r| r.pending.keys().cloned().collect()).unwrap_or_default();
         let nsm = nsm_thread(nsm)?;
-        let table = Mutex::new(Table::new(&config, grace));
+        let table = Mutex::new(Table::new(&config, recovery));
         Ok(LockManager {
             exports,
             config,
@@ -532,6 +580,7 @@ impl<S: Store> LockManager<S> {
             monitored: Mutex::new(monitored),
             nsm: Mutex::new(nsm),
             state,
+            grace,
             courier: OnceLock::new(),
             stopping: AtomicBool::new(false),
         })
@@ -584,44 +633,52 @@ impl<S: Store> LockManager<S> {
             lock_files: t.lock_files.used(),
             locks: t.files.values().flat_map(|f| f.owners.values()).map(|o| o.held.len()).sum(),
             waiters: t.files.values().map(|f| f.waiters.len()).sum(),
-            in_grace: t.grace.is_some(),
+            in_grace: self.grace.lock().status(Instant::now()).active,
         }
     }
 
     /// Whether the grace period is on, ending it if its time is up or
-    /// every client it waits for is done. A call from `from` that is not
-    /// a reclaim means that client is done reclaiming.
+    /// every client it waits for (NLM's and NFSv4.1's) is done. A call
+    /// from `from` that is not a reclaim means that client is done
+    /// reclaiming.
     fn in_grace(&self, t: &mut Table<S::LockFile>, from: Option<(&HostKey, bool)>) -> bool {
-        let Some(g) = &mut t.grace else { return false };
         let now = Instant::now();
-        if let Some((host, reclaim)) = from
-            && let Some(p) = g.pending.get_mut(host)
-        {
-            if reclaim {
-                p.last_reclaim = Some(now);
-            } else {
-                p.done = true;
-            }
-        }
-        for p in g.pending.values_mut() {
-            if let Some(notified) = p.notified {
-                let quiet_since = p.last_reclaim.map_or(notified, |r| r.max(notified));
-                if now.duration_since(quiet_since) >= RECLAIM_QUIET {
+        let mut grace = self.grace.lock();
+        if let Some(r) = &mut t.recovery {
+            if let Some((host, reclaim)) = from
+                && let Some(p) = r.pending.get_mut(host)
+            {
+                if reclaim {
+                    p.last_reclaim = Some(now);
+                } else if !p.done {
                     p.done = true;
+                    grace.complete(&reclaimer(host), None, now);
+                }
+            }
+            for (host, p) in r.pending.iter_mut() {
+                let Some(notified) = p.notified else { continue };
+                let quiet_since = p.last_reclaim.map_or(notified, |r| r.max(notified));
+                if !p.done && now.duration_since(quiet_since) >= RECLAIM_QUIET {
+                    p.done = true;
+                    grace.complete(&reclaimer(host), None, now);
                 }
             }
         }
-        let all_done = g.pending.values().all(|p| p.done);
-        if !all_done && now < g.until {
+        if grace.poll(now) {
             return true;
         }
-        let took = now.duration_since(g.started);
-        let why = if all_done { "every client reclaimed or is gone" } else { "ceiling reached" };
+        let (why, started) = (grace.ended(), grace.started());
+        drop(grace);
+        let Some(r) = t.recovery.take() else { return false };
+        let why = match why {
+            Some(GraceEndReason::Ceiling) => "ceiling reached",
+            _ => "every client reclaimed or is gone",
+        };
+        let took = now.duration_since(started);
         tracing::info!(seconds = format_args!("{:.1}", took.as_secs_f64()), why, "grace period over");
-        let g = t.grace.take().expect("in grace");
         // Clients that came back are monitored again by their reclaims;
         // forget the others.
-        for host in g.pending.keys() {
+        for host in r.pending.keys() {
             if !t.hosts.contains_key(host) {
                 self.unmonitor(host);
             }
@@ -1030,11 +1087,12 @@ impl<S: Store> LockManager<S> {
         // Idle hosts are still on disk; a reboot or FREE_ALL ends that too.
         hosts.extend(self.monitored().iter().filter(|h| matches(h)).cloned());
         let freed = t.free_hosts(matches, &mut out);
-        if let Some(g) = &mut t.grace {
-            for (k, p) in g.pending.iter_mut() {
-                if matches(k) {
-                    p.done = true;
-                }
+        if let Some(r) = &mut t.recovery {
+            // It says it holds nothing: nothing to reclaim.
+            let mut grace = self.grace.lock();
+            for (k, p) in r.pending.iter_mut().filter(|(k, p)| matches(k) && !p.done) {
+                p.done = true;
+                grace.gone(&reclaimer(k), Instant::now());
             }
         }
         drop(t);
@@ -1072,12 +1130,13 @@ impl<S: Store> LockManager<S> {
     /// The result of an SM_NOTIFY to a client of the last start.
     pub fn notified(&self, host: &HostKey, answered: bool) {
         let mut t = self.table();
-        let Some(p) = t.grace.as_mut().and_then(|g| g.pending.get_mut(host)) else { return };
+        let Some(p) = t.recovery.as_mut().and_then(|r| r.pending.get_mut(host)) else { return };
         if answered {
             p.notified = Some(Instant::now());
-        } else if p.tries >= NOTIFY_ROUNDS_MAX {
+        } else if p.tries >= NOTIFY_ROUNDS_MAX && !p.done {
             tracing::info!(host = %host.addr, "a client of the last start did not answer SM_NOTIFY: taken as gone");
             p.done = true;
+            self.grace.lock().gone(&reclaimer(host), Instant::now());
         }
     }
 
@@ -1093,10 +1152,10 @@ impl<S: Store> LockManager<S> {
             t.grant_waiters(&fh, &mut out);
         }
         if self.in_grace(&mut t, None)
-            && let Some(g) = &mut t.grace
+            && let Some(r) = &mut t.recovery
         {
             let now = Instant::now();
-            for (host, p) in g.pending.iter_mut() {
+            for (host, p) in r.pending.iter_mut() {
                 let due = p.last_try.is_none_or(|at| now.duration_since(at) >= NOTIFY_RETRY);
                 if p.done || p.notified.is_some() || !due || p.tries >= NOTIFY_ROUNDS_MAX {
                     continue;
@@ -1112,7 +1171,7 @@ impl<S: Store> LockManager<S> {
 
     /// How often [`LockManager::tick`] should run now.
     pub fn tick_interval(&self) -> Duration {
-        if self.table().grace.is_some() { Duration::from_millis(200) } else { Duration::from_secs(1) }
+        if self.table().recovery.is_some() { Duration::from_millis(200) } else { Duration::from_secs(1) }
     }
 }
 

@@ -478,3 +478,111 @@ fn a_waiter_whose_grant_would_pass_the_limit_waits_on_and_its_poll_is_refused() 
     assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 0, 100), false, false), true), Nlm4Stats::Granted);
     std::fs::remove_dir_all(&s.dir).unwrap();
 }
+
+/// The lock manager in a grace period shared with NFSv4.1: started from
+/// the NSM state in `dir` and `v4` (the NFSv4.1 clients of the last
+/// start), with `ceiling`.
+fn setup_shared(
+    dir: PathBuf,
+    store: Arc<SimStore>,
+    fh: Bytes,
+    v4: &[&str],
+    ceiling: std::time::Duration,
+) -> (Setup, keel_nfs4_state::SharedGrace) {
+    use keel_nfs4_state::{Grace, Principal, SharedGrace};
+    let opts = ClientOptions { access: Access::ReadWrite, squash: Squash::None, secure: false, ..Default::default() };
+    let svc = Arc::new(ExportTable::new(store, vec![(1, vec![ClientRule { host: HostMatch::Any, options: opts }])]));
+    let (nsm, previous) = keel_nlm::nsm_store::NsmStore::open(&dir).unwrap();
+    let v4 = v4.iter().map(|owner| {
+        let principal = Principal::Sys { uid: 0, machine: b"m".as_slice().into() };
+        keel_nfs4_state::ClientRecord { owner: owner.as_bytes().into(), principal, epoch: 1 }
+            .previous_client(std::time::Duration::from_secs(90))
+    });
+    let nlm = previous.iter().map(keel_nlm::previous_client);
+    let grace = SharedGrace::new(Grace::start(nlm.chain(v4), std::time::Instant::now(), ceiling));
+    let lm = LockManager::with_grace(svc, LockConfig::new(dir.clone()), nsm, previous, grace.clone()).unwrap();
+    let rec = Recorder::default();
+    let sent = rec.0.clone();
+    lm.set_courier(Box::new(rec));
+    (Setup { lm: Arc::new(lm), sent, fh, dir }, grace)
+}
+
+fn v4_owner(name: &str) -> keel_nfs4_state::Reclaimer {
+    keel_nfs4_state::Reclaimer::Nfs4(name.as_bytes().into())
+}
+
+/// One grace period for NLM and NFSv4.1: a grace period held on only by
+/// an NFSv4.1 client's record refuses an NLM client's new lock
+/// (DENIED_GRACE_PERIOD) and accepts reclaims, and ends once that client
+/// sends RECLAIM_COMPLETE.
+#[test]
+fn a_grace_period_held_by_an_nfs4_client_alone_refuses_new_nlm_locks() {
+    let store = Arc::new(SimStore::new(7));
+    let top = store.lookup_path(1, b"/").unwrap();
+    let who = store.act_as(&Cred::ROOT).unwrap();
+    let file = store.create(&who, &top, b"f", CreateMode::Unchecked, &SetAttrs::default(), false).unwrap();
+    let fh = file.object.handle().clone();
+    let long = std::time::Duration::from_secs(300);
+    let (s, grace) = setup_shared(nsm_dir("v4-only"), store, fh, &["v4 client"], long);
+    let auth = root();
+    let b = ctx(B, &auth);
+    assert!(s.lm.stats().in_grace);
+    let take = lockargs(lock(&s.fh, "b", 1, 0, 10), false, false);
+    assert_eq!(s.lm.lock(&b, &take, true), Nlm4Stats::DeniedGracePeriod);
+    let test = Nlm4Testargs { cookie: "t".into(), exclusive: true, alock: lock(&s.fh, "b", 1, 0, 10) };
+    assert!(matches!(s.lm.test(&b, &test), Nlm4Testrply::Other(Nlm4Stats::DeniedGracePeriod)));
+    s.lm.tick();
+    assert!(s.sent.lock().unwrap().is_empty(), "no NLM host to notify");
+    // A reclaim (of a lock it held before, say) is granted.
+    let a = ctx(A, &auth);
+    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 100, 10), false, true), true), Nlm4Stats::Granted);
+    // The NFSv4.1 client completes its reclaim (NfsState's
+    // RECLAIM_COMPLETE): the grace period is over for NLM too.
+    assert!(grace.lock().complete(
+        &v4_owner("v4 client"),
+        Some(&keel_nfs4_state::Principal::Sys { uid: 0, machine: b"m".as_slice().into() }),
+        std::time::Instant::now()
+    ));
+    assert_eq!(s.lm.lock(&b, &take, true), Nlm4Stats::Granted);
+    assert!(!s.lm.stats().in_grace);
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+/// The early end waits for both protocols: the NLM host that held locks
+/// reclaimed and is done, but an NFSv4.1 client of the last start has not
+/// completed: still in grace; once it has, over. Without it, the ceiling
+/// ends the grace period.
+#[test]
+fn the_early_end_waits_for_the_nlm_hosts_and_the_nfs4_clients() {
+    let (s, store) = setup("shared-grace", |_| {});
+    let auth = root();
+    let (a, b) = (ctx(A, &auth), ctx(B, &auth));
+    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 0, 10), false, false), true), Nlm4Stats::Granted);
+    let (dir, fh) = (s.dir.clone(), s.fh.clone());
+    drop(s);
+    let long = std::time::Duration::from_secs(300);
+    let (s, grace) = setup_shared(dir.clone(), store.clone(), fh.clone(), &["v4 client"], long);
+    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 0, 10), false, true), true), Nlm4Stats::Granted);
+    // A's first ordinary call: the NLM host is done (the call itself is
+    // refused: the grace period goes on for the NFSv4.1 client).
+    let test = Nlm4Testargs { cookie: "t".into(), exclusive: true, alock: lock(&s.fh, "a", 1, 100, 1) };
+    assert!(matches!(s.lm.test(&a, &test), Nlm4Testrply::Other(Nlm4Stats::DeniedGracePeriod)));
+    assert_eq!(grace.lock().status(std::time::Instant::now()).complete, 1);
+    let take = lockargs(lock(&s.fh, "b", 1, 50, 10), false, false);
+    assert_eq!(s.lm.lock(&b, &take, true), Nlm4Stats::DeniedGracePeriod, "the NFSv4.1 client is awaited");
+    let principal = keel_nfs4_state::Principal::Sys { uid: 0, machine: b"m".as_slice().into() };
+    assert!(grace.lock().complete(&v4_owner("v4 client"), Some(&principal), std::time::Instant::now()));
+    assert_eq!(s.lm.lock(&b, &take, true), Nlm4Stats::Granted, "both done: over");
+    drop(s);
+
+    // Neither protocol's clients come back: the ceiling ends it.
+    let short = std::time::Duration::from_secs(2);
+    let (s, _grace) = setup_shared(dir, store, fh, &["v4 client"], short);
+    let other = lockargs(lock(&s.fh, "b", 1, 500, 10), false, false);
+    assert_eq!(s.lm.lock(&b, &other, true), Nlm4Stats::DeniedGracePeriod);
+    std::thread::sleep(short + std::time::Duration::from_millis(100));
+    s.lm.tick();
+    assert!(!s.lm.stats().in_grace);
+    assert_eq!(s.lm.lock(&b, &other, true), Nlm4Stats::Granted);
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}

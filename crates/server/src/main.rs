@@ -16,6 +16,7 @@ mod metrics;
 mod notify;
 mod portmap;
 mod probe;
+mod recovery;
 mod reload;
 mod reply_journal;
 mod serve;

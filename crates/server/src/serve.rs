@@ -133,7 +133,14 @@ pub fn run(
     lock_config.locks_per_client_max = config.server.max_locks_per_client;
     lock_config.hosts_max = LOCK_HOSTS_MAX;
     lock_config.lock_files_max = lock_files_max;
-    let locks = Arc::new(LockManager::new(exports.clone(), lock_config).context("cannot open the NSM state")?);
+    // The one grace period of NLM and NFSv4.1 (recovery::shared_grace).
+    let recovery = crate::recovery::open(&config, &lock_config.nsm_state_dir)?;
+    let grace = recovery.grace.clone();
+    let locks = LockManager::with_grace(exports.clone(), lock_config, recovery.nsm, recovery.nlm_previous, grace)
+        .context("cannot start the lock manager")?;
+    let locks = Arc::new(locks);
+    // NFSv4.1's state takes these: NfsState::with_grace(.., records, grace).
+    let _nfs4 = (recovery.nfs4_records, recovery.grace);
     let lock_threads = keel_nlm::courier::start(&locks)?;
     let stopped = runtime.block_on(serve(&config, exports, locks.clone(), calls, reloader, banner))?;
     // Calls in flight finish and their replies go out before the file

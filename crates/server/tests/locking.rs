@@ -167,3 +167,26 @@ fn malformed_nlm_and_nsm_calls_get_errors_and_the_server_lives_on() {
     assert!(server.is_running());
     assert!(!server.log_text().contains("panicked"), "{}", server.log_text());
 }
+
+/// One grace period for NLM and NFSv4.1: a restart that finds an NFSv4.1
+/// client on record in `state_dir` (and no NLM host that held locks)
+/// holds a grace period in which an NLM client's new lock is
+/// DENIED_GRACE_PERIOD and its reclaim is granted.
+#[test]
+fn an_nfs4_client_on_record_holds_new_nlm_locks_off_after_a_restart() {
+    use keel_nfs4_state::{ClientRecord, Principal};
+    let mut server = TestServer::start("nlm-v4-grace", vec![ExportOpts::rw(1, "export")], "grace_seconds_max = 60");
+    let fh = file_handle(&server, "f");
+    // As the NFSv4.1 state records a client before its first open.
+    let principal = Principal::Sys { uid: 0, machine: b"v4client".as_slice().into() };
+    let record = ClientRecord { owner: b"Linux NFSv4.1 v4client".as_slice().into(), principal, epoch: 1 };
+    let dir = server.state_dir().join("nfs4-clients");
+    let (mut records, _) = keel_store::state_file::RecordDir::open(&dir, 16, |_, _| true).unwrap();
+    records.put(&record.owner, &record.encode()).unwrap();
+    server.restart();
+    let c = Client::new(&server);
+    let x = lock(&fh, "hostx", 1, 0, 100);
+    assert_eq!(c.lock(&x, false, false), Nlm4Stats::DeniedGracePeriod, "a new lock in the grace period");
+    assert_eq!(c.lock(&lock(&fh, "hostx", 2, 200, 1), false, true), Nlm4Stats::Granted, "a reclaim");
+    assert!(server.log_text().contains("grace period: only reclaims"), "{}", server.log_text());
+}

@@ -14,11 +14,16 @@
 //!   every start or often (the NSM state number, the connection list): it
 //!   needs no new block, so it works on a full file system, and a torn
 //!   write leaves the previous record in the other slot.
+//! - [`RecordDir`]: a directory of small records, one file per key, each
+//!   replaced durably, for what is kept per client (`record_dir.rs`).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+
+mod record_dir;
+pub use record_dir::{Loaded, RECORD_DIR_ENTRY_BYTES_MAX, RecordDir, RecordDirError, SkipReason, Skipped};
 
 /// The mode of every file the server keeps for itself.
 pub const FILE_MODE: u32 = 0o600;
@@ -67,13 +72,21 @@ pub fn replace_durably(path: &Path, data: &[u8]) -> io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = Path::new(&tmp);
-    let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(FILE_MODE).open(tmp)?;
+    let placed = write_synced(tmp, data).and_then(|()| fs::rename(tmp, path));
+    if let Err(e) = placed {
+        // A full file system fails the write: what it took goes with it.
+        let _ = fs::remove_file(tmp);
+        return Err(e);
+    }
+    sync_dir(parent_of(path))
+}
+
+fn write_synced(path: &Path, data: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(FILE_MODE).open(path)?;
     // A temporary left by a crash keeps the mode it was made with.
     tighten(&f)?;
     f.write_all(data)?;
-    f.sync_all()?;
-    fs::rename(tmp, path)?;
-    sync_dir(parent_of(path))
+    f.sync_all()
 }
 
 fn parent_of(path: &Path) -> &Path {

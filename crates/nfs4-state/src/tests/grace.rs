@@ -229,3 +229,40 @@ fn a_retried_exchange_id_does_not_end_the_grace_period() {
     two.create_session(&c, &cs_args(ok.clientid, ok.sequenceid, 4), t0).unwrap();
     reclaim_open(&mut two, ok.clientid, 10, t0).unwrap();
 }
+
+/// One grace period for NLM and NFSv4.1: a v4 state started in a shared
+/// grace that also waits for an NLM host stays in grace after its only
+/// previous client's RECLAIM_COMPLETE, refuses new state until the NLM
+/// host is done too, and then keeps the completed client's record.
+#[test]
+fn a_shared_grace_ends_only_when_the_nlm_hosts_are_done_too() {
+    let t0 = Instant::now();
+    let records = MemoryRecords::new();
+    let mut one = instance(1, &records, StateConfig::default(), t0);
+    let (a, _) = connect(&mut one, ip(1), "a", t0);
+    open(&mut one, a, "o", 10, OPEN4_SHARE_ACCESS_BOTH, 0, t0).unwrap();
+    drop(one);
+
+    let t1 = t0 + Duration::from_secs(5);
+    let host = Reclaimer::Nlm { addr: ip(9), name: b"nlm-host".as_slice().into() };
+    let nlm = PreviousClient { who: host.clone(), principal: None, absent_after: None };
+    let mut loaded = records.clone();
+    let v4 = loaded.load().unwrap().into_iter().map(|r| r.previous_client(LEASE));
+    let grace = SharedGrace::new(Grace::start(v4.chain([nlm]), t1, Duration::from_secs(60)));
+    let config = StateConfig { grace_max: Duration::from_secs(60), ..StateConfig::default() };
+    let mut two: St =
+        NfsState::with_grace(config, BootEpoch::new(2).unwrap(), [2; 16], Box::new(records.clone()), grace.clone())
+            .unwrap();
+    let (a2, _) = connect(&mut two, ip(1), "a", t1);
+    let (c, _) = connect(&mut two, ip(3), "c", t1);
+    reclaim_open(&mut two, a2, 10, t1).unwrap();
+    two.reclaim_complete(a2, false, t1).unwrap();
+    assert!(two.in_grace(t1), "the NLM host has not reclaimed");
+    assert_eq!(open(&mut two, c, "o", 11, OPEN4_SHARE_ACCESS_READ, 0, t1), Err(Nfsstat4::Grace));
+    // keel-nlm's side: its host is done.
+    assert!(grace.lock().complete(&host, None, t1));
+    assert!(!two.in_grace(t1));
+    open(&mut two, c, "o", 11, OPEN4_SHARE_ACCESS_READ, 0, t1).unwrap();
+    assert_eq!(owners(&records), vec![("a".into(), 2), ("c".into(), 2)]);
+    assert_eq!(grace.lock().ended(), Some(GraceEndReason::AllDone));
+}
