@@ -74,7 +74,7 @@ fi
 $([ -n "$statd" ] && echo "kstatd || echo 'kstatd failed'")
 # rpc.gssd must hold the kernel's gssd pipe before the mount, or the kernel
 # refuses RPCSEC_GSS at once.
-rpc.gssd -f -v > /var/log/rpc.gssd.log 2>&1 &
+rpc.gssd -f -vv > /var/log/rpc.gssd.log 2>&1 &
 gssd=\$!
 i=0
 until ls -l /proc/\$gssd/fd 2>/dev/null | grep -q 'rpc_pipefs/gssd/'; do

@@ -12,8 +12,9 @@
 #   KEEL_CI_CACHE   where the root and its image are cached (/var/cache/keel-ci),
 #                   shared with scripts/test-package.sh (whose root is another one)
 # The first run debootstraps (a few minutes, needs the mirror); later runs
-# only print the path. A root is complete once it has .keel-ci-complete, so
-# an interrupted build is redone, never half-used.
+# only print the path. A root is complete once its .keel-ci-complete names
+# the packages it was made with: an interrupted build, or one from an older
+# package list, is redone, never used.
 set -euo pipefail
 
 fail() { echo "kernel-nfs-client/debian-root.sh: $*" >&2; exit 3; }
@@ -26,8 +27,9 @@ cache=${KEEL_CI_CACHE:-/var/cache/keel-ci}
 root=$cache/$suite-krb5-client-root
 image=$cache/$suite-krb5-client.ext4
 # What the guest runs: rpc.gssd, nfsidmap and request-key's configuration
-# (nfs-common), kinit/klist/kvno (krb5-user), request-key (keyutils).
-packages=nfs-common,krb5-user,keyutils
+# (nfs-common), kinit/klist/kvno (krb5-user), request-key (keyutils), and
+# /etc/protocols and /etc/services (netbase: umount.nfs fails without them).
+packages=nfs-common,krb5-user,keyutils,netbase
 
 need=""
 command -v debootstrap >/dev/null || need="$need debootstrap"
@@ -41,7 +43,7 @@ fi
 mkdir -p "$cache"
 exec 9>"$cache/.krb5-client.lock"
 flock -w 1800 9 || fail "another build of $root held $cache/.krb5-client.lock for 30 minutes"
-if [ ! -e "$root/.keel-ci-complete" ]; then
+if [ "$(cat "$root/.keel-ci-complete" 2>/dev/null)" != "$packages" ]; then
   echo "kernel-nfs-client: first run: debootstrap $suite ($packages) from $mirror into $root (a few minutes)" >&2
   rm -rf "$root.tmp" "$image"
   if ! timeout 1800 debootstrap --variant=minbase --include=$packages \
@@ -54,7 +56,7 @@ if [ ! -e "$root/.keel-ci-complete" ]; then
     "$root.tmp"/var/cache/apt/archives/*.deb "$root.tmp"/usr/share/doc/* "$root.tmp"/usr/share/man/*
   rm -rf "$root"
   mv "$root.tmp" "$root"
-  touch "$root/.keel-ci-complete"
+  echo "$packages" >"$root/.keel-ci-complete"
 fi
 if [ ! -e "$image" ]; then
   # Room for what guest scripts write beside the root (the writes go to
