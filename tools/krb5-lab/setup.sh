@@ -57,6 +57,7 @@ case "$realm" in *[!A-Z0-9.-]*|"") fail "--realm $realm: use upper-case letters,
 case "$port$uid_base$short_life" in *[!0-9]*) fail "--port, --uid-base and --short-life take numbers" 2;; esac
 
 # The KDC and its tools from Debian (krb5-kdc; krb5-user for kinit/klist/kvno/ktutil).
+command -v ss >/dev/null || fail "ss is missing (apt-get install iproute2)" 3
 need=""
 for tool in krb5kdc:krb5-kdc kdb5_util:krb5-kdc kadmin.local:krb5-kdc kinit:krb5-user klist:krb5-user; do
   command -v "${tool%%:*}" >/dev/null || case " $need " in *" ${tool#*:} "*) ;; *) need="$need ${tool#*:}";; esac
@@ -152,6 +153,12 @@ chmod 600 "$dir"/*.keytab "$dir"/*.password
 cp "$dir/client.keytab" "$dir/guest/krb5.keytab"
 cp "$dir"/*.password "$dir"/alice.keytab "$dir"/bob.keytab "$dir"/carol.keytab "$dir/users" "$dir/guest/"
 
+# krb5kdc binds with SO_REUSEADDR: a second KDC on a port in use starts
+# and shares it, each answering some requests with its own keys. Refuse.
+if ss -Htuln "src $addr and sport = :$port" 2>/dev/null | grep -q . ||
+  ss -Htuln "src 0.0.0.0 and sport = :$port" 2>/dev/null | grep -q .; then
+  fail "$addr:$port is in use here (another KDC?): give --port a free port" 4
+fi
 # Started as a daemon that writes its pid; ready once a user gets a ticket.
 krb5kdc -P "$dir/kdc.pid" -r "$realm" >"$dir/krb5kdc.out" 2>&1 \
   || { cat "$dir/krb5kdc.out" "$dir/kdc.log" >&2 2>/dev/null; fail "krb5kdc did not start (is $addr:$port in use or not an address here?)"; }
