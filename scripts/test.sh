@@ -7,7 +7,10 @@
 # checks formatting and lints, runs every test, and installs the Debian
 # packages in a booted Debian container (scripts/test-package.sh; its
 # first run debootstraps a root from deb.debian.org, about 2 minutes, and
-# caches it in /var/cache/keel-ci). Needs root: the server opens files by
+# caches it in /var/cache/keel-ci), and proves the Kerberos test lab
+# (tools/krb5-lab/test.sh: a throwaway KDC, the kernel client's Debian guest
+# with rpc.gssd; its first run debootstraps that guest's root, about a
+# minute, cached there too). Needs root: the server opens files by
 # handle and switches identities, and the tests make loop devices, XFS file
 # systems, network namespaces and containers.
 #
@@ -66,6 +69,8 @@ wanted=(
   python3-prometheus-client:/usr/lib/python3/dist-packages/prometheus_client
   debootstrap:debootstrap
   systemd-container:systemd-nspawn
+  krb5-kdc:krb5kdc
+  krb5-user:kinit
   dpkg-dev:dpkg-shlibdeps
   binutils:strip
   corosync:corosync
@@ -94,3 +99,4 @@ cargo test --workspace --locked
 # The packages from the build the tests used (the packaging and the unit
 # are what is tested; scripts/package.sh builds release packages).
 scripts/test-package.sh --profile dev
+tools/krb5-lab/test.sh
