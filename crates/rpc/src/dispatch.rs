@@ -14,8 +14,8 @@ use crate::drc::{CacheLookup, DrcKey, ReplyCache};
 use crate::gss::wire::RPCSEC_GSS;
 use crate::gss::{GssCall, GssServer, GssService, GssVerdict};
 use crate::msg::{
-    AcceptStat, CallHeader, CallHeaderError, OpaqueAuth, RPC_VERSION, RejectStat, ReplyStat, encode_reply_header,
-    encode_reply_header_with,
+    AcceptStat, AuthStat, CallHeader, CallHeaderError, OpaqueAuth, RPC_VERSION, RejectStat, ReplyStat,
+    encode_reply_header, encode_reply_header_with,
 };
 use crate::report::CallReport;
 
@@ -45,6 +45,9 @@ pub enum AcceptError {
     /// No reply at all (knfsd's "drop it"): the client retransmits, to
     /// this server or, after a failover, to the one that took over.
     Drop,
+    /// The call's security flavor is not one the object's export accepts:
+    /// denied with AUTH_TOOWEAK (RFC 2623 section 2.3), and not cached.
+    TooWeak,
 }
 
 impl From<keel_xdr::XdrError> for AcceptError {
@@ -309,6 +312,7 @@ impl Dispatcher {
             // Nothing cached either (`in_cache` is abandoned): a
             // retransmission runs the call again.
             Err(AcceptError::Drop) => return None,
+            Err(AcceptError::TooWeak) => return too_weak(xid),
             Err(e) => verified_reply(xid, &verf, refusal(e)),
         };
         if let Some(mut pending) = in_cache {
@@ -342,6 +346,7 @@ impl Dispatcher {
         let clear = match outcome {
             Ok(()) if !program.answers(ctx.vers, ctx.proc_) => return None,
             Err(AcceptError::Drop) => return None,
+            Err(AcceptError::TooWeak) => return too_weak(ctx.xid),
             Ok(()) if call.service() == GssService::None => {
                 // Nothing to seal: the results go as they are (a READ's
                 // spliced data too).
@@ -441,8 +446,13 @@ fn refusal(e: AcceptError) -> AcceptStat {
     match e {
         AcceptError::ProcUnavail => AcceptStat::ProcUnavail,
         AcceptError::GarbageArgs => AcceptStat::GarbageArgs,
-        AcceptError::SystemErr | AcceptError::Drop => AcceptStat::SystemErr,
+        AcceptError::SystemErr | AcceptError::Drop | AcceptError::TooWeak => AcceptStat::SystemErr,
     }
+}
+
+/// The denial of a call whose flavor is too weak for its export.
+fn too_weak(xid: u32) -> Option<ReplySegments> {
+    Some(status_reply(xid, ReplyStat::Denied(RejectStat::AuthError(AuthStat::TooWeak))))
 }
 
 /// An accept status with no results, as [`Dispatcher::run_gss`] keeps a

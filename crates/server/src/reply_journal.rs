@@ -251,7 +251,15 @@ mod tests {
     use super::*;
 
     fn key(xid: u32, peer: &str) -> DrcKey {
-        DrcKey { peer: peer.parse().unwrap(), xid, prog: 100003, vers: 3, proc_: 12, args_checksum: u64::from(xid) * 7, caller: 9 }
+        DrcKey {
+            peer: peer.parse().unwrap(),
+            xid,
+            prog: 100003,
+            vers: 3,
+            proc_: 12,
+            args_checksum: u64::from(xid) * 7,
+            caller: 9,
+        }
     }
 
     #[test]

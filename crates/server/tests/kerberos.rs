@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use bytes::Bytes;
-use kerberos::lab::{REALM, lab};
 use keel_rpc::gss::server::results_in_clear;
 use keel_rpc::gss::wire::{GssCred, GssInitRes, GssProc, GssService, IntegData, MAXSEQ, RPCSEC_GSS};
 use keel_rpc::gss::{Acceptor, ContextLimits, GssServer, IdentityCache, UserDatabase};
@@ -22,6 +21,7 @@ use keel_rpc::msg::{AUTH_NONE, AcceptStat, AuthStat, CallHeader, OpaqueAuth, Rej
 use keel_rpc::{AcceptError, CallContext, Dispatcher, ReplyCache, RpcProgram};
 use keel_store::Cred;
 use keel_xdr::{Decoder, Encoder};
+use kerberos::lab::{REALM, lab};
 use libgssapi::context::{ClientCtx, CtxFlags, SecurityContext};
 use libgssapi::credential::{Cred as GssCred_, CredUsage};
 use libgssapi::name::Name;
@@ -95,7 +95,8 @@ struct Server {
 fn server(limits: ContextLimits) -> Server {
     lab();
     let acceptor = Acceptor::acquire(kerberos::lab::SERVICE).expect("the server's key from the lab's keytab");
-    let gss = Arc::new(GssServer::new(acceptor, IdentityCache::new(Arc::new(Users)), limits));
+    let in_place: keel_rpc::gss::Privileged = Arc::new(|f| f());
+    let gss = Arc::new(GssServer::new(acceptor, IdentityCache::new(Arc::new(Users)), limits, in_place));
     let echo = Arc::new(Echo { runs: AtomicU32::new(0) });
     let dispatcher = Dispatcher::new(vec![echo.clone()], ReplyCache::new(64, 1 << 20)).unwrap().with_gss(gss.clone());
     Server { dispatcher, gss, echo }
@@ -159,7 +160,11 @@ fn parse_reply(bytes: Bytes) -> Reply {
 }
 
 fn call_header(xid: u32, proc_: u32, cred: OpaqueAuth, verf: OpaqueAuth) -> CallHeader {
-    CallHeader { xid, rpc_version: 2, prog: PROGRAM, vers: 1, proc_, cred, verf }
+    call_header_of((PROGRAM, 1), xid, proc_, cred, verf)
+}
+
+fn call_header_of(program: (u32, u32), xid: u32, proc_: u32, cred: OpaqueAuth, verf: OpaqueAuth) -> CallHeader {
+    CallHeader { xid, rpc_version: 2, prog: program.0, vers: program.1, proc_, cred, verf }
 }
 
 static XIDS: AtomicU32 = AtomicU32::new(1);
@@ -174,6 +179,8 @@ struct Client {
     ctx: ClientCtx,
     handle: Bytes,
     seq: u32,
+    /// The program and version called.
+    program: (u32, u32),
 }
 
 fn gss_name(principal: &str) -> Name {
@@ -193,9 +200,13 @@ fn client_ctx(principal: &str) -> ClientCtx {
 }
 
 fn init_record(xid: u32, proc_: GssProc, handle: Bytes, token: &[u8]) -> Bytes {
+    init_record_of((PROGRAM, 1), xid, proc_, handle, token)
+}
+
+fn init_record_of(program: (u32, u32), xid: u32, proc_: GssProc, handle: Bytes, token: &[u8]) -> Bytes {
     let cred = GssCred { proc_, seq_num: 0, service: GssService::None, handle };
     let mut enc = Encoder::new();
-    call_header(xid, NULL, OpaqueAuth { flavor: RPCSEC_GSS, body: cred.encode() }, OpaqueAuth::default())
+    call_header_of(program, xid, NULL, OpaqueAuth { flavor: RPCSEC_GSS, body: cred.encode() }, OpaqueAuth::default())
         .encode(&mut enc);
     enc.opaque(token);
     enc.into_bytes()
@@ -205,9 +216,14 @@ impl Client {
     /// Establishes a context with `server` from `from` (RPCSEC_GSS_INIT on
     /// NULL), checking the reply's verifier (the MIC of the window).
     fn establish(server: &Server, principal: &str, from: SocketAddr) -> Client {
+        Client::establish_with(&mut |record| server.send(record, from), principal, (PROGRAM, 1))
+    }
+
+    /// [`Client::establish`] with calls of `program` sent by `send`.
+    fn establish_with(send: &mut dyn FnMut(Bytes) -> Option<Reply>, principal: &str, program: (u32, u32)) -> Client {
         let mut ctx = client_ctx(principal);
         let token = ctx.step(None, None).unwrap().expect("an AP-REQ");
-        let reply = server.send(init_record(next_xid(), GssProc::Init, Bytes::new(), &token), from).expect("a reply");
+        let reply = send(init_record_of(program, next_xid(), GssProc::Init, Bytes::new(), &token)).expect("a reply");
         assert_eq!(reply.stat, ReplyStat::Accepted(AcceptStat::Success));
         let res = GssInitRes::decode(&mut Decoder::new(reply.results)).unwrap();
         assert_eq!((res.gss_major, res.gss_minor), (0, 0), "context established");
@@ -217,7 +233,7 @@ impl Client {
         assert!(ctx.is_complete(), "mutual authentication done");
         assert_eq!(reply.verf.flavor, RPCSEC_GSS);
         ctx.verify_mic(&res.seq_window.to_be_bytes(), &reply.verf.body).expect("the window's MIC verifies");
-        Client { ctx, handle: res.handle, seq: 1 }
+        Client { ctx, handle: res.handle, seq: 1, program }
     }
 
     /// A data call record at `seq` (not taken from the client's count).
@@ -228,8 +244,8 @@ impl Client {
 
     fn record_with(&mut self, xid: u32, proc_: u32, cred: &GssCred, args: &[u8]) -> Bytes {
         let mut head = Encoder::new();
-        call_header(xid, proc_, OpaqueAuth { flavor: RPCSEC_GSS, body: cred.encode() }, OpaqueAuth::default())
-            .encode(&mut head);
+        let cred_auth = OpaqueAuth { flavor: RPCSEC_GSS, body: cred.encode() };
+        call_header_of(self.program, xid, proc_, cred_auth, OpaqueAuth::default()).encode(&mut head);
         let head = head.into_bytes();
         // The verifier checksums the header through the credential: all
         // of it but the (empty) verifier's 8 bytes.
@@ -404,7 +420,8 @@ fn unknown_and_destroyed_contexts_are_credential_problems() {
     alice.handle = real;
     let seq = alice.seq;
     alice.seq += 1;
-    let cred = GssCred { proc_: GssProc::Destroy, seq_num: seq, service: GssService::None, handle: alice.handle.clone() };
+    let cred =
+        GssCred { proc_: GssProc::Destroy, seq_num: seq, service: GssService::None, handle: alice.handle.clone() };
     let destroy = alice.record_with(next_xid(), NULL, &cred, &[]);
     let reply = server.send(destroy, peer()).unwrap();
     assert_eq!(reply.stat, ReplyStat::Accepted(AcceptStat::Success));
@@ -417,9 +434,8 @@ fn unknown_and_destroyed_contexts_are_credential_problems() {
 fn malformed_credentials_and_tokens_are_refused() {
     let server = server(ContextLimits::default());
     // A credential of version 2.
-    let mut body = GssCred { proc_: GssProc::Init, seq_num: 0, service: GssService::None, handle: Bytes::new() }
-        .encode()
-        .to_vec();
+    let mut body =
+        GssCred { proc_: GssProc::Init, seq_num: 0, service: GssService::None, handle: Bytes::new() }.encode().to_vec();
     body[3] = 2;
     let mut enc = Encoder::new();
     call_header(next_xid(), NULL, OpaqueAuth { flavor: RPCSEC_GSS, body: Bytes::from(body) }, OpaqueAuth::default())
@@ -514,4 +530,204 @@ fn without_a_key_rpcsec_gss_is_a_flavor_not_served() {
     let token = client_ctx("alice").step(None, None).unwrap().unwrap();
     let reply = plain.send(init_record(next_xid(), GssProc::Init, Bytes::new(), &token), peer());
     assert_eq!(denied(reply), AuthStat::BadCred);
+}
+
+// ---- `keel serve` with a Kerberos export, over TCP ----
+
+mod served {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::time::Duration;
+
+    use keel_nfs3_proto::mount::{Dirpath, Mountres3};
+    use keel_nfs3_proto::nfs3::*;
+    use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3, NFS_PROGRAM, NFS_V3};
+    use keel_rpc::msg::AuthSys;
+    use keel_rpc::record::record_mark;
+    use keel_testkit::procs::run_timeout;
+    use keel_testkit::server::{ExportOpts, TestServer, keel_bin};
+    use keel_xdr::{Decode, Encode};
+
+    use super::kerberos::lab::{SYSTEM_USER, SystemUser};
+    use super::*;
+
+    const NFS: (u32, u32) = (NFS_PROGRAM, NFS_V3);
+
+    /// One TCP connection to the server, a call at a time.
+    struct Conn(TcpStream);
+
+    impl Conn {
+        fn open(server: &TestServer) -> Conn {
+            let stream = TcpStream::connect(server.addr).unwrap();
+            stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            Conn(stream)
+        }
+
+        fn send(&mut self, record: Bytes) -> Option<Reply> {
+            self.0.write_all(&[&record_mark(record.len())[..], &record].concat()).unwrap();
+            let mut message = Vec::new();
+            loop {
+                let mut mark = [0; 4];
+                self.0.read_exact(&mut mark).unwrap();
+                let mark = u32::from_be_bytes(mark);
+                let mut fragment = vec![0; (mark & 0x7fff_ffff) as usize];
+                self.0.read_exact(&mut fragment).unwrap();
+                message.extend_from_slice(&fragment);
+                if mark & 0x8000_0000 != 0 {
+                    return Some(parse_reply(Bytes::from(message)));
+                }
+            }
+        }
+    }
+
+    fn sys_record(program: (u32, u32), proc_: u32, args: &impl Encode) -> Bytes {
+        let sys = AuthSys { stamp: 1, machine_name: Bytes::from_static(b"test"), uid: 0, gid: 0, gids: vec![] };
+        let mut enc = Encoder::new();
+        call_header_of(program, next_xid(), proc_, sys.to_opaque(), OpaqueAuth::default()).encode(&mut enc);
+        args.encode(&mut enc);
+        enc.into_bytes()
+    }
+
+    impl Client {
+        /// An NFSv3 call at `service`, its results decoded.
+        fn nfs<R: Decode>(&mut self, conn: &mut Conn, proc_: Nfs3Proc, service: GssService, args: &impl Encode) -> R {
+            let mut enc = Encoder::new();
+            args.encode(&mut enc);
+            let seq = self.seq;
+            let record = self.record(next_xid(), proc_ as u32, service, &enc.into_bytes());
+            let reply = conn.send(record).expect("a reply");
+            R::decode(&mut Decoder::new(self.results(reply, seq, service))).unwrap()
+        }
+    }
+
+    fn krb5_server(tag: &str, sec: &str, keytab: &str) -> TestServer {
+        lab();
+        let export = ExportOpts::new(1, "krb", &format!("access = \"rw\"\ninsecure = true\nsec = {sec}"));
+        let extra = format!("keytab = \"{keytab}\"\nprincipal = \"nfs/localhost\"");
+        TestServer::start(tag, vec![export], &extra)
+    }
+
+    #[test]
+    fn nfs3_over_krb5_krb5i_and_krb5p_as_the_principal_s_local_user() {
+        let user = SystemUser::create(SYSTEM_USER);
+        let keytab = lab().server_keytab().display().to_string();
+        let server = krb5_server("krb5-nfs3", r#"["krb5p", "krb5i", "krb5"]"#, &keytab);
+        // The user's own file, closed to everyone else.
+        let file = server.export_dir(1).join("own");
+        std::fs::write(&file, b"").unwrap();
+        std::os::unix::fs::chown(&file, Some(user.uid), Some(user.gid)).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+        let mut conn = Conn::open(&server);
+        // MNT answers whatever its flavor, with the export's flavors.
+        let mnt = conn.send(sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &Dirpath::from(server.export_path(1).as_str())));
+        let Mountres3::Ok(mnt) = Mountres3::decode(&mut Decoder::new(mnt.unwrap().results)).unwrap() else {
+            panic!("MNT refused")
+        };
+        assert_eq!(mnt.auth_flavors, vec![390005, 390004, 390003], "krb5p, krb5i, krb5 in order");
+        let root = NfsFh3 { data: mnt.fhandle.0.clone() };
+
+        // AUTH_SYS on a Kerberos-only export: AUTH_TOOWEAK.
+        let sys = conn.send(sys_record(NFS, Nfs3Proc::Getattr as u32, &Getattr3Args { object: root.clone() }));
+        assert_eq!(denied(sys), AuthStat::TooWeak);
+
+        let mut alice = Client::establish_with(&mut |r| conn.send(r), SYSTEM_USER, NFS);
+        let lookup = Lookup3Args { what: Diropargs3 { dir: root.clone(), name: Filename3::from("own") } };
+        let found: Lookup3Res = alice.nfs(&mut conn, Nfs3Proc::Lookup, GssService::None, &lookup);
+        let fh = found.ok().expect("LOOKUP").object;
+        let attrs: Getattr3Res =
+            alice.nfs(&mut conn, Nfs3Proc::Getattr, GssService::None, &Getattr3Args { object: fh.clone() });
+        assert_eq!(attrs.ok().unwrap().obj_attributes.uid, user.uid);
+
+        let data: Vec<u8> = (0..65536u32).map(|i| (i % 253) as u8).collect();
+        let write = Write3Args {
+            file: fh.clone(),
+            offset: 0,
+            count: data.len() as u32,
+            stable: StableHow::FileSync,
+            data: Bytes::from(data.clone()),
+        };
+        let written: Write3Res = alice.nfs(&mut conn, Nfs3Proc::Write, GssService::Integrity, &write);
+        assert_eq!(written.status(), Nfsstat3::Ok, "WRITE at krb5i as the file's owner");
+        assert_eq!(std::fs::read(&file).unwrap(), data, "the bytes on the server's disk");
+        assert_eq!(std::fs::metadata(&file).unwrap().uid(), user.uid);
+        for service in [GssService::Privacy, GssService::Integrity, GssService::None] {
+            let read = Read3Args { file: fh.clone(), offset: 0, count: 65536 };
+            let got: Read3Res = alice.nfs(&mut conn, Nfs3Proc::Read, service, &read);
+            assert_eq!(got.ok().expect("READ").data, data, "READ at {service:?}");
+        }
+
+        // A machine principal has no user's rights: the 0600 file is closed.
+        let mut machine = Client::establish_with(&mut |r| conn.send(r), "host/client1.keel.test", NFS);
+        let read = Read3Args { file: fh, offset: 0, count: 16 };
+        let refused: Read3Res = machine.nfs(&mut conn, Nfs3Proc::Read, GssService::Privacy, &read);
+        assert_eq!(refused.status(), Nfsstat3::Acces);
+
+        // An export that accepts only krb5p refuses krb5i and krb5.
+        drop(user);
+    }
+
+    #[test]
+    fn a_flavor_the_export_does_not_list_is_too_weak() {
+        let keytab = lab().server_keytab().display().to_string();
+        let server = krb5_server("krb5p-only", r#"["krb5p"]"#, &keytab);
+        let mut conn = Conn::open(&server);
+        let mnt = conn.send(sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &Dirpath::from(server.export_path(1).as_str())));
+        let Mountres3::Ok(mnt) = Mountres3::decode(&mut Decoder::new(mnt.unwrap().results)).unwrap() else {
+            panic!("MNT refused")
+        };
+        assert_eq!(mnt.auth_flavors, vec![390005]);
+        let root = NfsFh3 { data: mnt.fhandle.0.clone() };
+        let mut alice = Client::establish_with(&mut |r| conn.send(r), "alice", NFS);
+        for service in [GssService::Integrity, GssService::None] {
+            let mut args = Encoder::new();
+            Getattr3Args { object: root.clone() }.encode(&mut args);
+            let record = alice.record(next_xid(), Nfs3Proc::Getattr as u32, service, &args.into_bytes());
+            assert_eq!(denied(conn.send(record)), AuthStat::TooWeak, "{service:?} on a krb5p export");
+        }
+        let ok: Getattr3Res =
+            alice.nfs(&mut conn, Nfs3Proc::Getattr, GssService::Privacy, &Getattr3Args { object: root });
+        assert_eq!(ok.status(), Nfsstat3::Ok);
+        let stat = server_stat(&server);
+        assert!(stat.contains("2 too weak"), "keel stat counts the refusals:\n{stat}");
+    }
+
+    fn server_stat(server: &TestServer) -> String {
+        let out = run_timeout(
+            std::process::Command::new(keel_bin()).args(["stat", "--state-dir"]).arg(server.state_dir()),
+            Duration::from_secs(20),
+        );
+        out.text()
+    }
+
+    #[test]
+    fn a_missing_keytab_stops_the_start_naming_it() {
+        lab();
+        let dir = keel_testkit::procs::TempDir::new("krb5-no-keytab");
+        let export = dir.path().join("export");
+        std::fs::create_dir_all(&export).unwrap();
+        let config = dir.path().join("keel.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\nlisten = [\"127.0.0.1:0\"]\nportmap = \"off\"\nstate_dir = \"{}\"\n\
+                 keytab = \"/nonexistent/keel-test.keytab\"\nprincipal = \"nfs/localhost\"\n\n\
+                 [[export]]\npath = \"{}\"\nid = 1\nsec = [\"krb5\"]\n[[export.clients]]\nhost = \"*\"\n",
+                dir.path().join("state").display(),
+                export.display()
+            ),
+        )
+        .unwrap();
+        let out = run_timeout(
+            std::process::Command::new(keel_bin()).args(["serve", "--config"]).arg(&config),
+            Duration::from_secs(30),
+        );
+        assert!(!out.status.success(), "keel serve started without its keytab:\n{}", out.text());
+        assert!(
+            out.text().contains("cannot read the keytab /nonexistent/keel-test.keytab"),
+            "the error names the keytab:\n{}",
+            out.text()
+        );
+    }
 }

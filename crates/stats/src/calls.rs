@@ -71,6 +71,7 @@ struct ProgramCounters {
     proc_unavail: AtomicU64,
     system_err: AtomicU64,
     dropped: AtomicU64,
+    too_weak: AtomicU64,
 }
 
 #[derive(Default)]
@@ -119,6 +120,7 @@ impl CallStats {
                     proc_unavail: AtomicU64::new(0),
                     system_err: AtomicU64::new(0),
                     dropped: AtomicU64::new(0),
+                    too_weak: AtomicU64::new(0),
                 })
                 .collect(),
             exports: RwLock::new(Arc::from(Vec::new())),
@@ -189,6 +191,7 @@ impl CallStats {
                     AcceptError::ProcUnavail => &program.proc_unavail,
                     AcceptError::SystemErr => &program.system_err,
                     AcceptError::Drop => &program.dropped,
+                    AcceptError::TooWeak => &program.too_weak,
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
                 true
@@ -307,6 +310,7 @@ fn program_snapshot(p: &ProgramCounters) -> ProgramSnapshot {
         proc_unavail: p.proc_unavail.load(Ordering::Relaxed),
         system_err: p.system_err.load(Ordering::Relaxed),
         dropped: p.dropped.load(Ordering::Relaxed),
+        too_weak: p.too_weak.load(Ordering::Relaxed),
     }
 }
 

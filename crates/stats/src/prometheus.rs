@@ -199,6 +199,7 @@ pub fn render(s: &Snapshot) -> String {
             ("proc_unavail", p.proc_unavail),
             ("system_err", p.system_err),
             ("dropped", p.dropped),
+            ("too_weak", p.too_weak),
         ] {
             o.sample("keel_rpc_errors_total", &[("program", &p.name), ("error", error)], n);
         }

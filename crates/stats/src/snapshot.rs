@@ -71,6 +71,10 @@ pub struct ProgramSnapshot {
     /// while the export's storage fails).
     #[serde(default)]
     pub dropped: u64,
+    /// Calls denied AUTH_TOOWEAK: their flavor is not one their export
+    /// accepts (`sec`).
+    #[serde(default)]
+    pub too_weak: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -377,6 +381,7 @@ impl Snapshot {
             p.proc_unavail = p.proc_unavail.saturating_sub(old.proc_unavail);
             p.system_err = p.system_err.saturating_sub(old.system_err);
             p.dropped = p.dropped.saturating_sub(old.dropped);
+            p.too_weak = p.too_weak.saturating_sub(old.too_weak);
         }
         for e in &mut out.calls.exports {
             if let Some(o) = earlier.calls.exports.iter().find(|o| o.id == e.id) {

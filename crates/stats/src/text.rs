@@ -197,14 +197,15 @@ fn program(o: &mut String, p: &ProgramSnapshot, per: &dyn Fn(u64) -> String) {
     let total = p.calls();
     let _ = writeln!(
         o,
-        "\n{} v{}: {} calls, {} garbage args, {} unknown procedures, {} system errors, {} dropped",
+        "\n{} v{}: {} calls, {} garbage args, {} unknown procedures, {} system errors, {} dropped, {} too weak",
         p.name,
         p.version,
         per(total),
         p.garbage_args,
         p.proc_unavail,
         p.system_err,
-        p.dropped
+        p.dropped,
+        p.too_weak
     );
     if total == 0 {
         return;

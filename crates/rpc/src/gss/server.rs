@@ -167,8 +167,7 @@ impl GssCall {
             GssService::None => return Some(Bytes::copy_from_slice(results)),
             GssService::Integrity => {
                 let checksum = inner.gss.get_mic(&body).ok()?;
-                IntegData { databody: Bytes::from(body), checksum: Bytes::copy_from_slice(&checksum) }
-                    .encode(&mut enc);
+                IntegData { databody: Bytes::from(body), checksum: Bytes::copy_from_slice(&checksum) }.encode(&mut enc);
             }
             GssService::Privacy => {
                 let token = inner.gss.wrap(true, &body).ok()?;
@@ -251,9 +250,16 @@ impl ContextTable {
     }
 }
 
+/// Runs a closure with the privileges that read the keytab: GSS-API reads
+/// it at every context establishment (and writes its replay cache), and a
+/// server that runs calls under the caller's file-system identity must
+/// run these as root.
+pub type Privileged = Arc<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
+
 /// RPCSEC_GSS for every program of a dispatcher.
 pub struct GssServer {
     acceptor: Acceptor,
+    privileged: Privileged,
     identities: IdentityCache,
     limits: ContextLimits,
     table: Mutex<ContextTable>,
@@ -264,9 +270,16 @@ pub struct GssServer {
 }
 
 impl GssServer {
-    pub fn new(acceptor: Acceptor, identities: IdentityCache, limits: ContextLimits) -> GssServer {
+    /// `privileged` runs GSS-API's keytab reads (see [`Privileged`]).
+    pub fn new(
+        acceptor: Acceptor,
+        identities: IdentityCache,
+        limits: ContextLimits,
+        privileged: Privileged,
+    ) -> GssServer {
         GssServer {
             acceptor,
+            privileged,
             identities,
             limits,
             table: Mutex::new(ContextTable::default()),
@@ -333,7 +346,9 @@ impl GssServer {
         if inner.established.is_some() {
             return self.deny(AuthFailure::BadCred, AuthStat::BadCred);
         }
-        let step = inner.gss.step(&token, None);
+        let mut step = None;
+        (self.privileged)(&mut || step = Some(inner.gss.step(&token, None)));
+        let step = step.expect("privileged runs its closure");
         let mut res = GssInitRes { handle: Bytes::copy_from_slice(&context.handle), ..Default::default() };
         let mut verf = OpaqueAuth::default();
         match step {
@@ -488,8 +503,7 @@ impl GssServer {
             },
         };
         drop(inner);
-        let credential =
-            Credential::gss(principal, cred.service, ids).with_context(Arc::new(SignedReply(verf)));
+        let credential = Credential::gss(principal, cred.service, ids).with_context(Arc::new(SignedReply(verf)));
         GssVerdict::Data(GssCall { credential, args, context, seq_num: cred.seq_num, service: cred.service })
     }
 }
@@ -552,4 +566,3 @@ pub fn results_in_clear(
         }
     }
 }
-
