@@ -689,8 +689,19 @@ mod served {
         let ok: Getattr3Res =
             alice.nfs(&mut conn, Nfs3Proc::Getattr, GssService::Privacy, &Getattr3Args { object: root });
         assert_eq!(ok.status(), Nfsstat3::Ok);
+        // A context the server does not know.
+        let real = std::mem::replace(&mut alice.handle, Bytes::from_static(&[9; 16]));
+        let record = alice.record(next_xid(), Nfs3Proc::Null as u32, GssService::Privacy, &[]);
+        assert_eq!(denied(conn.send(record)), AuthStat::GssCredProblem);
+        alice.handle = real;
+
         let stat = server_stat(&server);
         assert!(stat.contains("2 too weak"), "keel stat counts the refusals:\n{stat}");
+        assert!(stat.contains("calls by flavor: none 0, sys 1, krb5 1, krb5i 1, krb5p 1"), "by flavor:\n{stat}");
+        assert!(
+            stat.contains("kerberos: 1 contexts, 1 established, 0 evicted; refused: unknown_context 1"),
+            "Kerberos refusals by cause:\n{stat}"
+        );
     }
 
     fn server_stat(server: &TestServer) -> String {
