@@ -213,15 +213,14 @@ pub fn render(s: &Snapshot) -> String {
     for f in &s.calls.flavors {
         o.sample("keel_rpc_calls_by_flavor_total", &[("flavor", &f.flavor)], f.calls);
     }
-    if s.gss.enabled {
-        let g = &s.gss;
-        o.one("keel_gss_contexts", "RPCSEC_GSS contexts held now.", g.contexts);
-        o.one("keel_gss_contexts_established_total", "RPCSEC_GSS contexts established.", g.established);
-        o.one("keel_gss_contexts_evicted_total", "RPCSEC_GSS contexts dropped to keep the bounds.", g.evicted);
-        o.family("keel_gss_auth_failures_total", "RPCSEC_GSS calls refused or dropped, by cause.");
-        for f in &g.failures {
-            o.sample("keel_gss_auth_failures_total", &[("cause", &f.cause)], f.count);
-        }
+    // Zero, with no causes, on a server that serves no Kerberos.
+    let g = &s.gss;
+    o.one("keel_gss_contexts", "RPCSEC_GSS contexts held now.", g.contexts);
+    o.one("keel_gss_contexts_established_total", "RPCSEC_GSS contexts established.", g.established);
+    o.one("keel_gss_contexts_evicted_total", "RPCSEC_GSS contexts dropped to keep the bounds.", g.evicted);
+    o.family("keel_gss_auth_failures_total", "RPCSEC_GSS calls refused or dropped, by cause.");
+    for f in &g.failures {
+        o.sample("keel_gss_auth_failures_total", &[("cause", &f.cause)], f.count);
     }
     o.family(
         "keel_replies_total",
