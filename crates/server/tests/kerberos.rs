@@ -112,7 +112,6 @@ fn peer() -> SocketAddr {
 /// A reply as the client reads it.
 #[derive(Debug)]
 struct Reply {
-    xid: u32,
     stat: ReplyStat,
     verf: OpaqueAuth,
     results: Bytes,
@@ -129,7 +128,7 @@ impl Server {
 
 fn parse_reply(bytes: Bytes) -> Reply {
     let mut dec = Decoder::new(bytes);
-    let xid = dec.u32().unwrap();
+    dec.u32().unwrap(); // the xid
     assert_eq!(dec.u32().unwrap(), 1, "a reply");
     let (stat, verf) = match dec.u32().unwrap() {
         0 => {
@@ -156,7 +155,7 @@ fn parse_reply(bytes: Bytes) -> Reply {
             (ReplyStat::Denied(RejectStat::AuthError(stat)), OpaqueAuth::default())
         }
     };
-    Reply { xid, stat, verf, results: dec.rest() }
+    Reply { stat, verf, results: dec.rest() }
 }
 
 fn call_header(xid: u32, proc_: u32, cred: OpaqueAuth, verf: OpaqueAuth) -> CallHeader {

@@ -48,7 +48,7 @@ impl IdentityCache {
         if let Some((ids, at)) = self.cache.lock().expect("identity cache lock").get(name)
             && now.duration_since(*at) < self.ttl
         {
-            return ids.clone();
+            return *ids;
         }
         // Looked up outside the lock: a slow NSS source (LDAP) must not
         // hold every other context's establishment.
@@ -63,7 +63,7 @@ impl IdentityCache {
                 }
             }
         }
-        cache.insert(name.to_owned(), (ids.clone(), now));
+        cache.insert(name.to_owned(), (ids, now));
         ids
     }
 

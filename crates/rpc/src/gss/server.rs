@@ -464,7 +464,7 @@ impl GssServer {
             self.table.lock().expect("context table lock").remove(&context.handle);
             return self.deny(AuthFailure::Expired, AuthStat::GssCredProblem);
         }
-        let (principal, ids) = (established.principal.clone(), established.ids.clone());
+        let (principal, ids) = (established.principal.clone(), established.ids);
         let checked = header_bytes_through_cred(header.cred.body.len());
         if record.len() < checked || !mic_verifies(&mut inner.gss, &record[..checked], &header.verf.body) {
             return self.deny(AuthFailure::BadChecksum, AuthStat::GssCredProblem);
