@@ -277,7 +277,7 @@ impl fmt::Display for LogLevel {
 }
 
 /// Each client rule with its main options, as `keel serve` and reloads
-/// print them: `HOST(rw,sync,no_root_squash,secure) ...`.
+/// print them: `HOST(rw,sync,no_root_squash,secure,sec=sys) ...`.
 pub fn describe_options(rules: &[ClientRule]) -> String {
     rules
         .iter()
