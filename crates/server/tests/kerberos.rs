@@ -518,6 +518,20 @@ fn the_reply_cache_seals_a_replay_for_the_retransmission_and_never_crosses_princ
 }
 
 #[test]
+fn a_context_expires_with_its_ticket() {
+    use kerberos::lab::{CLOCK_SKEW_SECONDS, SHORT_LIFE_SECONDS, SHORT_LIVED};
+    let server = server(ContextLimits::default());
+    let mut short = Client::establish(&server, SHORT_LIVED, peer());
+    let seq = short.seq;
+    let record = short.record(next_xid(), NULL, GssService::Integrity, &[]);
+    short.results(server.send(record, peer()).unwrap(), seq, GssService::Integrity);
+    std::thread::sleep(std::time::Duration::from_secs(SHORT_LIFE_SECONDS + CLOCK_SKEW_SECONDS + 1));
+    let record = short.record(next_xid(), NULL, GssService::Integrity, &[]);
+    assert_eq!(denied(server.send(record, peer())), AuthStat::GssCredProblem, "the ticket expired");
+    assert_eq!(server.gss.contexts(), 0, "and its context is gone");
+}
+
+#[test]
 fn without_a_key_rpcsec_gss_is_a_flavor_not_served() {
     lab();
     let echo = Arc::new(Echo { runs: AtomicU32::new(0) });

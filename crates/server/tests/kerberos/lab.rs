@@ -19,7 +19,13 @@ pub const REALM: &str = "KEEL.TEST";
 pub const SERVICE: &str = "nfs/localhost";
 /// The user principals. `kgssuser` is also made a user of this machine by
 /// the test that needs one ([`SystemUser`]).
-pub const USERS: [&str; 4] = ["alice", "bob", "host/client1.keel.test", SYSTEM_USER];
+pub const USERS: [&str; 5] = ["alice", "bob", "host/client1.keel.test", SYSTEM_USER, SHORT_LIVED];
+/// A user whose tickets last [`SHORT_LIFE_SECONDS`].
+pub const SHORT_LIVED: &str = "shortlived";
+pub const SHORT_LIFE_SECONDS: u64 = 2;
+/// MIT's acceptor keeps a context for the clock skew past its ticket's
+/// end (5 minutes by default): one second here, all on one clock.
+pub const CLOCK_SKEW_SECONDS: u64 = 1;
 pub const SYSTEM_USER: &str = "kgssuser";
 
 pub struct Lab {
@@ -53,7 +59,7 @@ impl Lab {
         std::fs::write(
             dir.join("krb5.conf"),
             format!(
-                "[libdefaults]\n default_realm = {REALM}\n dns_lookup_kdc = false\n dns_lookup_realm = false\n \
+                "[libdefaults]\n default_realm = {REALM}\n clockskew = {CLOCK_SKEW_SECONDS}\n dns_lookup_kdc = false\n dns_lookup_realm = false\n \
                  rdns = false\n dns_canonicalize_hostname = false\n udp_preference_limit = 1\n\n\
                  [realms]\n {REALM} = {{\n  kdc = 127.0.0.1:{port}\n }}\n"
             ),
@@ -84,6 +90,7 @@ impl Lab {
             kadmin(&format!("addprinc -randkey {user}"));
             kadmin(&format!("ktadd -k {} {user}", client_keytab.display()));
         }
+        kadmin(&format!("modprinc -maxlife \"{SHORT_LIFE_SECONDS} seconds\" {SHORT_LIVED}"));
         // The KDC runs from a thread that never ends and dies with this
         // process (setpriv's parent-death signal follows the thread that
         // started it).
