@@ -330,7 +330,12 @@ impl Dispatcher {
 
     /// Runs an RPCSEC_GSS data call: its results are sealed for its
     /// service, and the reply cache holds them in the clear, behind their
-    /// accept status ([`sealed_reply`] seals a replay anew).
+    /// accept status ([`sealed_reply`] seals a replay anew). The key
+    /// holds the context, so only a retransmission on the same context
+    /// (the same principal) is answered from it; a reply journal records
+    /// the clear bytes too, but a peer that takes over has no context and
+    /// answers such a retransmission CREDPROBLEM before its cache is
+    /// consulted.
     fn run_gss(
         &self,
         program: &dyn RpcProgram,

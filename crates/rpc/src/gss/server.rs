@@ -530,7 +530,11 @@ fn unwrap_integ(gss: &mut ServerCtx, body: Bytes, seq_num: u32) -> Option<Bytes>
 }
 
 /// The arguments of a privacy body that unwraps, with the credential's
-/// sequence number.
+/// sequence number. Whether the token was sealed or only signed is not
+/// known here (libgssapi does not return GSS_Unwrap's conf_state, nor
+/// does knfsd check it): a token of either kind needs the context's key,
+/// so only the client itself could send its arguments unencrypted; the
+/// reply is always sealed.
 fn unwrap_priv(gss: &mut ServerCtx, body: Bytes, seq_num: u32) -> Option<Bytes> {
     let len = body.len();
     let token = decode_priv_data(body, len).ok()?;
