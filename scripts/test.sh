@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Keel's whole test suite, on a fresh Debian machine: installs the Debian
-# packages the tests use (real NFS clients, qemu and a kernel for the Linux
+# packages the build needs (MIT Kerberos headers and libclang for the
+# GSS-API binding) and the tests use (real NFS clients, an MIT KDC, qemu and a kernel for the Linux
 # client, NFS-Ganesha as a peer server, XFS tools, rpcbind, a font for the
 # report's PNGs, debootstrap and systemd-nspawn for the package test,
 # Corosync, Pacemaker, crmsh and the resource agents for the HA lab), then
@@ -81,12 +82,20 @@ wanted=(
   libxml2-utils:xmllint
   iputils-ping:ping
   man-db:man
+  # Building: libgssapi-sys runs bindgen on MIT's <gssapi.h> (RPCSEC_GSS).
+  libkrb5-dev:/usr/include/gssapi/gssapi.h
+  pkg-config:pkg-config
+  # The Kerberos tests' throwaway realm (crates/server/tests/kerberos).
+  krb5-kdc:/usr/sbin/krb5kdc
+  krb5-admin-server:/usr/sbin/kadmin.local
 )
 missing=()
 for w in "${wanted[@]}"; do
   command -v "${w#*:}" >/dev/null 2>&1 || [ -e "${w#*:}" ] || missing+=("${w%%:*}")
 done
 ls /boot/vmlinuz-* >/dev/null 2>&1 || missing+=(linux-image-amd64)
+# bindgen loads libclang at build time (its version is Debian's choice).
+ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || missing+=(libclang-dev)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "scripts/test.sh: installing ${missing[*]}"
   apt-get update -qq

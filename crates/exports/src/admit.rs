@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 use bytes::Bytes;
 use keel_store::{Cred, ExportInfo, Store, StoreError};
 
-use crate::policy::{ClientOptions, ClientRule, options_for, squash};
+use crate::policy::{ClientOptions, ClientRule, SecFlavor, options_for, squash};
 
 /// Why a call may not use an export or an object in it.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +28,10 @@ pub enum AdmitError {
     /// The handle was not issued by this server.
     #[error("malformed or forged file handle")]
     BadHandle,
+    /// The call's security flavor is not one the export accepts for this
+    /// client (`sec=`).
+    #[error("the export does not accept {} for this client", flavor.name())]
+    WrongSecurity { flavor: SecFlavor },
     /// A change to an export that is read-only for this client.
     #[error("the export is read-only for this client")]
     ReadOnly,
@@ -179,6 +183,31 @@ impl<S: Store> ExportTable<S> {
         let (object, options) = self.store.resolve(fh, admit)?;
         Ok(Admitted { object, options, cred: squash(claimed, &options) })
     }
+
+    /// [`ExportTable::admit_handle`] for a call of security flavor
+    /// `flavor`, which the export must accept for the client (`sec=`),
+    /// checked with the client list, before the object is opened. NFSv3
+    /// admits so. NLM does not: clients send lock calls with AUTH_SYS
+    /// whatever their mount's flavor (knfsd skips the check for locks
+    /// too); NFSv4 checks per operation with [`ClientOptions::check_sec`].
+    pub fn admit_handle_with_sec(
+        &self,
+        peer: SocketAddr,
+        fh: &Bytes,
+        flavor: SecFlavor,
+        claimed: Option<&Cred>,
+        admitted: impl FnOnce(u32),
+    ) -> Result<Admitted<S::Object>, AdmitError> {
+        let admit = |export_id: u32| {
+            let served = self.served(export_id).ok_or(AdmitError::Stale)?;
+            let options = self.client_options(&served, peer)?;
+            options.check_sec(flavor)?;
+            admitted(export_id);
+            Ok::<_, AdmitError>(options)
+        };
+        let (object, options) = self.store.resolve(fh, admit)?;
+        Ok(Admitted { object, options, cred: squash(claimed, &options) })
+    }
 }
 
 #[cfg(test)]
@@ -227,6 +256,28 @@ mod tests {
         let insecure = ClientOptions { secure: false, ..opts };
         x.exports_changed(vec![(1, vec![rule(HostMatch::Any, insecure)])]);
         assert!(x.admit_handle("10.2.0.5:2000".parse().unwrap(), &fh, None, |_| {}).is_ok(), "a reload applies");
+    }
+
+    #[test]
+    fn a_call_of_a_flavor_the_export_does_not_accept_is_wrong_security() {
+        let krb5_only = crate::policy::SecFlavors::new(&[SecFlavor::Krb5p, SecFlavor::Krb5]).unwrap();
+        let opts = ClientOptions { sec: krb5_only, ..Default::default() };
+        let (x, fh) = exports(vec![rule(HostMatch::Any, opts)]);
+        let peer = PRIVILEGED.parse().unwrap();
+        let mut noted = None;
+        let refused = x.admit_handle_with_sec(peer, &fh, SecFlavor::Sys, None, |id| noted = Some(id));
+        assert!(matches!(refused, Err(AdmitError::WrongSecurity { flavor: SecFlavor::Sys })));
+        assert_eq!(noted, None);
+        assert!(matches!(
+            x.admit_handle_with_sec(peer, &fh, SecFlavor::Krb5i, None, |_| {}),
+            Err(AdmitError::WrongSecurity { flavor: SecFlavor::Krb5i })
+        ));
+        assert!(x.admit_handle_with_sec(peer, &fh, SecFlavor::Krb5p, None, |_| {}).is_ok());
+        assert_eq!(krb5_only.pseudo_flavors(), vec![390005, 390003], "in order of preference");
+        assert!(crate::policy::wants_kerberos(&[rule(HostMatch::Any, opts)]));
+        assert!(!crate::policy::wants_kerberos(&[rule(HostMatch::Any, ClientOptions::default())]));
+        assert_eq!(crate::policy::SecFlavors::new(&[SecFlavor::Sys, SecFlavor::Sys]), None, "no flavor twice");
+        assert_eq!(crate::policy::SecFlavors::new(&[]), None);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! (NFSv3, MOUNT, NLM, NFSv4.1): one rule holds for all of them.
 //!
 //! - [`policy`]: exports(5)'s options ([`ClientOptions`]: `ro`/`rw`,
-//!   `sync`, squashing, `secure`), client lists ([`ClientRule`],
+//!   `sync`, squashing, `secure`, `sec=` flavors), client lists ([`ClientRule`],
 //!   [`HostMatch`]) and [`squash`], the identity a caller acts as.
 //! - [`ExportTable`] (`admit.rs`): the exports served now with their client
 //!   lists, swapped whole by a reload; [`ExportTable::admits`], whether a host
@@ -30,5 +30,7 @@ pub mod policy;
 pub mod pseudo;
 
 pub use admit::{AdmitError, Admitted, ExportTable, ServedExport};
-pub use policy::{Access, ClientOptions, ClientRule, HostMatch, Squash, options_for, squash};
+pub use policy::{
+    Access, ClientOptions, ClientRule, HostMatch, SecFlavor, SecFlavors, Squash, options_for, squash, wants_kerberos,
+};
 pub use pseudo::{PseudoError, PseudoFs, PseudoKey, PseudoNodeId, Reached};

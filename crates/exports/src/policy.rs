@@ -26,6 +26,104 @@ pub enum Squash {
     All,
 }
 
+/// A security flavor an export accepts (exports(5)'s `sec=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SecFlavor {
+    /// AUTH_SYS (and AUTH_NONE): the ids the client asserts.
+    Sys,
+    /// Kerberos V5 through RPCSEC_GSS: authentication only.
+    Krb5,
+    /// Kerberos V5 with every call and reply checksummed.
+    Krb5i,
+    /// Kerberos V5 with every call and reply encrypted.
+    Krb5p,
+}
+
+impl SecFlavor {
+    pub const ALL: [SecFlavor; 4] = [SecFlavor::Sys, SecFlavor::Krb5, SecFlavor::Krb5i, SecFlavor::Krb5p];
+
+    /// The name exports(5) gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SecFlavor::Sys => "sys",
+            SecFlavor::Krb5 => "krb5",
+            SecFlavor::Krb5i => "krb5i",
+            SecFlavor::Krb5p => "krb5p",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<SecFlavor> {
+        SecFlavor::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// The number a server lists it by (MOUNT's auth_flavors, NFSv4's
+    /// SECINFO): AUTH_SYS, or the Kerberos pseudo flavors of RFC 2623.
+    pub fn pseudo_flavor(self) -> u32 {
+        match self {
+            SecFlavor::Sys => 1,
+            SecFlavor::Krb5 => 390003,
+            SecFlavor::Krb5i => 390004,
+            SecFlavor::Krb5p => 390005,
+        }
+    }
+
+    pub fn is_kerberos(self) -> bool {
+        self != SecFlavor::Sys
+    }
+}
+
+/// The flavors a client may use on an export, most preferred first; never
+/// empty, no flavor twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SecFlavors {
+    list: [SecFlavor; SecFlavor::ALL.len()],
+    len: u8,
+}
+
+impl SecFlavors {
+    /// `flavors` in order, or `None` if the list is empty or names a
+    /// flavor twice.
+    pub fn new(flavors: &[SecFlavor]) -> Option<SecFlavors> {
+        if flavors.is_empty() || flavors.len() > SecFlavor::ALL.len() {
+            return None;
+        }
+        let mut list = [SecFlavor::Sys; SecFlavor::ALL.len()];
+        for (i, f) in flavors.iter().enumerate() {
+            if flavors[..i].contains(f) {
+                return None;
+            }
+            list[i] = *f;
+        }
+        Some(SecFlavors { list, len: flavors.len() as u8 })
+    }
+
+    pub fn as_slice(&self) -> &[SecFlavor] {
+        &self.list[..self.len as usize]
+    }
+
+    pub fn accepts(&self, flavor: SecFlavor) -> bool {
+        self.as_slice().contains(&flavor)
+    }
+
+    /// The flavors as a server lists them, in order of preference.
+    pub fn pseudo_flavors(&self) -> Vec<u32> {
+        self.as_slice().iter().map(|f| f.pseudo_flavor()).collect()
+    }
+}
+
+impl Default for SecFlavors {
+    /// exports(5)'s default: `sec=sys`.
+    fn default() -> Self {
+        SecFlavors::new(&[SecFlavor::Sys]).expect("one flavor")
+    }
+}
+
+/// Whether a client list accepts a Kerberos flavor for some client: the
+/// server then needs its key.
+pub fn wants_kerberos(rules: &[ClientRule]) -> bool {
+    rules.iter().any(|r| r.options.sec.as_slice().iter().any(|f| f.is_kerberos()))
+}
+
 /// The options that apply to one client of one export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientOptions {
@@ -41,6 +139,8 @@ pub struct ClientOptions {
     /// the client's kernel (or root), not from one of its ordinary users.
     /// exports(5) `insecure` is `secure = false`.
     pub secure: bool,
+    /// `sec=`: the flavors the client's calls may come with.
+    pub sec: SecFlavors,
 }
 
 impl ClientOptions {
@@ -49,6 +149,15 @@ impl ClientOptions {
         match self.access {
             Access::ReadWrite => Ok(()),
             Access::ReadOnly => Err(AdmitError::ReadOnly),
+        }
+    }
+
+    /// WrongSecurity unless `sec` lists the call's flavor: NFSv3 answers
+    /// AUTH_TOOWEAK, NFSv4 NFS4ERR_WRONGSEC (and its SECINFO lists `sec`).
+    pub fn check_sec(&self, flavor: SecFlavor) -> Result<(), AdmitError> {
+        match self.sec.accepts(flavor) {
+            true => Ok(()),
+            false => Err(AdmitError::WrongSecurity { flavor }),
         }
     }
 }
@@ -63,6 +172,7 @@ impl Default for ClientOptions {
             anonuid: 65534,
             anongid: 65534,
             secure: true,
+            sec: SecFlavors::default(),
         }
     }
 }

@@ -16,6 +16,9 @@ pub(crate) fn admit_status(e: &AdmitError) -> Nfsstat3 {
         AdmitError::Stale => Nfsstat3::Stale,
         AdmitError::BadHandle => Nfsstat3::Badhandle,
         AdmitError::ReadOnly => Nfsstat3::Rofs,
+        // The call is answered AUTH_TOOWEAK instead (`Request::admit`);
+        // this status is never sent.
+        AdmitError::WrongSecurity { .. } => Nfsstat3::Perm,
         AdmitError::Store(e) => status(e),
     }
 }
@@ -26,7 +29,10 @@ pub(crate) fn admit_status(e: &AdmitError) -> Nfsstat3 {
 /// MNT3ERR_PERM would read as a local "Operation not permitted".
 pub(crate) fn mount_admit_status(e: &AdmitError) -> Mountstat3 {
     match e {
-        AdmitError::NotAdmitted | AdmitError::InsecurePort { .. } | AdmitError::ReadOnly => Mountstat3::Acces,
+        AdmitError::NotAdmitted
+        | AdmitError::InsecurePort { .. }
+        | AdmitError::WrongSecurity { .. }
+        | AdmitError::ReadOnly => Mountstat3::Acces,
         AdmitError::Stale | AdmitError::BadHandle => Mountstat3::Noent,
         AdmitError::Store(e) => mount_status(e),
     }

@@ -16,7 +16,6 @@ use keel_nfs3_proto::mount::*;
 use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3};
 use keel_rpc::CacheClass::Uncached;
 use keel_rpc::ReplyBytesMax::{Computed, Fixed};
-use keel_rpc::msg::AUTH_SYS;
 use keel_rpc::{Call, CallContext, Handled, Handlers, Procedure, ProcedureTable, ReplyBytesMax, TabledProgram};
 use keel_store::{Object as _, Store};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
@@ -78,10 +77,17 @@ impl<S: Store> MountProgram<S> {
             tracing::info!(%peer, path = %String::from_utf8_lossy(path), "mount refused: not exported");
             return Mountres3::Fail(Mountstat3::Noent);
         };
-        if let Err(e) = self.exports.client_options(served, peer) {
-            tracing::warn!(%peer, path = %String::from_utf8_lossy(path), "mount refused: {e}");
-            return Mountres3::Fail(mount_admit_status(&e));
-        }
+        // MNT itself is answered whatever its flavor (a kernel client
+        // mounting with sec=krb5 sends it with AUTH_SYS, as rpc.mountd
+        // expects); the reply lists the flavors the export accepts, and
+        // the NFS calls that follow must use one of them.
+        let options = match self.exports.client_options(served, peer) {
+            Ok(options) => options,
+            Err(e) => {
+                tracing::warn!(%peer, path = %String::from_utf8_lossy(path), "mount refused: {e}");
+                return Mountres3::Fail(mount_admit_status(&e));
+            }
+        };
         ctx.report.set_export(served.export.id);
         match self.exports.store.lookup_path(served.export.id, rest) {
             Ok(root) => {
@@ -98,7 +104,10 @@ impl<S: Store> MountProgram<S> {
                     mounts.push_back(entry);
                     self.save(&mounts);
                 }
-                Mountres3::Ok(Mountres3Ok { fhandle: Fhandle3(root.handle().clone()), auth_flavors: vec![AUTH_SYS] })
+                Mountres3::Ok(Mountres3Ok {
+                    fhandle: Fhandle3(root.handle().clone()),
+                    auth_flavors: options.sec.pseudo_flavors(),
+                })
             }
             Err(e) => {
                 tracing::info!(%peer, path = %String::from_utf8_lossy(path), error = %e, "mount failed");

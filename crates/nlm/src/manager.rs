@@ -689,13 +689,19 @@ impl<S: Store> LockManager<S> {
     /// The object `fh` names, if the caller's export admits it (as it
     /// would admit an NFS call: client list, `secure`), and the identity to
     /// act as (squashed as an NFS call would be). A refusal is the one
-    /// place where an [`AdmitError`] becomes an `nlm4_stats`.
+    /// place where an [`AdmitError`] becomes an `nlm4_stats`. The export's
+    /// `sec=` is not checked: clients send NLM calls with AUTH_SYS whatever
+    /// their mount's flavor (knfsd exempts locks from it too).
     fn admit(&self, ctx: &Ctx, fh: &Bytes) -> Result<(S::Object, keel_store::Cred), Nlm4Stats> {
         match self.exports.admit_handle(ctx.peer, fh, ctx.cred.ids(), |_| {}) {
             Ok(Admitted { object, cred, .. }) => Ok((object, cred)),
             Err(AdmitError::Stale | AdmitError::BadHandle) => Err(Nlm4Stats::StaleFh),
             Err(
-                AdmitError::NotAdmitted | AdmitError::InsecurePort { .. } | AdmitError::ReadOnly | AdmitError::Store(_),
+                AdmitError::NotAdmitted
+                | AdmitError::InsecurePort { .. }
+                | AdmitError::WrongSecurity { .. }
+                | AdmitError::ReadOnly
+                | AdmitError::Store(_),
             ) => Err(Nlm4Stats::Failed),
         }
     }

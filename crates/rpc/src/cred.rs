@@ -12,7 +12,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use keel_store::{Cred, GROUPS_MAX};
 
+use crate::gss::GssService;
+use crate::gss::wire::RPCSEC_GSS;
 use crate::msg::{AUTH_NONE, AUTH_SYS, AUTH_SYS_GROUPS_MAX, AuthStat, AuthSys, CallHeader, OpaqueAuth};
+
+/// [`Credential::cache_identity`]'s SipHash key: fixed, so an HA peer
+/// computes the same value from a journaled call.
+const CACHE_IDENTITY_KEY: (u64, u64) = (0x6b65_656c_2d63_616c, 0x6c65_722d_6964_3031);
 
 const _: () = assert!(GROUPS_MAX >= AUTH_SYS_GROUPS_MAX, "a store identity holds every AUTH_SYS group");
 
@@ -23,16 +29,59 @@ pub enum Flavor {
     None,
     /// AUTH_SYS: ids the client asserts, believed as they come.
     Sys,
+    /// RPCSEC_GSS with Kerberos V5, authentication only.
+    Krb5,
+    /// RPCSEC_GSS with Kerberos V5, arguments and results checksummed.
+    Krb5i,
+    /// RPCSEC_GSS with Kerberos V5, arguments and results encrypted.
+    Krb5p,
 }
 
 impl Flavor {
-    /// The flavor's number on the wire (RFC 5531 section 8.2).
+    /// The flavor's number in a call's credential (RFC 5531 section 8.2):
+    /// the three Kerberos flavors are all RPCSEC_GSS there.
     pub fn number(self) -> u32 {
         match self {
             Flavor::None => AUTH_NONE,
             Flavor::Sys => AUTH_SYS,
+            Flavor::Krb5 | Flavor::Krb5i | Flavor::Krb5p => RPCSEC_GSS,
         }
     }
+
+    /// The flavor's number where a server lists the flavors it accepts
+    /// (MOUNT's auth_flavors, NFSv4's SECINFO): the Kerberos pseudo
+    /// flavors 390003 to 390005 (RFC 2623 section 2.2.1).
+    pub fn pseudo_flavor(self) -> u32 {
+        match self {
+            Flavor::None => AUTH_NONE,
+            Flavor::Sys => AUTH_SYS,
+            Flavor::Krb5 => 390003,
+            Flavor::Krb5i => 390004,
+            Flavor::Krb5p => 390005,
+        }
+    }
+
+    /// The flavor's name as exports(5)'s `sec=` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::None => "none",
+            Flavor::Sys => "sys",
+            Flavor::Krb5 => "krb5",
+            Flavor::Krb5i => "krb5i",
+            Flavor::Krb5p => "krb5p",
+        }
+    }
+
+    /// The Kerberos flavor of an RPCSEC_GSS service.
+    pub fn of_gss_service(service: GssService) -> Flavor {
+        match service {
+            GssService::None => Flavor::Krb5,
+            GssService::Integrity => Flavor::Krb5i,
+            GssService::Privacy => Flavor::Krb5p,
+        }
+    }
+
+    pub const ALL: [Flavor; 5] = [Flavor::None, Flavor::Sys, Flavor::Krb5, Flavor::Krb5i, Flavor::Krb5p];
 }
 
 /// Who the caller is as its flavor names it (RPCSEC_GSS: the Kerberos
@@ -44,6 +93,10 @@ pub enum Principal {
     /// AUTH_SYS: a user of a host: the machine name the client gives and
     /// the uid.
     Sys { machine_name: Bytes, uid: u32 },
+    /// RPCSEC_GSS: the Kerberos principal its context was established
+    /// for (`alice@EXAMPLE.ORG`, `host/node17.example.org@EXAMPLE.ORG`)
+    /// and the service of this call.
+    Gss { name: Arc<str>, service: GssService },
 }
 
 /// A flavor's state for one caller beyond its credential (RPCSEC_GSS: the
@@ -69,7 +122,9 @@ pub struct Credential {
 impl Credential {
     /// The credential a call header carries, or the `auth_stat` to deny
     /// the call with: AUTH_BADCRED for a malformed credential or a flavor
-    /// not served (as knfsd). A new flavor is a new arm here.
+    /// not served (as knfsd). RPCSEC_GSS, whose credential names a
+    /// context, is the dispatcher's [`GssServer`](crate::gss::GssServer)'s
+    /// to establish; without one it is a flavor not served.
     pub fn from_call(header: &CallHeader) -> Result<Credential, AuthStat> {
         match header.cred.flavor {
             AUTH_NONE => Ok(Credential::anonymous()),
@@ -78,6 +133,18 @@ impl Credential {
                 Err(_) => Err(AuthStat::BadCred),
             },
             _ => Err(AuthStat::BadCred),
+        }
+    }
+
+    /// RPCSEC_GSS's: a call of a context established for `name`, whose
+    /// local identity is `ids` (`None`: the export's anonymous identity,
+    /// as for a machine or an unknown principal).
+    pub fn gss(name: impl Into<Arc<str>>, service: GssService, ids: Option<Cred>) -> Credential {
+        Credential {
+            flavor: Flavor::of_gss_service(service),
+            principal: Principal::Gss { name: name.into(), service },
+            ids,
+            context: None,
         }
     }
 
@@ -119,6 +186,27 @@ impl Credential {
     /// AUTH_NONE's (what AUTH_NONE and AUTH_SYS replies carry).
     pub fn reply_verifier(&self) -> OpaqueAuth {
         self.context.as_ref().map_or_else(OpaqueAuth::default, |c| c.reply_verifier())
+    }
+
+    /// Who the caller is for the duplicate reply cache: a retransmission
+    /// from another principal must not get this caller's reply. AUTH_SYS's
+    /// ids and machine name, RPCSEC_GSS's context (given by the
+    /// dispatcher: its credential changes with each call), nothing for
+    /// AUTH_NONE.
+    pub fn cache_identity(&self, gss_context: Option<&[u8]>) -> u64 {
+        let mut h = siphasher::sip::SipHasher24::new_with_keys(CACHE_IDENTITY_KEY.0, CACHE_IDENTITY_KEY.1);
+        std::hash::Hash::hash(&self.flavor.number(), &mut h);
+        match (&self.principal, gss_context) {
+            (_, Some(handle)) => std::hash::Hash::hash(handle, &mut h),
+            (Principal::Sys { machine_name, .. }, None) => {
+                std::hash::Hash::hash(&machine_name[..], &mut h);
+                if let Some(ids) = &self.ids {
+                    std::hash::Hash::hash(&(ids.uid, ids.gid, ids.groups()), &mut h);
+                }
+            }
+            _ => {}
+        }
+        std::hash::Hasher::finish(&h)
     }
 
     /// The same caller, with the security context its flavor established.

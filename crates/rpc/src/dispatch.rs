@@ -5,14 +5,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use keel_store::pipe::FilePipe;
 use keel_xdr::{Decoder, Encoder, Segment};
 
 use crate::connection::CallConnection;
 use crate::cred::Credential;
 use crate::drc::{CacheLookup, DrcKey, ReplyCache};
+use crate::gss::wire::RPCSEC_GSS;
+use crate::gss::{GssCall, GssServer, GssService, GssVerdict};
 use crate::msg::{
-    AcceptStat, CallHeader, CallHeaderError, OpaqueAuth, RPC_VERSION, RejectStat, ReplyStat, encode_reply_header,
-    encode_reply_header_with,
+    AcceptStat, AuthStat, CallHeader, CallHeaderError, OpaqueAuth, RPC_VERSION, RejectStat, ReplyStat,
+    encode_reply_header, encode_reply_header_with,
 };
 use crate::report::CallReport;
 
@@ -42,6 +45,9 @@ pub enum AcceptError {
     /// No reply at all (knfsd's "drop it"): the client retransmits, to
     /// this server or, after a failover, to the one that took over.
     Drop,
+    /// The call's security flavor is not one the object's export accepts:
+    /// denied with AUTH_TOOWEAK (RFC 2623 section 2.3), and not cached.
+    TooWeak,
 }
 
 impl From<keel_xdr::XdrError> for AcceptError {
@@ -108,6 +114,9 @@ pub trait RpcProgram: Send + Sync {
 pub struct Dispatcher {
     programs: Vec<Arc<dyn RpcProgram>>,
     cache: ReplyCache,
+    /// RPCSEC_GSS, if the server has a key: without one, an RPCSEC_GSS
+    /// credential is a flavor not served (AUTH_BADCRED).
+    gss: Option<Arc<GssServer>>,
 }
 
 /// Two programs given to one [`Dispatcher`] serve the same version of a
@@ -137,7 +146,17 @@ impl Dispatcher {
                 }
             }
         }
-        Ok(Dispatcher { programs, cache })
+        Ok(Dispatcher { programs, cache, gss: None })
+    }
+
+    /// Also serves RPCSEC_GSS, with `gss`'s key and contexts.
+    pub fn with_gss(mut self, gss: Arc<GssServer>) -> Self {
+        self.gss = Some(gss);
+        self
+    }
+
+    pub fn gss(&self) -> Option<&Arc<GssServer>> {
+        self.gss.as_ref()
     }
 
     /// The program serving version `vers` of program `prog`, or how the
@@ -161,9 +180,11 @@ impl Dispatcher {
     pub fn reply_bytes_max(&self, record: &Bytes) -> usize {
         let mut dec = Decoder::new(record.clone());
         let results = match CallHeader::decode(&mut dec) {
-            Ok(h) if h.rpc_version == RPC_VERSION => {
-                self.program(h.prog, h.vers).map_or(0, |p| p.reply_bytes_max(h.vers, h.proc_, dec.rest()))
-            }
+            Ok(h) if h.rpc_version == RPC_VERSION => match self.program(h.prog, h.vers) {
+                Ok(p) if h.cred.flavor == RPCSEC_GSS => GSS_REPLY_BYTES_MAX + gss_results_bytes_max(p, &h, dec.rest()),
+                Ok(p) => p.reply_bytes_max(h.vers, h.proc_, dec.rest()),
+                Err(_) => 0,
+            },
             _ => 0,
         };
         REPLY_HEADER_BYTES_MAX + results
@@ -212,12 +233,31 @@ impl Dispatcher {
             let stat = RejectStat::RpcMismatch { low: RPC_VERSION, high: RPC_VERSION };
             return Some(status_reply(xid, ReplyStat::Denied(stat)));
         }
-        let cred = match Credential::from_call(&header) {
-            Ok(cred) => cred,
-            Err(stat) => {
-                tracing::debug!(%peer, flavor = header.cred.flavor, ?stat, "credential refused");
-                return Some(status_reply(xid, ReplyStat::Denied(RejectStat::AuthError(stat))));
-            }
+        let denied = |stat| Some(status_reply(xid, ReplyStat::Denied(RejectStat::AuthError(stat))));
+        let mut gss_call = None;
+        let cred = match (&self.gss, header.cred.flavor) {
+            (Some(gss), RPCSEC_GSS) => match gss.accept(&header, dec.buffer(), dec.rest(), peer) {
+                GssVerdict::Reply(reply) => return Some(reply),
+                GssVerdict::Drop => return None,
+                GssVerdict::Deny(stat) => {
+                    tracing::debug!(%peer, ?stat, "RPCSEC_GSS credential refused");
+                    return denied(stat);
+                }
+                GssVerdict::GarbageArgs(verf) => return Some(verified_reply(xid, &verf, AcceptStat::GarbageArgs)),
+                GssVerdict::Data(call) => {
+                    dec = Decoder::new(call.args.clone());
+                    let cred = call.credential.clone();
+                    gss_call = Some(call);
+                    cred
+                }
+            },
+            _ => match Credential::from_call(&header) {
+                Ok(cred) => cred,
+                Err(stat) => {
+                    tracing::debug!(%peer, flavor = header.cred.flavor, ?stat, "credential refused");
+                    return denied(stat);
+                }
+            },
         };
         let verf = cred.reply_verifier();
         let program = match self.program(header.prog, header.vers) {
@@ -234,13 +274,19 @@ impl Dispatcher {
                 vers: header.vers,
                 proc_: header.proc_,
                 args_checksum: DrcKey::args_checksum(&dec.rest()),
+                caller: cred.cache_identity(gss_call.as_ref().map(GssCall::context_handle)),
             };
             match self.cache.begin(&key) {
                 CacheLookup::New => in_cache = Some(PendingEntry { cache: &self.cache, key: Some(key) }),
                 CacheLookup::InProgress => return None,
                 CacheLookup::Replay(reply) => {
                     tracing::debug!(%peer, xid, proc = header.proc_, "replayed from the duplicate reply cache");
-                    return Some(reply.into_iter().map(Segment::Bytes).collect());
+                    return match &gss_call {
+                        // Cached in the clear; sealed again for this call's
+                        // sequence number (see `sealed_reply`).
+                        Some(call) => sealed_reply(xid, &verf, call, &reply.concat()),
+                        None => Some(reply.into_iter().map(Segment::Bytes).collect()),
+                    };
                 }
             }
         }
@@ -255,6 +301,9 @@ impl Dispatcher {
             connection,
             report: CallReport::default(),
         };
+        if let Some(call) = &gss_call {
+            return self.run_gss(program, &ctx, call, &mut dec, &verf, in_cache);
+        }
         let mut reply = Encoder::with_capacity(256);
         encode_reply_header_with(&mut reply, xid, &verf, ReplyStat::Accepted(AcceptStat::Success));
         let segments = match program.call(&ctx, &mut dec, &mut reply) {
@@ -263,14 +312,8 @@ impl Dispatcher {
             // Nothing cached either (`in_cache` is abandoned): a
             // retransmission runs the call again.
             Err(AcceptError::Drop) => return None,
-            Err(e) => {
-                let stat = match e {
-                    AcceptError::ProcUnavail => AcceptStat::ProcUnavail,
-                    AcceptError::GarbageArgs => AcceptStat::GarbageArgs,
-                    AcceptError::SystemErr | AcceptError::Drop => AcceptStat::SystemErr,
-                };
-                verified_reply(xid, &verf, stat)
-            }
+            Err(AcceptError::TooWeak) => return too_weak(xid),
+            Err(e) => verified_reply(xid, &verf, refusal(e)),
         };
         if let Some(mut pending) = in_cache {
             // A spliced payload can be sent once only: such a reply is not
@@ -283,6 +326,63 @@ impl Dispatcher {
             }
         }
         Some(segments)
+    }
+
+    /// Runs an RPCSEC_GSS data call: its results are sealed for its
+    /// service, and the reply cache holds them in the clear, behind their
+    /// accept status ([`sealed_reply`] seals a replay anew). The key
+    /// holds the context, so only a retransmission on the same context
+    /// (the same principal) is answered from it; a reply journal records
+    /// the clear bytes too, but a peer that takes over has no context and
+    /// answers such a retransmission CREDPROBLEM before its cache is
+    /// consulted.
+    fn run_gss(
+        &self,
+        program: &dyn RpcProgram,
+        ctx: &CallContext,
+        call: &GssCall,
+        args: &mut Decoder,
+        verf: &OpaqueAuth,
+        in_cache: Option<PendingEntry>,
+    ) -> Option<ReplySegments> {
+        let mut clear = Encoder::with_capacity(256);
+        clear.u32(ACCEPT_SUCCESS);
+        let outcome = program.call(ctx, args, &mut clear);
+        let clear = match outcome {
+            Ok(()) if !program.answers(ctx.vers, ctx.proc_) => return None,
+            Err(AcceptError::Drop) => return None,
+            Err(AcceptError::TooWeak) => return too_weak(ctx.xid),
+            Ok(()) if call.service() == GssService::None => {
+                // Nothing to seal: the results go as they are (a READ's
+                // spliced data too).
+                let mut reply = Encoder::with_capacity(64);
+                encode_reply_header_with(&mut reply, ctx.xid, verf, ReplyStat::Accepted(AcceptStat::Success));
+                let mut segments = reply.finish();
+                let results = clear.finish();
+                if let Some(mut pending) = in_cache {
+                    let bytes: Option<Vec<Bytes>> = results.iter().map(|s| s.as_bytes().cloned()).collect();
+                    if let Some(bytes) = bytes {
+                        pending.complete(bytes);
+                    }
+                }
+                let mut results = results.into_iter();
+                // The accept status was written with the results; the
+                // header above has it already.
+                let first = results.next().and_then(|s| s.as_bytes().cloned()).unwrap_or_default();
+                segments.push(Segment::Bytes(first.slice(4.min(first.len())..)));
+                segments.extend(results);
+                return Some(segments);
+            }
+            Ok(()) => match in_memory(clear.finish()) {
+                Some(bytes) => bytes,
+                None => status_body(AcceptStat::SystemErr),
+            },
+            Err(e) => status_body(refusal(e)),
+        };
+        if let Some(mut pending) = in_cache {
+            pending.complete(vec![clear.clone()]);
+        }
+        sealed_reply(ctx.xid, verf, call, &clear)
     }
 
     pub fn reply_cache(&self) -> &ReplyCache {
@@ -311,6 +411,115 @@ impl Drop for PendingEntry<'_> {
             self.cache.abandon(&key);
         }
     }
+}
+
+/// What RPCSEC_GSS adds to a reply, at most: the verifier's MIC and the
+/// sealing of the results (a Kerberos MIC or wrap token's header,
+/// checksum and padding; an INIT reply's token is counted in its results
+/// below).
+const GSS_REPLY_BYTES_MAX: usize = 512;
+/// Results of a call whose arguments are encrypted, which cannot be read
+/// before the call is accepted: the most any procedure answers (a 1 MiB
+/// READ and its attributes, within the transport's record limit).
+const GSS_PRIVACY_RESULTS_BYTES_MAX: usize = (1 << 20) + (64 << 10);
+
+/// [`RpcProgram::reply_bytes_max`] for a call with an RPCSEC_GSS
+/// credential: its arguments read through their integrity body (not
+/// verified: this only sizes the reply), the worst case for an encrypted
+/// body, and an establishment token's reply for a context call.
+fn gss_results_bytes_max(program: &dyn RpcProgram, header: &CallHeader, args: Bytes) -> usize {
+    use crate::gss::wire::{GssCred, GssProc, INIT_TOKEN_BYTES_MAX, IntegData};
+    let Ok(cred) = GssCred::decode(header.cred.body.clone()) else { return 0 };
+    match (cred.proc_, cred.service) {
+        (GssProc::Init | GssProc::ContinueInit, _) => INIT_TOKEN_BYTES_MAX + 64,
+        (GssProc::Destroy, _) => 0,
+        (GssProc::Data, GssService::None) => program.reply_bytes_max(header.vers, header.proc_, args),
+        (GssProc::Data, GssService::Integrity) => {
+            let len = args.len();
+            let clear = IntegData::decode(args, len).map(|i| i.databody.slice(4.min(i.databody.len())..));
+            program.reply_bytes_max(header.vers, header.proc_, clear.unwrap_or_default())
+        }
+        (GssProc::Data, GssService::Privacy) => GSS_PRIVACY_RESULTS_BYTES_MAX,
+    }
+}
+
+/// accept_stat SUCCESS on the wire.
+const ACCEPT_SUCCESS: u32 = 0;
+
+/// The accept status a program's refusal answers with.
+fn refusal(e: AcceptError) -> AcceptStat {
+    match e {
+        AcceptError::ProcUnavail => AcceptStat::ProcUnavail,
+        AcceptError::GarbageArgs => AcceptStat::GarbageArgs,
+        AcceptError::SystemErr | AcceptError::Drop | AcceptError::TooWeak => AcceptStat::SystemErr,
+    }
+}
+
+/// The denial of a call whose flavor is too weak for its export.
+fn too_weak(xid: u32) -> Option<ReplySegments> {
+    Some(status_reply(xid, ReplyStat::Denied(RejectStat::AuthError(AuthStat::TooWeak))))
+}
+
+/// An accept status with no results, as [`Dispatcher::run_gss`] keeps a
+/// reply in the clear.
+fn status_body(stat: AcceptStat) -> Bytes {
+    let mut enc = Encoder::with_capacity(4);
+    enc.u32(match stat {
+        AcceptStat::Success => ACCEPT_SUCCESS,
+        AcceptStat::ProcUnavail => 3,
+        AcceptStat::GarbageArgs => 4,
+        _ => 5,
+    });
+    enc.into_bytes()
+}
+
+/// Results in one buffer, a spliced READ's pipe read into memory: what
+/// GSS-API checksums or encrypts. `None` if a payload cannot be read.
+fn in_memory(segments: Vec<Segment>) -> Option<Bytes> {
+    let mut out = Vec::with_capacity(segments.iter().map(Segment::len).sum());
+    for segment in segments {
+        match segment {
+            Segment::Bytes(b) => out.extend_from_slice(&b),
+            Segment::Spliced(mut s) => {
+                let pipe = s.downcast_mut::<FilePipe>()?;
+                match pipe.read_to_bytes() {
+                    Ok(b) => out.extend_from_slice(&b),
+                    Err(error) => {
+                        tracing::warn!(%error, "READ data could not be read from its pipe to be sealed");
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+    Some(Bytes::from(out))
+}
+
+/// The reply to an RPCSEC_GSS data call from its accept status and
+/// results in the clear (`clear`): the header with the call's verifier
+/// (the MIC of its sequence number), then the results sealed for its
+/// service with its sequence number. A replay from the reply cache goes
+/// through here too, so it carries the retransmission's own sequence
+/// number: a client bumps the number with each retransmission (RFC 2203
+/// section 5.3.3.1), and a reply sealed for the first would be refused.
+fn sealed_reply(xid: u32, verf: &OpaqueAuth, call: &GssCall, clear: &[u8]) -> Option<ReplySegments> {
+    let (stat, results) = clear.split_at_checked(4)?;
+    let stat = match u32::from_be_bytes(stat.try_into().ok()?) {
+        ACCEPT_SUCCESS => AcceptStat::Success,
+        3 => AcceptStat::ProcUnavail,
+        4 => AcceptStat::GarbageArgs,
+        _ => AcceptStat::SystemErr,
+    };
+    if stat != AcceptStat::Success {
+        return Some(verified_reply(xid, verf, stat));
+    }
+    let Some(sealed) = call.wrap_results(results) else {
+        return Some(verified_reply(xid, verf, AcceptStat::SystemErr));
+    };
+    let mut reply = Encoder::with_capacity(64);
+    encode_reply_header_with(&mut reply, xid, verf, ReplyStat::Accepted(AcceptStat::Success));
+    reply.raw_segments([Segment::Bytes(sealed)]);
+    Some(reply.finish())
 }
 
 /// A reply carrying only a status, e.g. SYSTEM_ERR for a call whose

@@ -34,6 +34,9 @@ pub struct DrcKey {
     /// Checksum of the arguments, so a reused xid with other arguments is
     /// not mistaken for a retransmission.
     pub args_checksum: u64,
+    /// Who the call is from ([`Credential::cache_identity`](crate::Credential::cache_identity)),
+    /// so one principal's call is never answered with another's reply.
+    pub caller: u64,
 }
 
 impl DrcKey {
@@ -282,6 +285,7 @@ mod tests {
             vers: 3,
             proc_: 8,
             args_checksum: DrcKey::args_checksum(b"args"),
+            caller: 7,
         }
     }
 

@@ -17,6 +17,7 @@ mod connection;
 mod cred;
 mod dispatch;
 pub mod drc;
+pub mod gss;
 pub mod msg;
 pub mod record;
 mod report;

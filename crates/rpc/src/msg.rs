@@ -39,6 +39,11 @@ pub enum AuthStat {
     BadVerf = 3,
     RejectedVerf = 4,
     TooWeak = 5,
+    /// RPCSEC_GSS: no credentials for the user (RFC 2203 section 5):
+    /// the client establishes a new context.
+    GssCredProblem = 13,
+    /// RPCSEC_GSS: a problem with the context (its sequence numbers ran out).
+    GssCtxProblem = 14,
 }
 
 /// Why a call was rejected outright.
@@ -251,6 +256,8 @@ pub fn decode_reply_header(dec: &mut Decoder) -> Result<(u32, ReplyStat), XdrErr
                 3 => AuthStat::BadVerf,
                 4 => AuthStat::RejectedVerf,
                 5 => AuthStat::TooWeak,
+                13 => AuthStat::GssCredProblem,
+                14 => AuthStat::GssCtxProblem,
                 value => return Err(XdrError::InvalidValue { what: "auth_stat", value }),
             }),
             value => return Err(XdrError::InvalidValue { what: "reject_stat", value }),
@@ -302,6 +309,8 @@ mod tests {
             ReplyStat::Accepted(AcceptStat::SystemErr),
             ReplyStat::Denied(RejectStat::RpcMismatch { low: 2, high: 2 }),
             ReplyStat::Denied(RejectStat::AuthError(AuthStat::TooWeak)),
+            ReplyStat::Denied(RejectStat::AuthError(AuthStat::GssCredProblem)),
+            ReplyStat::Denied(RejectStat::AuthError(AuthStat::GssCtxProblem)),
         ];
         for stat in stats {
             let mut enc = Encoder::new();

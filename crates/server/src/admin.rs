@@ -177,7 +177,7 @@ pub struct ExportListing {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClientListing {
     pub host: String,
-    /// exports(5) style: `rw,sync,no_root_squash,secure,anonuid=65534,anongid=65534`.
+    /// exports(5) style: `rw,sync,no_root_squash,secure,sec=sys,anonuid=65534,anongid=65534`.
     pub options: String,
 }
 

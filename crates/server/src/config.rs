@@ -24,7 +24,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use keel_cache::CacheMode;
-use keel_exports::{Access, ClientOptions, ClientRule, HostMatch, Squash};
+use keel_exports::{Access, ClientOptions, ClientRule, HostMatch, SecFlavor, SecFlavors, Squash};
 use toml::Spanned;
 
 use host::HostSpec;
@@ -85,6 +85,12 @@ pub struct ServerConfig {
     pub grace_max: Duration,
     /// Locks held and waited for, per client host.
     pub max_locks_per_client: usize,
+    /// The keytab holding the server's Kerberos key, read at start when
+    /// some export accepts a Kerberos flavor (`sec`).
+    pub keytab: PathBuf,
+    /// The server's principal, `service/host` or `service/host@REALM`;
+    /// `None`: `nfs/` and this host's name.
+    pub principal: Option<String>,
 }
 
 /// The `[cache]` table: the SSD cache tier's devices.
@@ -162,6 +168,9 @@ impl ExportConfig {
 
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 2049);
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/keel";
+/// MIT Kerberos's default keytab, where knfsd's rpc.svcgssd and gssproxy
+/// look too.
+pub const DEFAULT_KEYTAB: &str = "/etc/krb5.keytab";
 pub const WORKERS_MAX: usize = 4096;
 pub const MAX_CONNECTIONS_MAX: usize = 1_000_000;
 pub const MAX_REQUESTS_PER_CONNECTION_MAX: usize = 65536;
@@ -211,6 +220,8 @@ impl Default for ServerConfig {
             nsm_state_dir: None,
             grace_max: Duration::from_secs(90),
             max_locks_per_client: 4096,
+            keytab: PathBuf::from(DEFAULT_KEYTAB),
+            principal: None,
         }
     }
 }
@@ -266,7 +277,7 @@ impl fmt::Display for LogLevel {
 }
 
 /// Each client rule with its main options, as `keel serve` and reloads
-/// print them: `HOST(rw,sync,no_root_squash,secure) ...`.
+/// print them: `HOST(rw,sync,no_root_squash,secure,sec=sys) ...`.
 pub fn describe_options(rules: &[ClientRule]) -> String {
     rules
         .iter()
@@ -280,7 +291,7 @@ pub fn describe_options(rules: &[ClientRule]) -> String {
                 Squash::All => "all_squash",
             };
             let secure = if o.secure { "secure" } else { "insecure" };
-            format!("{}({access},{sync},{squash},{secure})", r.host)
+            format!("{}({access},{sync},{squash},{secure},sec={})", r.host, sec_list(o))
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -296,7 +307,12 @@ pub fn option_list(o: &ClientOptions) -> String {
         Squash::All => "all_squash",
     };
     let secure = if o.secure { "secure" } else { "insecure" };
-    format!("{access},{sync},{squash},{secure},anonuid={},anongid={}", o.anonuid, o.anongid)
+    format!("{access},{sync},{squash},{secure},sec={},anonuid={},anongid={}", sec_list(o), o.anonuid, o.anongid)
+}
+
+/// exports(5)'s `sec=` value: the flavors joined with colons.
+fn sec_list(o: &ClientOptions) -> String {
+    o.sec.as_slice().iter().map(|f| f.name()).collect::<Vec<_>>().join(":")
 }
 
 /// Reads, parses and checks the configuration file at `path`. Host names
@@ -612,6 +628,30 @@ impl Checker<'_> {
         if let Some(v) = &raw.max_locks_per_client {
             s.max_locks_per_client =
                 self.usize("max_locks_per_client", v, MAX_LOCKS_PER_CLIENT_MAX).unwrap_or(s.max_locks_per_client);
+        }
+        if let Some(v) = &raw.keytab {
+            let path = Path::new(v.get_ref());
+            if path.is_absolute() && !v.get_ref().contains('\0') {
+                s.keytab = path.to_path_buf();
+            } else {
+                let msg = format!("keytab {:?} is not an absolute path", v.get_ref());
+                self.error(&v.span(), msg);
+            }
+        }
+        if let Some(v) = &raw.principal {
+            let p = v.get_ref();
+            let valid = p.split_once('/').is_some_and(|(service, host)| {
+                !service.is_empty() && !host.is_empty() && !host.starts_with('@') && !p.contains(char::is_whitespace)
+            });
+            if valid {
+                s.principal = Some(p.clone());
+            } else {
+                let msg = format!(
+                    "principal {p:?} is not a service principal: give SERVICE/HOST, such as \"nfs/server.example.org\", \
+                     or SERVICE/HOST@REALM"
+                );
+                self.error(&v.span(), msg);
+            }
         }
         s
     }
@@ -969,7 +1009,35 @@ impl Checker<'_> {
             o.anongid = self.u32("anongid", v, 0).unwrap_or(o.anongid);
         }
         o.secure = self.secure(raw.secure, raw.insecure).unwrap_or(o.secure);
+        if let Some(v) = raw.sec {
+            o.sec = self.sec(v).unwrap_or(o.sec);
+        }
         o
+    }
+
+    /// `sec = [...]`: exports(5)'s flavors, most preferred first.
+    fn sec(&mut self, list: &Spanned<Vec<Spanned<String>>>) -> Option<SecFlavors> {
+        let mut flavors = Vec::new();
+        for item in list.get_ref() {
+            let Some(flavor) = SecFlavor::from_name(item.get_ref()) else {
+                let msg = format!(
+                    "sec {:?} is not a security flavor Keel serves: give \"sys\", \"krb5\", \"krb5i\" or \"krb5p\"",
+                    item.get_ref()
+                );
+                self.error(&item.span(), msg);
+                return None;
+            };
+            if flavors.contains(&flavor) {
+                self.error(&item.span(), format!("sec lists {:?} twice", item.get_ref()));
+                return None;
+            }
+            flavors.push(flavor);
+        }
+        let sec = SecFlavors::new(&flavors);
+        if sec.is_none() {
+            self.error(&list.span(), "sec is empty: list at least one flavor, such as [\"sys\"]");
+        }
+        sec
     }
 
     /// `secure`, given as `secure = BOOL` or as exports(5)'s `insecure =

@@ -12,6 +12,7 @@ mod cli;
 mod config;
 mod conns;
 mod ha;
+mod kerberos;
 mod metrics;
 mod notify;
 mod portmap;

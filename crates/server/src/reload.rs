@@ -171,6 +171,14 @@ impl Reloader {
                 file.display()
             ));
         }
+        // The Kerberos key is loaded at start only, when an export wants it.
+        if crate::kerberos::wanted(&next) && !crate::kerberos::wanted(&current) {
+            return Err(format!(
+                "{}: an export now accepts a Kerberos flavor (sec = [\"krb5\", ...]) but this server started \
+                 without one and has not loaded its key: restart keel to apply it",
+                file.display()
+            ));
+        }
         // Exactly the checks of a start.
         let checked = validate::check(&next, &file.display().to_string()).map_err(|e| e.to_string())?;
         let mut needs_restart = server_changes(&current.server, &next.server);
@@ -351,6 +359,8 @@ fn server_changes(old: &ServerConfig, new: &ServerConfig) -> Vec<String> {
     check("nsm_state_dir", format!("{:?}", old.nsm_state_dir), format!("{:?}", new.nsm_state_dir));
     check("grace_seconds_max", old.grace_max.as_secs().to_string(), new.grace_max.as_secs().to_string());
     check("max_locks_per_client", old.max_locks_per_client.to_string(), new.max_locks_per_client.to_string());
+    check("keytab", old.keytab.display().to_string(), new.keytab.display().to_string());
+    check("principal", format!("{:?}", old.principal), format!("{:?}", new.principal));
     out
 }
 

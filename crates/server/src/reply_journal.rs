@@ -33,14 +33,16 @@ pub const FILE_NAME: &str = "reply-cache";
 const SLOT_BYTES: usize = 512;
 const SLOTS: usize = 1 << 16;
 const FILE_BYTES: u64 = (SLOT_BYTES * SLOTS) as u64;
-const MAGIC: u32 = 0x4b44_5243;
+/// "KDRD": records of the first format ("KDRC", without the caller in
+/// the key) are skipped, not misread.
+const MAGIC: u32 = 0x4b44_5244;
 /// Magic, payload length, sequence number, CRC32 of sequence and payload.
 const HEADER_BYTES: usize = 4 + 4 + 8 + 4;
 /// Where the CRC sits in the header.
 const CRC_AT: usize = 16;
 /// A payload's key: client address (IPv6 or mapped IPv4), port, family,
-/// xid, program, version, procedure, argument checksum.
-const KEY_BYTES: usize = 16 + 2 + 1 + 16 + 8;
+/// xid, program, version, procedure, argument checksum, caller.
+const KEY_BYTES: usize = 16 + 2 + 1 + 16 + 8 + 8;
 /// Larger replies are not recorded: the cached procedures' replies are a
 /// few hundred bytes (status and wcc data).
 const RECORD_BYTES_MAX: usize = 64 << 10;
@@ -85,6 +87,7 @@ fn put_payload(buf: &mut BytesMut, key: &DrcKey, reply: &[Bytes]) {
         buf.put_u32(v);
     }
     buf.put_u64(key.args_checksum);
+    buf.put_u64(key.caller);
     for segment in reply {
         buf.put_slice(segment);
     }
@@ -109,6 +112,7 @@ fn decode_payload(p: &[u8]) -> Option<Entry> {
         vers: u32_at(27),
         proc_: u32_at(31),
         args_checksum: u64::from_be_bytes(p[35..43].try_into().ok()?),
+        caller: u64::from_be_bytes(p[43..51].try_into().ok()?),
     };
     Some((key, vec![Bytes::copy_from_slice(&p[KEY_BYTES..])]))
 }
@@ -247,7 +251,15 @@ mod tests {
     use super::*;
 
     fn key(xid: u32, peer: &str) -> DrcKey {
-        DrcKey { peer: peer.parse().unwrap(), xid, prog: 100003, vers: 3, proc_: 12, args_checksum: u64::from(xid) * 7 }
+        DrcKey {
+            peer: peer.parse().unwrap(),
+            xid,
+            prog: 100003,
+            vers: 3,
+            proc_: 12,
+            args_checksum: u64::from(xid) * 7,
+            caller: 9,
+        }
     }
 
     #[test]

@@ -81,6 +81,9 @@ pub fn run(
         tracing::warn!("{w}");
     }
     keel_store_local::ident::check_privileges().map_err(anyhow::Error::msg)?;
+    // The Kerberos key before anything is made: a keytab that is missing
+    // stops the start with nothing left behind.
+    let gss = crate::kerberos::start(&config)?;
     sys::clear_umask();
     let nofile = sys::raise_open_file_limit();
 
@@ -142,7 +145,7 @@ pub fn run(
     // NFSv4.1's state takes these: NfsState::with_grace(.., records, grace).
     let _nfs4 = (recovery.nfs4_records, recovery.grace);
     let lock_threads = keel_nlm::courier::start(&locks)?;
-    let stopped = runtime.block_on(serve(&config, exports, locks.clone(), calls, reloader, banner))?;
+    let stopped = runtime.block_on(serve(&config, exports, locks.clone(), calls, reloader, gss, banner))?;
     // Calls in flight finish and their replies go out before the file
     // systems are synced.
     let linger = if config.ha { transport::LINGER_HA } else { transport::LINGER };
@@ -176,6 +179,7 @@ async fn serve(
     locks: Arc<LockManager<Served>>,
     calls: Arc<keel_stats::CallStats>,
     reloader: Arc<Reloader>,
+    gss: Option<Arc<keel_rpc::gss::GssServer>>,
     banner: impl FnOnce(&[SocketAddr], u16, bool) -> String,
 ) -> anyhow::Result<Stopped> {
     let server = &config.server;
@@ -260,7 +264,13 @@ async fn serve(
         }
         cache = cache.with_journal(Arc::new(journal));
     }
-    let dispatcher = Arc::new(Dispatcher::new(programs, cache)?);
+    // RPCSEC_GSS on the TCP programs (NFS, MOUNT, NLM, NSM); the UDP
+    // ones (NLM and NSM datagrams, the portmapper) answer it AUTH_BADCRED.
+    let mut dispatcher = Dispatcher::new(programs, cache)?;
+    if let Some(gss) = gss {
+        dispatcher = dispatcher.with_gss(gss);
+    }
+    let dispatcher = Arc::new(dispatcher);
     let conns = Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout);
     let budget = Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection);
     let admitting = exports.clone();

@@ -112,6 +112,23 @@ impl ServerStats {
         self.exports.exports().iter().map(|s| (s.export.id, s.export.path.display().to_string())).collect()
     }
 
+    /// RPCSEC_GSS's contexts and refusals, if the server serves it.
+    fn gss_snapshot(&self) -> keel_stats::GssSnapshot {
+        let Some(gss) = self.dispatcher.gss() else { return Default::default() };
+        let counts = gss.counts().snapshot();
+        keel_stats::GssSnapshot {
+            enabled: true,
+            contexts: gss.contexts() as u64,
+            established: counts.established,
+            evicted: counts.evicted,
+            failures: counts
+                .failures
+                .iter()
+                .map(|(cause, count)| keel_stats::AuthFailureCount { cause: cause.name().into(), count: *count })
+                .collect(),
+        }
+    }
+
     pub fn snapshot(&self) -> Snapshot {
         let now = SystemTime::now();
         let mut calls = self.calls.snapshot();
@@ -200,6 +217,7 @@ impl ServerStats {
                 discarded: p.discarded,
             }),
             cache: crate::cache::snapshot(store, &self.export_names()),
+            gss: self.gss_snapshot(),
             reloads: ReloadsSnapshot {
                 applied: self.reloads.applied.load(Ordering::Relaxed),
                 refused: self.reloads.refused.load(Ordering::Relaxed),

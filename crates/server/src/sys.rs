@@ -260,3 +260,64 @@ pub fn die_of_sigpipe() -> ! {
     // Not reached: SIGPIPE's default action ends the process.
     std::process::exit(128 + libc::SIGPIPE)
 }
+
+/// The system's user database through NSS (getpwnam_r(3), getgrouplist(3)),
+/// for RPCSEC_GSS's principal-to-user mapping.
+pub struct SystemUsers;
+
+/// Groups looked up for one user at most (the rest are ignored, as the
+/// store's identity holds no more).
+const USER_GROUPS_MAX: usize = keel_store::GROUPS_MAX;
+
+impl keel_rpc::gss::UserDatabase for SystemUsers {
+    fn user(&self, name: &str) -> Option<keel_store::Cred> {
+        let cname = std::ffi::CString::new(name).ok()?;
+        let mut pwd: libc::passwd = unsafe_zeroed_passwd();
+        let mut buf = vec![0 as libc::c_char; 16 << 10];
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: getpwnam_r(3) writes one `passwd` into `pwd`, its strings
+        // into `buf` (whose length it is given) and a pointer to `pwd` (or
+        // null) into `found`; all are live locals, and `cname` is a
+        // NUL-terminated string that outlives the call.
+        let rc = unsafe { libc::getpwnam_r(cname.as_ptr(), &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) };
+        if rc != 0 || found.is_null() {
+            return None;
+        }
+        let (uid, gid) = (pwd.pw_uid, pwd.pw_gid);
+        let mut groups = vec![0 as libc::gid_t; USER_GROUPS_MAX];
+        let mut n = groups.len() as libc::c_int;
+        // SAFETY: getgrouplist(3) writes at most `n` gids into `groups`
+        // (a live buffer of that many) and the count into `n`; when there
+        // are more it returns -1 having written `n` of them, which is all
+        // we keep.
+        unsafe { libc::getgrouplist(cname.as_ptr(), gid, groups.as_mut_ptr(), &mut n) };
+        groups.truncate((n.max(0) as usize).min(USER_GROUPS_MAX));
+        Some(keel_store::Cred::new(uid, gid, &groups))
+    }
+}
+
+fn unsafe_zeroed_passwd() -> libc::passwd {
+    // SAFETY: `passwd` is plain C data (integers and pointers) for which
+    // all-zero bytes are a valid value; getpwnam_r fills it.
+    unsafe { std::mem::zeroed() }
+}
+
+unsafe extern "C" {
+    /// MIT Kerberos's GSS-API: the keytab the acceptor's keys come from,
+    /// for the whole process (gssapi_krb5.h).
+    fn krb5_gss_register_acceptor_identity(keytab: *const libc::c_char) -> u32;
+}
+
+/// Points GSS-API's acceptor at `keytab` (instead of KRB5_KTNAME or
+/// /etc/krb5.keytab). Called once at start, before any context is made.
+pub fn register_acceptor_keytab(keytab: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(keytab.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a keytab path with a NUL byte"))?;
+    // SAFETY: the function copies the NUL-terminated path it is given
+    // (which outlives the call) into the library's process-wide setting.
+    match unsafe { krb5_gss_register_acceptor_identity(path.as_ptr()) } {
+        0 => Ok(()),
+        major => Err(io::Error::other(format!("GSS-API refused the keytab (major status {major:#x})"))),
+    }
+}

@@ -278,6 +278,8 @@ fn a_bad_configuration_changes_nothing_and_says_why() {
         (base.clone(), "no exports".into()),
         // [ha] switched on: what it sets up happens at start only.
         (format!("[ha]\nenabled = true\n\n{good}"), "[ha] changes only at a restart".into()),
+        // A Kerberos flavor on a server started without its key.
+        (good.replacen("id = 1\n", "id = 1\nsec = [\"krb5\"]\n", 1), "restart keel to apply it".into()),
     ];
     for (text, why) in &cases {
         std::fs::write(&server.config, text).unwrap();

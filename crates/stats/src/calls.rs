@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use keel_rpc::{AcceptError, CallContext, CallReport, RpcProgram};
+use keel_rpc::{AcceptError, CallContext, CallReport, Flavor, RpcProgram};
 
 use crate::clients::ClientTable;
 use crate::histogram::Histogram;
-use crate::snapshot::{CallsSnapshot, ExportSnapshot, ProcSnapshot, ProgramSnapshot, StatusCount};
+use crate::snapshot::{CallsSnapshot, ExportSnapshot, FlavorCount, ProcSnapshot, ProgramSnapshot, StatusCount};
 
 /// What the statistics need to know of a program: its number, the version
 /// counted, a short name for displays and metric names, its procedures'
@@ -47,6 +47,8 @@ pub struct CallStats {
     clients: ClientTable,
     read_bytes: AtomicU64,
     write_bytes: AtomicU64,
+    /// Calls by the flavor of their credential, in [`Flavor::ALL`]'s order.
+    flavors: [AtomicU64; Flavor::ALL.len()],
     /// Per thread: milliseconds since `epoch` (plus one) when its running
     /// call started, 0 when it runs none. A cache line each: every call
     /// writes its thread's slot twice.
@@ -71,6 +73,7 @@ struct ProgramCounters {
     proc_unavail: AtomicU64,
     system_err: AtomicU64,
     dropped: AtomicU64,
+    too_weak: AtomicU64,
 }
 
 #[derive(Default)]
@@ -119,12 +122,14 @@ impl CallStats {
                     proc_unavail: AtomicU64::new(0),
                     system_err: AtomicU64::new(0),
                     dropped: AtomicU64::new(0),
+                    too_weak: AtomicU64::new(0),
                 })
                 .collect(),
             exports: RwLock::new(Arc::from(Vec::new())),
             clients: ClientTable::default(),
             read_bytes: AtomicU64::new(0),
             write_bytes: AtomicU64::new(0),
+            flavors: Default::default(),
             running: (0..RUNNING_SLOTS).map(|_| Slot::default()).collect(),
         })
     }
@@ -173,6 +178,10 @@ impl CallStats {
         let proc_counters = &program.procs[program.proc_slots.get(ctx.proc_ as usize).copied().unwrap_or(other)];
         proc_counters.calls.fetch_add(1, Ordering::Relaxed);
         proc_counters.latency.record(elapsed);
+        let flavor = ctx.cred.flavor();
+        if let Some(i) = Flavor::ALL.iter().position(|f| *f == flavor) {
+            self.flavors[i].fetch_add(1, Ordering::Relaxed);
+        }
         let report: &CallReport = &ctx.report;
         let error = match outcome {
             Outcome::Replied => match report.status() {
@@ -189,6 +198,7 @@ impl CallStats {
                     AcceptError::ProcUnavail => &program.proc_unavail,
                     AcceptError::SystemErr => &program.system_err,
                     AcceptError::Drop => &program.dropped,
+                    AcceptError::TooWeak => &program.too_weak,
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
                 true
@@ -252,6 +262,11 @@ impl CallStats {
             clients_evicted,
             read_bytes: self.read_bytes.load(Ordering::Relaxed),
             write_bytes: self.write_bytes.load(Ordering::Relaxed),
+            flavors: Flavor::ALL
+                .iter()
+                .zip(&self.flavors)
+                .map(|(f, n)| FlavorCount { flavor: f.name().into(), calls: n.load(Ordering::Relaxed) })
+                .collect(),
             running,
             oldest_running_ms: oldest,
             stuck,
@@ -307,6 +322,7 @@ fn program_snapshot(p: &ProgramCounters) -> ProgramSnapshot {
         proc_unavail: p.proc_unavail.load(Ordering::Relaxed),
         system_err: p.system_err.load(Ordering::Relaxed),
         dropped: p.dropped.load(Ordering::Relaxed),
+        too_weak: p.too_weak.load(Ordering::Relaxed),
     }
 }
 

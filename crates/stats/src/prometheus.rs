@@ -21,6 +21,11 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("keel_call_errors_total", "counter"),
     ("keel_call_duration_seconds", "histogram"),
     ("keel_rpc_errors_total", "counter"),
+    ("keel_rpc_calls_by_flavor_total", "counter"),
+    ("keel_gss_contexts", "gauge"),
+    ("keel_gss_contexts_established_total", "counter"),
+    ("keel_gss_contexts_evicted_total", "counter"),
+    ("keel_gss_auth_failures_total", "counter"),
     ("keel_replies_total", "counter"),
     ("keel_read_bytes_total", "counter"),
     ("keel_write_bytes_total", "counter"),
@@ -199,9 +204,23 @@ pub fn render(s: &Snapshot) -> String {
             ("proc_unavail", p.proc_unavail),
             ("system_err", p.system_err),
             ("dropped", p.dropped),
+            ("too_weak", p.too_weak),
         ] {
             o.sample("keel_rpc_errors_total", &[("program", &p.name), ("error", error)], n);
         }
+    }
+    o.family("keel_rpc_calls_by_flavor_total", "Calls by the security flavor of their credential.");
+    for f in &s.calls.flavors {
+        o.sample("keel_rpc_calls_by_flavor_total", &[("flavor", &f.flavor)], f.calls);
+    }
+    // Zero, with no causes, on a server that serves no Kerberos.
+    let g = &s.gss;
+    o.one("keel_gss_contexts", "RPCSEC_GSS contexts held now.", g.contexts);
+    o.one("keel_gss_contexts_established_total", "RPCSEC_GSS contexts established.", g.established);
+    o.one("keel_gss_contexts_evicted_total", "RPCSEC_GSS contexts dropped to keep the bounds.", g.evicted);
+    o.family("keel_gss_auth_failures_total", "RPCSEC_GSS calls refused or dropped, by cause.");
+    for f in &g.failures {
+        o.sample("keel_gss_auth_failures_total", &[("cause", &f.cause)], f.count);
     }
     o.family(
         "keel_replies_total",

@@ -23,6 +23,8 @@ pub struct Snapshot {
     /// The SSD cache tier (no devices and no exports when there is none).
     #[serde(default)]
     pub cache: CacheSnapshot,
+    #[serde(default)]
+    pub gss: GssSnapshot,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -52,6 +54,37 @@ pub struct CallsSnapshot {
     pub oldest_running_ms: u64,
     /// Calls running for longer than the stuck threshold (a minute).
     pub stuck: u64,
+    /// Calls by the security flavor of their credential (every flavor
+    /// served, in a fixed order).
+    #[serde(default)]
+    pub flavors: Vec<FlavorCount>,
+}
+
+/// Calls of one security flavor: "none", "sys", "krb5", "krb5i", "krb5p".
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlavorCount {
+    pub flavor: String,
+    pub calls: u64,
+}
+
+/// RPCSEC_GSS (Kerberos), when the server serves it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GssSnapshot {
+    /// Whether an export lists a Kerberos flavor (and the key was loaded).
+    pub enabled: bool,
+    /// Contexts held now.
+    pub contexts: u64,
+    pub established: u64,
+    /// Contexts dropped to keep the bounds.
+    pub evicted: u64,
+    /// Calls refused or dropped, by cause (every cause, in a fixed order).
+    pub failures: Vec<AuthFailureCount>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuthFailureCount {
+    pub cause: String,
+    pub count: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -71,6 +104,10 @@ pub struct ProgramSnapshot {
     /// while the export's storage fails).
     #[serde(default)]
     pub dropped: u64,
+    /// Calls denied AUTH_TOOWEAK: their flavor is not one their export
+    /// accepts (`sec`).
+    #[serde(default)]
+    pub too_weak: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -358,6 +395,19 @@ impl Snapshot {
     /// name; one that is new counts from zero.
     pub fn since(&self, earlier: &Snapshot) -> Snapshot {
         let mut out = self.clone();
+        for f in &mut out.calls.flavors {
+            if let Some(o) = earlier.calls.flavors.iter().find(|o| o.flavor == f.flavor) {
+                f.calls = f.calls.saturating_sub(o.calls);
+            }
+        }
+        let g = &mut out.gss;
+        g.established = g.established.saturating_sub(earlier.gss.established);
+        g.evicted = g.evicted.saturating_sub(earlier.gss.evicted);
+        for f in &mut g.failures {
+            if let Some(o) = earlier.gss.failures.iter().find(|o| o.cause == f.cause) {
+                f.count = f.count.saturating_sub(o.count);
+            }
+        }
         for p in &mut out.calls.programs {
             let Some(old) = earlier.calls.programs.iter().find(|o| o.program == p.program) else { continue };
             for proc_ in &mut p.procedures {
@@ -377,6 +427,7 @@ impl Snapshot {
             p.proc_unavail = p.proc_unavail.saturating_sub(old.proc_unavail);
             p.system_err = p.system_err.saturating_sub(old.system_err);
             p.dropped = p.dropped.saturating_sub(old.dropped);
+            p.too_weak = p.too_weak.saturating_sub(old.too_weak);
         }
         for e in &mut out.calls.exports {
             if let Some(o) = earlier.calls.exports.iter().find(|o| o.id == e.id) {

@@ -72,6 +72,23 @@ pub fn render(s: &Snapshot, opts: Options) -> String {
     }
     let c = &s.calls;
     let _ = writeln!(o, "data: read {}, written {}", per_bytes(c.read_bytes), per_bytes(c.write_bytes));
+    let flavors: Vec<String> = c.flavors.iter().map(|f| format!("{} {}", f.flavor, per(f.calls))).collect();
+    if !flavors.is_empty() {
+        let _ = writeln!(o, "calls by flavor: {}", flavors.join(", "));
+    }
+    let g = &s.gss;
+    if g.enabled {
+        let failures: Vec<String> =
+            g.failures.iter().filter(|f| f.count > 0).map(|f| format!("{} {}", f.cause, per(f.count))).collect();
+        let failures = if failures.is_empty() { "none".to_owned() } else { failures.join(", ") };
+        let _ = writeln!(
+            o,
+            "kerberos: {} contexts, {} established, {} evicted; refused: {failures}",
+            g.contexts,
+            per(g.established),
+            per(g.evicted)
+        );
+    }
     let r = &s.reply_cache;
     let _ = writeln!(
         o,
@@ -197,14 +214,15 @@ fn program(o: &mut String, p: &ProgramSnapshot, per: &dyn Fn(u64) -> String) {
     let total = p.calls();
     let _ = writeln!(
         o,
-        "\n{} v{}: {} calls, {} garbage args, {} unknown procedures, {} system errors, {} dropped",
+        "\n{} v{}: {} calls, {} garbage args, {} unknown procedures, {} system errors, {} dropped, {} too weak",
         p.name,
         p.version,
         per(total),
         p.garbage_args,
         p.proc_unavail,
         p.system_err,
-        p.dropped
+        p.dropped,
+        p.too_weak
     );
     if total == 0 {
         return;

@@ -7,10 +7,10 @@ mod dir;
 mod io;
 mod remove;
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 use std::sync::Arc;
 
-use keel_exports::{Admitted, ClientOptions, ExportTable};
+use keel_exports::{AdmitError, Admitted, ClientOptions, ExportTable, SecFlavor};
 use keel_nfs3_proto::nfs3::{
     NFSPATH_MAX, NfsFh3, NfsResult, Nfsstat3, PostOpAttr, PreOpAttr, Read3Args, Readdir3Args, Readdirplus3Args, WccData,
 };
@@ -18,8 +18,8 @@ use keel_nfs3_proto::{NFS_PROGRAM, NFS_V3};
 use keel_rpc::CacheClass::{Cached, Uncached};
 use keel_rpc::ReplyBytesMax::{Computed, Fixed};
 use keel_rpc::{
-    AcceptError, CallContext, Handled, Handlers, Procedure, ProcedureTable, REPLY_RESULTS_BYTES_DEFAULT, ReplyBytesMax,
-    TabledProgram,
+    AcceptError, CallContext, Flavor, Handled, Handlers, Procedure, ProcedureTable, REPLY_RESULTS_BYTES_DEFAULT,
+    ReplyBytesMax, TabledProgram,
 };
 use keel_store::{Caller as _, Store};
 use keel_xdr::{Decode, Decoder, Encode, Encoder, XdrError};
@@ -116,8 +116,11 @@ impl<S: Store> TabledProgram for Nfs3Program<S> {
     ]);
 
     fn run(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Handled<Self> {
-        let r = Request { exports: &self.exports, ctx, acting: OnceCell::new() };
+        let r = Request { exports: &self.exports, ctx, acting: OnceCell::new(), too_weak: Cell::new(false) };
         let status = Self::PROCEDURES.call(&r, ctx, args, reply)?;
+        if r.too_weak.get() {
+            return Err(AcceptError::TooWeak);
+        }
         if status == Some(Nfsstat3::Io)
             && let Some(export) = ctx.report.export()
             && let Some(e) = self.exports.storage_failure(export)
@@ -167,6 +170,19 @@ pub struct Request<'a, S: Store> {
     /// [`Request::authorize`] and given up when the request is dropped
     /// (also when a handler panics).
     acting: OnceCell<S::Caller>,
+    /// The call's flavor was refused by an export's `sec=`.
+    too_weak: Cell<bool>,
+}
+
+/// The export flavor a call's credential counts as: AUTH_NONE is `sys`
+/// (as knfsd lets AUTH_NULL through where AUTH_UNIX is accepted).
+pub(crate) fn sec_flavor(flavor: Flavor) -> SecFlavor {
+    match flavor {
+        Flavor::None | Flavor::Sys => SecFlavor::Sys,
+        Flavor::Krb5 => SecFlavor::Krb5,
+        Flavor::Krb5i => SecFlavor::Krb5i,
+        Flavor::Krb5p => SecFlavor::Krb5p,
+    }
 }
 
 impl<S: Store> Request<'_, S> {
@@ -176,12 +192,22 @@ impl<S: Store> Request<'_, S> {
 
     /// The object `fh` names, if the export admits this client, with the
     /// client's options there and its squashed identity.
+    /// A call whose flavor the export does not accept (`sec=`) is
+    /// answered AUTH_TOOWEAK ([`Nfs3Program::run`]; RFC 2623 section 2.3).
     fn admit(&self, fh: &NfsFh3) -> Result<Admitted<S::Object>, Nfsstat3> {
         // The export is noted before the object is opened: an I/O error
         // there is the export's storage failing too (see `call`).
-        self.exports
-            .admit_handle(self.ctx.peer, &fh.data, self.ctx.cred.ids(), |id| self.ctx.report.set_export(id))
-            .map_err(|e| admit_status(&e))
+        let flavor = sec_flavor(self.ctx.cred.flavor());
+        let ids = self.ctx.cred.ids();
+        let admitted = self
+            .exports
+            .admit_handle_with_sec(self.ctx.peer, &fh.data, flavor, ids, |id| self.ctx.report.set_export(id));
+        admitted.map_err(|e| {
+            if matches!(e, AdmitError::WrongSecurity { .. }) {
+                self.too_weak.set(true);
+            }
+            admit_status(&e)
+        })
     }
 
     /// Resolves `fh` for this client and assumes the caller's (squashed)

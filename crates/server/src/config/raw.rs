@@ -55,6 +55,8 @@ pub(super) struct RawServer {
     pub nsm_state_dir: Option<Spanned<String>>,
     pub grace_seconds_max: Option<Spanned<Int>>,
     pub max_locks_per_client: Option<Spanned<Int>>,
+    pub keytab: Option<Spanned<String>>,
+    pub principal: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -71,6 +73,7 @@ pub(super) struct RawExport {
     pub secure: Option<Spanned<bool>>,
     pub insecure: Option<Spanned<bool>>,
     pub cache: Option<Spanned<String>>,
+    pub sec: Option<Spanned<Vec<Spanned<String>>>>,
     pub clients: Option<Spanned<Vec<Spanned<RawClient>>>>,
 }
 
@@ -85,6 +88,7 @@ pub(super) struct RawClient {
     pub anongid: Option<Spanned<Int>>,
     pub secure: Option<Spanned<bool>>,
     pub insecure: Option<Spanned<bool>>,
+    pub sec: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// The per-client options, which may be given both export-wide (in
@@ -99,6 +103,8 @@ pub(super) struct RawOptions<'a> {
     pub secure: Option<&'a Spanned<bool>>,
     /// exports(5)'s spelling: `insecure = true` is `secure = false`.
     pub insecure: Option<&'a Spanned<bool>>,
+    /// exports(5)'s `sec=`, as a list.
+    pub sec: Option<&'a Spanned<Vec<Spanned<String>>>>,
 }
 
 impl RawExport {
@@ -111,6 +117,7 @@ impl RawExport {
             anongid: self.anongid.as_ref(),
             secure: self.secure.as_ref(),
             insecure: self.insecure.as_ref(),
+            sec: self.sec.as_ref(),
         }
     }
 }
@@ -125,6 +132,7 @@ impl RawClient {
             anongid: self.anongid.as_ref(),
             secure: self.secure.as_ref(),
             insecure: self.insecure.as_ref(),
+            sec: self.sec.as_ref(),
         }
     }
 }

@@ -2,7 +2,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use keel_exports::{Access, ClientOptions, ClientRule, HostMatch, Squash};
+use keel_exports::{Access, ClientOptions, ClientRule, HostMatch, SecFlavor, SecFlavors, Squash};
 
 use super::*;
 
@@ -172,6 +172,8 @@ clients = [{{ host = "192.0.2.7" }}]
             nsm_state_dir: Some(PathBuf::from("/shared/keel/nsm")),
             grace_max: std::time::Duration::from_secs(15),
             max_locks_per_client: 100,
+            keytab: PathBuf::from("/etc/krb5.keytab"),
+            principal: None,
         }
     );
     let export_wide = ClientOptions {
@@ -181,6 +183,7 @@ clients = [{{ host = "192.0.2.7" }}]
         anonuid: 1000,
         anongid: 1001,
         secure: false,
+        sec: SecFlavors::default(),
     };
     assert_eq!(
         config.exports,
@@ -353,6 +356,7 @@ host = "10.0.0.2"
             anonuid: 3,
             anongid: 4,
             secure: false,
+            sec: SecFlavors::default(),
         }
     );
     assert_eq!(
@@ -364,6 +368,7 @@ host = "10.0.0.2"
             anonuid: 1,
             anongid: 2,
             secure: true,
+            sec: SecFlavors::default(),
         }
     );
 }
@@ -1060,4 +1065,56 @@ fn the_man_page_describes_every_key_the_parser_accepts_and_no_other() {
             "top-level key {key:?} has no section in keel.toml.5"
         );
     }
+}
+
+#[test]
+fn sec_lists_flavors_in_order_and_a_client_entry_overrides_it() {
+    let tmp = TempDir::new();
+    let dir = tmp.dir("export");
+    let text = format!(
+        r#"[server]
+keytab = "/etc/keel/nfs.keytab"
+principal = "nfs/server.example.org@EXAMPLE.ORG"
+
+[[export]]
+path = "{}"
+id = 1
+sec = ["krb5p", "krb5i", "sys"]
+[[export.clients]]
+host = "10.0.0.1"
+sec = ["krb5"]
+[[export.clients]]
+host = "*"
+"#,
+        dir
+    );
+    let config = parse_ok(&text);
+    assert_eq!(config.server.keytab, PathBuf::from("/etc/keel/nfs.keytab"));
+    assert_eq!(config.server.principal.as_deref(), Some("nfs/server.example.org@EXAMPLE.ORG"));
+    let clients = &config.exports[0].clients;
+    assert_eq!(clients[0].options.sec.as_slice(), &[SecFlavor::Krb5]);
+    assert_eq!(clients[1].options.sec.as_slice(), &[SecFlavor::Krb5p, SecFlavor::Krb5i, SecFlavor::Sys]);
+    assert_eq!(
+        describe_options(clients),
+        "10.0.0.1(ro,sync,root_squash,secure,sec=krb5) *(ro,sync,root_squash,secure,sec=krb5p:krb5i:sys)"
+    );
+}
+
+#[test]
+fn bad_sec_lists_keytabs_and_principals_are_refused_with_their_line() {
+    let tmp = TempDir::new();
+    let dir = tmp.dir("export");
+    let export =
+        |sec: &str| format!("[[export]]\npath = \"{dir}\"\nid = 1\nsec = {sec}\n[[export.clients]]\nhost = \"*\"\n");
+    for (sec, message) in [
+        (r#"["krb5", "spkm3"]"#, "sec \"spkm3\" is not a security flavor Keel serves"),
+        (r#"["sys", "sys"]"#, "sec lists \"sys\" twice"),
+        ("[]", "sec is empty"),
+    ] {
+        assert_problem(&export(sec), 4, &[message]);
+    }
+    let err = parse_err("[server]\nkeytab = \"relative.keytab\"\n");
+    assert!(err.contains("keytab \"relative.keytab\" is not an absolute path"), "{err}");
+    let err = parse_err("[server]\nprincipal = \"nfs\"\n");
+    assert!(err.contains("principal \"nfs\" is not a service principal"), "{err}");
 }

@@ -1,0 +1,572 @@
+//! The server side of RPCSEC_GSS (RFC 2203) with the Kerberos V5
+//! mechanism, through the system's GSS-API: contexts established on the
+//! NULL procedure of any program (RPCSEC_GSS_INIT and _CONTINUE_INIT),
+//! kept in a bounded table, checked on every call (header checksum,
+//! sequence window), and the calls' bodies unwrapped and their replies
+//! wrapped at the service the call asks for.
+//!
+//! What a call gets (section 5.3.3 and the GSS-API error mapping of
+//! 5.3.3.4, as knfsd answers them):
+//! - a credential that does not decode, an RPCSEC_GSS_INIT to a procedure
+//!   other than NULL, a call verifier of another flavor: AUTH_BADCRED
+//!   (AUTH_BADVERF for the verifier);
+//! - a context handle the server does not know (never had, evicted,
+//!   destroyed, expired with its ticket), or a header checksum that does
+//!   not verify: RPCSEC_GSS_CREDPROBLEM, and the client establishes a new
+//!   context (Linux, FreeBSD and Solaris answer an unknown handle so);
+//! - a sequence number at or above MAXSEQ: RPCSEC_GSS_CTXPROBLEM;
+//! - a sequence number seen before or below the window: no reply;
+//! - a body whose checksum does not verify, that does not unwrap, or whose
+//!   sequence number is not the credential's: GARBAGE_ARGS;
+//! - an establishment token GSS-API refuses: a reply with its major and
+//!   minor status (section 5.2.3.1), and no context.
+
+use std::collections::HashMap;
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use keel_store::Cred;
+use keel_xdr::{Decoder, Encoder};
+use libgssapi::context::{SecurityContext as _, ServerCtx};
+use libgssapi::credential::{Cred as GssCred_, CredUsage};
+use libgssapi::error::Error as GssError;
+use libgssapi::name::Name;
+use libgssapi::oid::{GSS_MECH_KRB5, GSS_NT_HOSTBASED_SERVICE, GSS_NT_KRB5_PRINCIPAL, OidSet};
+
+use super::idmap::IdentityCache;
+use super::stats::{AuthFailure, GssCounts};
+use super::window::{SEQ_WINDOW, SeqWindow};
+use super::wire::{
+    GssCred, GssInitRes, GssProc, GssService, IntegData, MAXSEQ, RPCSEC_GSS, decode_init_arg, decode_priv_data,
+    header_bytes_through_cred, split_seq_num,
+};
+use crate::cred::{Credential, SecurityContext};
+use crate::dispatch::ReplySegments;
+use crate::msg::{AcceptStat, AuthStat, CallHeader, OpaqueAuth, ReplyStat, encode_reply_header_with};
+
+/// GSS_S_CONTINUE_NEEDED, for an RPCSEC_GSS_INIT reply (RFC 2743).
+const GSS_S_CONTINUE_NEEDED: u32 = 1;
+/// Bytes of a context handle this server makes: a random number drawn at
+/// start and a counter, so no handle is made twice in one run and a
+/// handle from an earlier run is unknown.
+const HANDLE_BYTES: usize = 16;
+
+/// How many contexts the server keeps: in total, and for one client
+/// address. Over either bound the context used least recently (of that
+/// client, or of all) is dropped; its client gets CREDPROBLEM on its next
+/// call and establishes a new one. A context never completed counts too:
+/// a client that starts contexts and never finishes them only evicts its
+/// own.
+#[derive(Debug, Clone, Copy)]
+pub struct ContextLimits {
+    pub total_max: usize,
+    pub per_client_max: usize,
+}
+
+impl Default for ContextLimits {
+    /// The Linux client keeps one context per user and one for the
+    /// machine: a login node of a few hundred users stays within a client's
+    /// bound.
+    fn default() -> Self {
+        ContextLimits { total_max: 16384, per_client_max: 1024 }
+    }
+}
+
+/// Why the server's GSS-API credential could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum AcceptorError {
+    #[error("{principal:?} is not a principal GSS-API can read: {error}")]
+    BadName { principal: String, error: GssError },
+    #[error("no key for {principal:?} in the keytab (GSS-API: {error})")]
+    NoKey { principal: String, error: GssError },
+}
+
+/// The server's Kerberos credential: its key for `principal`, from the
+/// keytab GSS-API was pointed at (the server binary registers the
+/// configured keytab before this is made).
+pub struct Acceptor {
+    cred: GssCred_,
+    principal: String,
+}
+
+impl Acceptor {
+    /// `principal` as configured: `service/host` (a host-based service
+    /// name: any realm's key for it in the keytab) or `service/host@REALM`.
+    pub fn acquire(principal: &str) -> Result<Acceptor, AcceptorError> {
+        let bad_name = |error| AcceptorError::BadName { principal: principal.to_owned(), error };
+        let name = match principal.split_once('/') {
+            Some((service, host)) if !principal.contains('@') => {
+                Name::new(format!("{service}@{host}").as_bytes(), Some(GSS_NT_HOSTBASED_SERVICE)).map_err(bad_name)?
+            }
+            _ => Name::new(principal.as_bytes(), Some(GSS_NT_KRB5_PRINCIPAL)).map_err(bad_name)?,
+        };
+        let mut mechs = OidSet::new();
+        mechs.add(GSS_MECH_KRB5).map_err(bad_name)?;
+        let cred = GssCred_::acquire(Some(&name), None, CredUsage::Accept, Some(&mechs))
+            .map_err(|error| AcceptorError::NoKey { principal: principal.to_owned(), error })?;
+        Ok(Acceptor { cred, principal: principal.to_owned() })
+    }
+
+    pub fn principal(&self) -> &str {
+        &self.principal
+    }
+}
+
+/// What becomes of a call with an RPCSEC_GSS credential.
+pub enum GssVerdict {
+    /// A context call (INIT, CONTINUE_INIT, DESTROY), answered here.
+    Reply(ReplySegments),
+    /// No reply: a replay, or a number below the window.
+    Drop,
+    /// Refused for its credential.
+    Deny(AuthStat),
+    /// Accepted, but its body is not what its service promises.
+    GarbageArgs(OpaqueAuth),
+    /// A data call to run: its caller and its arguments in the clear.
+    Data(GssCall),
+}
+
+/// One RPCSEC_GSS_DATA call, accepted: the caller, the arguments as the
+/// program reads them, and what wraps its reply.
+pub struct GssCall {
+    pub credential: Credential,
+    pub args: Bytes,
+    context: Arc<Context>,
+    seq_num: u32,
+    service: GssService,
+}
+
+impl GssCall {
+    /// Who the call is from, for the reply cache: its context, which
+    /// names one principal.
+    pub fn context_handle(&self) -> &[u8] {
+        &self.context.handle
+    }
+
+    pub fn service(&self) -> GssService {
+        self.service
+    }
+
+    /// The reply's body as its service wants it: `results` (the
+    /// procedure's results, in the clear) as they are, checksummed, or
+    /// encrypted, each with the call's sequence number. `None`: GSS-API
+    /// failed (the context expired under the call); the caller answers
+    /// SYSTEM_ERR.
+    pub fn wrap_results(&self, results: &[u8]) -> Option<Bytes> {
+        let mut body = Vec::with_capacity(results.len() + 4);
+        body.extend_from_slice(&self.seq_num.to_be_bytes());
+        body.extend_from_slice(results);
+        let mut inner = self.context.inner.lock().expect("context lock");
+        let mut enc = Encoder::with_capacity(body.len() + 128);
+        match self.service {
+            GssService::None => return Some(Bytes::copy_from_slice(results)),
+            GssService::Integrity => {
+                let checksum = inner.gss.get_mic(&body).ok()?;
+                IntegData { databody: Bytes::from(body), checksum: Bytes::copy_from_slice(&checksum) }.encode(&mut enc);
+            }
+            GssService::Privacy => {
+                let token = inner.gss.wrap(true, &body).ok()?;
+                enc.opaque(&token);
+            }
+        }
+        Some(enc.into_bytes())
+    }
+}
+
+/// The verifier of the replies to one call: the MIC of its sequence
+/// number, computed when the call was accepted.
+#[derive(Debug)]
+struct SignedReply(OpaqueAuth);
+
+impl SecurityContext for SignedReply {
+    fn reply_verifier(&self) -> OpaqueAuth {
+        self.0.clone()
+    }
+}
+
+/// A local user's name and realm, from a principal `user@REALM`; `None`
+/// for a service or machine principal (`host/...`, `nfs/...`).
+fn user_of(principal: &str) -> Option<(&str, &str)> {
+    let (user, realm) = principal.rsplit_once('@')?;
+    (!user.is_empty() && !user.contains('/')).then_some((user, realm))
+}
+
+/// The realm of a principal.
+fn realm_of(principal: &str) -> Option<&str> {
+    principal.rsplit_once('@').map(|(_, realm)| realm)
+}
+
+struct Context {
+    handle: [u8; HANDLE_BYTES],
+    client: IpAddr,
+    /// Milliseconds since the table's epoch when last used.
+    last_used_ms: AtomicU64,
+    inner: Mutex<ContextInner>,
+}
+
+struct ContextInner {
+    gss: ServerCtx,
+    window: SeqWindow,
+    established: Option<Established>,
+}
+
+/// A context once GSS-API completed it.
+struct Established {
+    principal: String,
+    ids: Option<Cred>,
+    expires: Instant,
+}
+
+#[derive(Default)]
+struct ContextTable {
+    contexts: HashMap<[u8; HANDLE_BYTES], Arc<Context>>,
+    per_client: HashMap<IpAddr, usize>,
+}
+
+impl ContextTable {
+    fn remove(&mut self, handle: &[u8; HANDLE_BYTES]) -> Option<Arc<Context>> {
+        let ctx = self.contexts.remove(handle)?;
+        if let Some(n) = self.per_client.get_mut(&ctx.client) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_client.remove(&ctx.client);
+            }
+        }
+        Some(ctx)
+    }
+
+    /// The least recently used context, of `client` if given.
+    fn least_recent(&self, client: Option<IpAddr>) -> Option<[u8; HANDLE_BYTES]> {
+        self.contexts
+            .values()
+            .filter(|c| client.is_none_or(|ip| c.client == ip))
+            .min_by_key(|c| c.last_used_ms.load(Ordering::Relaxed))
+            .map(|c| c.handle)
+    }
+}
+
+/// Runs a closure with the privileges that read the keytab: GSS-API reads
+/// it at every context establishment (and writes its replay cache), and a
+/// server that runs calls under the caller's file-system identity must
+/// run these as root.
+pub type Privileged = Arc<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
+
+/// RPCSEC_GSS for every program of a dispatcher.
+pub struct GssServer {
+    acceptor: Acceptor,
+    privileged: Privileged,
+    identities: IdentityCache,
+    limits: ContextLimits,
+    table: Mutex<ContextTable>,
+    epoch: Instant,
+    handle_prefix: u64,
+    next_handle: AtomicU64,
+    counts: Arc<GssCounts>,
+}
+
+impl GssServer {
+    /// `privileged` runs GSS-API's keytab reads (see [`Privileged`]).
+    pub fn new(
+        acceptor: Acceptor,
+        identities: IdentityCache,
+        limits: ContextLimits,
+        privileged: Privileged,
+    ) -> GssServer {
+        GssServer {
+            acceptor,
+            privileged,
+            identities,
+            limits,
+            table: Mutex::new(ContextTable::default()),
+            epoch: Instant::now(),
+            handle_prefix: RandomState::new().build_hasher().finish(),
+            next_handle: AtomicU64::new(1),
+            counts: Arc::new(GssCounts::default()),
+        }
+    }
+
+    pub fn principal(&self) -> &str {
+        self.acceptor.principal()
+    }
+
+    /// Contexts established and failures by cause, for statistics.
+    pub fn counts(&self) -> &Arc<GssCounts> {
+        &self.counts
+    }
+
+    /// Contexts held now.
+    pub fn contexts(&self) -> usize {
+        self.table.lock().expect("context table lock").contexts.len()
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn deny(&self, cause: AuthFailure, stat: AuthStat) -> GssVerdict {
+        self.counts.failed(cause);
+        GssVerdict::Deny(stat)
+    }
+
+    /// What to do with a call whose credential is RPCSEC_GSS. `record` is
+    /// the whole call (its header is checksummed), `args` what follows
+    /// the header.
+    pub fn accept(&self, header: &CallHeader, record: &Bytes, args: Bytes, peer: SocketAddr) -> GssVerdict {
+        let Ok(cred) = GssCred::decode(header.cred.body.clone()) else {
+            return self.deny(AuthFailure::BadCred, AuthStat::BadCred);
+        };
+        match cred.proc_ {
+            GssProc::Init | GssProc::ContinueInit => self.establish(header, &cred, args, peer),
+            GssProc::Data | GssProc::Destroy => self.data(header, &cred, record, args),
+        }
+    }
+
+    /// RPCSEC_GSS_INIT and _CONTINUE_INIT (section 5.2).
+    fn establish(&self, header: &CallHeader, cred: &GssCred, args: Bytes, peer: SocketAddr) -> GssVerdict {
+        if header.proc_ != 0 {
+            return self.deny(AuthFailure::BadCred, AuthStat::BadCred);
+        }
+        let Ok(token) = decode_init_arg(args) else {
+            self.counts.failed(AuthFailure::BadToken);
+            return GssVerdict::GarbageArgs(OpaqueAuth::default());
+        };
+        let context = match cred.proc_ {
+            GssProc::Init => self.new_context(peer.ip()),
+            _ => match self.lookup(&cred.handle) {
+                Some(c) if c.client == peer.ip() => c,
+                _ => return self.deny(AuthFailure::UnknownContext, AuthStat::GssCredProblem),
+            },
+        };
+        let mut inner = context.inner.lock().expect("context lock");
+        if inner.established.is_some() {
+            return self.deny(AuthFailure::BadCred, AuthStat::BadCred);
+        }
+        let mut step = None;
+        (self.privileged)(&mut || step = Some(inner.gss.step(&token, None)));
+        let step = step.expect("privileged runs its closure");
+        let mut res = GssInitRes { handle: Bytes::copy_from_slice(&context.handle), ..Default::default() };
+        let mut verf = OpaqueAuth::default();
+        match step {
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "GSS context establishment refused");
+                self.counts.failed(AuthFailure::BadToken);
+                drop(inner);
+                self.table.lock().expect("context table lock").remove(&context.handle);
+                res = GssInitRes { gss_major: e.major.bits(), gss_minor: e.minor, ..Default::default() };
+            }
+            Ok(out) => {
+                res.gss_token = out.map(|t| Bytes::copy_from_slice(&t)).unwrap_or_default();
+                if !inner.gss.is_complete() {
+                    res.gss_major = GSS_S_CONTINUE_NEEDED;
+                } else {
+                    match self.complete(&mut inner) {
+                        Ok(established) => {
+                            let Ok(mic) = inner.gss.get_mic(&SEQ_WINDOW.to_be_bytes()) else {
+                                return GssVerdict::Drop;
+                            };
+                            tracing::debug!(%peer, principal = %established.principal, "GSS context established");
+                            inner.established = Some(established);
+                            self.counts.established();
+                            res.seq_window = SEQ_WINDOW;
+                            verf = OpaqueAuth { flavor: RPCSEC_GSS, body: Bytes::copy_from_slice(&mic) };
+                        }
+                        Err(e) => {
+                            tracing::debug!(%peer, error = %e, "GSS context unusable");
+                            self.counts.failed(AuthFailure::BadToken);
+                            drop(inner);
+                            self.table.lock().expect("context table lock").remove(&context.handle);
+                            res = GssInitRes { gss_major: e.major.bits(), gss_minor: e.minor, ..Default::default() };
+                        }
+                    }
+                }
+            }
+        }
+        let mut enc = Encoder::with_capacity(256 + res.gss_token.len());
+        encode_reply_header_with(&mut enc, header.xid, &verf, ReplyStat::Accepted(AcceptStat::Success));
+        res.encode(&mut enc);
+        GssVerdict::Reply(enc.finish())
+    }
+
+    /// Who a completed context names and until when it holds.
+    fn complete(&self, inner: &mut ContextInner) -> Result<Established, GssError> {
+        let source = inner.gss.source_name()?.to_string();
+        let target = inner.gss.target_name()?.to_string();
+        let lifetime = inner.gss.lifetime()?;
+        // A user of the server's own realm is that local user; a user of
+        // another realm, a machine or a service is nobody in particular
+        // (idmapd's default: only the local realm maps).
+        let ids = match user_of(&source) {
+            Some((user, realm)) if Some(realm) == realm_of(&target) => self.identities.lookup(user),
+            _ => None,
+        };
+        Ok(Established { principal: source, ids, expires: Instant::now() + lifetime })
+    }
+
+    fn new_context(&self, client: IpAddr) -> Arc<Context> {
+        let n = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        let mut handle = [0; HANDLE_BYTES];
+        handle[..8].copy_from_slice(&self.handle_prefix.to_be_bytes());
+        handle[8..].copy_from_slice(&n.to_be_bytes());
+        let context = Arc::new(Context {
+            handle,
+            client,
+            last_used_ms: AtomicU64::new(self.now_ms()),
+            inner: Mutex::new(ContextInner {
+                gss: ServerCtx::new(Some(self.acceptor.cred.clone())),
+                window: SeqWindow::default(),
+                established: None,
+            }),
+        });
+        let mut table = self.table.lock().expect("context table lock");
+        if table.per_client.get(&client).copied().unwrap_or(0) >= self.limits.per_client_max
+            && let Some(oldest) = table.least_recent(Some(client))
+        {
+            table.remove(&oldest);
+            self.counts.evicted();
+        }
+        if table.contexts.len() >= self.limits.total_max
+            && let Some(oldest) = table.least_recent(None)
+        {
+            table.remove(&oldest);
+            self.counts.evicted();
+        }
+        table.contexts.insert(handle, context.clone());
+        *table.per_client.entry(client).or_default() += 1;
+        context
+    }
+
+    fn lookup(&self, handle: &[u8]) -> Option<Arc<Context>> {
+        let handle: [u8; HANDLE_BYTES] = handle.try_into().ok()?;
+        let context = self.table.lock().expect("context table lock").contexts.get(&handle).cloned()?;
+        context.last_used_ms.store(self.now_ms(), Ordering::Relaxed);
+        Some(context)
+    }
+
+    /// RPCSEC_GSS_DATA and _DESTROY (section 5.3 and 5.4).
+    fn data(&self, header: &CallHeader, cred: &GssCred, record: &Bytes, args: Bytes) -> GssVerdict {
+        let Some(context) = self.lookup(&cred.handle) else {
+            return self.deny(AuthFailure::UnknownContext, AuthStat::GssCredProblem);
+        };
+        if header.verf.flavor != RPCSEC_GSS {
+            return self.deny(AuthFailure::BadVerifier, AuthStat::BadVerf);
+        }
+        let mut inner = context.inner.lock().expect("context lock");
+        let Some(established) = &inner.established else {
+            return self.deny(AuthFailure::UnknownContext, AuthStat::GssCredProblem);
+        };
+        if established.expires <= Instant::now() {
+            drop(inner);
+            self.table.lock().expect("context table lock").remove(&context.handle);
+            return self.deny(AuthFailure::Expired, AuthStat::GssCredProblem);
+        }
+        let (principal, ids) = (established.principal.clone(), established.ids);
+        let checked = header_bytes_through_cred(header.cred.body.len());
+        if record.len() < checked || !mic_verifies(&mut inner.gss, &record[..checked], &header.verf.body) {
+            return self.deny(AuthFailure::BadChecksum, AuthStat::GssCredProblem);
+        }
+        if cred.seq_num >= MAXSEQ {
+            return self.deny(AuthFailure::SequenceExhausted, AuthStat::GssCtxProblem);
+        }
+        if !inner.window.accept(cred.seq_num) {
+            self.counts.failed(AuthFailure::Replayed);
+            return GssVerdict::Drop;
+        }
+        let Ok(mic) = inner.gss.get_mic(&cred.seq_num.to_be_bytes()) else { return GssVerdict::Drop };
+        let verf = OpaqueAuth { flavor: RPCSEC_GSS, body: Bytes::copy_from_slice(&mic) };
+        if cred.proc_ == GssProc::Destroy {
+            drop(inner);
+            self.table.lock().expect("context table lock").remove(&context.handle);
+            let mut enc = Encoder::with_capacity(128);
+            encode_reply_header_with(&mut enc, header.xid, &verf, ReplyStat::Accepted(AcceptStat::Success));
+            return GssVerdict::Reply(enc.finish());
+        }
+        let args = match cred.service {
+            GssService::None => args,
+            GssService::Integrity => match unwrap_integ(&mut inner.gss, args, cred.seq_num) {
+                Some(args) => args,
+                None => {
+                    self.counts.failed(AuthFailure::BadBody);
+                    return GssVerdict::GarbageArgs(verf);
+                }
+            },
+            GssService::Privacy => match unwrap_priv(&mut inner.gss, args, cred.seq_num) {
+                Some(args) => args,
+                None => {
+                    self.counts.failed(AuthFailure::BadBody);
+                    return GssVerdict::GarbageArgs(verf);
+                }
+            },
+        };
+        drop(inner);
+        let credential = Credential::gss(principal, cred.service, ids).with_context(Arc::new(SignedReply(verf)));
+        GssVerdict::Data(GssCall { credential, args, context, seq_num: cred.seq_num, service: cred.service })
+    }
+}
+
+/// Whether `mic` is `message`'s. A status with supplementary bits only (a
+/// token out of GSS-API's own order, for a client that asked GSS-API for
+/// sequencing) verifies: RPCSEC_GSS keeps its own window.
+fn mic_verifies(gss: &mut ServerCtx, message: &[u8], mic: &[u8]) -> bool {
+    const GSS_ERROR_BITS: u32 = 0xffff_0000;
+    match gss.verify_mic(message, mic) {
+        Ok(()) => true,
+        Err(e) => e.major.bits() & GSS_ERROR_BITS == 0,
+    }
+}
+
+/// The arguments of an integrity body whose checksum verifies and whose
+/// sequence number is the credential's.
+fn unwrap_integ(gss: &mut ServerCtx, body: Bytes, seq_num: u32) -> Option<Bytes> {
+    let len = body.len();
+    let integ = IntegData::decode(body, len).ok()?;
+    mic_verifies(gss, &integ.databody, &integ.checksum).then_some(())?;
+    let (seq, args) = split_seq_num(integ.databody).ok()?;
+    (seq == seq_num).then_some(args)
+}
+
+/// The arguments of a privacy body that unwraps, with the credential's
+/// sequence number. Whether the token was sealed or only signed is not
+/// known here (libgssapi does not return GSS_Unwrap's conf_state, nor
+/// does knfsd check it): a token of either kind needs the context's key,
+/// so only the client itself could send its arguments unencrypted; the
+/// reply is always sealed.
+fn unwrap_priv(gss: &mut ServerCtx, body: Bytes, seq_num: u32) -> Option<Bytes> {
+    let len = body.len();
+    let token = decode_priv_data(body, len).ok()?;
+    let clear = gss.unwrap(&token).ok()?;
+    let (seq, args) = split_seq_num(Bytes::copy_from_slice(&clear)).ok()?;
+    (seq == seq_num).then_some(args)
+}
+
+/// Reads what an RPCSEC_GSS reply's results are under `service`, as the
+/// client side does: for tests and tools that call a GSS server.
+pub fn results_in_clear(
+    service: GssService,
+    body: Bytes,
+    seq_num: u32,
+    unwrap: impl FnOnce(&[u8]) -> Option<Vec<u8>>,
+    verify: impl FnOnce(&[u8], &[u8]) -> bool,
+) -> Option<Bytes> {
+    match service {
+        GssService::None => Some(body),
+        GssService::Integrity => {
+            let mut dec = Decoder::new(body);
+            let integ = IntegData::decode(dec.rest(), dec.remaining()).ok()?;
+            dec = Decoder::new(integ.databody.clone());
+            let seq = dec.u32().ok()?;
+            (seq == seq_num && verify(&integ.databody, &integ.checksum)).then(|| dec.rest())
+        }
+        GssService::Privacy => {
+            let len = body.len();
+            let token = decode_priv_data(body, len).ok()?;
+            let clear = Bytes::from(unwrap(&token)?);
+            let (seq, results) = split_seq_num(clear).ok()?;
+            (seq == seq_num).then_some(results)
+        }
+    }
+}

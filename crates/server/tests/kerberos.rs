@@ -1,0 +1,757 @@
+//! RPCSEC_GSS (RFC 2203) with Kerberos V5 against a real KDC (`kerberos/lab.rs`):
+//! contexts established through MIT's GSS-API on both sides (this file's
+//! initiator is libgssapi's client side), calls at the three services
+//! through keel-rpc's dispatcher, and what the server answers a replay, an
+//! altered checksum, an unknown context, a malformed credential or token
+//! and a flood of contexts.
+
+mod kerberos {
+    pub mod lab;
+}
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use bytes::Bytes;
+use keel_rpc::gss::server::results_in_clear;
+use keel_rpc::gss::wire::{GssCred, GssInitRes, GssProc, GssService, IntegData, MAXSEQ, RPCSEC_GSS};
+use keel_rpc::gss::{Acceptor, ContextLimits, GssServer, IdentityCache, UserDatabase};
+use keel_rpc::msg::{AUTH_NONE, AcceptStat, AuthStat, CallHeader, OpaqueAuth, RejectStat, ReplyStat};
+use keel_rpc::{AcceptError, CallContext, Dispatcher, ReplyCache, RpcProgram};
+use keel_store::Cred;
+use keel_xdr::{Decoder, Encoder};
+use kerberos::lab::{REALM, lab};
+use libgssapi::context::{ClientCtx, CtxFlags, SecurityContext};
+use libgssapi::credential::{Cred as GssCred_, CredUsage};
+use libgssapi::name::Name;
+use libgssapi::oid::{GSS_MECH_KRB5, GSS_NT_HOSTBASED_SERVICE, GSS_NT_KRB5_PRINCIPAL, OidSet};
+
+const PROGRAM: u32 = 0x2000_4b47;
+const NULL: u32 = 0;
+/// Answers the caller's uid (u32::MAX for none), its flavor's pseudo
+/// flavor number and the opaque it was given.
+const ECHO: u32 = 1;
+/// Counts its runs and answers the count: a non-idempotent procedure,
+/// whose replies the reply cache keeps.
+const COUNT: u32 = 2;
+
+struct Echo {
+    runs: AtomicU32,
+}
+
+impl RpcProgram for Echo {
+    fn program(&self) -> u32 {
+        PROGRAM
+    }
+
+    fn versions(&self) -> (u32, u32) {
+        (1, 1)
+    }
+
+    fn is_cached(&self, _vers: u32, proc_: u32) -> bool {
+        proc_ == COUNT
+    }
+
+    fn call(&self, ctx: &CallContext, args: &mut Decoder, reply: &mut Encoder) -> Result<(), AcceptError> {
+        match ctx.proc_ {
+            NULL => Ok(()),
+            ECHO => {
+                let data = args.opaque(1 << 20)?;
+                args.finish()?;
+                reply.u32(ctx.cred.ids().map_or(u32::MAX, |ids| ids.uid));
+                reply.u32(ctx.cred.flavor().pseudo_flavor());
+                reply.opaque(&data);
+                Ok(())
+            }
+            COUNT => {
+                reply.u32(self.runs.fetch_add(1, Ordering::SeqCst) + 1);
+                Ok(())
+            }
+            _ => Err(AcceptError::ProcUnavail),
+        }
+    }
+}
+
+/// The system's users, as the tests need them: alice is 1001, bob 1002.
+struct Users;
+
+impl UserDatabase for Users {
+    fn user(&self, name: &str) -> Option<Cred> {
+        match name {
+            "alice" => Some(Cred::new(1001, 1001, &[1001, 27])),
+            "bob" => Some(Cred::new(1002, 1002, &[1002])),
+            _ => None,
+        }
+    }
+}
+
+struct Server {
+    dispatcher: Dispatcher,
+    gss: Arc<GssServer>,
+    echo: Arc<Echo>,
+}
+
+fn server(limits: ContextLimits) -> Server {
+    lab();
+    let acceptor = Acceptor::acquire(kerberos::lab::SERVICE).expect("the server's key from the lab's keytab");
+    let in_place: keel_rpc::gss::Privileged = Arc::new(|f| f());
+    let gss = Arc::new(GssServer::new(acceptor, IdentityCache::new(Arc::new(Users)), limits, in_place));
+    let echo = Arc::new(Echo { runs: AtomicU32::new(0) });
+    let dispatcher = Dispatcher::new(vec![echo.clone()], ReplyCache::new(64, 1 << 20)).unwrap().with_gss(gss.clone());
+    Server { dispatcher, gss, echo }
+}
+
+const PEER: &str = "127.0.0.1:801";
+const LOCAL: &str = "127.0.0.1:2049";
+
+fn peer() -> SocketAddr {
+    PEER.parse().unwrap()
+}
+
+/// A reply as the client reads it.
+#[derive(Debug)]
+struct Reply {
+    stat: ReplyStat,
+    verf: OpaqueAuth,
+    results: Bytes,
+}
+
+impl Server {
+    /// One call record through the dispatcher; `None`: no reply.
+    fn send(&self, record: Bytes, from: SocketAddr) -> Option<Reply> {
+        let segments = self.dispatcher.handle(record, from, LOCAL.parse().unwrap())?;
+        let bytes: Vec<u8> = segments.iter().flat_map(|s| s.as_bytes().expect("bytes").to_vec()).collect();
+        Some(parse_reply(Bytes::from(bytes)))
+    }
+}
+
+fn parse_reply(bytes: Bytes) -> Reply {
+    let mut dec = Decoder::new(bytes);
+    dec.u32().unwrap(); // the xid
+    assert_eq!(dec.u32().unwrap(), 1, "a reply");
+    let (stat, verf) = match dec.u32().unwrap() {
+        0 => {
+            let verf = OpaqueAuth::decode(&mut dec).unwrap();
+            let stat = match dec.u32().unwrap() {
+                0 => AcceptStat::Success,
+                3 => AcceptStat::ProcUnavail,
+                4 => AcceptStat::GarbageArgs,
+                5 => AcceptStat::SystemErr,
+                s => panic!("accept_stat {s}"),
+            };
+            (ReplyStat::Accepted(stat), verf)
+        }
+        _ => {
+            assert_eq!(dec.u32().unwrap(), 1, "AUTH_ERROR");
+            let stat = match dec.u32().unwrap() {
+                1 => AuthStat::BadCred,
+                3 => AuthStat::BadVerf,
+                5 => AuthStat::TooWeak,
+                13 => AuthStat::GssCredProblem,
+                14 => AuthStat::GssCtxProblem,
+                s => panic!("auth_stat {s}"),
+            };
+            (ReplyStat::Denied(RejectStat::AuthError(stat)), OpaqueAuth::default())
+        }
+    };
+    Reply { stat, verf, results: dec.rest() }
+}
+
+fn call_header(xid: u32, proc_: u32, cred: OpaqueAuth, verf: OpaqueAuth) -> CallHeader {
+    call_header_of((PROGRAM, 1), xid, proc_, cred, verf)
+}
+
+fn call_header_of(program: (u32, u32), xid: u32, proc_: u32, cred: OpaqueAuth, verf: OpaqueAuth) -> CallHeader {
+    CallHeader { xid, rpc_version: 2, prog: program.0, vers: program.1, proc_, cred, verf }
+}
+
+static XIDS: AtomicU32 = AtomicU32::new(1);
+
+fn next_xid() -> u32 {
+    XIDS.fetch_add(1, Ordering::SeqCst)
+}
+
+/// An RPCSEC_GSS initiator for one principal: the context, its handle and
+/// its next sequence number.
+struct Client {
+    ctx: ClientCtx,
+    handle: Bytes,
+    seq: u32,
+    /// The program and version called.
+    program: (u32, u32),
+}
+
+fn gss_name(principal: &str) -> Name {
+    Name::new(format!("{principal}@{REALM}").as_bytes(), Some(GSS_NT_KRB5_PRINCIPAL)).unwrap()
+}
+
+/// A client context for `principal` (its key from the lab's client keytab)
+/// to the lab's nfs/localhost, before any token went.
+fn client_ctx(principal: &str) -> ClientCtx {
+    let mut mechs = OidSet::new();
+    mechs.add(GSS_MECH_KRB5).unwrap();
+    let cred = GssCred_::acquire(Some(&gss_name(principal)), None, CredUsage::Initiate, Some(&mechs))
+        .unwrap_or_else(|e| panic!("{principal}'s initial credentials from the lab's keytab: {e}"));
+    let target = Name::new(b"nfs@localhost", Some(GSS_NT_HOSTBASED_SERVICE)).unwrap();
+    let flags = CtxFlags::GSS_C_MUTUAL_FLAG | CtxFlags::GSS_C_INTEG_FLAG | CtxFlags::GSS_C_CONF_FLAG;
+    ClientCtx::new(Some(cred), target, flags, Some(GSS_MECH_KRB5))
+}
+
+fn init_record(xid: u32, proc_: GssProc, handle: Bytes, token: &[u8]) -> Bytes {
+    init_record_of((PROGRAM, 1), xid, proc_, handle, token)
+}
+
+fn init_record_of(program: (u32, u32), xid: u32, proc_: GssProc, handle: Bytes, token: &[u8]) -> Bytes {
+    let cred = GssCred { proc_, seq_num: 0, service: GssService::None, handle };
+    let mut enc = Encoder::new();
+    call_header_of(program, xid, NULL, OpaqueAuth { flavor: RPCSEC_GSS, body: cred.encode() }, OpaqueAuth::default())
+        .encode(&mut enc);
+    enc.opaque(token);
+    enc.into_bytes()
+}
+
+impl Client {
+    /// Establishes a context with `server` from `from` (RPCSEC_GSS_INIT on
+    /// NULL), checking the reply's verifier (the MIC of the window).
+    fn establish(server: &Server, principal: &str, from: SocketAddr) -> Client {
+        Client::establish_with(&mut |record| server.send(record, from), principal, (PROGRAM, 1))
+    }
+
+    /// [`Client::establish`] with calls of `program` sent by `send`.
+    fn establish_with(send: &mut dyn FnMut(Bytes) -> Option<Reply>, principal: &str, program: (u32, u32)) -> Client {
+        let mut ctx = client_ctx(principal);
+        let token = ctx.step(None, None).unwrap().expect("an AP-REQ");
+        let reply = send(init_record_of(program, next_xid(), GssProc::Init, Bytes::new(), &token)).expect("a reply");
+        assert_eq!(reply.stat, ReplyStat::Accepted(AcceptStat::Success));
+        let res = GssInitRes::decode(&mut Decoder::new(reply.results)).unwrap();
+        assert_eq!((res.gss_major, res.gss_minor), (0, 0), "context established");
+        if !res.gss_token.is_empty() {
+            ctx.step(Some(&res.gss_token), None).unwrap();
+        }
+        assert!(ctx.is_complete(), "mutual authentication done");
+        assert_eq!(reply.verf.flavor, RPCSEC_GSS);
+        ctx.verify_mic(&res.seq_window.to_be_bytes(), &reply.verf.body).expect("the window's MIC verifies");
+        Client { ctx, handle: res.handle, seq: 1, program }
+    }
+
+    /// A data call record at `seq` (not taken from the client's count).
+    fn record_at(&mut self, xid: u32, seq: u32, proc_: u32, service: GssService, args: &[u8]) -> Bytes {
+        let cred = GssCred { proc_: GssProc::Data, seq_num: seq, service, handle: self.handle.clone() };
+        self.record_with(xid, proc_, &cred, args)
+    }
+
+    fn record_with(&mut self, xid: u32, proc_: u32, cred: &GssCred, args: &[u8]) -> Bytes {
+        let mut head = Encoder::new();
+        let cred_auth = OpaqueAuth { flavor: RPCSEC_GSS, body: cred.encode() };
+        call_header_of(self.program, xid, proc_, cred_auth, OpaqueAuth::default()).encode(&mut head);
+        let head = head.into_bytes();
+        // The verifier checksums the header through the credential: all
+        // of it but the (empty) verifier's 8 bytes.
+        let through_cred = &head[..head.len() - 8];
+        let mic = self.ctx.get_mic(through_cred).unwrap();
+        let mut enc = Encoder::new();
+        enc.raw(through_cred);
+        OpaqueAuth { flavor: RPCSEC_GSS, body: Bytes::copy_from_slice(&mic) }.encode(&mut enc);
+        let mut body = cred.seq_num.to_be_bytes().to_vec();
+        body.extend_from_slice(args);
+        match cred.service {
+            GssService::None => enc.raw(args),
+            GssService::Integrity => {
+                let checksum = Bytes::copy_from_slice(&self.ctx.get_mic(&body).unwrap());
+                IntegData { databody: Bytes::from(body), checksum }.encode(&mut enc);
+            }
+            GssService::Privacy => enc.opaque(&self.ctx.wrap(true, &body).unwrap()),
+        }
+        enc.into_bytes()
+    }
+
+    fn record(&mut self, xid: u32, proc_: u32, service: GssService, args: &[u8]) -> Bytes {
+        let seq = self.seq;
+        self.seq += 1;
+        self.record_at(xid, seq, proc_, service, args)
+    }
+
+    /// The results of a successful reply to the call at `seq`, checked
+    /// and unsealed as `service` says.
+    fn results(&mut self, reply: Reply, seq: u32, service: GssService) -> Bytes {
+        assert_eq!(reply.stat, ReplyStat::Accepted(AcceptStat::Success), "{reply:?}");
+        assert_eq!(reply.verf.flavor, RPCSEC_GSS);
+        self.ctx.verify_mic(&seq.to_be_bytes(), &reply.verf.body).expect("the reply's verifier is the MIC of its seq");
+        let ctx = std::cell::RefCell::new(&mut self.ctx);
+        results_in_clear(
+            service,
+            reply.results,
+            seq,
+            |token| ctx.borrow_mut().unwrap(token).ok().map(|b| b.to_vec()),
+            |body, mic| ctx.borrow_mut().verify_mic(body, mic).is_ok(),
+        )
+        .expect("the results unseal")
+    }
+
+    /// ECHO of `data` at `service`: the uid, the flavor and the data.
+    fn echo(&mut self, server: &Server, service: GssService, data: &[u8]) -> (u32, u32, Bytes) {
+        let mut args = Encoder::new();
+        args.opaque(data);
+        let seq = self.seq;
+        let record = self.record(next_xid(), ECHO, service, &args.into_bytes());
+        let reply = server.send(record, peer()).expect("a reply");
+        let mut dec = Decoder::new(self.results(reply, seq, service));
+        (dec.u32().unwrap(), dec.u32().unwrap(), dec.opaque(1 << 20).unwrap())
+    }
+}
+
+fn denied(reply: Option<Reply>) -> AuthStat {
+    match reply.expect("a reply").stat {
+        ReplyStat::Denied(RejectStat::AuthError(stat)) => stat,
+        other => panic!("not denied: {other:?}"),
+    }
+}
+
+const SERVICES: [(GssService, u32); 3] =
+    [(GssService::None, 390003), (GssService::Integrity, 390004), (GssService::Privacy, 390005)];
+
+#[test]
+fn krb5_krb5i_and_krb5p_calls_reach_the_program_as_the_mapped_user() {
+    let server = server(ContextLimits::default());
+    let mut alice = Client::establish(&server, "alice", peer());
+    // NULL at each service, then ECHO with data checked.
+    for (service, _) in SERVICES {
+        let seq = alice.seq;
+        let record = alice.record(next_xid(), NULL, service, &[]);
+        let reply = server.send(record, peer()).unwrap();
+        assert!(alice.results(reply, seq, service).is_empty());
+    }
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    for (service, flavor) in SERVICES {
+        let (uid, got_flavor, echoed) = alice.echo(&server, service, &data);
+        assert_eq!((uid, got_flavor), (1001, flavor), "alice@{REALM} is local user alice, at {service:?}");
+        assert!(echoed == data, "the data comes back intact at {service:?}");
+    }
+    let mut bob = Client::establish(&server, "bob", peer());
+    assert_eq!(bob.echo(&server, GssService::Integrity, b"x").0, 1002);
+    assert_eq!(server.gss.contexts(), 2);
+}
+
+#[test]
+fn machine_principals_are_anonymous() {
+    let server = server(ContextLimits::default());
+    let mut machine = Client::establish(&server, "host/client1.keel.test", peer());
+    assert_eq!(machine.echo(&server, GssService::None, b"x").0, u32::MAX, "no local identity: the export's anonymous");
+}
+
+#[test]
+fn krb5p_bytes_on_the_wire_hold_no_plaintext() {
+    let server = server(ContextLimits::default());
+    let mut alice = Client::establish(&server, "alice", peer());
+    let secret = b"the plaintext nobody on the wire may read".repeat(10);
+    let mut args = Encoder::new();
+    args.opaque(&secret);
+    let args = args.into_bytes();
+    let contains = |hay: &[u8]| hay.windows(24).any(|w| secret.windows(24).any(|s| s == w));
+
+    let seq = alice.seq;
+    let call = alice.record(next_xid(), ECHO, GssService::Privacy, &args);
+    assert!(!contains(&call), "the call is encrypted");
+    let segments = server.dispatcher.handle(call, peer(), LOCAL.parse().unwrap()).unwrap();
+    let wire: Vec<u8> = segments.iter().flat_map(|s| s.as_bytes().unwrap().to_vec()).collect();
+    assert!(!contains(&wire), "the reply is encrypted");
+    let mut dec = Decoder::new(alice.results(parse_reply(Bytes::from(wire)), seq, GssService::Privacy));
+    dec.u32().unwrap();
+    dec.u32().unwrap();
+    assert_eq!(&dec.opaque(1 << 20).unwrap()[..], &secret[..], "and the client reads it");
+
+    // The same call under integrity carries the plaintext: the check above
+    // can fail.
+    let call = alice.record(next_xid(), ECHO, GssService::Integrity, &args);
+    assert!(contains(&call));
+}
+
+#[test]
+fn an_altered_krb5i_body_is_garbage_args_and_an_altered_header_a_credential_problem() {
+    let server = server(ContextLimits::default());
+    let mut alice = Client::establish(&server, "alice", peer());
+    let mut args = Encoder::new();
+    args.opaque(b"pay 10 to bob");
+    let args = args.into_bytes();
+    let record = alice.record(next_xid(), ECHO, GssService::Integrity, &args);
+    // The last byte of the arguments sits before the checksum's length
+    // and body: find "bob" and make it "eve".
+    let at = record.windows(3).position(|w| w == b"bob").unwrap();
+    let mut altered = record.to_vec();
+    altered[at..at + 3].copy_from_slice(b"eve");
+    let reply = server.send(Bytes::from(altered), peer()).unwrap();
+    assert_eq!(reply.stat, ReplyStat::Accepted(AcceptStat::GarbageArgs));
+
+    // The procedure number in the header, changed after it was signed.
+    let mut altered = alice.record(next_xid(), ECHO, GssService::Integrity, &args).to_vec();
+    altered[23] = COUNT as u8;
+    assert_eq!(denied(server.send(Bytes::from(altered), peer())), AuthStat::GssCredProblem);
+    assert_eq!(server.echo.runs.load(Ordering::SeqCst), 0, "COUNT never ran");
+
+    // Unaltered, the context still works.
+    assert_eq!(alice.echo(&server, GssService::Integrity, b"ok").2, Bytes::from_static(b"ok"));
+}
+
+#[test]
+fn replayed_and_too_old_sequence_numbers_are_dropped() {
+    let server = server(ContextLimits::default());
+    let mut alice = Client::establish(&server, "alice", peer());
+    let record = alice.record_at(next_xid(), 500, NULL, GssService::None, &[]);
+    assert!(server.send(record.clone(), peer()).is_some());
+    assert!(server.send(record, peer()).is_none(), "the same sequence number again: dropped");
+    let inside = alice.record_at(next_xid(), 500 - 127, NULL, GssService::None, &[]);
+    assert!(server.send(inside, peer()).is_some(), "out of order within the window: served");
+    let below = alice.record_at(next_xid(), 500 - 128, NULL, GssService::None, &[]);
+    assert!(server.send(below, peer()).is_none(), "below the window: dropped");
+    let exhausted = alice.record_at(next_xid(), MAXSEQ, NULL, GssService::None, &[]);
+    assert_eq!(denied(server.send(exhausted, peer())), AuthStat::GssCtxProblem);
+}
+
+#[test]
+fn unknown_and_destroyed_contexts_are_credential_problems() {
+    let server = server(ContextLimits::default());
+    let mut alice = Client::establish(&server, "alice", peer());
+    let real = alice.handle.clone();
+    alice.handle = Bytes::from_static(&[7; 16]);
+    let record = alice.record(next_xid(), NULL, GssService::None, &[]);
+    assert_eq!(denied(server.send(record, peer())), AuthStat::GssCredProblem);
+    alice.handle = real;
+    let seq = alice.seq;
+    alice.seq += 1;
+    let cred =
+        GssCred { proc_: GssProc::Destroy, seq_num: seq, service: GssService::None, handle: alice.handle.clone() };
+    let destroy = alice.record_with(next_xid(), NULL, &cred, &[]);
+    let reply = server.send(destroy, peer()).unwrap();
+    assert_eq!(reply.stat, ReplyStat::Accepted(AcceptStat::Success));
+    assert_eq!(server.gss.contexts(), 0);
+    let record = alice.record(next_xid(), NULL, GssService::None, &[]);
+    assert_eq!(denied(server.send(record, peer())), AuthStat::GssCredProblem, "destroyed");
+}
+
+#[test]
+fn malformed_credentials_and_tokens_are_refused() {
+    let server = server(ContextLimits::default());
+    // A credential of version 2.
+    let mut body =
+        GssCred { proc_: GssProc::Init, seq_num: 0, service: GssService::None, handle: Bytes::new() }.encode().to_vec();
+    body[3] = 2;
+    let mut enc = Encoder::new();
+    call_header(next_xid(), NULL, OpaqueAuth { flavor: RPCSEC_GSS, body: Bytes::from(body) }, OpaqueAuth::default())
+        .encode(&mut enc);
+    enc.opaque(b"token");
+    assert_eq!(denied(server.send(enc.into_bytes(), peer())), AuthStat::BadCred);
+    // INIT on another procedure than NULL.
+    let mut record = init_record(next_xid(), GssProc::Init, Bytes::new(), b"token").to_vec();
+    record[23] = ECHO as u8;
+    assert_eq!(denied(server.send(Bytes::from(record), peer())), AuthStat::BadCred);
+    // Arguments that are not an rpc_gss_init_arg.
+    let mut enc = Encoder::new();
+    let cred = GssCred { proc_: GssProc::Init, seq_num: 0, service: GssService::None, handle: Bytes::new() };
+    call_header(next_xid(), NULL, OpaqueAuth { flavor: RPCSEC_GSS, body: cred.encode() }, OpaqueAuth::default())
+        .encode(&mut enc);
+    enc.u32(1 << 30);
+    let reply = server.send(enc.into_bytes(), peer()).unwrap();
+    assert_eq!(reply.stat, ReplyStat::Accepted(AcceptStat::GarbageArgs));
+    // A token GSS-API refuses: its status, and no context.
+    let reply = server.send(init_record(next_xid(), GssProc::Init, Bytes::new(), b"not a kerberos token"), peer());
+    let reply = reply.unwrap();
+    assert_eq!(reply.stat, ReplyStat::Accepted(AcceptStat::Success));
+    assert_eq!(reply.verf.flavor, AUTH_NONE);
+    let res = GssInitRes::decode(&mut Decoder::new(reply.results)).unwrap();
+    assert_ne!(res.gss_major, 0, "GSS-API's error");
+    assert!(res.handle.is_empty());
+    assert_eq!(server.gss.contexts(), 0, "no context kept for a refused token");
+}
+
+#[test]
+fn a_context_flood_from_one_address_is_bounded() {
+    let limits = ContextLimits { total_max: 8, per_client_max: 3 };
+    let server = server(limits);
+    let other: SocketAddr = "127.0.0.2:802".parse().unwrap();
+    let mut bystander = Client::establish(&server, "bob", other);
+    let mut first = Client::establish(&server, "alice", peer());
+    for _ in 0..10 {
+        Client::establish(&server, "alice", peer());
+    }
+    assert_eq!(server.gss.contexts(), 1 + 3, "the flooding address holds its bound");
+    let record = first.record(next_xid(), NULL, GssService::None, &[]);
+    assert_eq!(denied(server.send(record, peer())), AuthStat::GssCredProblem, "its oldest context was evicted");
+    let seq = bystander.seq;
+    let record = bystander.record(next_xid(), NULL, GssService::None, &[]);
+    let reply = server.send(record, other).unwrap();
+    bystander.results(reply, seq, GssService::None);
+    // Half-made contexts count too: INITs never continued.
+    for _ in 0..20 {
+        let token = client_ctx("alice").step(None, None).unwrap().unwrap();
+        server.send(init_record(next_xid(), GssProc::Init, Bytes::new(), &token), "127.0.0.3:803".parse().unwrap());
+    }
+    assert!(server.gss.contexts() <= limits.total_max);
+}
+
+#[test]
+fn the_reply_cache_seals_a_replay_for_the_retransmission_and_never_crosses_principals() {
+    let server = server(ContextLimits::default());
+    let mut alice = Client::establish(&server, "alice", peer());
+    let mut bob = Client::establish(&server, "bob", peer());
+    for service in [GssService::Integrity, GssService::Privacy, GssService::None] {
+        let runs = server.echo.runs.load(Ordering::SeqCst);
+        let xid = next_xid();
+        let seq = alice.seq;
+        let first = alice.record(xid, COUNT, service, &[]);
+        let reply = server.send(first, peer()).unwrap();
+        assert_eq!(&alice.results(reply, seq, service)[..], &(runs + 1).to_be_bytes());
+        // The retransmission: same xid, a new sequence number (RFC 2203
+        // section 5.3.3.1). Answered from the cache, sealed for its number.
+        let seq = alice.seq;
+        let again = alice.record(xid, COUNT, service, &[]);
+        let reply = server.send(again, peer()).unwrap();
+        assert_eq!(&alice.results(reply, seq, service)[..], &(runs + 1).to_be_bytes(), "replayed at {service:?}");
+        assert_eq!(server.echo.runs.load(Ordering::SeqCst), runs + 1, "not run again");
+        // Bob, from the same address with the same xid and arguments:
+        // his own call, not alice's reply.
+        let seq = bob.seq;
+        let bobs = bob.record(xid, COUNT, service, &[]);
+        let reply = server.send(bobs, peer()).unwrap();
+        assert_eq!(&bob.results(reply, seq, service)[..], &(runs + 2).to_be_bytes());
+    }
+}
+
+#[test]
+fn a_context_expires_with_its_ticket() {
+    use kerberos::lab::{CLOCK_SKEW_SECONDS, SHORT_LIFE_SECONDS, SHORT_LIVED};
+    let server = server(ContextLimits::default());
+    let mut short = Client::establish(&server, SHORT_LIVED, peer());
+    let seq = short.seq;
+    let record = short.record(next_xid(), NULL, GssService::Integrity, &[]);
+    short.results(server.send(record, peer()).unwrap(), seq, GssService::Integrity);
+    std::thread::sleep(std::time::Duration::from_secs(SHORT_LIFE_SECONDS + CLOCK_SKEW_SECONDS + 1));
+    let record = short.record(next_xid(), NULL, GssService::Integrity, &[]);
+    assert_eq!(denied(server.send(record, peer())), AuthStat::GssCredProblem, "the ticket expired");
+    assert_eq!(server.gss.contexts(), 0, "and its context is gone");
+}
+
+#[test]
+fn without_a_key_rpcsec_gss_is_a_flavor_not_served() {
+    lab();
+    let echo = Arc::new(Echo { runs: AtomicU32::new(0) });
+    let plain = Server {
+        dispatcher: Dispatcher::new(vec![echo.clone()], ReplyCache::new(4, 1 << 20)).unwrap(),
+        gss: server(ContextLimits::default()).gss,
+        echo,
+    };
+    let token = client_ctx("alice").step(None, None).unwrap().unwrap();
+    let reply = plain.send(init_record(next_xid(), GssProc::Init, Bytes::new(), &token), peer());
+    assert_eq!(denied(reply), AuthStat::BadCred);
+}
+
+// ---- `keel serve` with a Kerberos export, over TCP ----
+
+mod served {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::time::Duration;
+
+    use keel_nfs3_proto::mount::{Dirpath, Mountres3};
+    use keel_nfs3_proto::nfs3::*;
+    use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3, NFS_PROGRAM, NFS_V3};
+    use keel_rpc::msg::AuthSys;
+    use keel_rpc::record::record_mark;
+    use keel_testkit::procs::run_timeout;
+    use keel_testkit::server::{ExportOpts, TestServer, keel_bin};
+    use keel_xdr::{Decode, Encode};
+
+    use super::kerberos::lab::{SYSTEM_USER, SystemUser};
+    use super::*;
+
+    const NFS: (u32, u32) = (NFS_PROGRAM, NFS_V3);
+
+    /// One TCP connection to the server, a call at a time.
+    struct Conn(TcpStream);
+
+    impl Conn {
+        fn open(server: &TestServer) -> Conn {
+            let stream = TcpStream::connect(server.addr).unwrap();
+            stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            Conn(stream)
+        }
+
+        fn send(&mut self, record: Bytes) -> Option<Reply> {
+            self.0.write_all(&[&record_mark(record.len())[..], &record].concat()).unwrap();
+            let mut message = Vec::new();
+            loop {
+                let mut mark = [0; 4];
+                self.0.read_exact(&mut mark).unwrap();
+                let mark = u32::from_be_bytes(mark);
+                let mut fragment = vec![0; (mark & 0x7fff_ffff) as usize];
+                self.0.read_exact(&mut fragment).unwrap();
+                message.extend_from_slice(&fragment);
+                if mark & 0x8000_0000 != 0 {
+                    return Some(parse_reply(Bytes::from(message)));
+                }
+            }
+        }
+    }
+
+    fn sys_record(program: (u32, u32), proc_: u32, args: &impl Encode) -> Bytes {
+        let sys = AuthSys { stamp: 1, machine_name: Bytes::from_static(b"test"), uid: 0, gid: 0, gids: vec![] };
+        let mut enc = Encoder::new();
+        call_header_of(program, next_xid(), proc_, sys.to_opaque(), OpaqueAuth::default()).encode(&mut enc);
+        args.encode(&mut enc);
+        enc.into_bytes()
+    }
+
+    impl Client {
+        /// An NFSv3 call at `service`, its results decoded.
+        fn nfs<R: Decode>(&mut self, conn: &mut Conn, proc_: Nfs3Proc, service: GssService, args: &impl Encode) -> R {
+            let mut enc = Encoder::new();
+            args.encode(&mut enc);
+            let seq = self.seq;
+            let record = self.record(next_xid(), proc_ as u32, service, &enc.into_bytes());
+            let reply = conn.send(record).expect("a reply");
+            R::decode(&mut Decoder::new(self.results(reply, seq, service))).unwrap()
+        }
+    }
+
+    fn krb5_server(tag: &str, sec: &str, keytab: &str) -> TestServer {
+        lab();
+        let export = ExportOpts::new(1, "krb", &format!("access = \"rw\"\ninsecure = true\nsec = {sec}"));
+        let extra = format!("keytab = \"{keytab}\"\nprincipal = \"nfs/localhost\"");
+        TestServer::start(tag, vec![export], &extra)
+    }
+
+    #[test]
+    fn nfs3_over_krb5_krb5i_and_krb5p_as_the_principal_s_local_user() {
+        let user = SystemUser::create(SYSTEM_USER);
+        let keytab = lab().server_keytab().display().to_string();
+        let server = krb5_server("krb5-nfs3", r#"["krb5p", "krb5i", "krb5"]"#, &keytab);
+        // The user's own file, closed to everyone else.
+        let file = server.export_dir(1).join("own");
+        std::fs::write(&file, b"").unwrap();
+        std::os::unix::fs::chown(&file, Some(user.uid), Some(user.gid)).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+        let mut conn = Conn::open(&server);
+        // MNT answers whatever its flavor, with the export's flavors.
+        let mnt = conn.send(sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &Dirpath::from(server.export_path(1).as_str())));
+        let Mountres3::Ok(mnt) = Mountres3::decode(&mut Decoder::new(mnt.unwrap().results)).unwrap() else {
+            panic!("MNT refused")
+        };
+        assert_eq!(mnt.auth_flavors, vec![390005, 390004, 390003], "krb5p, krb5i, krb5 in order");
+        let root = NfsFh3 { data: mnt.fhandle.0.clone() };
+
+        // AUTH_SYS on a Kerberos-only export: AUTH_TOOWEAK.
+        let sys = conn.send(sys_record(NFS, Nfs3Proc::Getattr as u32, &Getattr3Args { object: root.clone() }));
+        assert_eq!(denied(sys), AuthStat::TooWeak);
+
+        let mut alice = Client::establish_with(&mut |r| conn.send(r), SYSTEM_USER, NFS);
+        let lookup = Lookup3Args { what: Diropargs3 { dir: root.clone(), name: Filename3::from("own") } };
+        let found: Lookup3Res = alice.nfs(&mut conn, Nfs3Proc::Lookup, GssService::None, &lookup);
+        let fh = found.ok().expect("LOOKUP").object;
+        let attrs: Getattr3Res =
+            alice.nfs(&mut conn, Nfs3Proc::Getattr, GssService::None, &Getattr3Args { object: fh.clone() });
+        assert_eq!(attrs.ok().unwrap().obj_attributes.uid, user.uid);
+
+        let data: Vec<u8> = (0..65536u32).map(|i| (i % 253) as u8).collect();
+        let write = Write3Args {
+            file: fh.clone(),
+            offset: 0,
+            count: data.len() as u32,
+            stable: StableHow::FileSync,
+            data: Bytes::from(data.clone()),
+        };
+        let written: Write3Res = alice.nfs(&mut conn, Nfs3Proc::Write, GssService::Integrity, &write);
+        assert_eq!(written.status(), Nfsstat3::Ok, "WRITE at krb5i as the file's owner");
+        assert_eq!(std::fs::read(&file).unwrap(), data, "the bytes on the server's disk");
+        assert_eq!(std::fs::metadata(&file).unwrap().uid(), user.uid);
+        for service in [GssService::Privacy, GssService::Integrity, GssService::None] {
+            let read = Read3Args { file: fh.clone(), offset: 0, count: 65536 };
+            let got: Read3Res = alice.nfs(&mut conn, Nfs3Proc::Read, service, &read);
+            assert_eq!(got.ok().expect("READ").data, data, "READ at {service:?}");
+        }
+
+        // A machine principal has no user's rights: the 0600 file is closed.
+        let mut machine = Client::establish_with(&mut |r| conn.send(r), "host/client1.keel.test", NFS);
+        let read = Read3Args { file: fh, offset: 0, count: 16 };
+        let refused: Read3Res = machine.nfs(&mut conn, Nfs3Proc::Read, GssService::Privacy, &read);
+        assert_eq!(refused.status(), Nfsstat3::Acces);
+
+        // An export that accepts only krb5p refuses krb5i and krb5.
+        drop(user);
+    }
+
+    #[test]
+    fn a_flavor_the_export_does_not_list_is_too_weak() {
+        let keytab = lab().server_keytab().display().to_string();
+        let server = krb5_server("krb5p-only", r#"["krb5p"]"#, &keytab);
+        let mut conn = Conn::open(&server);
+        let mnt = conn.send(sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &Dirpath::from(server.export_path(1).as_str())));
+        let Mountres3::Ok(mnt) = Mountres3::decode(&mut Decoder::new(mnt.unwrap().results)).unwrap() else {
+            panic!("MNT refused")
+        };
+        assert_eq!(mnt.auth_flavors, vec![390005]);
+        let root = NfsFh3 { data: mnt.fhandle.0.clone() };
+        let mut alice = Client::establish_with(&mut |r| conn.send(r), "alice", NFS);
+        for service in [GssService::Integrity, GssService::None] {
+            let mut args = Encoder::new();
+            Getattr3Args { object: root.clone() }.encode(&mut args);
+            let record = alice.record(next_xid(), Nfs3Proc::Getattr as u32, service, &args.into_bytes());
+            assert_eq!(denied(conn.send(record)), AuthStat::TooWeak, "{service:?} on a krb5p export");
+        }
+        let ok: Getattr3Res =
+            alice.nfs(&mut conn, Nfs3Proc::Getattr, GssService::Privacy, &Getattr3Args { object: root });
+        assert_eq!(ok.status(), Nfsstat3::Ok);
+        // A context the server does not know.
+        let real = std::mem::replace(&mut alice.handle, Bytes::from_static(&[9; 16]));
+        let record = alice.record(next_xid(), Nfs3Proc::Null as u32, GssService::Privacy, &[]);
+        assert_eq!(denied(conn.send(record)), AuthStat::GssCredProblem);
+        alice.handle = real;
+
+        let stat = server_stat(&server);
+        assert!(stat.contains("2 too weak"), "keel stat counts the refusals:\n{stat}");
+        assert!(stat.contains("calls by flavor: none 0, sys 1, krb5 1, krb5i 1, krb5p 1"), "by flavor:\n{stat}");
+        assert!(
+            stat.contains("kerberos: 1 contexts, 1 established, 0 evicted; refused: unknown_context 1"),
+            "Kerberos refusals by cause:\n{stat}"
+        );
+    }
+
+    fn server_stat(server: &TestServer) -> String {
+        let out = run_timeout(
+            std::process::Command::new(keel_bin()).args(["stat", "--state-dir"]).arg(server.state_dir()),
+            Duration::from_secs(20),
+        );
+        out.text()
+    }
+
+    #[test]
+    fn a_missing_keytab_stops_the_start_naming_it() {
+        lab();
+        let dir = keel_testkit::procs::TempDir::new("krb5-no-keytab");
+        let export = dir.path().join("export");
+        std::fs::create_dir_all(&export).unwrap();
+        let config = dir.path().join("keel.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\nlisten = [\"127.0.0.1:0\"]\nportmap = \"off\"\nstate_dir = \"{}\"\n\
+                 keytab = \"/nonexistent/keel-test.keytab\"\nprincipal = \"nfs/localhost\"\n\n\
+                 [[export]]\npath = \"{}\"\nid = 1\nsec = [\"krb5\"]\n[[export.clients]]\nhost = \"*\"\n",
+                dir.path().join("state").display(),
+                export.display()
+            ),
+        )
+        .unwrap();
+        let out = run_timeout(
+            std::process::Command::new(keel_bin()).args(["serve", "--config"]).arg(&config),
+            Duration::from_secs(30),
+        );
+        assert!(!out.status.success(), "keel serve started without its keytab:\n{}", out.text());
+        assert!(
+            out.text().contains("cannot read the keytab /nonexistent/keel-test.keytab"),
+            "the error names the keytab:\n{}",
+            out.text()
+        );
+    }
+}
