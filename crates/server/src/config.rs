@@ -85,6 +85,25 @@ pub struct ServerConfig {
     pub grace_max: Duration,
     /// Locks held and waited for, per client host.
     pub max_locks_per_client: usize,
+    /// The NFS versions served (nfs.conf's `vers3`, `vers4.1`, `vers4.2`).
+    pub nfs_versions: NfsVersions,
+}
+
+/// The NFS versions served. NFSv4.0 is not among them: it has another
+/// state model (SETCLIENTID, OPEN_CONFIRM), and every client that speaks
+/// NFSv4 speaks 4.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NfsVersions {
+    pub v3: bool,
+    pub v41: bool,
+    pub v42: bool,
+}
+
+impl Default for NfsVersions {
+    /// NFSv3 only, until a plain NFSv4 mount does everything a user needs.
+    fn default() -> Self {
+        NfsVersions { v3: true, v41: false, v42: false }
+    }
 }
 
 /// The `[cache]` table: the SSD cache tier's devices.
@@ -211,6 +230,7 @@ impl Default for ServerConfig {
             nsm_state_dir: None,
             grace_max: Duration::from_secs(90),
             max_locks_per_client: 4096,
+            nfs_versions: NfsVersions::default(),
         }
     }
 }
@@ -613,7 +633,42 @@ impl Checker<'_> {
             s.max_locks_per_client =
                 self.usize("max_locks_per_client", v, MAX_LOCKS_PER_CLIENT_MAX).unwrap_or(s.max_locks_per_client);
         }
+        if let Some(v) = &raw.nfs_versions {
+            s.nfs_versions = self.nfs_versions(v).unwrap_or(s.nfs_versions);
+        }
         s
+    }
+
+    /// `nfs_versions`: a non-empty list of "3", "4.1" and "4.2".
+    fn nfs_versions(&mut self, list: &Spanned<Vec<Spanned<String>>>) -> Option<NfsVersions> {
+        if list.get_ref().is_empty() {
+            self.error(
+                &list.span(),
+                "nfs_versions is empty: list the NFS versions to serve, e.g. [\"3\", \"4.1\", \"4.2\"]",
+            );
+            return None;
+        }
+        let mut versions = NfsVersions { v3: false, v41: false, v42: false };
+        let mut ok = true;
+        for item in list.get_ref() {
+            let served = match item.get_ref().as_str() {
+                "3" => &mut versions.v3,
+                "4.1" => &mut versions.v41,
+                "4.2" => &mut versions.v42,
+                other => {
+                    let why = if matches!(other, "4" | "4.0") { " (NFSv4.0 is not served)" } else { "" };
+                    let msg = format!("invalid nfs_versions entry {other:?}: expected \"3\", \"4.1\" or \"4.2\"{why}");
+                    self.error(&item.span(), msg);
+                    ok = false;
+                    continue;
+                }
+            };
+            if *served {
+                self.warn(&item.span(), format!("nfs_versions lists {:?} twice", item.get_ref()));
+            }
+            *served = true;
+        }
+        ok.then_some(versions)
     }
 
     fn socket_addrs(&mut self, key: &str, list: &Spanned<Vec<Spanned<String>>>) -> Vec<(SocketAddr, Range<usize>)> {

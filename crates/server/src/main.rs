@@ -13,6 +13,7 @@ mod config;
 mod conns;
 mod ha;
 mod metrics;
+mod nfs4;
 mod notify;
 mod portmap;
 mod probe;

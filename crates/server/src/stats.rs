@@ -12,6 +12,8 @@ use keel_exports::ExportTable;
 use keel_nfs3::{MountProgram, Nfs3Program};
 use keel_nfs3_proto::mount::Mountstat3;
 use keel_nfs3_proto::nfs3::Nfsstat3;
+use keel_nfs4::Nfs4Program;
+use keel_nfs4_proto::Nfsstat4;
 use keel_nlm::{NlmProgram, NsmProgram};
 use keel_nlm_proto::nlm4::{NLM_PROGRAM, NLM_V4, Nlm4Stats};
 use keel_nlm_proto::nsm::{SM_PROGRAM, SM_V1, SmRes};
@@ -33,6 +35,8 @@ static NFS_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
 /// MNT's statuses (the other MOUNT procedures' replies carry none).
 static MOUNT_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
     LazyLock::new(|| Mountstat3::ALL.iter().map(|s| (*s as u32, s.name())).collect());
+static NFS4_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
+    LazyLock::new(|| Nfsstat4::ALL.iter().map(|s| (s.code(), s.name())).collect());
 static NLM_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
     LazyLock::new(|| Nlm4Stats::ALL.iter().map(|s| (*s as u32, s.name())).collect());
 /// STAT's results (NOTIFY's reply carries none).
@@ -41,7 +45,7 @@ static NSM_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
 
 /// The programs Keel serves, as the statistics count them: each
 /// procedure by the name its program's table gives it.
-pub fn programs() -> [ProgramSpec; 5] {
+pub fn programs() -> [ProgramSpec; 6] {
     use keel_nfs3_proto::*;
     [
         ProgramSpec {
@@ -50,6 +54,19 @@ pub fn programs() -> [ProgramSpec; 5] {
             name: "nfs",
             procedures: Nfs3Program::<Served>::PROCEDURES.names(),
             statuses: &NFS_STATUSES,
+        },
+        // COMPOUNDs are counted as calls (NULL and COMPOUND), their
+        // operations each under its own name (operation numbers start at 3).
+        ProgramSpec {
+            program: NFS_PROGRAM,
+            version: keel_nfs4_proto::NFS_V4,
+            name: "nfs4",
+            procedures: Nfs4Program::<Served>::PROCEDURES
+                .names()
+                .into_iter()
+                .chain(keel_nfs4::operation_names())
+                .collect(),
+            statuses: &NFS4_STATUSES,
         },
         ProgramSpec {
             program: MOUNT_PROGRAM,
@@ -247,6 +264,9 @@ mod tests {
             "commit",
         ];
         assert_eq!(names("nfs"), nfs);
+        let nfs4 = names("nfs4");
+        assert_eq!(nfs4[..4], ["null", "compound", "access", "close"]);
+        assert!(nfs4.iter().any(|n| n == "exchange_id") && nfs4.iter().any(|n| n == "seek"));
         assert_eq!(names("mount"), ["null", "mnt", "dump", "umnt", "umntall", "export"]);
         let nlm = [
             "null",

@@ -55,6 +55,7 @@ pub(super) struct RawServer {
     pub nsm_state_dir: Option<Spanned<String>>,
     pub grace_seconds_max: Option<Spanned<Int>>,
     pub max_locks_per_client: Option<Spanned<Int>>,
+    pub nfs_versions: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]

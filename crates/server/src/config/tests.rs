@@ -240,6 +240,7 @@ fn defaults_when_server_table_is_absent() {
     assert_eq!(s.poll_spin, Duration::from_micros(50));
     assert_eq!((s.max_inflight_bytes, s.max_inflight_bytes_per_connection), (192 << 20, 16 << 20));
     assert_eq!((s.idle_timeout.as_secs(), s.stall_timeout.as_secs()), (360, 60));
+    assert_eq!(s.nfs_versions, NfsVersions { v3: true, v41: false, v42: false });
 
     let e = &config.exports[0];
     assert_eq!(e.path, Path::new("/"));
@@ -1060,4 +1061,23 @@ fn the_man_page_describes_every_key_the_parser_accepts_and_no_other() {
             "top-level key {key:?} has no section in keel.toml.5"
         );
     }
+}
+
+#[test]
+fn nfs_versions_list_what_is_served_and_refuse_anything_else() {
+    let config = parse_ok(&format!("[server]\nnfs_versions = [\"3\", \"4.1\", \"4.2\"]\n{SIMPLE_EXPORT}"));
+    assert_eq!(config.server.nfs_versions, NfsVersions { v3: true, v41: true, v42: true });
+    let config = parse_ok(&format!("[server]\nnfs_versions = [\"4.2\"]\n{SIMPLE_EXPORT}"));
+    assert_eq!(config.server.nfs_versions, NfsVersions { v3: false, v41: false, v42: true });
+    assert_problem(
+        &format!("[server]\nnfs_versions = [\"3\", \"4.0\"]\n{SIMPLE_EXPORT}"),
+        2,
+        &["invalid nfs_versions entry \"4.0\"", "expected \"3\", \"4.1\" or \"4.2\"", "NFSv4.0 is not served"],
+    );
+    assert_problem(
+        &format!("[server]\nnfs_versions = [\"v4\"]\n{SIMPLE_EXPORT}"),
+        2,
+        &["invalid nfs_versions entry \"v4\""],
+    );
+    assert_problem(&format!("[server]\nnfs_versions = []\n{SIMPLE_EXPORT}"), 2, &["nfs_versions is empty"]);
 }

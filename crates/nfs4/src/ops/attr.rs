@@ -1,0 +1,1 @@
+//! Attributes and access (RFC 8881 sections 18.1, 18.7, 18.15, 18.24, 18.30, 18.31): GETATTR, SETATTR, VERIFY, NVERIFY, ACCESS, READLINK.

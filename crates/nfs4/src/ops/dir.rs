@@ -1,0 +1,1 @@
+//! Names and directories (RFC 8881 sections 18.4, 18.9, 18.13, 18.14, 18.23, 18.25, 18.26): LOOKUP, LOOKUPP, READDIR, CREATE, LINK, REMOVE, RENAME.

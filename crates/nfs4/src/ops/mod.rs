@@ -1,0 +1,226 @@
+//! The COMPOUND operations as one table (knfsd's `nfsd4_ops`): for each
+//! operation its handler, or none (`NFS4ERR_NOTSUPP`), and its flags. The
+//! loop in `compound.rs` reads the flags before it runs a handler; a
+//! handler is `fn(&mut Compound<S>, ArgsType) -> Result<..., Nfsstat4>`
+//! for the operation's argument type in keel-nfs4-proto, its result
+//! converted to the operation's result type by [`OpOutcome`].
+//!
+//! Handlers live one file per group: `session.rs` (client IDs, sessions,
+//! stateids), `fh.rs` (filehandles), `attr.rs` (attributes, access),
+//! `dir.rs` (names and directories), `open.rs` (opens, shares,
+//! delegations), `io.rs` (READ, WRITE, COMMIT), `lock.rs` (byte-range
+//! locks) and `v42.rs` (the operations NFSv4.2 added).
+
+mod attr;
+mod dir;
+mod fh;
+mod io;
+mod lock;
+mod open;
+mod session;
+mod v42;
+
+use keel_nfs4_proto::{Nfs4Result, NfsArgop4, NfsResop4, Nfsstat4, OpNum};
+use keel_store::Store;
+
+use crate::compound::Compound;
+
+/// What the COMPOUND loop checks of an operation before its handler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpFlags(u8);
+
+impl OpFlags {
+    pub const NONE: OpFlags = OpFlags(0);
+    /// May be the first operation of a COMPOUND without SEQUENCE (and is
+    /// then the only one): knfsd's `ALLOWED_AS_FIRST_OP`.
+    pub const FIRST_OK: OpFlags = OpFlags(1);
+    /// Needs a current filehandle (NFS4ERR_NOFILEHANDLE without one).
+    pub const NEEDS_FH: OpFlags = OpFlags(2);
+
+    pub const fn union(self, other: OpFlags) -> OpFlags {
+        OpFlags(self.0 | other.0)
+    }
+
+    pub const fn contains(self, other: OpFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+/// Runs one operation: its arguments in, its result out.
+pub type OpHandler<S> = fn(&mut Compound<'_, S>, NfsArgop4) -> NfsResop4;
+
+/// One operation of the table.
+pub struct OpEntry<S: Store> {
+    pub op: OpNum,
+    pub flags: OpFlags,
+    /// `None`: not implemented, NFS4ERR_NOTSUPP.
+    pub handler: Option<OpHandler<S>>,
+}
+
+/// A handler's outcome as the operation's result type.
+pub trait OpOutcome<R> {
+    fn into_res(self) -> R;
+}
+
+/// Operations whose result is a bare status.
+impl OpOutcome<Nfsstat4> for Result<(), Nfsstat4> {
+    fn into_res(self) -> Nfsstat4 {
+        self.err().unwrap_or(Nfsstat4::Ok)
+    }
+}
+
+impl<T> OpOutcome<Nfs4Result<T>> for Result<T, Nfsstat4> {
+    fn into_res(self) -> Nfs4Result<T> {
+        self.into()
+    }
+}
+
+const FIRST: OpFlags = OpFlags::FIRST_OK;
+const FH: OpFlags = OpFlags::NEEDS_FH;
+const NONE: OpFlags = OpFlags::NONE;
+
+/// A row of the table: `op!(Variant, flags, handler)` for an implemented
+/// operation, `op!(Variant, flags)` for one answered NFS4ERR_NOTSUPP.
+macro_rules! op {
+    ($variant:ident, $flags:expr, $handler:path) => {
+        OpEntry {
+            op: OpNum::$variant,
+            flags: $flags,
+            handler: Some(|c, op| match op {
+                NfsArgop4::$variant(args) => NfsResop4::$variant(OpOutcome::into_res($handler(c, args))),
+                // The loop looks the entry up by the operation's number.
+                other => NfsResop4::failed(other.opnum(), Nfsstat4::Serverfault),
+            }),
+        }
+    };
+    ($variant:ident, $flags:expr) => {
+        OpEntry { op: OpNum::$variant, flags: $flags, handler: None }
+    };
+}
+
+/// The number of the first operation (ACCESS); the table has every number
+/// from it to the last (CLONE) in order.
+const FIRST_OPNUM: u32 = 3;
+
+struct Table<S: Store>(std::marker::PhantomData<S>);
+
+impl<S: Store> Table<S> {
+    /// Every operation of NFSv4.0 to 4.2 by number. The 4.0-only ones are
+    /// answered NFS4ERR_NOTSUPP before the table is read (RFC 8881
+    /// section 17); LOCK, LOCKT, LOCKU and the 4.2 operations are not
+    /// implemented yet.
+    #[rustfmt::skip]
+    const OPS: &'static [OpEntry<S>] = &[
+        op!(Access, FH),
+        op!(Close, FH),
+        op!(Commit, FH),
+        op!(Create, FH),
+        op!(Delegpurge, NONE),
+        op!(Delegreturn, FH),
+        op!(Getattr, FH),
+        op!(Getfh, FH),
+        op!(Link, FH),
+        op!(Lock, FH),
+        op!(Lockt, FH),
+        op!(Locku, FH),
+        op!(Lookup, FH),
+        op!(Lookupp, FH),
+        op!(Nverify, FH),
+        op!(Open, FH),
+        op!(Openattr, FH),
+        op!(OpenConfirm, NONE),
+        op!(OpenDowngrade, FH),
+        op!(Putfh, NONE),
+        op!(Putpubfh, NONE),
+        op!(Putrootfh, NONE),
+        op!(Read, FH),
+        op!(Readdir, FH),
+        op!(Readlink, FH),
+        op!(Remove, FH),
+        op!(Rename, FH),
+        op!(Renew, NONE),
+        op!(Restorefh, NONE),
+        op!(Savefh, FH),
+        op!(Secinfo, FH),
+        op!(Setattr, FH),
+        op!(Setclientid, NONE),
+        op!(SetclientidConfirm, NONE),
+        op!(Verify, FH),
+        op!(Write, FH),
+        op!(ReleaseLockowner, NONE),
+        op!(BackchannelCtl, NONE, session::backchannel_ctl),
+        op!(BindConnToSession, FIRST, session::bind_conn_to_session),
+        op!(ExchangeId, FIRST, session::exchange_id),
+        op!(CreateSession, FIRST, session::create_session),
+        op!(DestroySession, FIRST, session::destroy_session),
+        op!(FreeStateid, NONE, session::free_stateid),
+        op!(GetDirDelegation, FH),
+        op!(Getdeviceinfo, NONE),
+        op!(Getdevicelist, FH),
+        op!(Layoutcommit, FH),
+        op!(Layoutget, FH),
+        op!(Layoutreturn, FH),
+        op!(SecinfoNoName, FH, session::secinfo_no_name),
+        op!(Sequence, FIRST),
+        op!(SetSsv, NONE),
+        op!(TestStateid, NONE, session::test_stateid),
+        op!(WantDelegation, NONE),
+        op!(DestroyClientid, FIRST, session::destroy_clientid),
+        op!(ReclaimComplete, NONE, session::reclaim_complete),
+        op!(Allocate, FH),
+        op!(Copy, FH),
+        op!(CopyNotify, FH),
+        op!(Deallocate, FH),
+        op!(IoAdvise, FH),
+        op!(Layouterror, FH),
+        op!(Layoutstats, FH),
+        op!(OffloadCancel, FH),
+        op!(OffloadStatus, FH),
+        op!(ReadPlus, FH),
+        op!(Seek, FH),
+        op!(WriteSame, FH),
+        op!(Clone, FH),
+    ];
+}
+
+/// The table's entry for `op` (none for ILLEGAL).
+pub(crate) fn entry<S: Store>(op: OpNum) -> Option<&'static OpEntry<S>> {
+    let e = Table::<S>::OPS.get((op as u32).checked_sub(FIRST_OPNUM)? as usize)?;
+    debug_assert_eq!(e.op, op, "the operation table is in number order");
+    Some(e)
+}
+
+/// Each operation's number and name (`keel stat` counts operations by
+/// them), ILLEGAL's last.
+pub fn operation_names() -> Vec<(u32, &'static str)> {
+    OpNum::ALL.iter().map(|op| (*op as u32, op.name())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_store::sim::SimStore;
+
+    use super::*;
+
+    #[test]
+    fn the_table_has_every_operation_in_number_order() {
+        let ops = Table::<SimStore>::OPS;
+        let expected: Vec<OpNum> = OpNum::ALL.iter().copied().filter(|op| *op != OpNum::Illegal).collect();
+        assert_eq!(ops.iter().map(|e| e.op).collect::<Vec<_>>(), expected);
+        for op in expected {
+            assert_eq!(entry::<SimStore>(op).map(|e| e.op), Some(op));
+        }
+        assert!(entry::<SimStore>(OpNum::Illegal).is_none());
+    }
+
+    #[test]
+    fn only_the_session_operations_may_come_first() {
+        let first: Vec<OpNum> =
+            Table::<SimStore>::OPS.iter().filter(|e| e.flags.contains(FIRST)).map(|e| e.op).collect();
+        use OpNum::*;
+        assert_eq!(
+            first,
+            vec![BindConnToSession, ExchangeId, CreateSession, DestroySession, Sequence, DestroyClientid]
+        );
+    }
+}
