@@ -569,3 +569,41 @@ fn verify_compares_attributes_as_encoded() {
     ops.push(NfsArgop4::Verify(Verify4Args { obj_attributes: other }));
     assert_eq!(a.status(ops), Nfsstat4::NotSame);
 }
+
+fn open_exclusive(name: &str, verf: [u8; 8], attrs: Attrs4) -> NfsArgop4 {
+    NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_BOTH,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: Opaque(Bytes::from_static(b"x")) },
+        openhow: Openflag4::Open4Create(Createhow4::Exclusive4_1(CreatVerfAttr {
+            cva_verf: verf,
+            cva_attrs: attrs.to_fattr4(&Attrs4::known()),
+        })),
+        claim: OpenClaim4::ClaimNull(name.into()),
+    })
+}
+
+#[test]
+fn an_exclusive_create_is_exactly_once_and_sets_only_what_it_may() {
+    let p = program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let dir = || vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a")];
+    let mode = Attrs4 { mode: Some(0o600), ..Attrs4::default() };
+    let mut ops = dir();
+    ops.extend([open_exclusive("x", [7; 8], mode.clone()), NfsArgop4::Getfh(())]);
+    let res = a.ok(ops);
+    let NfsResop4::Open(Nfs4Result::Ok(o)) = &res[4] else { panic!() };
+    assert_eq!(o.attrset, Bitmap4::from_bits([FATTR4_MODE]));
+    let first = handle_of(&res[5]);
+    // A retransmission (same verifier) finds its own file.
+    let mut ops = dir();
+    ops.extend([open_exclusive("x", [7; 8], mode.clone()), NfsArgop4::Getfh(())]);
+    assert_eq!(handle_of(&a.ok(ops)[5]), first);
+    let mut ops = dir();
+    ops.push(open_exclusive("x", [8; 8], mode));
+    assert_eq!(a.status(ops), Nfsstat4::Exist, "another client's create");
+    let mut ops = dir();
+    ops.push(open_exclusive("y", [9; 8], Attrs4 { owner: Some("5".into()), ..Attrs4::default() }));
+    assert_eq!(a.status(ops), Nfsstat4::Inval, "not in suppattr_exclcreat");
+}

@@ -2,11 +2,11 @@
 //! with NFSv3's rules on stability and the write verifier, and the
 //! stateid check every I/O makes.
 
+use bytes::Bytes;
 use keel_nfs4_proto::{
     Commit4Args, Commit4ResOk, Nfsstat4, Read4Args, Read4ResOk, StableHow4, Stateid4, Write4Args, Write4ResOk,
 };
 use keel_nfs4_state::{IoAccess, IoAuth};
-use bytes::Bytes;
 use keel_store::{FileType, Object, ReadData, Stability, Store};
 use keel_xdr::Spliced;
 
