@@ -15,7 +15,7 @@ use keel_nfs4_state::{
 };
 use keel_rpc::{CallContext, Handled};
 use keel_store::{Caller as _, Cred, Store};
-use keel_xdr::{Decode, Decoder, Encode, Encoder};
+use keel_xdr::{Decode, Decoder, Encode, Encoder, Spliced};
 
 use crate::errno::{admit_status, pseudo_status};
 use crate::ops::{self, OpFlags};
@@ -74,6 +74,9 @@ pub struct Compound<'a, S: Store> {
     /// The identity assumed for store calls, and the one it was assumed
     /// for (each export squashes the caller its own way).
     acting: Option<S::Caller>,
+    /// A READ's data in a pipe, which the reply sends as a spliced
+    /// payload (the READ's result then carries `eof` and no bytes).
+    pub(crate) spliced_read: Option<Spliced>,
 }
 
 impl<'a, S: Store> Compound<'a, S> {
@@ -92,6 +95,7 @@ impl<'a, S: Store> Compound<'a, S> {
             reply_len: 0,
             pseudo: None,
             acting: None,
+            spliced_read: None,
         }
     }
 
@@ -172,6 +176,12 @@ impl<'a, S: Store> Compound<'a, S> {
             self.acting = Some(self.store().act_as(&fh.cred).map_err(|e| crate::errno::status(&e))?);
         }
         Ok(self.acting.as_ref().expect("assumed above"))
+    }
+
+    /// Whether the reply is kept in the slot's cache (it must then be
+    /// bytes: no spliced payload).
+    pub fn reply_cached(&self) -> bool {
+        self.slot.as_ref().is_some_and(|g| g.cachethis)
     }
 
     /// Bytes the reply may still grow by (READ and READDIR clamp their
@@ -270,7 +280,10 @@ pub(crate) fn run<S: Store>(
         if let Some(observer) = &program.observer {
             observer.op_done(opnum, res.status(), started.elapsed());
         }
-        out.push(&res);
+        match (c.spliced_read.take(), &res) {
+            (Some(data), NfsResop4::Read(Nfs4Result::Ok(r))) => out.push_read_spliced(r.eof, data),
+            _ => out.push(&res),
+        }
         c.reply_len = out.len();
         if res.status() != Nfsstat4::Ok {
             break;

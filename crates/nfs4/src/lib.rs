@@ -36,6 +36,8 @@ mod compound;
 mod errno;
 mod ops;
 mod program;
+#[cfg(test)]
+mod tests;
 
 pub use compound::{Compound, ExportFh, Filehandle};
 pub use ops::{OpEntry, OpFlags, operation_names};

@@ -5,16 +5,17 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use keel_exports::pseudo::ExportParent;
 use keel_exports::{ExportTable, PseudoFs, PseudoKey};
 use keel_nfs4_proto::{NFS_V4, NFS4_PROGRAM, Nfsstat4, OpNum};
 use keel_nfs4_state::{BootEpoch, ClientRecords, NfsState, Released, StartError, StateConfig};
 use keel_rpc::CacheClass::Uncached;
 use keel_rpc::ReplyBytesMax::Computed;
 use keel_rpc::{CallContext, Handled, Handlers, Procedure, ProcedureTable, REPLY_RESULTS_BYTES_DEFAULT, TabledProgram};
-use keel_store::Store;
+use keel_store::{Object, Store, Time};
 use keel_xdr::{Decoder, Encoder, XdrError};
 
 use crate::compound;
@@ -84,6 +85,11 @@ pub struct Nfs4Program<S: Store> {
     pub(crate) observer: Option<Arc<dyn OpObserver>>,
     /// Bytes of the largest COMPOUND reply a session may negotiate.
     pub(crate) reply_bytes_max: usize,
+    lease_seconds: u32,
+    /// When the program started: the times of pseudo directories.
+    started: Time,
+    /// The handle of each export's root (export ids are never reused).
+    export_roots: Mutex<HashMap<u32, Bytes>>,
 }
 
 impl<S: Store> Nfs4Program<S> {
@@ -95,6 +101,9 @@ impl<S: Store> Nfs4Program<S> {
         records: Box<dyn ClientRecords>,
     ) -> Result<Self, StartError> {
         let reply_bytes_max = config.state.channel.response_bytes_max as usize;
+        let lease_seconds = u32::try_from(config.state.lease.as_secs()).unwrap_or(u32::MAX);
+        let since_1970 = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let started = Time { seconds: since_1970.as_secs() as i64, nanos: since_1970.subsec_nanos() };
         let state = NfsState::new(config.state, config.epoch, config.session_key, records, Instant::now())?;
         Ok(Nfs4Program {
             exports,
@@ -105,6 +114,9 @@ impl<S: Store> Nfs4Program<S> {
             pseudo_trees: Mutex::new(HashMap::new()),
             observer: None,
             reply_bytes_max,
+            lease_seconds,
+            started,
+            export_roots: Mutex::new(HashMap::new()),
         })
     }
 
@@ -156,6 +168,41 @@ impl<S: Store> Nfs4Program<S> {
         let fs = Arc::new(PseudoFs::build(&self.exports, peer, &self.pseudo_key));
         trees.insert(key, fs.clone());
         fs
+    }
+
+    pub(crate) fn lease_seconds(&self) -> u32 {
+        self.lease_seconds
+    }
+
+    pub(crate) fn started(&self) -> Time {
+        self.started
+    }
+
+    /// The handle of export `id`'s root.
+    pub(crate) fn export_root_handle(&self, id: u32) -> Option<Bytes> {
+        let mut roots = self.export_roots.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = roots.get(&id) {
+            return Some(h.clone());
+        }
+        let handle = self.store().lookup_path(id, b"/").ok()?.handle().clone();
+        roots.insert(id, handle.clone());
+        Some(handle)
+    }
+
+    pub(crate) fn is_export_root(&self, obj: &S::Object) -> bool {
+        self.export_root_handle(obj.export_id()).is_some_and(|h| h == *obj.handle())
+    }
+
+    /// The fileid of the pseudo directory entry an export's root is
+    /// mounted on, for `peer` (`None` for any other object).
+    pub(crate) fn mounted_on_fileid(&self, peer: SocketAddr, obj: &S::Object) -> Option<u64> {
+        if !self.is_export_root(obj) {
+            return None;
+        }
+        match self.pseudo_fs(peer).parent_of_export(obj.export_id())? {
+            ExportParent::Pseudo { mounted_on_fileid, .. } => Some(mounted_on_fileid),
+            ExportParent::IsRoot | ExportParent::InExport { .. } => None,
+        }
     }
 
     /// Expires leases, recalls past their deadline, the end of the grace

@@ -20,7 +20,7 @@ mod open;
 mod session;
 mod v42;
 
-use keel_nfs4_proto::{Nfs4Result, NfsArgop4, NfsResop4, Nfsstat4, OpNum};
+use keel_nfs4_proto::{Nfs4Result, NfsArgop4, NfsResop4, Nfsstat4, OpNum, Setattr4Res};
 use keel_store::Store;
 
 use crate::compound::Compound;
@@ -75,6 +75,15 @@ impl<T> OpOutcome<Nfs4Result<T>> for Result<T, Nfsstat4> {
     }
 }
 
+/// Results that carry more than a status on failure (SETATTR's
+/// `attrsset`; LOCK's and LOCKT's `LOCK4denied`) are built by their
+/// handlers.
+impl OpOutcome<Setattr4Res> for Setattr4Res {
+    fn into_res(self) -> Setattr4Res {
+        self
+    }
+}
+
 const FIRST: OpFlags = OpFlags::FIRST_OK;
 const FH: OpFlags = OpFlags::NEEDS_FH;
 const NONE: OpFlags = OpFlags::NONE;
@@ -111,42 +120,42 @@ impl<S: Store> Table<S> {
     /// COPY are served (`v42.rs` says why not the others).
     #[rustfmt::skip]
     const OPS: &'static [OpEntry<S>] = &[
-        op!(Access, FH),
-        op!(Close, FH),
-        op!(Commit, FH),
-        op!(Create, FH),
+        op!(Access, FH, attr::access),
+        op!(Close, FH, open::close),
+        op!(Commit, FH, io::commit),
+        op!(Create, FH, dir::create),
         op!(Delegpurge, NONE),
-        op!(Delegreturn, FH),
-        op!(Getattr, FH),
-        op!(Getfh, FH),
-        op!(Link, FH),
+        op!(Delegreturn, FH, open::delegreturn),
+        op!(Getattr, FH, attr::getattr),
+        op!(Getfh, FH, fh::getfh),
+        op!(Link, FH, dir::link),
         op!(Lock, FH, lock::lock),
         op!(Lockt, FH, lock::lockt),
         op!(Locku, FH, lock::locku),
-        op!(Lookup, FH),
-        op!(Lookupp, FH),
-        op!(Nverify, FH),
-        op!(Open, FH),
+        op!(Lookup, FH, dir::lookup),
+        op!(Lookupp, FH, dir::lookupp),
+        op!(Nverify, FH, attr::nverify),
+        op!(Open, FH, open::open),
         op!(Openattr, FH),
         op!(OpenConfirm, NONE),
-        op!(OpenDowngrade, FH),
-        op!(Putfh, NONE),
-        op!(Putpubfh, NONE),
-        op!(Putrootfh, NONE),
-        op!(Read, FH),
-        op!(Readdir, FH),
-        op!(Readlink, FH),
-        op!(Remove, FH),
-        op!(Rename, FH),
+        op!(OpenDowngrade, FH, open::open_downgrade),
+        op!(Putfh, NONE, fh::putfh),
+        op!(Putpubfh, NONE, fh::putpubfh),
+        op!(Putrootfh, NONE, fh::putrootfh),
+        op!(Read, FH, io::read),
+        op!(Readdir, FH, dir::readdir),
+        op!(Readlink, FH, attr::readlink),
+        op!(Remove, FH, dir::remove),
+        op!(Rename, FH, dir::rename),
         op!(Renew, NONE),
-        op!(Restorefh, NONE),
-        op!(Savefh, FH),
-        op!(Secinfo, FH),
-        op!(Setattr, FH),
+        op!(Restorefh, NONE, fh::restorefh),
+        op!(Savefh, FH, fh::savefh),
+        op!(Secinfo, FH, session::secinfo),
+        op!(Setattr, FH, attr::setattr),
         op!(Setclientid, NONE),
         op!(SetclientidConfirm, NONE),
-        op!(Verify, FH),
-        op!(Write, FH),
+        op!(Verify, FH, attr::verify),
+        op!(Write, FH, io::write),
         op!(ReleaseLockowner, NONE),
         op!(BackchannelCtl, NONE, session::backchannel_ctl),
         op!(BindConnToSession, FIRST, session::bind_conn_to_session),
@@ -188,6 +197,12 @@ pub(crate) fn entry<S: Store>(op: OpNum) -> Option<&'static OpEntry<S>> {
     let e = Table::<S>::OPS.get((op as u32).checked_sub(FIRST_OPNUM)? as usize)?;
     debug_assert_eq!(e.op, op, "the operation table is in number order");
     Some(e)
+}
+
+/// The attributes served, for tests.
+#[cfg(test)]
+pub(crate) fn attr_supported_bits() -> &'static [u32] {
+    attr::SUPPORTED
 }
 
 /// Each operation's number and name (`keel stat` counts operations by

@@ -5,7 +5,7 @@
 use keel_nfs4_proto::{
     AUTH_SYS, BackchannelCtl4Args, BindConnToSession4Args, BindConnToSession4ResOk, CreateSession4Args,
     CreateSession4ResOk, DestroyClientid4Args, DestroySession4Args, ExchangeId4Args, ExchangeId4ResOk,
-    FreeStateid4Args, NfsImplId4, Nfsstat4, Nfstime4, ReclaimComplete4Args, Secinfo4, Secinfo4ResOk,
+    FreeStateid4Args, NfsImplId4, Nfsstat4, Nfstime4, ReclaimComplete4Args, Secinfo4, Secinfo4Args, Secinfo4ResOk,
     SecinfoNoName4Args, SecinfoStyle4, ServerOwner4, StateProtect4R, TestStateid4Args, TestStateid4ResOk,
 };
 use keel_nfs4_state::{ClientId, SessionId};
@@ -118,6 +118,15 @@ pub(super) fn secinfo_no_name<S: Store>(
             return Err(Nfsstat4::Noent);
         }
     }
+    c.current = None;
+    Ok(flavors())
+}
+
+/// SECINFO (RFC 8881 section 18.29): the flavors for `name` in the
+/// current directory, which must exist; the current filehandle is
+/// consumed.
+pub(super) fn secinfo<S: Store>(c: &mut Compound<'_, S>, args: Secinfo4Args) -> Result<Secinfo4ResOk, Nfsstat4> {
+    super::dir::lookup_name(c, &args.name)?;
     c.current = None;
     Ok(flavors())
 }

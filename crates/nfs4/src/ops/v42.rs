@@ -4,8 +4,8 @@
 //! under minor version 1 (NFS4ERR_OP_ILLEGAL, as knfsd).
 //!
 //! Each checks its stateid as the I/O it is like does (SEEK as READ; the
-//! others as WRITE, and COPY its source as READ), through the state's
-//! `check_io`, then calls the store. A `sync` export makes ALLOCATE,
+//! others as WRITE, and COPY its source as READ), with `io.rs`'s
+//! `check_stateid`, then calls the store. A `sync` export makes ALLOCATE,
 //! DEALLOCATE and COPY durable before the reply, as NFSv3's FILE_SYNC
 //! WRITE would be; COPY's reply says which (`wr_committed`), with the
 //! write verifier read before the copy, so an unstable copy is committed
@@ -26,6 +26,7 @@ use keel_nfs4_state::{ClientId, IoAccess};
 use keel_store::{FileType, Object, SeekWhat, Space, Store, StoreError};
 
 use super::OpOutcome;
+use super::io::check_stateid;
 use crate::compound::{Compound, ExportFh, Filehandle};
 use crate::errno::status;
 
@@ -54,26 +55,12 @@ pub(super) fn regular<O: Object>(fh: Option<&Filehandle<O>>, none: Nfsstat4) -> 
     }
 }
 
-/// Checks `stateid` (the current one resolved) for `access` to `fh`'s file.
-fn check_stateid<S: Store>(
-    c: &Compound<'_, S>,
-    client: ClientId,
-    stateid: &Stateid4,
-    fh: &ExportFh<S::Object>,
-    access: IoAccess,
-) -> Result<(), Nfsstat4> {
-    let stateid = c.stateid.resolve(stateid)?;
-    let now = c.now;
-    c.program.with_state(|s| s.check_io(client, &stateid, fh.handle(), access, now)).map(drop)
-}
-
 /// SEEK (RFC 7862 section 15.11): where the next data or hole begins at or
 /// after `sa_offset`. Past the end: NFS4ERR_NXIO. No data after the
 /// offset: NFS4_OK with `sr_eof`, at the end of the file.
 pub(super) fn seek<S: Store>(c: &mut Compound<'_, S>, args: Seek4Args) -> Result<SeekRes4, Nfsstat4> {
     let fh = regular(c.current.as_ref(), Nfsstat4::Nofilehandle)?;
-    let client = session_client(c)?;
-    check_stateid(c, client, &args.sa_stateid, &fh, IoAccess::Read)?;
+    check_stateid(c, &args.sa_stateid, &fh, IoAccess::Read)?;
     let store = c.store();
     let who = c.act(&fh)?;
     let size = store.getattr(&fh.object).map_err(|e| status(&e))?.size;
@@ -102,8 +89,7 @@ fn space<S: Store>(
 ) -> Result<(), Nfsstat4> {
     let fh = regular(c.current.as_ref(), Nfsstat4::Nofilehandle)?;
     fh.writable()?;
-    let client = session_client(c)?;
-    check_stateid(c, client, stateid, &fh, IoAccess::Write)?;
+    check_stateid(c, stateid, &fh, IoAccess::Write)?;
     let store = c.store();
     let who = c.act(&fh)?;
     store.fallocate(who, &fh.object, space, offset, length, fh.options.sync).map_err(|e| status(&e))
@@ -148,9 +134,8 @@ pub(super) fn copy<S: Store>(c: &mut Compound<'_, S>, args: Copy4Args) -> Result
         // between superblocks itself).
         return Err(Nfsstat4::Xdev);
     }
-    let client = session_client(c)?;
-    check_stateid(c, client, &args.ca_src_stateid, &src, IoAccess::Read)?;
-    check_stateid(c, client, &args.ca_dst_stateid, &dst, IoAccess::Write)?;
+    check_stateid(c, &args.ca_src_stateid, &src, IoAccess::Read)?;
+    check_stateid(c, &args.ca_dst_stateid, &dst, IoAccess::Write)?;
     let store = c.store();
     let who = c.act(&dst)?;
     let size = store.getattr(&src.object).map_err(|e| status(&e))?.size;
