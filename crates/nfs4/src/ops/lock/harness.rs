@@ -55,6 +55,12 @@ fn channel() -> ChannelAttrs4 {
 impl Rig {
     /// Over a new simulated store; `sync` is the export's option.
     pub fn new(sync: bool) -> Rig {
+        Rig::with(sync, StateConfig::default(), MemoryRecords::new())
+    }
+
+    /// With the state's configuration `state` and the client records of
+    /// an earlier instance `records` (a grace period waits for them).
+    pub fn with(sync: bool, state: StateConfig, records: MemoryRecords) -> Rig {
         let store = Arc::new(SimStore::new(41));
         let options = ClientOptions {
             access: Access::ReadWrite,
@@ -67,13 +73,13 @@ impl Rig {
         let exports = Arc::new(ExportTable::new(store.clone(), rules));
         let config = Nfs4Config {
             minors: MinorVersions { v41: true, v42: true },
-            state: StateConfig::default(),
-            epoch: BootEpoch::new(1).expect("a valid epoch"),
+            state,
+            epoch: BootEpoch::new(2).expect("a valid epoch"),
             session_key: [1; 16],
             pseudo_key: PseudoKey::from_bytes([2; 16]),
             server_owner: Bytes::from_static(b"keel-test"),
         };
-        let program = Nfs4Program::new(exports, config, Box::new(MemoryRecords::new())).expect("the program");
+        let program = Nfs4Program::new(exports, config, Box::new(records)).expect("the program");
         let cred = Credential::sys(Bytes::from_static(b"client"), 0, 0, &[]);
         Rig { program, store, cred, peer: "127.0.0.1:700".parse().expect("an address") }
     }
@@ -172,11 +178,22 @@ impl Rig {
     /// An open of `file` by `client`'s open owner `owner` with
     /// `OPEN4_SHARE_ACCESS_*` bits `access`, made through the state.
     pub fn open(&self, client: &Client, owner: &str, file: &Bytes, access: u32) -> Stateid4 {
+        self.open_by(client, owner, file, access, OpenClaim::Null).expect("OPEN")
+    }
+
+    /// An open with claim `claim` (a reclaim during a grace period).
+    pub fn open_by(
+        &self,
+        client: &Client,
+        owner: &str,
+        file: &Bytes,
+        access: u32,
+        claim: OpenClaim,
+    ) -> Result<Stateid4, keel_nfs4_proto::Nfsstat4> {
         let share = ShareAccess::from_wire(access, 0).expect("valid share bits");
         let now = Instant::now();
         self.program
-            .with_state(|s| s.open(client.clientid, owner.as_bytes(), file, share, OpenClaim::Null, now))
-            .expect("OPEN")
-            .stateid
+            .with_state(|s| s.open(client.clientid, owner.as_bytes(), file, share, claim, now))
+            .map(|ok| ok.stateid)
     }
 }

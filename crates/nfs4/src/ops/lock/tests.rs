@@ -250,6 +250,49 @@ fn a_courtesy_client_s_lock_gives_way_and_is_released() {
     assert!(matches!(res, Lock4Res::Ok(_)), "granted once the courtesy client is gone: {res:?}");
 }
 
+/// RFC 8881 sections 8.4.2 and 18.10.4: after a restart, while a client
+/// of the earlier instance may still reclaim, its reclaims are granted and
+/// new locks and LOCKT are NFS4ERR_GRACE, for it and for everyone else.
+#[test]
+fn in_the_grace_period_only_reclaims_are_granted() {
+    use keel_nfs4_state::{ClientRecord, ClientRecords, MemoryRecords, OpenClaim, Principal, StateConfig};
+    let mut records = MemoryRecords::new();
+    let principal = Principal::Sys { uid: 0, machine: b"client".to_vec().into() };
+    records.put(&ClientRecord { owner: b"a".to_vec().into(), principal, epoch: 1 }).unwrap();
+    let rig = Rig::with(false, StateConfig::default(), records);
+    let f = rig.file("f", b"");
+    let (mut a, mut b) = (rig.client("a"), rig.client("b"));
+    let oa = rig.open_by(&a, "oa", &f, OPEN4_SHARE_ACCESS_BOTH, OpenClaim::Previous).expect("an open reclaimed");
+    let args = Lock4Args { locktype: W, reclaim: true, offset: 0, length: 10, locker: new_owner(oa, "la") };
+    let la = granted(rig.call(&mut a, 1, Instant::now(), Some(&f), |c| lock(c, args).into_res()));
+    assert_eq!(do_lock(&rig, &mut a, &f, W, (20, 1), existing(la)), Lock4Res::Fail(Nfsstat4::Grace), "a new lock");
+    assert_eq!(do_lockt(&rig, &mut b, &f, W, (0, 1), "lb"), Lockt4Res::Fail(Nfsstat4::Grace));
+    assert_eq!(rig.open_by(&b, "ob", &f, OPEN4_SHARE_ACCESS_BOTH, OpenClaim::Null), Err(Nfsstat4::Grace));
+    let nlm = other_description(&rig, &f);
+    assert!(nlm.try_lock(LockKind::Shared, LockRange::new(0, 1)).unwrap().is_some(), "the reclaimed lock is held");
+}
+
+/// Past the state's bound on a client's lock ranges, LOCK is
+/// NFS4ERR_RESOURCE, and nothing was taken; LOCKU still works.
+#[test]
+fn past_the_bound_on_lock_ranges_lock_is_resource() {
+    use keel_nfs4_state::{Bound, MemoryRecords, StateConfig};
+    let mut config = StateConfig::default();
+    config.limits.lock_ranges = Bound { total: 100, per_address: 2 };
+    let rig = Rig::with(false, config, MemoryRecords::new());
+    let f = rig.file("f", b"");
+    let mut a = rig.client("a");
+    let oa = rig.open(&a, "oa", &f, OPEN4_SHARE_ACCESS_BOTH);
+    let la = granted(do_lock(&rig, &mut a, &f, W, (0, 1), new_owner(oa, "la")));
+    let la = granted(do_lock(&rig, &mut a, &f, W, (10, 1), existing(la)));
+    assert_eq!(do_lock(&rig, &mut a, &f, W, (20, 1), existing(la)), Lock4Res::Fail(Nfsstat4::Resource));
+    let nlm = other_description(&rig, &f);
+    assert_eq!(nlm.try_lock(LockKind::Exclusive, LockRange::new(20, 1)).unwrap(), None, "nothing taken");
+    nlm.unlock(LockRange::new(20, 1)).unwrap();
+    let la = granted(do_lock(&rig, &mut a, &f, W, (1, 9), existing(la)));
+    assert!(do_locku(&rig, &mut a, &f, la, (3, 2)).is_ok(), "an unlock that splits a range is never refused");
+}
+
 /// A reclaim outside a grace period is NFS4ERR_NO_GRACE.
 #[test]
 fn a_reclaim_with_no_grace_period_is_refused() {
