@@ -531,11 +531,33 @@ fn directories_and_names() {
     let mut ops = dir();
     ops.extend([lookup("e"), lookup("l"), NfsArgop4::Getfh(())]);
     a.ok(ops);
-    for bad in [".", "..", "a/b", ""] {
+    let long = "n".repeat(256);
+    for (bad, status) in [
+        (".", Nfsstat4::Badname),
+        ("..", Nfsstat4::Badname),
+        ("a/b", Nfsstat4::Badname),
+        ("", Nfsstat4::Inval),
+        (long.as_str(), Nfsstat4::Nametoolong),
+    ] {
         let mut ops = dir();
         ops.push(lookup(bad));
-        assert_ne!(a.status(ops), Nfsstat4::Ok, "{bad:?}");
+        assert_eq!(a.status(ops), status, "{bad:?}");
     }
+    // Names are bytes, as on the exported file system (and for NFSv3).
+    let mut ops = dir();
+    let latin1 = Component4(Bytes::from_static(b"caf\xe9"));
+    ops.extend([NfsArgop4::Create(Create4Args {
+        objtype: Createtype4::Dir,
+        objname: latin1.clone(),
+        createattrs: Fattr4::default(),
+    })]);
+    a.ok(ops);
+    let mut ops = dir();
+    ops.push(NfsArgop4::Lookup(Lookup4Args { objname: latin1.clone() }));
+    a.ok(ops);
+    let mut ops = dir();
+    ops.push(NfsArgop4::Remove(Remove4Args { target: latin1 }));
+    a.ok(ops);
     let mut ops = dir();
     ops.push(NfsArgop4::Remove(Remove4Args { target: "e".into() }));
     assert_eq!(a.status(ops), Nfsstat4::Notempty);
