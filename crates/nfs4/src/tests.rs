@@ -629,3 +629,54 @@ fn an_exclusive_create_is_exactly_once_and_sets_only_what_it_may() {
     ops.push(open_exclusive("y", [9; 8], Attrs4 { owner: Some("5".into()), ..Attrs4::default() }));
     assert_eq!(a.status(ops), Nfsstat4::Inval, "not in suppattr_exclcreat");
 }
+
+/// Every prefix of a COMPOUND, and the COMPOUND with any one word
+/// replaced, gets an answer (results or GARBAGE_ARGS), never a panic.
+#[test]
+fn a_malformed_compound_is_answered() {
+    let p = program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let args = compound(
+        2,
+        vec![
+            a.sequence(false),
+            NfsArgop4::Putrootfh(()),
+            lookup("srv"),
+            lookup("a"),
+            open_create("m", "o", OPEN4_SHARE_ACCESS_BOTH, 0),
+            write(Stateid4::CURRENT, 0, b"data"),
+            getattr(&[FATTR4_SIZE, FATTR4_CHANGE]),
+        ],
+    );
+    let mut enc = Encoder::new();
+    args.encode(&mut enc);
+    let bytes = enc.into_bytes();
+    let ctx_run = |body: Bytes| {
+        let cred = root();
+        let ctx = CallContext {
+            xid: 1,
+            vers: 4,
+            proc_: NFSPROC4_COMPOUND,
+            cred: &cred,
+            peer: CLIENT_A.parse().unwrap(),
+            local: "127.0.0.1:2049".parse().unwrap(),
+            connection: None,
+            report: Default::default(),
+        };
+        let mut reply = Encoder::new();
+        match p.run(&ctx, &mut Decoder::new(body), &mut reply) {
+            Ok(_) => assert!(Compound4Res::decode(&mut Decoder::new(reply.into_bytes())).is_ok()),
+            Err(e) => assert_eq!(e, keel_rpc::AcceptError::GarbageArgs),
+        }
+    };
+    for len in 0..bytes.len() {
+        ctx_run(bytes.slice(..len));
+    }
+    for at in (0..bytes.len()).step_by(4) {
+        for word in [0u32, 1, 0xffff_ffff, 0x8000_0000, 10_044] {
+            let mut b = bytes.to_vec();
+            b[at..at + 4].copy_from_slice(&word.to_be_bytes());
+            ctx_run(Bytes::from(b));
+        }
+    }
+}
