@@ -680,3 +680,22 @@ fn a_malformed_compound_is_answered() {
         }
     }
 }
+
+/// The transport sets aside what a COMPOUND's reply may take before it
+/// runs: little for metadata, READ's count for a READ.
+#[test]
+fn a_compound_s_reply_is_bounded_by_what_it_asks_for() {
+    let p = program();
+    let bound = |ops: Vec<NfsArgop4>| {
+        let mut enc = Encoder::new();
+        compound(2, ops).encode(&mut enc);
+        Program::PROCEDURES.reply_bytes_max(&p, NFSPROC4_COMPOUND, enc.into_bytes())
+    };
+    let small = bound(vec![NfsArgop4::Putrootfh(()), getattr(&[FATTR4_SIZE])]);
+    assert!(small < 8192, "{small}");
+    let one_read = bound(vec![NfsArgop4::Putrootfh(()), read(Stateid4::ANONYMOUS, 1 << 20)]);
+    assert!(one_read > 1 << 20, "{one_read}");
+    let huge = bound(vec![read(Stateid4::ANONYMOUS, 1 << 20); 8]);
+    assert_eq!(huge, keel_nfs4_state::MESSAGE_BYTES_MAX_DEFAULT as usize, "no more than a session may get");
+    assert_eq!(bound(Vec::new()), keel_rpc::REPLY_RESULTS_BYTES_DEFAULT);
+}
