@@ -236,7 +236,7 @@ impl<S: Store> Handlers for Nfs4Program<S> {
 /// Bytes of one operation's result, at most, for those whose result does
 /// not grow with what they ask for (the largest: GETATTR of every
 /// attribute with a 64-byte handle, OPEN, EXCHANGE_ID).
-const OP_RESULT_BYTES_MAX: usize = 1024;
+pub(crate) const OP_RESULT_BYTES_MAX: usize = 1024;
 /// READLINK's result: a path.
 const READLINK_RESULT_BYTES_MAX: usize = 64 + keel_nfs4_proto::LINKTEXT4_MAX;
 

@@ -699,3 +699,23 @@ fn a_compound_s_reply_is_bounded_by_what_it_asks_for() {
     assert_eq!(huge, keel_nfs4_state::MESSAGE_BYTES_MAX_DEFAULT as usize, "no more than a session may get");
     assert_eq!(bound(Vec::new()), keel_rpc::REPLY_RESULTS_BYTES_DEFAULT);
 }
+
+/// GETATTR of every attribute fits the bound the transport sets aside for
+/// an operation that does not say how much it returns.
+#[test]
+fn every_attribute_fits_an_operation_s_reply_bound() {
+    let p = program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let res =
+        a.ok(vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a"), getattr(crate::ops::attr_supported_bits())]);
+    let mut enc = Encoder::new();
+    res[4].encode(&mut enc);
+    assert!(enc.len() < crate::program::OP_RESULT_BYTES_MAX, "{} bytes", enc.len());
+    // All but rdattr_error (READDIR's) and the two write-only times.
+    let readable = crate::ops::attr_supported().difference(&Bitmap4::from_bits([
+        FATTR4_RDATTR_ERROR,
+        FATTR4_TIME_ACCESS_SET,
+        FATTR4_TIME_MODIFY_SET,
+    ]));
+    assert_eq!(attrs_of(&res[4]).bitmap(), readable, "every readable attribute is given");
+}

@@ -205,6 +205,11 @@ pub(crate) fn attr_supported_bits() -> &'static [u32] {
     attr::SUPPORTED
 }
 
+#[cfg(test)]
+pub(crate) fn attr_supported() -> keel_nfs4_proto::Bitmap4 {
+    attr::supported()
+}
+
 /// Each operation's number and name (`keel stat` counts operations by
 /// them), ILLEGAL's last.
 pub fn operation_names() -> Vec<(u32, &'static str)> {
