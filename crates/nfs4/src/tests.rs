@@ -719,3 +719,32 @@ fn every_attribute_fits_an_operation_s_reply_bound() {
     ]));
     assert_eq!(attrs_of(&res[4]).bitmap(), readable, "every readable attribute is given");
 }
+
+#[test]
+fn claims_without_grace_or_delegations_get_the_rfc_s_answers() {
+    let p = program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let mut ops = vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a")];
+    ops.extend([open_create("c", "o", OPEN4_SHARE_ACCESS_READ, 0), NfsArgop4::Getfh(())]);
+    let fh = handle_of(&a.ok(ops)[5]);
+    let open = |claim: OpenClaim4| {
+        NfsArgop4::Open(Open4Args {
+            seqid: 0,
+            share_access: OPEN4_SHARE_ACCESS_READ,
+            share_deny: 0,
+            owner: OpenOwner4 { clientid: 0, owner: Opaque(Bytes::from_static(b"o")) },
+            openhow: Openflag4::Open4Nocreate,
+            claim,
+        })
+    };
+    let previous = open(OpenClaim4::ClaimPrevious(OpenDelegationType4::OpenDelegateNone));
+    assert_eq!(a.status(vec![putfh(&fh), previous]), Nfsstat4::NoGrace, "no grace period: nothing to reclaim");
+    let cur = open(OpenClaim4::ClaimDelegCurFh(Stateid4 { seqid: 1, other: [7; 12] }));
+    assert_eq!(a.status(vec![putfh(&fh), cur]), Nfsstat4::BadStateid, "no delegation was given");
+    assert_eq!(a.status(vec![putfh(&fh), open(OpenClaim4::ClaimDelegPrevFh)]), Nfsstat4::Notsupp);
+    let deleg = NfsArgop4::Delegreturn(Delegreturn4Args { deleg_stateid: Stateid4 { seqid: 1, other: [7; 12] } });
+    assert_eq!(a.status(vec![putfh(&fh), deleg]), Nfsstat4::BadStateid);
+    // OPEN by handle works, and the pseudo file system has no files.
+    a.ok(vec![putfh(&fh), open(OpenClaim4::ClaimFh)]);
+    assert_eq!(a.status(vec![NfsArgop4::Putrootfh(()), open(OpenClaim4::ClaimFh)]), Nfsstat4::Isdir);
+}
