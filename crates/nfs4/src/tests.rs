@@ -748,3 +748,15 @@ fn claims_without_grace_or_delegations_get_the_rfc_s_answers() {
     a.ok(vec![putfh(&fh), open(OpenClaim4::ClaimFh)]);
     assert_eq!(a.status(vec![NfsArgop4::Putrootfh(()), open(OpenClaim4::ClaimFh)]), Nfsstat4::Isdir);
 }
+
+#[test]
+fn a_session_is_destroyed_by_the_last_operation_of_its_own_compound() {
+    let p = program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let destroy = NfsArgop4::DestroySession(DestroySession4Args { dsa_sessionid: a.session });
+    assert_eq!(a.status(vec![destroy.clone(), NfsArgop4::Putrootfh(())]), Nfsstat4::NotOnlyOp);
+    a.ok(vec![NfsArgop4::Putrootfh(()), destroy]);
+    let seq = a.sequence(false);
+    let res = call(&p, CLIENT_A, &root(), &compound(1, vec![seq]));
+    assert_eq!(res.status, Nfsstat4::Badsession, "gone");
+}
