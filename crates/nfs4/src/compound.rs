@@ -66,6 +66,10 @@ pub struct Compound<'a, S: Store> {
     pub slot: Option<SlotGrant>,
     /// The caller as the state names it.
     pub principal: Principal,
+    /// The position of the operation running, and how many the COMPOUND
+    /// has.
+    op_index: u32,
+    op_count: u32,
     /// The largest reply allowed (the session's) and the reply's size so
     /// far.
     reply_limit: usize,
@@ -91,6 +95,8 @@ impl<'a, S: Store> Compound<'a, S> {
             stateid: CurrentStateid::new(),
             slot: None,
             principal: principal(ctx),
+            op_index: 0,
+            op_count: 0,
             reply_limit: program.reply_bytes_max,
             reply_len: 0,
             pseudo: None,
@@ -178,6 +184,11 @@ impl<'a, S: Store> Compound<'a, S> {
         Ok(self.acting.as_ref().expect("assumed above"))
     }
 
+    /// Whether the operation running is the COMPOUND's last.
+    pub fn is_last_op(&self) -> bool {
+        self.op_index + 1 == self.op_count
+    }
+
     /// Whether the reply is kept in the slot's cache (it must then be
     /// bytes: no spliced payload).
     pub fn reply_cached(&self) -> bool {
@@ -256,6 +267,7 @@ pub(crate) fn run<S: Store>(
             }
         };
         let opnum = op.opnum();
+        (c.op_index, c.op_count) = (index, head.numops);
         let started = Instant::now();
         let res = if index == 0 && opnum == OpNum::Sequence {
             let NfsArgop4::Sequence(sargs) = op else { unreachable!("opnum is SEQUENCE") };
