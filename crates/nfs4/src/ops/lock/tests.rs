@@ -247,7 +247,11 @@ fn a_courtesy_client_s_lock_gives_way_and_is_released() {
     let later = Instant::now() + lease + Duration::from_secs(5);
     let args = Lock4Args { locktype: W, reclaim: false, offset: 0, length: 10, locker: new_owner(ob, "lb") };
     let res = rig.call(&mut b, 1, later, Some(&f), |c| lock(c, args).into_res());
-    assert!(matches!(res, Lock4Res::Ok(_)), "granted once the courtesy client is gone: {res:?}");
+    let lb = granted(res);
+    let args = Locku4Args { locktype: W, seqid: 0, lock_stateid: lb, offset: 0, length: TO_END };
+    rig.call(&mut b, 1, later, Some(&f), |c| locku(c, args)).unwrap();
+    let nlm = other_description(&rig, &f);
+    assert_eq!(nlm.try_lock(LockKind::Exclusive, LockRange::new(0, 0)).unwrap(), None, "A's description was closed");
 }
 
 /// RFC 8881 sections 8.4.2 and 18.10.4: after a restart, while a client
