@@ -4,7 +4,7 @@
 # and sets guest_disk to the qemu options that attach it. The Debian root runs
 # rpc.gssd before mounting, so `--opts sec=krb5|krb5i|krb5p` mounts with
 # Kerberos; the guest script runs there, as root, under /bin/sh (dash).
-# Uses run.sh's variables: here work M script export_path mountopts server
+# Uses run.sh's variables: here work M script export_path tries server
 # server_name guest_ip guest_name statd krb5_dir no_mount.
 
 image=$("$here/debian-root.sh") || exit 3
@@ -86,8 +86,12 @@ if [ -n "$no_mount" ]; then
   cd /root; sh /guest.sh; rc=\$?; cd /
 else
   echo "KCLIENT-MOUNTING $mount_src"
-  if mountnfs $mount_src /mnt/nfs $mountopts; then
-    echo "KCLIENT-MOUNTED $mount_src ($mountopts)"
+  mounted=""
+  for mountopts in $tries; do
+    if mountnfs $mount_src /mnt/nfs \$mountopts; then mounted=\$mountopts; break; fi
+  done
+  if [ -n "\$mounted" ]; then
+    echo "KCLIENT-MOUNTED $mount_src (\$mounted)"
     cd /mnt/nfs; sh /guest.sh; rc=\$?; cd /
     umount /mnt/nfs || echo "KCLIENT-UMOUNT-FAILED"
   else

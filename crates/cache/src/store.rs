@@ -1,12 +1,15 @@
 //! The [`Store`] impl: calls a cache has nothing to do with pass through;
 //! GETATTR, LOOKUP, READDIRPLUS and wcc data are overlaid with the sizes
 //! and times of the log's files; READ and WRITE go to [`crate::read`] and
-//! [`crate::writeback`]; SETATTR of a live file's size logs the cut first.
+//! [`crate::writeback`]; SETATTR of a live file's size logs the cut first;
+//! SEEK, ALLOCATE, DEALLOCATE and COPY, which the log has no record for,
+//! go to the back end once it holds the file's dirty data, and the read
+//! cache's blocks of the file they change go.
 
 use bytes::Bytes;
 use keel_store::{
-    Attrs, CreateMode, Created, Cred, DirEntry, ExportInfo, FsStat, Limits, NodeKind, Object, ReadOut, SetAttrs,
-    SetTime, Stability, Store, StoreError, StoreResult, Time, Verifier, WriteOut,
+    Attrs, CreateMode, Created, Cred, DirEntry, ExportInfo, FsStat, Limits, NodeKind, Object, ReadOut, SeekWhat,
+    SetAttrs, SetTime, Space, Stability, Store, StoreError, StoreResult, Time, Verifier, WriteOut,
 };
 use std::sync::atomic::Ordering;
 
@@ -112,6 +115,44 @@ impl<S: Store> Store for CacheStore<S> {
         stability: Stability,
     ) -> StoreResult<WriteOut> {
         self.shared.write(who, obj, offset, data, stability)
+    }
+
+    fn seek(&self, who: &S::Caller, obj: &S::Object, offset: u64, what: SeekWhat) -> StoreResult<u64> {
+        self.settle(obj)?;
+        self.shared.inner.seek(who, obj, offset, what)
+    }
+
+    fn fallocate(
+        &self,
+        who: &S::Caller,
+        obj: &S::Object,
+        space: Space,
+        offset: u64,
+        len: u64,
+        commit: bool,
+    ) -> StoreResult<()> {
+        self.settle(obj)?;
+        let r = self.shared.inner.fallocate(who, obj, space, offset, len, commit);
+        // Also after a failure: the back end may have changed some of it.
+        self.shared.invalidate(obj.handle(), 0, u64::MAX);
+        r
+    }
+
+    fn copy_range(
+        &self,
+        who: &S::Caller,
+        src: &S::Object,
+        src_offset: u64,
+        dst: &S::Object,
+        dst_offset: u64,
+        len: u64,
+        commit: bool,
+    ) -> StoreResult<u64> {
+        self.settle(src)?;
+        self.settle(dst)?;
+        let r = self.shared.inner.copy_range(who, src, src_offset, dst, dst_offset, len, commit);
+        self.shared.invalidate(dst.handle(), 0, u64::MAX);
+        r
     }
 
     fn commit(&self, who: &S::Caller, obj: &S::Object, flush: bool) -> StoreResult<Verifier> {
@@ -275,6 +316,22 @@ impl<S: Store> Store for CacheStore<S> {
 }
 
 impl<S: Store> CacheStore<S> {
+    /// Puts `obj`'s dirty data on the back end, before a verb the log
+    /// keeps no record of reads or changes the back end's copy of the
+    /// file: a destage after it would write older data over what it did,
+    /// and the back end alone would miss acknowledged bytes. The log is
+    /// emptied whole (it has no per-file destage); a file without dirty
+    /// data costs nothing.
+    fn settle(&self, obj: &S::Object) -> StoreResult<()> {
+        if self.shared.index.get(obj.handle()).is_none() {
+            return Ok(());
+        }
+        self.shared.flush("SEEK, ALLOCATE, DEALLOCATE or COPY of a file with dirty data", |_| {}).map_err(|e| {
+            tracing::error!("cache: cannot put a file's dirty data on the back end before passing a verb on: {e}");
+            crate::errno(libc::EIO)
+        })
+    }
+
     /// SETATTR; a live file's size goes through the log first.
     fn setattr_once(
         &self,

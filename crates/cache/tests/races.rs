@@ -14,8 +14,8 @@ use keel_cache::device::SimDevice;
 use keel_cache::{CacheConfig, CacheDevice, CacheMode, CacheStore, Shared};
 use keel_store::sim::{CrashMode, Rng, SimCaller, SimLockFile, SimObject, SimStore};
 use keel_store::{
-    Attrs, CreateMode, Created, Cred, DirEntry, ExportInfo, FsStat, Limits, NodeKind, ReadOut, SetAttrs, Stability,
-    Store, StoreError, StoreResult, Time, Verifier, WriteOut,
+    Attrs, CreateMode, Created, Cred, DirEntry, ExportInfo, FsStat, Limits, NodeKind, ReadOut, SeekWhat, SetAttrs,
+    Space, Stability, Store, StoreError, StoreResult, Time, Verifier, WriteOut,
 };
 
 const DEVICE_BYTES: u64 = 64 << 20;
@@ -201,6 +201,32 @@ impl Store for Paused {
     }
     fn open_for_locks(&self, who: &SimCaller, obj: &SimObject) -> StoreResult<SimLockFile> {
         self.sim.open_for_locks(who, obj)
+    }
+    fn seek(&self, who: &SimCaller, obj: &SimObject, offset: u64, what: SeekWhat) -> StoreResult<u64> {
+        self.sim.seek(who, obj, offset, what)
+    }
+    fn fallocate(
+        &self,
+        who: &SimCaller,
+        obj: &SimObject,
+        space: Space,
+        offset: u64,
+        len: u64,
+        commit: bool,
+    ) -> StoreResult<()> {
+        self.sim.fallocate(who, obj, space, offset, len, commit)
+    }
+    fn copy_range(
+        &self,
+        who: &SimCaller,
+        src: &SimObject,
+        src_offset: u64,
+        dst: &SimObject,
+        dst_offset: u64,
+        len: u64,
+        commit: bool,
+    ) -> StoreResult<u64> {
+        self.sim.copy_range(who, src, src_offset, dst, dst_offset, len, commit)
     }
 }
 

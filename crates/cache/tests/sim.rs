@@ -1170,3 +1170,44 @@ fn a_removed_device_never_brings_its_old_log_back() {
     rig.cache = Some(CacheStore::with_devices(rig.sim.clone(), devices, &config).unwrap());
     assert_eq!(rig.read_all(&f), b"second, in the new one");
 }
+
+/// SEEK, ALLOCATE, DEALLOCATE and COPY go to the back end, which alone
+/// lacks a file's dirty data: the cache puts it there first (else COPY
+/// would copy stale bytes and a later destage would refill a punched
+/// hole), and the read cache's blocks of the changed file go (else a read
+/// would find the bytes from before).
+#[test]
+fn space_and_copy_verbs_see_dirty_data_and_leave_no_stale_block() {
+    use keel_store::{SeekWhat, Space};
+    let rig = Rig::new(21);
+    let (src, dst) = (rig.file("src"), rig.file("dst"));
+    let mut model = pattern(21, 20_000);
+    rig.write(&dst, 0, &model, Stability::FileSync);
+    rig.flush();
+    rig.warm(&dst, 0, 20_000);
+    assert!(!rig.cached(&dst).is_empty(), "the destination's blocks are in the read cache");
+    let data = pattern(22, 10_000);
+    rig.write(&src, 0, &data, Stability::Unstable);
+    let c = rig.c();
+    let who = c.act_as(&ROOT).unwrap();
+    assert_eq!(c.seek(&who, &src, 0, SeekWhat::Hole).unwrap(), 10_000, "SEEK sees the logged size");
+    let copied = c.copy_range(&who, &src, 0, &dst, 1000, 10_000, false).unwrap();
+    assert_eq!(copied, 10_000, "the copy takes the acknowledged bytes");
+    model[1000..11_000].copy_from_slice(&data);
+    assert_same(&rig.read_at(&dst, 0, 20_000), &model, "no stale block of the destination is read");
+
+    let more = pattern(23, 500);
+    rig.write(&dst, 0, &more, Stability::Unstable);
+    model[..500].copy_from_slice(&more);
+    c.fallocate(&who, &dst, Space::PunchHole, 100, 300, false).unwrap();
+    model[100..400].fill(0);
+    rig.warm(&dst, 0, 20_000);
+    c.fallocate(&who, &dst, Space::PunchHole, 5000, 100, false).unwrap();
+    model[5000..5100].fill(0);
+    assert_same(&rig.read_at(&dst, 0, 20_000), &model, "a punched hole reads zeros at once");
+    c.fallocate(&who, &dst, Space::Allocate, 30_000, 100, false).unwrap();
+    model.resize(30_100, 0);
+    assert_same(&rig.read_all(&dst), &model, "ALLOCATE past the end grows the file");
+    rig.flush();
+    assert_same(&rig.backend(&dst), &model, "no destage refilled the hole");
+}

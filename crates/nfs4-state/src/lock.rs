@@ -191,6 +191,14 @@ impl<F: Clone + Eq + Hash, L> HeldLockPlan<'_, F, L> {
         self.kind
     }
 
+    /// The lock owner asking (to leave out of a conflict's holders).
+    pub fn owner(&self) -> &[u8] {
+        match &self.state.states[&self.key].kind {
+            StateKind::Lock(l) => &l.owner,
+            _ => unreachable!("a lock plan names a lock state"),
+        }
+    }
+
     /// The handler took the lock: the state records it and moves the lock
     /// stateid's seqid on. Returns the stateid to reply with.
     pub fn granted(self) -> Stateid4 {
@@ -213,6 +221,11 @@ impl<F: Clone + Eq + Hash, L> NewLockPlan<'_, F, L> {
 
     pub fn kind(&self) -> LockKind {
         self.kind
+    }
+
+    /// The lock owner asking (to leave out of a conflict's holders).
+    pub fn owner(&self) -> &[u8] {
+        &self.owner
     }
 
     /// The handler took the lock through `holder`, a new description: the
@@ -373,6 +386,37 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         }))
     }
 
+    /// Who holds the lock a LOCK or LOCKT on `file` ran into, if it is an
+    /// NFSv4.1 lock owner other than `asking` (client and owner): the lock
+    /// state holding a range of `kind` that overlaps `range`, the lock the
+    /// kernel reported. Returns its client, owner and range; `None` for a
+    /// lock of an NLM client or a local process (or one that went).
+    pub fn lock_holder(
+        &self,
+        file: &F,
+        kind: LockKind,
+        range: ByteRange,
+        asking: (ClientId, &[u8]),
+    ) -> Option<(ClientId, &[u8], ByteRange)> {
+        let fs = self.files.get(file)?;
+        let mut found: Vec<(u64, ClientId, &[u8], ByteRange)> = fs
+            .locks
+            .iter()
+            .filter_map(|k| {
+                let s = &self.states[k];
+                let StateKind::Lock(l) = &s.kind else { return None };
+                if (s.client, &*l.owner) == asking {
+                    return None;
+                }
+                let held = l.ranges.iter().find(|h| h.kind == kind && h.range.overlaps(&range))?;
+                Some((*k, s.client, &*l.owner, held.range))
+            })
+            .collect();
+        // The same answer whatever order the set keeps.
+        found.sort_by_key(|f| f.0);
+        found.first().map(|&(_, client, owner, range)| (client, owner, range))
+    }
+
     /// A lock on `file` was refused by a conflict: expires the courtesy
     /// clients whose lock states hold a range conflicting with `kind` over
     /// `range` (knfsd's `lm_lock_expirable`). Returns how many were
@@ -476,6 +520,41 @@ mod tests {
 
     /// What an OFD description holds after locks and unlocks: a new lock
     /// replaces what it covers, same kinds merge, an unlock splits.
+    /// The holder named in LOCK4denied is the lock state holding the
+    /// kernel's conflicting lock, never the asking lock owner itself.
+    #[test]
+    fn a_conflict_names_the_other_lock_owner() {
+        use crate::tests::*;
+        let now = Instant::now();
+        let mut st = state(now);
+        let (a, _) = connect(&mut st, ip(1), "a", now);
+        let (b, _) = connect(&mut st, ip(2), "b", now);
+        let oa = open(&mut st, a, "oa", 7, 3, 0, now).unwrap();
+        let ob = open(&mut st, b, "ob", 7, 3, 0, now).unwrap();
+        let shared = |st: &mut St, client, open_stateid, owner: &str, holder| {
+            let req = LockRequest {
+                file: &7,
+                kind: LockKind::Read,
+                range: r(0, 9),
+                reclaim: false,
+                locker: Locker::NewOwner { open_stateid, owner: owner.as_bytes() },
+            };
+            match st.lock(client, req, now).unwrap() {
+                LockPlan::New(plan) => plan.granted(holder),
+                LockPlan::Held(_) => unreachable!("a new lock owner"),
+            }
+        };
+        shared(&mut st, a, oa, "la", 1);
+        shared(&mut st, b, ob, "lb", 2);
+        let holder = st.lock_holder(&7, LockKind::Read, r(5, 5), (a, b"la")).unwrap();
+        assert_eq!((holder.0, holder.1, holder.2), (b, &b"lb"[..], r(0, 9)));
+        let holder = st.lock_holder(&7, LockKind::Read, r(5, 5), (b, b"lb")).unwrap();
+        assert_eq!((holder.0, holder.1), (a, &b"la"[..]));
+        assert!(st.lock_holder(&7, LockKind::Write, r(0, 9), (a, b"x")).is_none(), "no write lock there");
+        assert!(st.lock_holder(&7, LockKind::Read, r(10, 19), (a, b"x")).is_none(), "nothing there");
+        assert!(st.lock_holder(&8, LockKind::Read, r(0, 9), (a, b"x")).is_none(), "another file");
+    }
+
     #[test]
     fn held_ranges_combine_as_posix_locks_do() {
         let w = LockKind::Write;

@@ -91,6 +91,37 @@ pub struct ServerConfig {
     /// The server's principal, `service/host` or `service/host@REALM`;
     /// `None`: `nfs/` and this host's name.
     pub principal: Option<String>,
+    /// The NFS versions served (nfs.conf's `vers3`, `vers4.1`, `vers4.2`).
+    pub nfs_versions: NfsVersions,
+}
+
+/// The NFS versions served. NFSv4.0 is not among them: it has another
+/// state model (SETCLIENTID, OPEN_CONFIRM), and every client that speaks
+/// NFSv4 speaks 4.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NfsVersions {
+    pub v3: bool,
+    pub v41: bool,
+    pub v42: bool,
+}
+
+/// As the configuration lists them: `["3", "4.1", "4.2"]`.
+impl fmt::Display for NfsVersions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let listed: Vec<String> = [(self.v3, "3"), (self.v41, "4.1"), (self.v42, "4.2")]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, v)| format!("{v:?}"))
+            .collect();
+        write!(f, "[{}]", listed.join(", "))
+    }
+}
+
+impl Default for NfsVersions {
+    /// NFSv3 only, until a plain NFSv4 mount does everything a user needs.
+    fn default() -> Self {
+        NfsVersions { v3: true, v41: false, v42: false }
+    }
 }
 
 /// The `[cache]` table: the SSD cache tier's devices.
@@ -222,6 +253,7 @@ impl Default for ServerConfig {
             max_locks_per_client: 4096,
             keytab: PathBuf::from(DEFAULT_KEYTAB),
             principal: None,
+            nfs_versions: NfsVersions::default(),
         }
     }
 }
@@ -653,7 +685,42 @@ impl Checker<'_> {
                 self.error(&v.span(), msg);
             }
         }
+        if let Some(v) = &raw.nfs_versions {
+            s.nfs_versions = self.nfs_versions(v).unwrap_or(s.nfs_versions);
+        }
         s
+    }
+
+    /// `nfs_versions`: a non-empty list of "3", "4.1" and "4.2".
+    fn nfs_versions(&mut self, list: &Spanned<Vec<Spanned<String>>>) -> Option<NfsVersions> {
+        if list.get_ref().is_empty() {
+            self.error(
+                &list.span(),
+                "nfs_versions is empty: list the NFS versions to serve, e.g. [\"3\", \"4.1\", \"4.2\"]",
+            );
+            return None;
+        }
+        let mut versions = NfsVersions { v3: false, v41: false, v42: false };
+        let mut ok = true;
+        for item in list.get_ref() {
+            let served = match item.get_ref().as_str() {
+                "3" => &mut versions.v3,
+                "4.1" => &mut versions.v41,
+                "4.2" => &mut versions.v42,
+                other => {
+                    let why = if matches!(other, "4" | "4.0") { " (NFSv4.0 is not served)" } else { "" };
+                    let msg = format!("invalid nfs_versions entry {other:?}: expected \"3\", \"4.1\" or \"4.2\"{why}");
+                    self.error(&item.span(), msg);
+                    ok = false;
+                    continue;
+                }
+            };
+            if *served {
+                self.warn(&item.span(), format!("nfs_versions lists {:?} twice", item.get_ref()));
+            }
+            *served = true;
+        }
+        ok.then_some(versions)
     }
 
     fn socket_addrs(&mut self, key: &str, list: &Spanned<Vec<Spanned<String>>>) -> Vec<(SocketAddr, Range<usize>)> {

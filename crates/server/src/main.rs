@@ -14,6 +14,7 @@ mod conns;
 mod ha;
 mod kerberos;
 mod metrics;
+mod nfs4;
 mod notify;
 mod portmap;
 mod probe;

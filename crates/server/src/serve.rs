@@ -209,6 +209,7 @@ async fn serve(
         tracing::warn!("fault injection is on: the administration socket can make storage calls fail (for tests)");
     }
     let nfs: Arc<dyn RpcProgram> = Arc::new(Nfs3Program::new(exports.clone()));
+    let nfs4 = crate::nfs4::program(config, exports.clone(), &calls)?;
     let mount: Arc<dyn RpcProgram> =
         Arc::new(MountProgram::with_list_file(exports.clone(), server.state_dir.join(MOUNT_LIST_FILE)));
     let nlm: Arc<dyn RpcProgram> = Arc::new(NlmProgram::new(locks.clone()));
@@ -223,15 +224,29 @@ async fn serve(
         let udp = UdpSocket::bind(addr).with_context(|| format!("cannot listen on UDP {addr}"))?;
         datagrams.push((udp, udp_dispatcher.clone()));
     }
-    let mappings = portmap::mappings(&[
-        (&*nfs, IPPROTO_TCP, nfs_port),
+    let serves_v3 = server.nfs_versions.v3;
+    let mut served: Vec<(&dyn RpcProgram, u32, u16)> = Vec::new();
+    if serves_v3 {
+        served.push((&*nfs, IPPROTO_TCP, nfs_port));
+    }
+    if let Some(nfs4) = &nfs4 {
+        served.push((&**nfs4, IPPROTO_TCP, nfs_port));
+    }
+    served.extend([
         (&*mount, IPPROTO_TCP, mount_port),
         (&*nlm, IPPROTO_TCP, nfs_port),
         (&*nlm, IPPROTO_UDP, nfs_port),
         (&*nsm, IPPROTO_TCP, nfs_port),
         (&*nsm, IPPROTO_UDP, nfs_port),
     ]);
-    let mut programs: Vec<Arc<dyn RpcProgram>> = vec![nfs, mount, nlm, nsm];
+    let mappings = portmap::mappings(&served);
+    drop(served);
+    let mut programs: Vec<Arc<dyn RpcProgram>> = Vec::new();
+    if serves_v3 {
+        programs.push(nfs);
+    }
+    programs.extend(nfs4);
+    programs.extend([mount, nlm, nsm]);
     let mut registered = None;
     // Whether a portmapper knows our programs: the clients' lock managers
     // find NLM through it.

@@ -12,6 +12,8 @@ use keel_exports::ExportTable;
 use keel_nfs3::{MountProgram, Nfs3Program};
 use keel_nfs3_proto::mount::Mountstat3;
 use keel_nfs3_proto::nfs3::Nfsstat3;
+use keel_nfs4::Nfs4Program;
+use keel_nfs4_proto::Nfsstat4;
 use keel_nlm::{NlmProgram, NsmProgram};
 use keel_nlm_proto::nlm4::{NLM_PROGRAM, NLM_V4, Nlm4Stats};
 use keel_nlm_proto::nsm::{SM_PROGRAM, SM_V1, SmRes};
@@ -33,15 +35,20 @@ static NFS_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
 /// MNT's statuses (the other MOUNT procedures' replies carry none).
 static MOUNT_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
     LazyLock::new(|| Mountstat3::ALL.iter().map(|s| (*s as u32, s.name())).collect());
+static NFS4_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
+    LazyLock::new(|| Nfsstat4::ALL.iter().map(|s| (s.code(), s.name())).collect());
 static NLM_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
     LazyLock::new(|| Nlm4Stats::ALL.iter().map(|s| (*s as u32, s.name())).collect());
 /// STAT's results (NOTIFY's reply carries none).
 static NSM_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
     LazyLock::new(|| SmRes::ALL.iter().map(|s| (*s as u32, s.name())).collect());
 
+/// The statistics' name of NFSv4's COMPOUND operations.
+pub const NFS4_OPERATIONS: &str = "nfs4ops";
+
 /// The programs Keel serves, as the statistics count them: each
 /// procedure by the name its program's table gives it.
-pub fn programs() -> [ProgramSpec; 5] {
+pub fn programs() -> [ProgramSpec; 7] {
     use keel_nfs3_proto::*;
     [
         ProgramSpec {
@@ -50,6 +57,22 @@ pub fn programs() -> [ProgramSpec; 5] {
             name: "nfs",
             procedures: Nfs3Program::<Served>::PROCEDURES.names(),
             statuses: &NFS_STATUSES,
+        },
+        // NFSv4's calls (NULL and COMPOUND), then the operations inside
+        // the COMPOUNDs, each by its name (counted by the program itself).
+        ProgramSpec {
+            program: NFS_PROGRAM,
+            version: keel_nfs4_proto::NFS_V4,
+            name: "nfs4",
+            procedures: Nfs4Program::<Served>::PROCEDURES.names(),
+            statuses: &NFS4_STATUSES,
+        },
+        ProgramSpec {
+            program: NFS_PROGRAM,
+            version: keel_nfs4_proto::NFS_V4,
+            name: NFS4_OPERATIONS,
+            procedures: keel_nfs4::operation_names(),
+            statuses: &[],
         },
         ProgramSpec {
             program: MOUNT_PROGRAM,
@@ -265,6 +288,10 @@ mod tests {
             "commit",
         ];
         assert_eq!(names("nfs"), nfs);
+        assert_eq!(names("nfs4"), ["null", "compound"]);
+        let ops = names(NFS4_OPERATIONS);
+        assert_eq!(ops[..3], ["access", "close", "commit"]);
+        assert!(ops.iter().any(|n| n == "exchange_id") && ops.iter().any(|n| n == "seek"));
         assert_eq!(names("mount"), ["null", "mnt", "dump", "umnt", "umntall", "export"]);
         let nlm = [
             "null",

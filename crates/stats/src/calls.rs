@@ -148,6 +148,14 @@ impl CallStats {
         }
     }
 
+    /// Counts the operations inside the calls of a program whose calls
+    /// carry several (NFSv4's COMPOUND), under the spec named `name` (its
+    /// procedures are the operations), apart from the calls themselves.
+    pub fn operations(self: &Arc<Self>, name: &str) -> Option<OperationCounter> {
+        let index = self.programs.iter().position(|p| p.spec.name == name)?;
+        Some(OperationCounter { stats: self.clone(), index })
+    }
+
     /// The exports counted from now on (by id): those that stay keep their
     /// counts, new ones start from zero, removed ones are dropped.
     pub fn set_exports(&self, ids: &[u32]) {
@@ -270,6 +278,28 @@ impl CallStats {
             running,
             oldest_running_ms: oldest,
             stuck,
+        }
+    }
+}
+
+/// Counts the operations of one program's calls (see
+/// [`CallStats::operations`]).
+#[derive(Clone)]
+pub struct OperationCounter {
+    stats: Arc<CallStats>,
+    index: usize,
+}
+
+impl OperationCounter {
+    /// One operation `number` ran for `elapsed`; `error`: it failed.
+    pub fn record(&self, number: u32, error: bool, elapsed: Duration) {
+        let program = &self.stats.programs[self.index];
+        let other = program.spec.procedures.len();
+        let counters = &program.procs[program.proc_slots.get(number as usize).copied().unwrap_or(other)];
+        counters.calls.fetch_add(1, Ordering::Relaxed);
+        counters.latency.record(elapsed);
+        if error {
+            counters.errors.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -536,5 +566,19 @@ mod tests {
         // A program the statistics do not know is left as it is.
         let other = CallStats::new(&[]).counted(Arc::new(Odd));
         assert!(!other.answers(4, 3));
+    }
+
+    #[test]
+    fn operations_inside_calls_are_counted_under_their_own_names() {
+        let stats = CallStats::new(&[odd()]);
+        assert!(stats.operations("even").is_none(), "no such spec");
+        let ops = stats.operations("odd").unwrap();
+        ops.record(9, false, Duration::from_micros(5));
+        ops.record(9, true, Duration::from_micros(5));
+        ops.record(10_044, true, Duration::from_micros(5));
+        let p = &stats.snapshot().programs[0];
+        assert_eq!((p.procedures[6].name.as_str(), p.procedures[6].calls, p.procedures[6].errors), ("nine", 2, 1));
+        assert_eq!((p.procedures[7].name.as_str(), p.procedures[7].calls), ("other", 1));
+        assert!(p.statuses.is_empty(), "an operation's status is not the call's");
     }
 }

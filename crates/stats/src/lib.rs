@@ -26,7 +26,7 @@ mod snapshot;
 pub mod text;
 pub mod time;
 
-pub use calls::{CallStats, Counted, ProgramSpec, STUCK_AFTER, STUCK_AFTER_SECONDS};
+pub use calls::{CallStats, Counted, OperationCounter, ProgramSpec, STUCK_AFTER, STUCK_AFTER_SECONDS};
 pub use clients::CLIENTS_MAX;
 pub use histogram::{Histogram, HistogramSnapshot};
 pub use snapshot::*;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use keel_store::{
-    Attrs, CreateMode, Created, Cred, DirEntry, ExportInfo, FileType, FsStat, Limits, NodeKind, ReadOut, SetAttrs,
-    Stability, Store, StoreError, StoreResult, Time, Verifier, WriteOut,
+    Attrs, CreateMode, Created, Cred, DirEntry, ExportInfo, FileType, FsStat, Limits, NodeKind, ReadOut, SeekWhat,
+    SetAttrs, Space, Stability, Store, StoreError, StoreResult, Time, Verifier, WriteOut,
 };
 
 use crate::fs::LocalStore;
@@ -150,6 +150,35 @@ impl Store for LocalStore {
         stability: Stability,
     ) -> StoreResult<WriteOut> {
         LocalStore::write(self, who, &obj.0, offset, data, stability)
+    }
+
+    fn seek(&self, who: &Acting, obj: &LocalObject, offset: u64, what: SeekWhat) -> StoreResult<u64> {
+        LocalStore::seek(self, who, &obj.0, offset, what)
+    }
+
+    fn fallocate(
+        &self,
+        who: &Acting,
+        obj: &LocalObject,
+        space: Space,
+        offset: u64,
+        len: u64,
+        commit: bool,
+    ) -> StoreResult<()> {
+        LocalStore::fallocate(self, who, &obj.0, space, offset, len, commit)
+    }
+
+    fn copy_range(
+        &self,
+        who: &Acting,
+        src: &LocalObject,
+        src_offset: u64,
+        dst: &LocalObject,
+        dst_offset: u64,
+        len: u64,
+        commit: bool,
+    ) -> StoreResult<u64> {
+        LocalStore::copy_range(self, who, &src.0, src_offset, &dst.0, dst_offset, len, commit)
     }
 
     fn commit(&self, who: &Acting, obj: &LocalObject, flush: bool) -> StoreResult<Verifier> {

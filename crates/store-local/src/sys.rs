@@ -319,6 +319,59 @@ pub fn pwrite_all(fd: BorrowedFd, mut data: &[u8], mut offset: u64, flags: libc:
     Ok(())
 }
 
+/// lseek(2) with SEEK_DATA or SEEK_HOLE (`data`): the offset found.
+/// lseek moves the description's offset, which nothing here reads (I/O is
+/// positional).
+pub fn seek_data_or_hole(fd: BorrowedFd, offset: u64, data: bool) -> io::Result<u64> {
+    let offset = libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::ENXIO))?;
+    let whence = if data { libc::SEEK_DATA } else { libc::SEEK_HOLE };
+    // SAFETY: plain syscall.
+    let r = unsafe { libc::lseek(fd.as_raw_fd(), offset, whence) };
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as u64) }
+}
+
+/// fallocate(2): `punch_hole` frees the range keeping the size, otherwise
+/// the range's blocks are reserved and the size grows to cover it.
+pub fn fallocate(fd: BorrowedFd, punch_hole: bool, offset: u64, len: u64) -> io::Result<()> {
+    let (offset, len) = match (libc::off_t::try_from(offset), libc::off_t::try_from(len)) {
+        (Ok(o), Ok(l)) => (o, l),
+        _ => return Err(io::Error::from_raw_os_error(libc::EFBIG)),
+    };
+    let mode = if punch_hole { libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE } else { 0 };
+    keel_store::blocking::may_block();
+    loop {
+        // SAFETY: plain syscall.
+        match cvt(unsafe { libc::fallocate(fd.as_raw_fd(), mode, offset, len) }) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r.map(drop),
+        }
+    }
+}
+
+/// One copy_file_range(2) of up to `len` bytes: the bytes copied (0 at
+/// the source's end). The kernel shares blocks where the file system can
+/// (a reflink on XFS).
+pub fn copy_file_range(
+    src: BorrowedFd,
+    src_offset: u64,
+    dst: BorrowedFd,
+    dst_offset: u64,
+    len: usize,
+) -> io::Result<usize> {
+    let mut off_in = libc::loff_t::try_from(src_offset).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    let mut off_out = libc::loff_t::try_from(dst_offset).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    keel_store::blocking::may_block();
+    loop {
+        // SAFETY: the offsets are valid for the call's duration; the
+        // descriptors are borrowed and open.
+        let r = unsafe { libc::copy_file_range(src.as_raw_fd(), &mut off_in, dst.as_raw_fd(), &mut off_out, len, 0) };
+        match cvt_size(r) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
 pub fn fsync(fd: BorrowedFd) -> io::Result<()> {
     keel_store::blocking::may_block();
     // SAFETY: plain syscall.

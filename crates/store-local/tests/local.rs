@@ -660,3 +660,47 @@ fn a_spliced_read_announces_a_wait_only_when_its_data_is_not_in_memory() {
         check(out, 1 << 20, 1 << 20);
     });
 }
+
+/// NFSv4.2's verbs on XFS: a hole punched reads as zeros and SEEK finds
+/// it; ALLOCATE reserves blocks past the end; COPY shares the source's
+/// blocks (a reflink: the extents are marked shared) and reads back the
+/// same bytes.
+#[test]
+fn xfs_holes_allocation_and_reflinked_copies() {
+    let disk = keel_testkit::disk::XfsDisk::new("v42");
+    let export_dir = disk.mnt.join("export");
+    std::fs::create_dir(&export_dir).unwrap();
+    let key = HandleKey::from_bytes([4; 16]);
+    let data = pattern(1 << 20);
+    let (dir, written) = (export_dir.clone(), data.clone());
+    let (hole, next_data, allocated, copied) = on_worker(move || {
+        let export = Export::open(&ExportSpec { id: 1, path: dir, fsid: None }, &key).unwrap();
+        let vfs = LocalStore::new(vec![export], key, 1024).unwrap();
+        act(ROOT, |who| {
+            let root = vfs.lookup_path(1, b"").unwrap();
+            let none = SetAttrs::default();
+            let mk = |name: &[u8]| vfs.create(who, &root, name, CreateMode::Guarded, &none, false).unwrap().object;
+            let (src, dst, big) = (mk(b"src"), mk(b"dst"), mk(b"big"));
+            vfs.write(who, &src, 0, &written, Stability::FileSync).unwrap();
+            vfs.fallocate(who, &src, Space::PunchHole, 65536, 131072, true).unwrap();
+            let hole = vfs.seek(who, &src, 0, SeekWhat::Hole).unwrap();
+            let next_data = vfs.seek(who, &src, 65536, SeekWhat::Data).unwrap();
+            vfs.fallocate(who, &big, Space::Allocate, 0, 4 << 20, true).unwrap();
+            let allocated = vfs.getattr(&big).unwrap();
+            let copied = vfs.copy_range(who, &src, 0, &dst, 0, 1 << 20, true).unwrap();
+            assert_eq!(errno(&vfs.seek(who, &src, 1 << 20, SeekWhat::Data).unwrap_err()), Some(libc::ENXIO));
+            (hole, next_data, allocated, copied)
+        })
+    });
+    assert_eq!((hole, next_data), (65536, 196608), "SEEK finds the punched hole and the data after it");
+    assert_eq!(allocated.size, 4 << 20);
+    assert!(allocated.used >= 4 << 20, "ALLOCATE reserved the blocks: {} bytes used", allocated.used);
+    assert_eq!(copied, 1 << 20);
+    let mut want = data.clone();
+    want[65536..196608].fill(0);
+    assert!(std::fs::read(export_dir.join("src")).unwrap() == want, "the hole reads as zeros");
+    assert!(std::fs::read(export_dir.join("dst")).unwrap() == want, "the copy has the same bytes");
+    let extents = std::process::Command::new("filefrag").arg("-v").arg(export_dir.join("dst")).output().unwrap();
+    let extents = String::from_utf8_lossy(&extents.stdout);
+    assert!(extents.contains("shared"), "COPY reflinked the blocks on XFS:\n{extents}");
+}

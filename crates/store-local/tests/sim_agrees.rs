@@ -49,6 +49,13 @@ enum Op {
     Test(u8, LockKind, u64, u64),
     Unlock(u8, u64, u64),
     Close(u8),
+    /// ALLOCATE and DEALLOCATE of a file's range (offset, length).
+    Allocate(&'static str, u64, u64),
+    Punch(&'static str, u64, u64),
+    /// COPY from a file's offset to another's (or the same one's), length.
+    Copy(&'static str, u64, &'static str, u64, u64),
+    /// SEEK for data (true) or a hole from an offset.
+    Seek(&'static str, u64, bool),
 }
 
 /// How a step ended, comparable across stores: errno or error kind, and
@@ -151,6 +158,21 @@ fn step<S: Store>(s: &S, who: &S::Caller, lock_files: &mut HashMap<u8, S::LockFi
         Op::Close(n) => {
             lock_files.remove(&n);
             "ok".into()
+        }
+        Op::Allocate(file, offset, len) => {
+            outcome(walk(s, who, file).and_then(|f| s.fallocate(who, &f, Space::Allocate, offset, len, false)), done)
+        }
+        Op::Punch(file, offset, len) => {
+            outcome(walk(s, who, file).and_then(|f| s.fallocate(who, &f, Space::PunchHole, offset, len, false)), done)
+        }
+        Op::Copy(from, from_offset, to, to_offset, len) => {
+            let r = walk(s, who, from)
+                .and_then(|f| s.copy_range(who, &f, from_offset, &walk(s, who, to)?, to_offset, len, false));
+            outcome(r, |n| format!("ok, {n} bytes"))
+        }
+        Op::Seek(file, offset, data) => {
+            let what = if data { SeekWhat::Data } else { SeekWhat::Hole };
+            outcome(walk(s, who, file).and_then(|f| s.seek(who, &f, offset, what)), |at| format!("ok, at {at}"))
         }
         Op::Lookup(dir, name) => {
             let r = walk(s, who, dir).and_then(|d| s.lookup(who, &d, name));
@@ -350,6 +372,42 @@ fn rename_link_and_remove_agree() {
             Remove("", b"missing"),
             Remove("g", b"x"),
             Rmdir("", b"d"),
+        ],
+    );
+}
+
+/// ALLOCATE, DEALLOCATE, COPY and SEEK of files without holes (the
+/// simulator has none: a file system may report all of a file as data).
+#[test]
+fn space_copy_and_seek_agree() {
+    compare(
+        "space",
+        &[
+            Create("", b"f", GUARDED),
+            Create("", b"g", GUARDED),
+            Mkdir("", b"d"),
+            Write("f", b"0123456789abcdef"),
+            Seek("f", 3, true),
+            Seek("f", 3, false),
+            Seek("f", 16, true),
+            Seek("f", 16, false),
+            Seek("d", 0, true),
+            Punch("f", 4, 4),
+            Punch("f", 14, 100),
+            Punch("f", 0, 0),
+            Allocate("f", 20, 4),
+            Allocate("f", 2, 2),
+            Allocate("d", 0, 1),
+            Allocate("f", i64::MAX as u64, 1),
+            Copy("f", 0, "g", 2, 8),
+            Copy("f", 20, "g", 0, 100),
+            Copy("f", 30, "g", 0, 1),
+            Copy("f", 0, "f", 4, 8),
+            Copy("f", 0, "f", 16, 4),
+            Copy("d", 0, "g", 0, 1),
+            As(1000),
+            Copy("f", 0, "g", 0, 1),
+            Punch("g", 0, 1),
         ],
     );
 }

@@ -52,7 +52,9 @@ pub use cred::{Cred, GROUPS_MAX};
 pub use error::{StoreError, StoreResult};
 pub use lock::{LockConflict, LockFile, LockKind, LockRange};
 pub use rules::check_name;
-pub use types::{CreateMode, Created, DirEntry, ExportInfo, NodeKind, ReadData, ReadOut, Stability, WriteOut};
+pub use types::{
+    CreateMode, Created, DirEntry, ExportInfo, NodeKind, ReadData, ReadOut, SeekWhat, Space, Stability, WriteOut,
+};
 
 /// Longest handle a store may give an object. One handle names an object
 /// for every protocol (an NFSv3 client and an NFSv4 client of one export
@@ -271,6 +273,46 @@ pub trait Store: Send + Sync + 'static {
 
     /// POSIX limits of the object's file system.
     fn limits(&self, obj: &Self::Object) -> Limits;
+
+    /// The first offset at or after `offset` where `what` begins
+    /// (lseek's SEEK_DATA and SEEK_HOLE: the end of the file counts as a
+    /// hole; a store may report all of a file as data). ENXIO when
+    /// `offset` is at or past the end of the file, or when no data
+    /// follows it. Needs the access a READ needs.
+    fn seek(&self, who: &Self::Caller, obj: &Self::Object, offset: u64, what: SeekWhat) -> StoreResult<u64>;
+
+    /// Reserves or frees the blocks of `len` bytes from `offset` (see
+    /// [`Space`]), durable before it returns when `commit`. Needs the
+    /// access a WRITE needs; EINVAL for an empty range, EFBIG for one
+    /// past the largest offset ([`rules::check_space_extent`]).
+    fn fallocate(
+        &self,
+        who: &Self::Caller,
+        obj: &Self::Object,
+        space: Space,
+        offset: u64,
+        len: u64,
+        commit: bool,
+    ) -> StoreResult<()>;
+
+    /// Copies up to `len` bytes of `src` from `src_offset` into `dst` at
+    /// `dst_offset`, sharing the blocks where the file system can (a
+    /// reflink on XFS), durable before it returns when `commit`. Returns
+    /// the bytes copied: fewer than `len` at the end of `src`, or when
+    /// the file system stops short (the caller asks again for the rest).
+    /// Needs read access to `src` and write access to `dst`; EINVAL for
+    /// overlapping ranges of one file ([`rules::check_copy`]).
+    #[allow(clippy::too_many_arguments)]
+    fn copy_range(
+        &self,
+        who: &Self::Caller,
+        src: &Self::Object,
+        src_offset: u64,
+        dst: &Self::Object,
+        dst_offset: u64,
+        len: u64,
+        commit: bool,
+    ) -> StoreResult<u64>;
 
     /// Makes everything every export holds durable (at stop).
     fn sync_all(&self) -> StoreResult<()>;

@@ -177,6 +177,53 @@ pub fn check_write_extent(offset: u64, len: usize) -> StoreResult<()> {
     Ok(())
 }
 
+/// ALLOCATE's and DEALLOCATE's range: EINVAL if empty, EFBIG if it would
+/// end past [`FILE_OFFSET_MAX`] (fallocate(2)'s answers).
+pub fn check_space_extent(offset: u64, len: u64) -> StoreResult<()> {
+    if len == 0 {
+        return Err(errno(libc::EINVAL));
+    }
+    if offset.checked_add(len).is_none_or(|end| end > FILE_OFFSET_MAX) {
+        return Err(errno(libc::EFBIG));
+    }
+    Ok(())
+}
+
+/// A copy of `len` bytes from `src_offset` to `dst_offset`, `same_file`
+/// if source and destination are one file: EINVAL for overlapping ranges
+/// of one file (copy_file_range(2)'s answer, and RFC 7862's for COPY),
+/// EFBIG for a destination past [`FILE_OFFSET_MAX`]. An empty copy is
+/// fine (nothing happens).
+pub fn check_copy(same_file: bool, src_offset: u64, dst_offset: u64, len: u64) -> StoreResult<()> {
+    if src_offset > FILE_OFFSET_MAX || dst_offset.checked_add(len).is_none_or(|end| end > FILE_OFFSET_MAX) {
+        return Err(errno(libc::EFBIG));
+    }
+    let overlap = len > 0 && src_offset < dst_offset.saturating_add(len) && dst_offset < src_offset.saturating_add(len);
+    if same_file && overlap {
+        return Err(errno(libc::EINVAL));
+    }
+    Ok(())
+}
+
+/// The bytes a copy of `len` from `src_offset` takes from a source of
+/// `src_size` bytes: none from its end on.
+pub fn copy_len(src_size: u64, src_offset: u64, len: u64) -> u64 {
+    len.min(src_size.saturating_sub(src_offset))
+}
+
+/// SEEK in a file of `size` bytes that holds no holes (every byte before
+/// the end is data): ENXIO at or past the end; data begins where asked,
+/// the hole at the end.
+pub fn seek_dense(size: u64, offset: u64, what: crate::SeekWhat) -> StoreResult<u64> {
+    if offset >= size {
+        return Err(errno(libc::ENXIO));
+    }
+    Ok(match what {
+        crate::SeekWhat::Data => offset,
+        crate::SeekWhat::Hole => size,
+    })
+}
+
 /// Whether a READ that got `got` of `count` bytes at `offset` of a file
 /// of `size` bytes reached the end.
 pub fn read_eof(offset: u64, got: usize, count: usize, size: u64) -> bool {
@@ -396,6 +443,25 @@ mod tests {
         assert!(check_write_extent(FILE_OFFSET_MAX - 1, 1).is_ok());
         assert_eq!(code(check_write_extent(FILE_OFFSET_MAX, 1)), Some(libc::EFBIG));
         assert_eq!(code(check_write_extent(u64::MAX, 1)), Some(libc::EFBIG));
+    }
+
+    #[test]
+    fn space_copy_and_seek_ranges() {
+        assert_eq!(code(check_space_extent(0, 0)), Some(libc::EINVAL));
+        assert_eq!(code(check_space_extent(FILE_OFFSET_MAX, 1)), Some(libc::EFBIG));
+        assert_eq!(code(check_space_extent(u64::MAX, 2)), Some(libc::EFBIG));
+        assert!(check_space_extent(FILE_OFFSET_MAX - 1, 1).is_ok());
+        assert_eq!(code(check_copy(true, 0, 10, 11)), Some(libc::EINVAL), "overlap in one file");
+        assert_eq!(code(check_copy(true, 10, 0, 11)), Some(libc::EINVAL));
+        assert!(check_copy(true, 0, 10, 10).is_ok(), "adjacent ranges do not overlap");
+        assert!(check_copy(false, 0, 5, 10).is_ok(), "two files");
+        assert!(check_copy(true, 0, 0, 0).is_ok(), "an empty copy");
+        assert_eq!(code(check_copy(false, 0, FILE_OFFSET_MAX, 1)), Some(libc::EFBIG));
+        assert_eq!(copy_len(10, 4, 100), 6);
+        assert_eq!(copy_len(10, 12, 100), 0);
+        assert_eq!(seek_dense(10, 3, crate::SeekWhat::Data).unwrap(), 3);
+        assert_eq!(seek_dense(10, 3, crate::SeekWhat::Hole).unwrap(), 10);
+        assert_eq!(code(seek_dense(10, 10, crate::SeekWhat::Hole)), Some(libc::ENXIO));
     }
 
     #[test]

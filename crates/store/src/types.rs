@@ -30,6 +30,25 @@ pub enum Stability {
     FileSync,
 }
 
+/// What SEEK looks for (lseek's SEEK_DATA and SEEK_HOLE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeekWhat {
+    Data,
+    /// A hole; the end of the file counts as one.
+    Hole,
+}
+
+/// What [`Store::fallocate`](crate::Store::fallocate) does to a range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Space {
+    /// Reserves blocks for the range (NFSv4.2 ALLOCATE): later writes
+    /// there cannot fail for want of space; the size grows to cover it.
+    Allocate,
+    /// Frees the range's blocks (NFSv4.2 DEALLOCATE): it reads as zeros
+    /// afterwards; the size stays.
+    PunchHole,
+}
+
 /// What a READ found.
 #[derive(Debug)]
 pub struct ReadOut {

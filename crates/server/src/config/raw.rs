@@ -57,6 +57,7 @@ pub(super) struct RawServer {
     pub max_locks_per_client: Option<Spanned<Int>>,
     pub keytab: Option<Spanned<String>>,
     pub principal: Option<Spanned<String>>,
+    pub nfs_versions: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -112,6 +112,7 @@ metrics_listen = "127.0.0.1:9049"
 nsm_state_dir = "/shared/keel/nsm"
 grace_seconds_max = 15
 max_locks_per_client = 100
+nfs_versions = ["3", "4.2"]
 
 [[export]]
 path = '{home}'
@@ -174,6 +175,7 @@ clients = [{{ host = "192.0.2.7" }}]
             max_locks_per_client: 100,
             keytab: PathBuf::from("/etc/krb5.keytab"),
             principal: None,
+            nfs_versions: NfsVersions { v3: true, v41: false, v42: true },
         }
     );
     let export_wide = ClientOptions {
@@ -211,7 +213,7 @@ clients = [{{ host = "192.0.2.7" }}]
                     },
                 ],
                 cache: keel_cache::CacheMode::Off,
-                line: 22,
+                line: 23,
             },
             ExportConfig {
                 path: PathBuf::from(&scratch),
@@ -219,7 +221,7 @@ clients = [{{ host = "192.0.2.7" }}]
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
                 cache: keel_cache::CacheMode::Off,
-                line: 53,
+                line: 54,
             },
         ]
     );
@@ -243,6 +245,7 @@ fn defaults_when_server_table_is_absent() {
     assert_eq!(s.poll_spin, Duration::from_micros(50));
     assert_eq!((s.max_inflight_bytes, s.max_inflight_bytes_per_connection), (192 << 20, 16 << 20));
     assert_eq!((s.idle_timeout.as_secs(), s.stall_timeout.as_secs()), (360, 60));
+    assert_eq!(s.nfs_versions, NfsVersions { v3: true, v41: false, v42: false });
 
     let e = &config.exports[0];
     assert_eq!(e.path, Path::new("/"));
@@ -1117,4 +1120,23 @@ fn bad_sec_lists_keytabs_and_principals_are_refused_with_their_line() {
     assert!(err.contains("keytab \"relative.keytab\" is not an absolute path"), "{err}");
     let err = parse_err("[server]\nprincipal = \"nfs\"\n");
     assert!(err.contains("principal \"nfs\" is not a service principal"), "{err}");
+}
+
+#[test]
+fn nfs_versions_list_what_is_served_and_refuse_anything_else() {
+    let config = parse_ok(&format!("[server]\nnfs_versions = [\"3\", \"4.1\", \"4.2\"]\n{SIMPLE_EXPORT}"));
+    assert_eq!(config.server.nfs_versions, NfsVersions { v3: true, v41: true, v42: true });
+    let config = parse_ok(&format!("[server]\nnfs_versions = [\"4.2\"]\n{SIMPLE_EXPORT}"));
+    assert_eq!(config.server.nfs_versions, NfsVersions { v3: false, v41: false, v42: true });
+    assert_problem(
+        &format!("[server]\nnfs_versions = [\"3\", \"4.0\"]\n{SIMPLE_EXPORT}"),
+        2,
+        &["invalid nfs_versions entry \"4.0\"", "expected \"3\", \"4.1\" or \"4.2\"", "NFSv4.0 is not served"],
+    );
+    assert_problem(
+        &format!("[server]\nnfs_versions = [\"v4\"]\n{SIMPLE_EXPORT}"),
+        2,
+        &["invalid nfs_versions entry \"v4\""],
+    );
+    assert_problem(&format!("[server]\nnfs_versions = []\n{SIMPLE_EXPORT}"), 2, &["nfs_versions is empty"]);
 }

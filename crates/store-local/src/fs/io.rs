@@ -1,7 +1,9 @@
 //! READ and WRITE.
 
 use keel_store::pipe::FilePipe;
-use keel_store::{Attrs, ReadData, ReadOut, Stability, StoreError, StoreResult, WriteOut, rules};
+use std::sync::Arc;
+
+use keel_store::{Attrs, ReadData, ReadOut, SeekWhat, Space, Stability, StoreError, StoreResult, WriteOut, rules};
 
 use super::{LocalStore, from_stat, permit};
 use crate::faults::FaultPoint;
@@ -140,5 +142,88 @@ impl LocalStore {
         }
         let after = super::attrs_of(inode)?;
         Ok(WriteOut { before, after, verifier })
+    }
+}
+
+/// Bytes a copy moves through memory at a time where the kernel cannot
+/// copy between the two files (another file system).
+const COPY_BOUNCE_BYTES: usize = 1 << 20;
+
+impl LocalStore {
+    pub(crate) fn seek(&self, who: &Acting, inode: &Inode, offset: u64, what: SeekWhat) -> StoreResult<u64> {
+        require_regular(inode)?;
+        let st = sys::fstat(inode.fd())?;
+        permit(who.cred(), inode, &st, libc::R_OK, true)?;
+        Ok(sys::seek_data_or_hole(inode.fd(), offset, what == SeekWhat::Data)?)
+    }
+
+    pub(crate) fn fallocate(
+        &self,
+        who: &Acting,
+        inode: &Arc<Inode>,
+        space: Space,
+        offset: u64,
+        len: u64,
+        commit: bool,
+    ) -> StoreResult<()> {
+        require_regular(inode)?;
+        let st = sys::fstat(inode.fd())?;
+        permit(who.cred(), inode, &st, libc::W_OK, true)?;
+        rules::check_space_extent(offset, len)?;
+        sys::fallocate(inode.writer()?, space == Space::PunchHole, offset, len)?;
+        if commit {
+            self.commit_objects(&[inode])?;
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn copy_range(
+        &self,
+        who: &Acting,
+        src: &Inode,
+        src_offset: u64,
+        dst: &Arc<Inode>,
+        dst_offset: u64,
+        len: u64,
+        commit: bool,
+    ) -> StoreResult<u64> {
+        require_regular(src)?;
+        require_regular(dst)?;
+        let src_st = sys::fstat(src.fd())?;
+        permit(who.cred(), src, &src_st, libc::R_OK, true)?;
+        let dst_st = sys::fstat(dst.fd())?;
+        permit(who.cred(), dst, &dst_st, libc::W_OK, true)?;
+        let same = src_st.st_dev == dst_st.st_dev && src_st.st_ino == dst_st.st_ino;
+        rules::check_copy(same, src_offset, dst_offset, len)?;
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        if len == 0 {
+            return Ok(0);
+        }
+        let copied = match sys::copy_file_range(src.fd(), src_offset, dst.writer()?, dst_offset, len) {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EXDEV | libc::EOPNOTSUPP)) => {
+                self.copy_through_memory(src, src_offset, dst, dst_offset, len)?
+            }
+            r => r?,
+        };
+        if commit && copied > 0 {
+            self.commit_objects(&[dst])?;
+        }
+        Ok(copied as u64)
+    }
+
+    /// A copy between file systems: read, then written, a bounded chunk.
+    fn copy_through_memory(
+        &self,
+        src: &Inode,
+        src_offset: u64,
+        dst: &Inode,
+        dst_offset: u64,
+        len: usize,
+    ) -> StoreResult<usize> {
+        keel_store::blocking::may_block();
+        let data = sys::pread(src.fd(), src_offset, len.min(COPY_BOUNCE_BYTES))?;
+        sys::pwrite_all(dst.writer()?, &data, dst_offset, 0)?;
+        Ok(data.len())
     }
 }

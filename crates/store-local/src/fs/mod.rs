@@ -369,7 +369,7 @@ impl LocalStore {
     /// faster than in batches, docs/benchmarks.md). O_PATH objects
     /// (symlinks, devices, fifos, sockets) cannot be fsync'ed; their file
     /// system is.
-    fn commit_objects(&self, objects: &[&Arc<Inode>]) -> StoreResult<()> {
+    pub(crate) fn commit_objects(&self, objects: &[&Arc<Inode>]) -> StoreResult<()> {
         let mut files = Vec::with_capacity(objects.len());
         for (i, &inode) in objects.iter().enumerate() {
             if objects[..i].iter().any(|o| o.handle == inode.handle) {

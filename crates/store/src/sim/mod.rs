@@ -29,7 +29,9 @@
 //!   metadata changes through as a disk's write-back would, then checks it
 //!   as fsck would and starts a new epoch.
 //!
-//! Not modelled: ACLs, quotas, extended attributes, special files' I/O,
+//! Not modelled: holes (a file is all data up to its end: a punched
+//! range reads zeros and SEEK finds data there, as lseek(2) allows of a
+//! file system without sparse files), ACLs, quotas, extended attributes, special files' I/O,
 //! open-but-unlinked files (an object is gone with its last name),
 //! atime updates on reads, timestamps from a real clock (a logical clock
 //! advances 1 µs per change), and the pessimism of Linux after a failed
@@ -58,7 +60,9 @@ pub use rng::Rng;
 
 use crate::attr::{Attrs, FileType, FsStat, Limits, SetAttrs, SetTime, Time};
 use crate::rules::{self, CreateExisting};
-use crate::types::{CreateMode, Created, DirEntry, ExportInfo, NodeKind, ReadOut, Stability, WriteOut};
+use crate::types::{
+    CreateMode, Created, DirEntry, ExportInfo, NodeKind, ReadOut, SeekWhat, Space, Stability, WriteOut,
+};
 use crate::{Cred, StoreError, StoreResult, Verifier, check_name};
 
 /// Bytes of space the simulated file systems report.
@@ -1136,6 +1140,91 @@ impl crate::Store for SimStore {
 
     fn limits(&self, _obj: &SimObject) -> Limits {
         Limits { link_max: 32000, name_max: crate::NAME_BYTES_MAX as u32, file_size_max: i64::MAX as u64 }
+    }
+
+    fn seek(&self, who: &SimCaller, obj: &SimObject, offset: u64, what: SeekWhat) -> StoreResult<u64> {
+        let mut st = self.lock();
+        let n = st.node(obj)?;
+        require_regular(n)?;
+        permit_io(&who.cred, n, R)?;
+        let size = n.size();
+        st.strike(SimPoint::Read, obj.ino)?;
+        rules::seek_dense(size, offset, what)
+    }
+
+    fn fallocate(
+        &self,
+        who: &SimCaller,
+        obj: &SimObject,
+        space: Space,
+        offset: u64,
+        len: u64,
+        commit: bool,
+    ) -> StoreResult<()> {
+        let mut st = self.lock();
+        let n = st.node(obj)?;
+        require_regular(n)?;
+        permit_io(&who.cred, n, W)?;
+        rules::check_space_extent(offset, len)?;
+        st.strike(SimPoint::Write, obj.ino)?;
+        let now = st.now();
+        let n = st.node_mut(obj.ino);
+        let d = n.data_mut().expect("a regular file");
+        let end = usize::try_from(offset + len).map_err(|_| StoreError::errno(libc::EFBIG))?;
+        match space {
+            Space::Allocate if d.len() < end => d.resize(end, 0),
+            Space::Allocate => {}
+            Space::PunchHole => {
+                let to = end.min(d.len());
+                let from = (offset as usize).min(to);
+                d[from..to].fill(0);
+            }
+        }
+        n.meta.mtime = now;
+        n.meta.ctime = now;
+        st.unsynced.entry(obj.ino).or_default().push((offset, len));
+        st.meta_dirty.insert(obj.ino);
+        st.commit_change(commit, Some(obj.ino), &[])
+    }
+
+    fn copy_range(
+        &self,
+        who: &SimCaller,
+        src: &SimObject,
+        src_offset: u64,
+        dst: &SimObject,
+        dst_offset: u64,
+        len: u64,
+        commit: bool,
+    ) -> StoreResult<u64> {
+        let mut st = self.lock();
+        let (s, d) = (st.node(src)?, st.node(dst)?);
+        require_regular(s)?;
+        require_regular(d)?;
+        permit_io(&who.cred, s, R)?;
+        permit_io(&who.cred, d, W)?;
+        rules::check_copy(src.ino == dst.ino, src_offset, dst_offset, len)?;
+        let n = rules::copy_len(s.size(), src_offset, len);
+        if n == 0 {
+            return Ok(0);
+        }
+        st.strike(SimPoint::Write, dst.ino)?;
+        let from = src_offset as usize;
+        let bytes = st.live[&src.ino].data().expect("a regular file")[from..from + n as usize].to_vec();
+        let now = st.now();
+        let node = st.node_mut(dst.ino);
+        let data = node.data_mut().expect("a regular file");
+        let (at, end) = (dst_offset as usize, (dst_offset + n) as usize);
+        if data.len() < end {
+            data.resize(end, 0);
+        }
+        data[at..end].copy_from_slice(&bytes);
+        node.meta.mtime = now;
+        node.meta.ctime = now;
+        st.unsynced.entry(dst.ino).or_default().push((dst_offset, n));
+        st.meta_dirty.insert(dst.ino);
+        st.commit_change(commit, Some(dst.ino), &[])?;
+        Ok(n)
     }
 
     fn sync_all(&self) -> StoreResult<()> {

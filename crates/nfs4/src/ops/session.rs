@@ -1,0 +1,142 @@
+//! Client IDs, sessions and stateids (RFC 8881 sections 18.33 to 18.51):
+//! each a thin call into keel-nfs4-state, which holds every rule; and the
+//! security flavors (SECINFO, SECINFO_NO_NAME).
+
+use keel_nfs4_proto::{
+    AUTH_SYS, BackchannelCtl4Args, BindConnToSession4Args, BindConnToSession4ResOk, CreateSession4Args,
+    CreateSession4ResOk, DestroyClientid4Args, DestroySession4Args, ExchangeId4Args, ExchangeId4ResOk,
+    FreeStateid4Args, NfsImplId4, Nfsstat4, Nfstime4, ReclaimComplete4Args, Secinfo4, Secinfo4Args, Secinfo4ResOk,
+    SecinfoNoName4Args, SecinfoStyle4, ServerOwner4, StateProtect4R, TestStateid4Args, TestStateid4ResOk,
+};
+use keel_nfs4_state::{ClientId, SessionId};
+use keel_store::Store;
+use keel_xdr::Opaque;
+
+use crate::compound::{Compound, Filehandle};
+
+/// The client of the COMPOUND's session. Every operation that calls this
+/// is refused outside a session by the loop (it is not allowed first).
+fn session_client<S: Store>(c: &Compound<'_, S>) -> Result<ClientId, Nfsstat4> {
+    c.slot.as_ref().map(|g| g.clientid).ok_or(Nfsstat4::OpNotInSession)
+}
+
+pub(super) fn exchange_id<S: Store>(
+    c: &mut Compound<'_, S>,
+    args: ExchangeId4Args,
+) -> Result<ExchangeId4ResOk, Nfsstat4> {
+    let now = c.now;
+    let caller = c.caller();
+    let ok = c.program.with_state(|s| s.exchange_id(&caller, &args, now))?;
+    let owner = c.program.server_owner.clone();
+    Ok(ExchangeId4ResOk {
+        eir_clientid: ok.clientid.0,
+        eir_sequenceid: ok.sequenceid,
+        eir_flags: ok.flags,
+        eir_state_protect: StateProtect4R::Sp4None,
+        eir_server_owner: ServerOwner4 { so_minor_id: 0, so_major_id: Opaque(owner.clone()) },
+        eir_server_scope: Opaque(owner),
+        eir_server_impl_id: Some(NfsImplId4 {
+            nii_domain: "keel.invalid".into(),
+            nii_name: concat!("keel ", env!("CARGO_PKG_VERSION")).into(),
+            nii_date: Nfstime4 { seconds: 0, nseconds: 0 },
+        }),
+    })
+}
+
+pub(super) fn create_session<S: Store>(
+    c: &mut Compound<'_, S>,
+    args: CreateSession4Args,
+) -> Result<CreateSession4ResOk, Nfsstat4> {
+    let now = c.now;
+    let caller = c.caller();
+    c.program.with_state(|s| s.create_session(&caller, &args, now))
+}
+
+/// DESTROY_SESSION (RFC 8881 section 18.37): of the COMPOUND's own
+/// session only as its last operation (knfsd answers NFS4ERR_NOT_ONLY_OP).
+pub(super) fn destroy_session<S: Store>(c: &mut Compound<'_, S>, args: DestroySession4Args) -> Result<(), Nfsstat4> {
+    let own = c.slot.as_ref().map(|g| g.sessionid);
+    if own.is_some_and(|s| s.0 == args.dsa_sessionid) && !c.is_last_op() {
+        return Err(Nfsstat4::NotOnlyOp);
+    }
+    c.program.with_state(|s| s.destroy_session(&SessionId(args.dsa_sessionid), own.as_ref()))
+}
+
+pub(super) fn destroy_clientid<S: Store>(c: &mut Compound<'_, S>, args: DestroyClientid4Args) -> Result<(), Nfsstat4> {
+    let now = c.now;
+    let principal = c.principal.clone();
+    c.program.with_state(|s| s.destroy_clientid(ClientId(args.dca_clientid), &principal, now))
+}
+
+/// BIND_CONN_TO_SESSION (RFC 8881 section 18.34): the last operation (as
+/// knfsd requires), usually the only one.
+pub(super) fn bind_conn_to_session<S: Store>(
+    c: &mut Compound<'_, S>,
+    args: BindConnToSession4Args,
+) -> Result<BindConnToSession4ResOk, Nfsstat4> {
+    if !c.is_last_op() {
+        return Err(Nfsstat4::NotOnlyOp);
+    }
+    let now = c.now;
+    let caller = c.caller();
+    c.program.with_state(|s| s.bind_conn_to_session(&caller, &args, now))
+}
+
+pub(super) fn backchannel_ctl<S: Store>(c: &mut Compound<'_, S>, args: BackchannelCtl4Args) -> Result<(), Nfsstat4> {
+    let sid = c.slot.as_ref().map(|g| g.sessionid).ok_or(Nfsstat4::OpNotInSession)?;
+    c.program.with_state(|s| s.backchannel_ctl(&sid, args.bca_cb_program, &args.bca_sec_parms))
+}
+
+pub(super) fn reclaim_complete<S: Store>(c: &mut Compound<'_, S>, args: ReclaimComplete4Args) -> Result<(), Nfsstat4> {
+    let client = session_client(c)?;
+    let now = c.now;
+    c.program.with_state(|s| s.reclaim_complete(client, args.rca_one_fs, now))
+}
+
+pub(super) fn test_stateid<S: Store>(
+    c: &mut Compound<'_, S>,
+    args: TestStateid4Args,
+) -> Result<TestStateid4ResOk, Nfsstat4> {
+    let client = session_client(c)?;
+    let codes = c.program.with_state(|s| s.test_stateids(client, &args.ts_stateids));
+    Ok(TestStateid4ResOk { tsr_status_codes: codes.into() })
+}
+
+pub(super) fn free_stateid<S: Store>(c: &mut Compound<'_, S>, args: FreeStateid4Args) -> Result<(), Nfsstat4> {
+    let client = session_client(c)?;
+    let stateid = c.stateid.resolve(&args.fsa_stateid)?;
+    c.program.with_state(|s| s.free_stateid(client, &stateid))
+}
+
+/// The flavors every export takes: AUTH_SYS (RPCSEC_GSS is not served
+/// yet).
+fn flavors() -> Secinfo4ResOk {
+    vec![Secinfo4::Flavor(AUTH_SYS)].into()
+}
+
+/// SECINFO_NO_NAME (RFC 8881 section 18.45): the flavors of the current
+/// filehandle or of its parent; the current filehandle is consumed.
+pub(super) fn secinfo_no_name<S: Store>(
+    c: &mut Compound<'_, S>,
+    style: SecinfoNoName4Args,
+) -> Result<Secinfo4ResOk, Nfsstat4> {
+    if style == SecinfoStyle4::Secinfo4StyleParent {
+        let root = c.pseudo().root();
+        if let Filehandle::Pseudo(node) = c.current()?
+            && keel_exports::Reached::Pseudo(*node) == root
+        {
+            return Err(Nfsstat4::Noent);
+        }
+    }
+    c.current = None;
+    Ok(flavors())
+}
+
+/// SECINFO (RFC 8881 section 18.29): the flavors for `name` in the
+/// current directory, which must exist; the current filehandle is
+/// consumed.
+pub(super) fn secinfo<S: Store>(c: &mut Compound<'_, S>, args: Secinfo4Args) -> Result<Secinfo4ResOk, Nfsstat4> {
+    super::dir::lookup_name(c, &args.name)?;
+    c.current = None;
+    Ok(flavors())
+}

@@ -1,0 +1,100 @@
+/*
+ * v4lock: NFSv4 byte-range locks and NFSv4.2 file operations, from the
+ * test guest and from the server's host (nfs4_lock.rs builds it static).
+ * Prints `RESULT key=value` lines; a lock that is refused says `errno N`.
+ *
+ *   v4lock try HOW FILE KEY       once, without waiting, a whole-file write
+ *                                 lock by HOW: flock (flock(2)), posix
+ *                                 (F_SETLK) or ofd (F_OFD_SETLK); KEY=ok or
+ *                                 KEY=errno N; exits (releasing it)
+ *   v4lock hold HOW FILE HELD GO  takes the lock (waiting for it), creates
+ *                                 HELD, waits until GO exists (at most 180
+ *                                 s), unlocks
+ *   v4lock alloc FILE OFF LEN     fallocate(2): space for the range (FILE
+ *                                 made if need be)
+ *   v4lock punch FILE OFF LEN     fallocate(2): PUNCH_HOLE | KEEP_SIZE
+ *   v4lock seek FILE OFF WHAT     lseek(2) SEEK_DATA (WHAT data) or SEEK_HOLE
+ *   v4lock copy SRC DST           copy_file_range(2) of all of SRC to DST
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Takes (or, with `unlock`, releases) the whole-file write lock. */
+static int lock(const char *how, int fd, int wait, int unlock) {
+  struct flock f = { .l_type = unlock ? F_UNLCK : F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+  if (!strcmp(how, "flock")) return flock(fd, unlock ? LOCK_UN : LOCK_EX | (wait ? 0 : LOCK_NB));
+  if (!strcmp(how, "posix")) return fcntl(fd, wait ? F_SETLKW : F_SETLK, &f);
+  if (!strcmp(how, "ofd")) return fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &f);
+  errno = EINVAL;
+  return -1;
+}
+
+static int fail(const char *key) {
+  printf("RESULT %s=errno %d\n", key, errno);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4) return 2;
+  const char *op = argv[1];
+  if (!strcmp(op, "try") && argc == 5) {
+    int fd = open(argv[3], O_RDWR);
+    if (fd < 0 || lock(argv[2], fd, 0, 0) < 0) return fail(argv[4]);
+    printf("RESULT %s=ok\n", argv[4]);
+    return 0;
+  }
+  if (!strcmp(op, "hold") && argc == 6) {
+    int fd = open(argv[3], O_RDWR);
+    if (fd < 0 || lock(argv[2], fd, 1, 0) < 0) return fail("hold");
+    int held = open(argv[4], O_WRONLY | O_CREAT, 0644);
+    if (held < 0) return fail("held_signal");
+    close(held);
+    struct stat st;
+    for (int i = 0; stat(argv[5], &st) < 0; i++) {
+      if (i > 1800) { printf("RESULT hold=no go\n"); return 1; }
+      usleep(100000);
+    }
+    /* An unlock of its own, which the NFS client waits for (the one a
+       close makes may still be on its way when close returns). */
+    if (lock(argv[2], fd, 0, 1) < 0) return fail("unlock");
+    close(fd);
+    printf("RESULT hold=ok\n");
+    return 0;
+  }
+  if ((!strcmp(op, "alloc") || !strcmp(op, "punch")) && argc == 5) {
+    int fd = open(argv[2], O_RDWR | O_CREAT, 0644);
+    int mode = op[0] == 'p' ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE : 0;
+    if (fd < 0 || fallocate(fd, mode, atoll(argv[3]), atoll(argv[4])) < 0) return fail(op);
+    printf("RESULT %s=ok\n", op);
+    return 0;
+  }
+  if (!strcmp(op, "seek") && argc == 5) {
+    int fd = open(argv[2], O_RDONLY);
+    off_t at = fd < 0 ? -1 : lseek(fd, atoll(argv[3]), !strcmp(argv[4], "data") ? SEEK_DATA : SEEK_HOLE);
+    if (at < 0) return fail("seek");
+    printf("RESULT seek_%s_%s=%lld\n", argv[4], argv[3], (long long)at);
+    return 0;
+  }
+  if (!strcmp(op, "copy") && argc == 4) {
+    int in = open(argv[2], O_RDONLY), out = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0) return fail("copy");
+    long long total = 0;
+    for (;;) {
+      ssize_t n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+      if (n < 0) return fail("copy");
+      if (n == 0) break;
+      total += n;
+    }
+    if (fsync(out) < 0) return fail("copy");
+    printf("RESULT copied=%lld\n", total);
+    return 0;
+  }
+  return 2;
+}
