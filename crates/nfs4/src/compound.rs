@@ -152,6 +152,11 @@ impl<'a, S: Store> Compound<'a, S> {
     /// The object `handle` names, if its export admits this client (the
     /// same check as NFSv3's), or a pseudo directory of this client's.
     pub fn resolve(&mut self, handle: &Bytes) -> Result<Filehandle<S::Object>, Nfsstat4> {
+        // No store's handle begins with the pseudo handles' mark: most
+        // PUTFHs need no pseudo file system.
+        if handle.first() != Some(&PSEUDO_FH_MARK) {
+            return self.admit(handle).map(Filehandle::Export);
+        }
         match self.pseudo().node_from_handle(handle) {
             Ok(node) => return Ok(Filehandle::Pseudo(node)),
             Err(PseudoError::NotPseudo) => {}
@@ -224,6 +229,10 @@ impl<S: Store> Drop for Compound<'_, S> {
         self.sequence_done(Nfsstat4::Serverfault, 1, &[]);
     }
 }
+
+/// The first byte of every pseudo handle (keel-exports' `pseudo`), and of
+/// no store's handle (keel-store's `HANDLE_BYTES_MAX`).
+const PSEUDO_FH_MARK: u8 = 0xff;
 
 /// The state's principal for the call's credential.
 fn principal(ctx: &CallContext) -> Principal {
