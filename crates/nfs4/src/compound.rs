@@ -278,24 +278,24 @@ pub(crate) fn run<S: Store>(
         let opnum = op.opnum();
         (c.op_index, c.op_count) = (index, head.numops);
         let started = Instant::now();
-        let res = if index == 0 && opnum == OpNum::Sequence {
-            let NfsArgop4::Sequence(sargs) = op else { unreachable!("opnum is SEQUENCE") };
-            let shape = keel_nfs4_state::CompoundShape { ops: head.numops, request_bytes };
-            let caller = c.caller();
-            match program.with_state(|s| s.sequence(&caller, &sargs, shape, now)) {
-                Err(status) => NfsResop4::Sequence(Nfs4Result::Fail(status)),
-                Ok(SequenceStart::New(grant)) => {
-                    c.reply_limit = c.reply_limit.min(grant.reply_bytes_max as usize);
-                    let res = NfsResop4::Sequence(Nfs4Result::Ok(grant.resok.clone()));
-                    c.slot = Some(grant);
-                    res
-                }
-                Ok(SequenceStart::Replay(replay)) => {
-                    return Ok(Some(replay_reply(replay, &mut ops, args, out, reply)));
+        let res = match op {
+            NfsArgop4::Sequence(sargs) if index == 0 => {
+                let shape = keel_nfs4_state::CompoundShape { ops: head.numops, request_bytes };
+                let caller = c.caller();
+                match program.with_state(|s| s.sequence(&caller, &sargs, shape, now)) {
+                    Err(status) => NfsResop4::Sequence(Nfs4Result::Fail(status)),
+                    Ok(SequenceStart::New(grant)) => {
+                        c.reply_limit = c.reply_limit.min(grant.reply_bytes_max as usize);
+                        let res = NfsResop4::Sequence(Nfs4Result::Ok(grant.resok.clone()));
+                        c.slot = Some(grant);
+                        res
+                    }
+                    Ok(SequenceStart::Replay(replay)) => {
+                        return Ok(Some(replay_reply(replay, &mut ops, args, out, reply)));
+                    }
                 }
             }
-        } else {
-            run_op(&mut c, index, head.numops, op)
+            op => run_op(&mut c, index, head.numops, op),
         };
         let res = fit(&c, &out, res);
         if let Some(observer) = &program.observer {
