@@ -179,14 +179,15 @@ impl<'a, S: Store> Compound<'a, S> {
     /// Assumes the identity `fh`'s export gives the caller, for the store
     /// calls that follow.
     pub fn act(&mut self, fh: &ExportFh<S::Object>) -> Result<&S::Caller, Nfsstat4> {
-        if self.acting.as_ref().is_some_and(|who| *who.cred() != fh.cred) {
-            // Given up before the next one is assumed.
-            self.acting = None;
-        }
-        if self.acting.is_none() {
-            self.acting = Some(self.store().act_as(&fh.cred).map_err(|e| crate::errno::status(&e))?);
-        }
-        Ok(self.acting.as_ref().expect("assumed above"))
+        let who = match self.acting.take() {
+            Some(who) if *who.cred() == fh.cred => who,
+            // Another identity is given up before this one is assumed.
+            other => {
+                drop(other);
+                self.store().act_as(&fh.cred).map_err(|e| crate::errno::status(&e))?
+            }
+        };
+        Ok(self.acting.insert(who))
     }
 
     /// Whether the operation running is the COMPOUND's last.
