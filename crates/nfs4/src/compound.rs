@@ -152,6 +152,11 @@ impl<'a, S: Store> Compound<'a, S> {
     /// The object `handle` names, if its export admits this client (the
     /// same check as NFSv3's), or a pseudo directory of this client's.
     pub fn resolve(&mut self, handle: &Bytes) -> Result<Filehandle<S::Object>, Nfsstat4> {
+        // No store's handle begins with the pseudo handles' mark: most
+        // PUTFHs need no pseudo file system.
+        if handle.first() != Some(&PSEUDO_FH_MARK) {
+            return self.admit(handle).map(Filehandle::Export);
+        }
         match self.pseudo().node_from_handle(handle) {
             Ok(node) => return Ok(Filehandle::Pseudo(node)),
             Err(PseudoError::NotPseudo) => {}
@@ -174,14 +179,15 @@ impl<'a, S: Store> Compound<'a, S> {
     /// Assumes the identity `fh`'s export gives the caller, for the store
     /// calls that follow.
     pub fn act(&mut self, fh: &ExportFh<S::Object>) -> Result<&S::Caller, Nfsstat4> {
-        if self.acting.as_ref().is_some_and(|who| *who.cred() != fh.cred) {
-            // Given up before the next one is assumed.
-            self.acting = None;
-        }
-        if self.acting.is_none() {
-            self.acting = Some(self.store().act_as(&fh.cred).map_err(|e| crate::errno::status(&e))?);
-        }
-        Ok(self.acting.as_ref().expect("assumed above"))
+        let who = match self.acting.take() {
+            Some(who) if *who.cred() == fh.cred => who,
+            // Another identity is given up before this one is assumed.
+            other => {
+                drop(other);
+                self.store().act_as(&fh.cred).map_err(|e| crate::errno::status(&e))?
+            }
+        };
+        Ok(self.acting.insert(who))
     }
 
     /// Whether the operation running is the COMPOUND's last.
@@ -224,6 +230,10 @@ impl<S: Store> Drop for Compound<'_, S> {
         self.sequence_done(Nfsstat4::Serverfault, 1, &[]);
     }
 }
+
+/// The first byte of every pseudo handle (keel-exports' `pseudo`), and of
+/// no store's handle (keel-store's `HANDLE_BYTES_MAX`).
+const PSEUDO_FH_MARK: u8 = 0xff;
 
 /// The state's principal for the call's credential.
 fn principal(ctx: &CallContext) -> Principal {
@@ -270,24 +280,24 @@ pub(crate) fn run<S: Store>(
         let opnum = op.opnum();
         (c.op_index, c.op_count) = (index, head.numops);
         let started = Instant::now();
-        let res = if index == 0 && opnum == OpNum::Sequence {
-            let NfsArgop4::Sequence(sargs) = op else { unreachable!("opnum is SEQUENCE") };
-            let shape = keel_nfs4_state::CompoundShape { ops: head.numops, request_bytes };
-            let caller = c.caller();
-            match program.with_state(|s| s.sequence(&caller, &sargs, shape, now)) {
-                Err(status) => NfsResop4::Sequence(Nfs4Result::Fail(status)),
-                Ok(SequenceStart::New(grant)) => {
-                    c.reply_limit = c.reply_limit.min(grant.reply_bytes_max as usize);
-                    let res = NfsResop4::Sequence(Nfs4Result::Ok(grant.resok.clone()));
-                    c.slot = Some(grant);
-                    res
-                }
-                Ok(SequenceStart::Replay(replay)) => {
-                    return Ok(Some(replay_reply(replay, &mut ops, args, out, reply)));
+        let res = match op {
+            NfsArgop4::Sequence(sargs) if index == 0 => {
+                let shape = keel_nfs4_state::CompoundShape { ops: head.numops, request_bytes };
+                let caller = c.caller();
+                match program.with_state(|s| s.sequence(&caller, &sargs, shape, now)) {
+                    Err(status) => NfsResop4::Sequence(Nfs4Result::Fail(status)),
+                    Ok(SequenceStart::New(grant)) => {
+                        c.reply_limit = c.reply_limit.min(grant.reply_bytes_max as usize);
+                        let res = NfsResop4::Sequence(Nfs4Result::Ok(grant.resok.clone()));
+                        c.slot = Some(grant);
+                        res
+                    }
+                    Ok(SequenceStart::Replay(replay)) => {
+                        return Ok(Some(replay_reply(replay, &mut ops, args, out, reply)));
+                    }
                 }
             }
-        } else {
-            run_op(&mut c, index, head.numops, op)
+            op => run_op(&mut c, index, head.numops, op),
         };
         let res = fit(&c, &out, res);
         if let Some(observer) = &program.observer {

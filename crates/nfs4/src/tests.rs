@@ -749,6 +749,18 @@ fn claims_without_grace_or_delegations_get_the_rfc_s_answers() {
     assert_eq!(a.status(vec![NfsArgop4::Putrootfh(()), open(OpenClaim4::ClaimFh)]), Nfsstat4::Isdir);
 }
 
+/// The backchannel the client offered is taken and never reported down:
+/// the Linux client answers CB_PATH_DOWN with BIND_CONN_TO_SESSION, again
+/// and again.
+#[test]
+fn sequence_reports_no_callback_path_down() {
+    let p = program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let res = a.ok(vec![NfsArgop4::Putrootfh(())]);
+    let NfsResop4::Sequence(Nfs4Result::Ok(s)) = &res[0] else { panic!() };
+    assert_eq!(s.sr_status_flags, 0);
+}
+
 #[test]
 fn a_session_is_destroyed_by_the_last_operation_of_its_own_compound() {
     let p = program();
