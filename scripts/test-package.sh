@@ -94,17 +94,21 @@ step "a Debian $suite root (cached in $root)"
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
-if [ ! -e "$root/.keel-ci-complete" ]; then
-  echo "   first run: debootstrap $suite from $mirror (about 2 minutes)"
+# The container has no network (--private-network), so the root holds the
+# packages' dependencies beforehand: keel links MIT's GSS-API library. The
+# marker records the list, and a root made with another one is made again.
+root_packages=systemd,systemd-sysv,dbus,libgssapi-krb5-2
+if [ "$(cat "$root/.keel-ci-complete" 2>/dev/null)" != "$root_packages" ]; then
+  echo "   first run (or new packages): debootstrap $suite from $mirror (about 2 minutes)"
   rm -rf "$root.tmp"
-  if ! timeout 1200 debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus \
+  if ! timeout 1200 debootstrap --variant=minbase --include="$root_packages" \
     "$suite" "$root.tmp" "$mirror" >"$cache/debootstrap.log" 2>&1; then
     tail -n 20 "$cache/debootstrap.log" >&2
     fail "debootstrap of $suite from $mirror failed (it needs that mirror: set KEEL_CI_MIRROR); log in $cache/debootstrap.log"
   fi
   rm -rf "$root"
   mv "$root.tmp" "$root"
-  touch "$root/.keel-ci-complete"
+  echo "$root_packages" > "$root/.keel-ci-complete"
 fi
 flock -u 9
 
