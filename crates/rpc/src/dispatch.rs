@@ -14,6 +14,7 @@ use crate::msg::{
     AcceptStat, CallHeader, CallHeaderError, OpaqueAuth, RPC_VERSION, RejectStat, ReplyStat, encode_reply_header,
     encode_reply_header_with,
 };
+use crate::replies::ReplyRouter;
 use crate::report::CallReport;
 
 /// What a program needs to know about a call besides its arguments.
@@ -108,6 +109,9 @@ pub trait RpcProgram: Send + Sync {
 pub struct Dispatcher {
     programs: Vec<Arc<dyn RpcProgram>>,
     cache: ReplyCache,
+    /// Where replies to the calls sent back on connections go; without
+    /// one they are dropped.
+    replies: Option<Arc<ReplyRouter>>,
 }
 
 /// Two programs given to one [`Dispatcher`] serve the same version of a
@@ -137,7 +141,14 @@ impl Dispatcher {
                 }
             }
         }
-        Ok(Dispatcher { programs, cache })
+        Ok(Dispatcher { programs, cache, replies: None })
+    }
+
+    /// Gives the replies that come on connections to `router` (the calls
+    /// the programs sent back registered there).
+    pub fn with_reply_router(mut self, router: Arc<ReplyRouter>) -> Self {
+        self.replies = Some(router);
+        self
     }
 
     /// The program serving version `vers` of program `prog`, or how the
@@ -195,9 +206,14 @@ impl Dispatcher {
         local: SocketAddr,
         connection: Option<&CallConnection>,
     ) -> Option<ReplySegments> {
-        let mut dec = Decoder::new(record);
+        let mut dec = Decoder::new(record.clone());
         let header = match CallHeader::decode(&mut dec) {
             Ok(h) => h,
+            Err(CallHeaderError::NotACall { .. }) if self.replies.is_some() && is_reply(&record) => {
+                let router = self.replies.as_ref().expect("checked");
+                router.route(connection.map(CallConnection::id), record, std::time::Instant::now());
+                return None;
+            }
             Err(CallHeaderError::NoXid) | Err(CallHeaderError::NotACall { .. }) => {
                 tracing::debug!(%peer, "record is not an RPC call; dropped");
                 return None;
@@ -311,6 +327,11 @@ impl Drop for PendingEntry<'_> {
             self.cache.abandon(&key);
         }
     }
+}
+
+/// Whether `record` is a reply message (its second word is REPLY).
+fn is_reply(record: &Bytes) -> bool {
+    record.get(4..8).is_some_and(|w| w == crate::msg::MSG_REPLY.to_be_bytes())
 }
 
 /// A reply carrying only a status, e.g. SYSTEM_ERR for a call whose

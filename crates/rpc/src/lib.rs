@@ -19,6 +19,7 @@ mod dispatch;
 pub mod drc;
 pub mod msg;
 pub mod record;
+mod replies;
 mod report;
 mod table;
 
@@ -30,6 +31,7 @@ pub use dispatch::{
 };
 pub use drc::{ReplyCache, ReplyJournal};
 pub use msg::{Auth, AuthSys};
+pub use replies::{REPLIES_WAITING_MAX, ReplyRouter, ReplyRouterStats, ReplyWaiter, RouterFull, Routed};
 pub use report::CallReport;
 pub use table::{
     CacheClass, Call, Handled, Handler, Handlers, Procedure, ProcedureTable, ReplyBytesMax, TabledProgram,
