@@ -32,6 +32,12 @@ pub trait Backchannel: Send + Sync {
     /// connection, where the dispatcher gives it to the
     /// [`ReplyRouter`](crate::ReplyRouter) the call was registered with.
     fn send_call(&self, call: Bytes) -> Result<(), BackchannelError>;
+
+    /// Whether the connection may still take calls (false once it is
+    /// known closed): who keeps backchannels forgets the closed ones.
+    fn is_open(&self) -> bool {
+        true
+    }
 }
 
 /// Why a call was not queued on a connection.

@@ -198,7 +198,9 @@ async fn serve(
         tracing::warn!("fault injection is on: the administration socket can make storage calls fail (for tests)");
     }
     let nfs: Arc<dyn RpcProgram> = Arc::new(Nfs3Program::new(exports.clone()));
-    let nfs4 = crate::nfs4::program(config, exports.clone(), &calls)?;
+    // Replies to the calls NFSv4.1 sends back on connections (callbacks).
+    let reply_router = Arc::new(keel_rpc::ReplyRouter::default());
+    let nfs4 = crate::nfs4::program(config, exports.clone(), &calls, reply_router.clone())?;
     let mount: Arc<dyn RpcProgram> =
         Arc::new(MountProgram::with_list_file(exports.clone(), server.state_dir.join(MOUNT_LIST_FILE)));
     let nlm: Arc<dyn RpcProgram> = Arc::new(NlmProgram::new(locks.clone()));
@@ -268,7 +270,7 @@ async fn serve(
         }
         cache = cache.with_journal(Arc::new(journal));
     }
-    let dispatcher = Arc::new(Dispatcher::new(programs, cache)?);
+    let dispatcher = Arc::new(Dispatcher::new(programs, cache)?.with_reply_router(reply_router));
     let conns = Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout);
     let budget = Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection);
     let admitting = exports.clone();

@@ -61,7 +61,7 @@ pub(super) fn open<S: Store>(c: &mut Compound<'_, S>, args: Open4Args) -> Result
         cinfo: opened.cinfo,
         rflags: OPEN4_RESULT_LOCKTYPE_POSIX,
         attrset: opened.attrset,
-        delegation: no_delegation(share.want),
+        delegation: crate::deleg::on_open(c, client, &file, share, &args.claim, no_delegation(share.want)),
     })
 }
 

@@ -56,6 +56,7 @@ pub(super) struct RawServer {
     pub grace_seconds_max: Option<Spanned<Int>>,
     pub max_locks_per_client: Option<Spanned<Int>>,
     pub nfs_versions: Option<Spanned<Vec<Spanned<String>>>>,
+    pub nfs4_read_delegations: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
