@@ -35,6 +35,8 @@
 mod callback;
 mod compound;
 mod deleg;
+#[cfg(test)]
+mod deleg_tests;
 mod errno;
 mod ops;
 mod program;
