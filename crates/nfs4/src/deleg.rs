@@ -81,6 +81,36 @@ pub(crate) fn on_open<S: Store>(
     }
 }
 
+/// Before a COMPOUND changes `file` otherwise than by WRITE (whose
+/// stateid check does this): SETATTR, REMOVE, RENAME, LINK. A delegation
+/// of another client on it is recalled, and the operation gets
+/// NFS4ERR_DELAY until it is returned (RFC 8881 section 10.4.4).
+pub(crate) fn before_change<S: Store>(c: &Compound<'_, S>, file: &Bytes) -> Result<(), keel_nfs4_proto::Nfsstat4> {
+    if !c.program.callbacks.any_granted() {
+        return Ok(());
+    }
+    let who = c.slot.as_ref().map_or(Accessor::Other, |g| Accessor::Client(g.clientid));
+    let now = c.now;
+    c.program.with_state(|s| s.delegation_conflict(who, file, ConflictAccess::Write, now))
+}
+
+/// [`before_change`] for the object `name` names in `dir`, if any.
+pub(crate) fn before_change_of_name<S: Store>(
+    c: &mut Compound<'_, S>,
+    dir: &crate::ExportFh<S::Object>,
+    name: &[u8],
+) -> Result<(), keel_nfs4_proto::Nfsstat4> {
+    if !c.program.callbacks.any_granted() {
+        return Ok(());
+    }
+    let store = c.store();
+    let who = c.act(dir)?;
+    match store.lookup(who, &dir.object, name) {
+        Ok((object, _)) => before_change(c, keel_store::Object::handle(&object)),
+        Err(_) => Ok(()),
+    }
+}
+
 /// The gate the export table asks for NFSv3's and NLM's accesses.
 struct Gate<S: Store>(Weak<Nfs4Program<S>>);
 

@@ -440,3 +440,24 @@ fn an_nfsv3_write_to_a_delegated_file_gets_jukebox_until_the_delegation_is_retur
     assert!(read_delegation(&o).is_none(), "not offered again right after a conflict");
     assert_eq!(w.p.exports.before_access(&fh, GateAccess::Read), Ok(()));
 }
+
+#[test]
+fn another_client_s_setattr_remove_and_rename_wait_for_the_recall() {
+    let (_w, mut a, mut b, fh, deleg) = a_delegated();
+    let chmod = Attrs4 { mode: Some(0o600), ..Attrs4::default() }.to_fattr4(&Attrs4::known());
+    let setattr = NfsArgop4::Setattr(Setattr4Args { stateid: Stateid4::ANONYMOUS, obj_attributes: chmod });
+    assert_eq!(b.run(vec![putfh(&fh), setattr.clone()]).1.status, Nfsstat4::Delay);
+    assert_eq!(a.callbacks().len(), 1, "recalled");
+    let mut remove = dir();
+    remove.push(NfsArgop4::Remove(Remove4Args { target: "f".into() }));
+    assert_eq!(b.run(remove.clone()).1.status, Nfsstat4::Delay);
+    let mut rename = dir();
+    rename.push(NfsArgop4::Savefh(()));
+    rename.push(NfsArgop4::Rename(Rename4Args { oldname: "f".into(), newname: "g".into() }));
+    assert_eq!(b.run(rename).1.status, Nfsstat4::Delay);
+    assert!(a.callbacks().is_empty(), "recalled once");
+    // The holder's own changes do not wait for its own delegation.
+    a.ok(vec![putfh(&fh), setattr]);
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    b.ok(remove);
+}
