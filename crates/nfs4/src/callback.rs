@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use keel_nfs4_proto::{
-    CB_COMPOUND, CB_NULL, CallbackSecParms4, CbCompound4Args, CbCompound4Res, CbRecall4Args, CbSequence4Args,
-    NFS_CB, NfsCbArgop4, NfsCbResop4, NfsFh4, Nfs4Result, Nfsstat4, Tag4,
+    CB_COMPOUND, CB_NULL, CallbackSecParms4, CbCompound4Args, CbCompound4Res, CbRecall4Args, CbSequence4Args, NFS_CB,
+    Nfs4Result, NfsCbArgop4, NfsCbResop4, NfsFh4, Nfsstat4, Tag4,
 };
 use keel_nfs4_state::{CallbackState, ClientId, ConnId, Recall, SessionId};
 use keel_rpc::msg::{AcceptStat, CallHeader, OpaqueAuth, ReplyStat, decode_reply_header};
@@ -130,6 +130,9 @@ pub(crate) struct Callbacks {
     /// Whether one was ever granted (NFSv3's accesses look no further
     /// until then).
     granted: AtomicBool,
+    /// A probe waits to be sent (the end of the COMPOUND that asked for it
+    /// sends it).
+    kick: AtomicBool,
 }
 
 /// Callback counters, for statistics and tests.
@@ -153,6 +156,17 @@ impl Callbacks {
             counters: Mutex::default(),
             read_delegations: false,
             granted: AtomicBool::new(false),
+            kick: AtomicBool::new(false),
+        }
+    }
+
+    /// At the end of a COMPOUND: sends the probes it asked for and the
+    /// recalls it caused. Skipped (no lock taken) while no delegation was
+    /// ever granted and no probe waits: replies and timeouts are the
+    /// callback thread's.
+    pub(crate) fn after_compound<S: Store>(&self, program: &Nfs4Program<S>, now: Instant) {
+        if self.kick.swap(false, Ordering::SeqCst) || self.any_granted() {
+            self.pump(program, now);
         }
     }
 
@@ -218,6 +232,7 @@ impl Callbacks {
         }
         e.minors.insert(client, minor);
         e.probes.insert(client);
+        self.kick.store(true, Ordering::SeqCst);
     }
 
     /// Reads the replies, times out callbacks, sends probes and recalls.
@@ -545,7 +560,7 @@ pub(crate) enum BindHook {
 
 impl BindHook {
     pub(crate) fn of(op: &keel_nfs4_proto::NfsArgop4, slot_client: Option<ClientId>) -> BindHook {
-        use keel_nfs4_proto::{ChannelDirFromClient4 as Dir, CREATE_SESSION4_FLAG_CONN_BACK_CHAN, NfsArgop4};
+        use keel_nfs4_proto::{CREATE_SESSION4_FLAG_CONN_BACK_CHAN, ChannelDirFromClient4 as Dir, NfsArgop4};
         match op {
             NfsArgop4::CreateSession(a) if a.csa_flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0 => {
                 BindHook::Bound(ClientId(a.csa_clientid))

@@ -294,7 +294,7 @@ pub(crate) fn run<S: Store>(
         out.finish(reply);
     }
     // Recalls this COMPOUND caused, probes it asked for.
-    program.callbacks.pump(program, now);
+    program.callbacks.after_compound(program, now);
     Ok(Some(status))
 }
 

@@ -31,7 +31,7 @@ pub use dispatch::{
 };
 pub use drc::{ReplyCache, ReplyJournal};
 pub use msg::{Auth, AuthSys};
-pub use replies::{REPLIES_WAITING_MAX, ReplyRouter, ReplyRouterStats, ReplyWaiter, RouterFull, Routed};
+pub use replies::{REPLIES_WAITING_MAX, ReplyRouter, ReplyRouterStats, ReplyWaiter, Routed, RouterFull};
 pub use report::CallReport;
 pub use table::{
     CacheClass, Call, Handled, Handler, Handlers, Procedure, ProcedureTable, ReplyBytesMax, TabledProgram,
