@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use keel_exports::delegations::GateAccess;
 use keel_exports::{AdmitError, Admitted, ExportTable};
 use keel_nlm_proto::nlm4::{
     Fsh4Access, Fsh4Mode, Nlm4Cancargs, Nlm4Holder, Nlm4Lock, Nlm4Lockargs, Nlm4Notify, Nlm4Shareargs, Nlm4Stats,
@@ -774,6 +775,14 @@ impl<S: Store> LockManager<S> {
             Ok(x) => x,
             Err(s) => return s,
         };
+        // An NFSv4.1 client holding a read delegation may hold shared
+        // locks it never sent (Linux keeps them locally): an exclusive
+        // lock waits while the delegation is recalled. The client's lockd
+        // retries a lock denied for the grace period after a few seconds.
+        let access = if args.exclusive { GateAccess::Write } else { GateAccess::Read };
+        if self.exports.before_access(&args.alock.fh.0, access).is_err() {
+            return Nlm4Stats::DeniedGracePeriod;
+        }
         let (kind, range) = (kind_of(args.exclusive), range_of(&args.alock));
         let fh = args.alock.fh.0.clone();
         // Open a description first if the owner has none on this file
