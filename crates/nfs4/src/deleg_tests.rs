@@ -461,3 +461,41 @@ fn another_client_s_setattr_remove_and_rename_wait_for_the_recall() {
     a.ok(vec![putfh(&fh), delegreturn(deleg)]);
     b.ok(remove);
 }
+
+/// One NFSv3 call to the same exports: its status.
+fn v3_status(w: &World, proc_: u32, args: &impl Encode) -> u32 {
+    let nfs3 = keel_nfs3::Nfs3Program::new(w.p.exports.clone());
+    let mut enc = Encoder::new();
+    args.encode(&mut enc);
+    let cred = root();
+    let ctx = CallContext {
+        xid: 9,
+        vers: 3,
+        proc_,
+        cred: &cred,
+        peer: "10.0.0.9:800".parse().unwrap(),
+        local: "127.0.0.1:2049".parse().unwrap(),
+        connection: None,
+        report: Default::default(),
+    };
+    let mut reply = Encoder::new();
+    RpcProgram::call(&nfs3, &ctx, &mut Decoder::new(enc.into_bytes()), &mut reply).unwrap();
+    Decoder::new(reply.into_bytes()).u32().unwrap()
+}
+
+#[test]
+fn an_nfsv3_create_that_truncates_and_a_remove_of_a_delegated_file_get_jukebox() {
+    use keel_nfs3_proto::nfs3::{Create3Args, Createhow3, Diropargs3, Filename3, NfsFh3, Remove3Args, Sattr3};
+    const NFS3ERR_JUKEBOX: u32 = 10008;
+    let (w, mut a, _b, fh, deleg) = a_delegated();
+    let root = keel_store::Store::lookup_path(&*w.p.exports.store, 1, b"/").unwrap();
+    let root = keel_store::Object::handle(&root).clone();
+    let f = || Diropargs3 { dir: NfsFh3 { data: root.clone() }, name: Filename3(Bytes::from_static(b"f")) };
+    let truncate = Sattr3 { size: Some(0), ..Sattr3::default() };
+    let create = Create3Args { where_: f(), how: Createhow3::Unchecked(truncate) };
+    assert_eq!(v3_status(&w, 8, &create), NFS3ERR_JUKEBOX);
+    assert_eq!(v3_status(&w, 12, &Remove3Args { object: f() }), NFS3ERR_JUKEBOX);
+    assert_eq!(a.callbacks().len(), 1, "recalled once");
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    assert_eq!(v3_status(&w, 12, &Remove3Args { object: f() }), 0);
+}
