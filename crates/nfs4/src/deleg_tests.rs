@@ -499,3 +499,22 @@ fn an_nfsv3_create_that_truncates_and_a_remove_of_a_delegated_file_get_jukebox()
     a.ok(vec![putfh(&fh), delegreturn(deleg)]);
     assert_eq!(v3_status(&w, 12, &Remove3Args { object: f() }), 0);
 }
+
+#[test]
+fn a_recall_the_client_answers_with_delay_is_sent_again_on_the_slot_s_next_sequence() {
+    let (w, mut a, mut b, _fh, deleg) = a_delegated();
+    let mut ops = dir();
+    ops.push(open("f", "ob", OPEN4_SHARE_ACCESS_WRITE));
+    assert_eq!(b.run(ops).1.status, Nfsstat4::Delay);
+    let calls = a.callbacks();
+    a.answer(&calls[0].0, calls[0].1.as_ref(), Nfsstat4::Delay);
+    assert!(a.callbacks().is_empty(), "not at once");
+    w.p.callbacks.pump(&w.p, Instant::now() + crate::callback::RECALL_RETRY_AFTER);
+    let calls = a.callbacks();
+    assert_eq!(calls.len(), 1, "sent again");
+    let args = calls[0].1.as_ref().unwrap();
+    let NfsCbArgop4::CbRecall(recall) = &args.argarray[1] else { panic!("CB_RECALL: {args:?}") };
+    assert_eq!(recall.stateid, deleg);
+    // `answer` checks the CB_SEQUENCE moved on to the slot's next sequence.
+    a.answer(&calls[0].0, Some(args), Nfsstat4::Ok);
+}
