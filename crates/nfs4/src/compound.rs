@@ -15,7 +15,7 @@ use keel_nfs4_state::{
 };
 use keel_rpc::{CallContext, Handled};
 use keel_store::{Caller as _, Cred, Store};
-use keel_xdr::{Decode, Decoder, Encode, Encoder};
+use keel_xdr::{Decode, Decoder, Encode, Encoder, Spliced};
 
 use crate::errno::{admit_status, pseudo_status};
 use crate::ops::{self, OpFlags};
@@ -66,6 +66,10 @@ pub struct Compound<'a, S: Store> {
     pub slot: Option<SlotGrant>,
     /// The caller as the state names it.
     pub principal: Principal,
+    /// The position of the operation running, and how many the COMPOUND
+    /// has.
+    op_index: u32,
+    op_count: u32,
     /// The largest reply allowed (the session's) and the reply's size so
     /// far.
     reply_limit: usize,
@@ -74,6 +78,9 @@ pub struct Compound<'a, S: Store> {
     /// The identity assumed for store calls, and the one it was assumed
     /// for (each export squashes the caller its own way).
     acting: Option<S::Caller>,
+    /// A READ's data in a pipe, which the reply sends as a spliced
+    /// payload (the READ's result then carries `eof` and no bytes).
+    pub(crate) spliced_read: Option<Spliced>,
 }
 
 impl<'a, S: Store> Compound<'a, S> {
@@ -88,10 +95,13 @@ impl<'a, S: Store> Compound<'a, S> {
             stateid: CurrentStateid::new(),
             slot: None,
             principal: principal(ctx),
+            op_index: 0,
+            op_count: 0,
             reply_limit: program.reply_bytes_max,
             reply_len: 0,
             pseudo: None,
             acting: None,
+            spliced_read: None,
         }
     }
 
@@ -142,6 +152,11 @@ impl<'a, S: Store> Compound<'a, S> {
     /// The object `handle` names, if its export admits this client (the
     /// same check as NFSv3's), or a pseudo directory of this client's.
     pub fn resolve(&mut self, handle: &Bytes) -> Result<Filehandle<S::Object>, Nfsstat4> {
+        // No store's handle begins with the pseudo handles' mark: most
+        // PUTFHs need no pseudo file system.
+        if handle.first() != Some(&PSEUDO_FH_MARK) {
+            return self.admit(handle).map(Filehandle::Export);
+        }
         match self.pseudo().node_from_handle(handle) {
             Ok(node) => return Ok(Filehandle::Pseudo(node)),
             Err(PseudoError::NotPseudo) => {}
@@ -164,14 +179,26 @@ impl<'a, S: Store> Compound<'a, S> {
     /// Assumes the identity `fh`'s export gives the caller, for the store
     /// calls that follow.
     pub fn act(&mut self, fh: &ExportFh<S::Object>) -> Result<&S::Caller, Nfsstat4> {
-        if self.acting.as_ref().is_some_and(|who| *who.cred() != fh.cred) {
-            // Given up before the next one is assumed.
-            self.acting = None;
-        }
-        if self.acting.is_none() {
-            self.acting = Some(self.store().act_as(&fh.cred).map_err(|e| crate::errno::status(&e))?);
-        }
-        Ok(self.acting.as_ref().expect("assumed above"))
+        let who = match self.acting.take() {
+            Some(who) if *who.cred() == fh.cred => who,
+            // Another identity is given up before this one is assumed.
+            other => {
+                drop(other);
+                self.store().act_as(&fh.cred).map_err(|e| crate::errno::status(&e))?
+            }
+        };
+        Ok(self.acting.insert(who))
+    }
+
+    /// Whether the operation running is the COMPOUND's last.
+    pub fn is_last_op(&self) -> bool {
+        self.op_index + 1 == self.op_count
+    }
+
+    /// Whether the reply is kept in the slot's cache (it must then be
+    /// bytes: no spliced payload).
+    pub fn reply_cached(&self) -> bool {
+        self.slot.as_ref().is_some_and(|g| g.cachethis)
     }
 
     /// Bytes the reply may still grow by (READ and READDIR clamp their
@@ -203,6 +230,10 @@ impl<S: Store> Drop for Compound<'_, S> {
         self.sequence_done(Nfsstat4::Serverfault, 1, &[]);
     }
 }
+
+/// The first byte of every pseudo handle (keel-exports' `pseudo`), and of
+/// no store's handle (keel-store's `HANDLE_BYTES_MAX`).
+const PSEUDO_FH_MARK: u8 = 0xff;
 
 /// The state's principal for the call's credential.
 fn principal(ctx: &CallContext) -> Principal {
@@ -246,36 +277,42 @@ pub(crate) fn run<S: Store>(
             }
         };
         let opnum = op.opnum();
+        (c.op_index, c.op_count) = (index, head.numops);
         let started = Instant::now();
-        let res = if index == 0 && opnum == OpNum::Sequence {
-            let NfsArgop4::Sequence(sargs) = op else { unreachable!("opnum is SEQUENCE") };
-            let shape = keel_nfs4_state::CompoundShape { ops: head.numops, request_bytes };
-            let caller = c.caller();
-            match program.with_state(|s| s.sequence(&caller, &sargs, shape, now)) {
-                Err(status) => NfsResop4::Sequence(Nfs4Result::Fail(status)),
-                Ok(SequenceStart::New(grant)) => {
-                    c.reply_limit = c.reply_limit.min(grant.reply_bytes_max as usize);
-                    let res = NfsResop4::Sequence(Nfs4Result::Ok(grant.resok.clone()));
-                    c.slot = Some(grant);
-                    res
-                }
-                Ok(SequenceStart::Replay(replay)) => {
-                    return Ok(Some(replay_reply(replay, &mut ops, args, out, reply)));
+        let res = match op {
+            NfsArgop4::Sequence(sargs) if index == 0 => {
+                let shape = keel_nfs4_state::CompoundShape { ops: head.numops, request_bytes };
+                let caller = c.caller();
+                match program.with_state(|s| s.sequence(&caller, &sargs, shape, now)) {
+                    Err(status) => NfsResop4::Sequence(Nfs4Result::Fail(status)),
+                    Ok(SequenceStart::New(grant)) => {
+                        c.reply_limit = c.reply_limit.min(grant.reply_bytes_max as usize);
+                        let res = NfsResop4::Sequence(Nfs4Result::Ok(grant.resok.clone()));
+                        c.slot = Some(grant);
+                        res
+                    }
+                    Ok(SequenceStart::Replay(replay)) => {
+                        return Ok(Some(replay_reply(replay, &mut ops, args, out, reply)));
+                    }
                 }
             }
-        } else {
-            let hook = crate::callback::BindHook::of(&op, c.slot.as_ref().map(|g| g.clientid));
-            let res = run_op(&mut c, index, head.numops, op);
-            if res.status() == Nfsstat4::Ok {
-                crate::callback::after_bind(&c, hook);
+            op => {
+                let hook = crate::callback::BindHook::of(&op, c.slot.as_ref().map(|g| g.clientid));
+                let res = run_op(&mut c, index, head.numops, op);
+                if res.status() == Nfsstat4::Ok {
+                    crate::callback::after_bind(&c, hook);
+                }
+                res
             }
-            res
         };
         let res = fit(&c, &out, res);
         if let Some(observer) = &program.observer {
             observer.op_done(opnum, res.status(), started.elapsed());
         }
-        out.push(&res);
+        match (c.spliced_read.take(), &res) {
+            (Some(data), NfsResop4::Read(Nfs4Result::Ok(r))) => out.push_read_spliced(r.eof, data),
+            _ => out.push(&res),
+        }
         c.reply_len = out.len();
         if res.status() != Nfsstat4::Ok {
             break;

@@ -10,13 +10,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use keel_exports::pseudo::ExportParent;
 use keel_exports::{ExportTable, PseudoFs, PseudoKey};
-use keel_nfs4_proto::{NFS_V4, NFS4_PROGRAM, Nfsstat4, OpNum};
+use keel_nfs4_proto::{Compound4ArgsHead, CompoundOps, NFS_V4, NFS4_PROGRAM, NfsArgop4, Nfsstat4, OpNum};
 use keel_nfs4_state::{BootEpoch, ClientRecords, NfsState, Released, StartError, StateConfig};
 use keel_rpc::CacheClass::Uncached;
 use keel_rpc::ReplyBytesMax::Computed;
 use keel_rpc::{CallContext, Handled, Handlers, Procedure, ProcedureTable, REPLY_RESULTS_BYTES_DEFAULT, TabledProgram};
 use keel_store::{Object, Store, Time};
-use keel_xdr::{Decoder, Encoder, XdrError};
+use keel_xdr::{Decode, Decoder, Encoder, XdrError};
 
 use crate::compound;
 
@@ -274,8 +274,33 @@ impl<S: Store> Handlers for Nfs4Program<S> {
     }
 }
 
-fn compound_reply_bytes_max<S: Store>(p: &Nfs4Program<S>, _: &mut Decoder) -> Result<usize, XdrError> {
-    Ok(p.reply_bytes_max.max(REPLY_RESULTS_BYTES_DEFAULT))
+/// Bytes of one operation's result, at most, for those whose result does
+/// not grow with what they ask for (the largest: GETATTR of every
+/// attribute with a 64-byte handle, OPEN, EXCHANGE_ID).
+pub(crate) const OP_RESULT_BYTES_MAX: usize = 1024;
+/// READLINK's result: a path.
+const READLINK_RESULT_BYTES_MAX: usize = 64 + keel_nfs4_proto::LINKTEXT4_MAX;
+
+/// The most bytes a COMPOUND's reply can take, from what its operations
+/// ask for (the transport sets this much of its memory budget aside):
+/// READ's count and READDIR's maxcount as their handlers clamp them, a
+/// fixed bound for the others, never more than a session may negotiate.
+fn compound_reply_bytes_max<S: Store>(p: &Nfs4Program<S>, args: &mut Decoder) -> Result<usize, XdrError> {
+    let head = Compound4ArgsHead::decode(args)?;
+    let mut ops = CompoundOps::new(&head);
+    let mut total = 16 + head.tag.xdr_len();
+    while let Some(op) = ops.next_op(args) {
+        total += match op {
+            Ok(NfsArgop4::Read(a)) => a.count.min(crate::IO_BYTES_MAX) as usize + OP_RESULT_BYTES_MAX,
+            Ok(NfsArgop4::Readdir(a)) => a.maxcount.min(crate::DIR_REPLY_BYTES_MAX) as usize + OP_RESULT_BYTES_MAX,
+            Ok(NfsArgop4::Readlink(())) => READLINK_RESULT_BYTES_MAX,
+            _ => OP_RESULT_BYTES_MAX,
+        };
+        if total >= p.reply_bytes_max {
+            break;
+        }
+    }
+    Ok(total.clamp(REPLY_RESULTS_BYTES_DEFAULT, p.reply_bytes_max.max(REPLY_RESULTS_BYTES_DEFAULT)))
 }
 
 impl<S: Store> TabledProgram for Nfs4Program<S> {

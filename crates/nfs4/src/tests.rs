@@ -531,11 +531,33 @@ fn directories_and_names() {
     let mut ops = dir();
     ops.extend([lookup("e"), lookup("l"), NfsArgop4::Getfh(())]);
     a.ok(ops);
-    for bad in [".", "..", "a/b", ""] {
+    let long = "n".repeat(256);
+    for (bad, status) in [
+        (".", Nfsstat4::Badname),
+        ("..", Nfsstat4::Badname),
+        ("a/b", Nfsstat4::Badname),
+        ("", Nfsstat4::Inval),
+        (long.as_str(), Nfsstat4::Nametoolong),
+    ] {
         let mut ops = dir();
         ops.push(lookup(bad));
-        assert_ne!(a.status(ops), Nfsstat4::Ok, "{bad:?}");
+        assert_eq!(a.status(ops), status, "{bad:?}");
     }
+    // Names are bytes, as on the exported file system (and for NFSv3).
+    let mut ops = dir();
+    let latin1 = Component4(Bytes::from_static(b"caf\xe9"));
+    ops.extend([NfsArgop4::Create(Create4Args {
+        objtype: Createtype4::Dir,
+        objname: latin1.clone(),
+        createattrs: Fattr4::default(),
+    })]);
+    a.ok(ops);
+    let mut ops = dir();
+    ops.push(NfsArgop4::Lookup(Lookup4Args { objname: latin1.clone() }));
+    a.ok(ops);
+    let mut ops = dir();
+    ops.push(NfsArgop4::Remove(Remove4Args { target: latin1 }));
+    a.ok(ops);
     let mut ops = dir();
     ops.push(NfsArgop4::Remove(Remove4Args { target: "e".into() }));
     assert_eq!(a.status(ops), Nfsstat4::Notempty);
@@ -568,4 +590,185 @@ fn verify_compares_attributes_as_encoded() {
     let mut ops = dir();
     ops.push(NfsArgop4::Verify(Verify4Args { obj_attributes: other }));
     assert_eq!(a.status(ops), Nfsstat4::NotSame);
+}
+
+fn open_exclusive(name: &str, verf: [u8; 8], attrs: Attrs4) -> NfsArgop4 {
+    NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_BOTH,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: Opaque(Bytes::from_static(b"x")) },
+        openhow: Openflag4::Open4Create(Createhow4::Exclusive4_1(CreatVerfAttr {
+            cva_verf: verf,
+            cva_attrs: attrs.to_fattr4(&Attrs4::known()),
+        })),
+        claim: OpenClaim4::ClaimNull(name.into()),
+    })
+}
+
+#[test]
+fn an_exclusive_create_is_exactly_once_and_sets_only_what_it_may() {
+    let p = program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let dir = || vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a")];
+    let mode = Attrs4 { mode: Some(0o600), ..Attrs4::default() };
+    let mut ops = dir();
+    ops.extend([open_exclusive("x", [7; 8], mode.clone()), NfsArgop4::Getfh(())]);
+    let res = a.ok(ops);
+    let NfsResop4::Open(Nfs4Result::Ok(o)) = &res[4] else { panic!() };
+    assert_eq!(o.attrset, Bitmap4::from_bits([FATTR4_MODE]));
+    let first = handle_of(&res[5]);
+    // A retransmission (same verifier) finds its own file.
+    let mut ops = dir();
+    ops.extend([open_exclusive("x", [7; 8], mode.clone()), NfsArgop4::Getfh(())]);
+    assert_eq!(handle_of(&a.ok(ops)[5]), first);
+    let mut ops = dir();
+    ops.push(open_exclusive("x", [8; 8], mode));
+    assert_eq!(a.status(ops), Nfsstat4::Exist, "another client's create");
+    let mut ops = dir();
+    ops.push(open_exclusive("y", [9; 8], Attrs4 { owner: Some("5".into()), ..Attrs4::default() }));
+    assert_eq!(a.status(ops), Nfsstat4::Inval, "not in suppattr_exclcreat");
+}
+
+/// Every prefix of a COMPOUND, and the COMPOUND with any one word
+/// replaced, gets an answer (results or GARBAGE_ARGS), never a panic.
+#[test]
+fn a_malformed_compound_is_answered() {
+    let p = program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let args = compound(
+        2,
+        vec![
+            a.sequence(false),
+            NfsArgop4::Putrootfh(()),
+            lookup("srv"),
+            lookup("a"),
+            open_create("m", "o", OPEN4_SHARE_ACCESS_BOTH, 0),
+            write(Stateid4::CURRENT, 0, b"data"),
+            getattr(&[FATTR4_SIZE, FATTR4_CHANGE]),
+        ],
+    );
+    let mut enc = Encoder::new();
+    args.encode(&mut enc);
+    let bytes = enc.into_bytes();
+    let ctx_run = |body: Bytes| {
+        let cred = root();
+        let ctx = CallContext {
+            xid: 1,
+            vers: 4,
+            proc_: NFSPROC4_COMPOUND,
+            cred: &cred,
+            peer: CLIENT_A.parse().unwrap(),
+            local: "127.0.0.1:2049".parse().unwrap(),
+            connection: None,
+            report: Default::default(),
+        };
+        let mut reply = Encoder::new();
+        match p.run(&ctx, &mut Decoder::new(body), &mut reply) {
+            Ok(_) => assert!(Compound4Res::decode(&mut Decoder::new(reply.into_bytes())).is_ok()),
+            Err(e) => assert_eq!(e, keel_rpc::AcceptError::GarbageArgs),
+        }
+    };
+    for len in 0..bytes.len() {
+        ctx_run(bytes.slice(..len));
+    }
+    for at in (0..bytes.len()).step_by(4) {
+        for word in [0u32, 1, 0xffff_ffff, 0x8000_0000, 10_044] {
+            let mut b = bytes.to_vec();
+            b[at..at + 4].copy_from_slice(&word.to_be_bytes());
+            ctx_run(Bytes::from(b));
+        }
+    }
+}
+
+/// The transport sets aside what a COMPOUND's reply may take before it
+/// runs: little for metadata, READ's count for a READ.
+#[test]
+fn a_compound_s_reply_is_bounded_by_what_it_asks_for() {
+    let p = program();
+    let bound = |ops: Vec<NfsArgop4>| {
+        let mut enc = Encoder::new();
+        compound(2, ops).encode(&mut enc);
+        Program::PROCEDURES.reply_bytes_max(&p, NFSPROC4_COMPOUND, enc.into_bytes())
+    };
+    let small = bound(vec![NfsArgop4::Putrootfh(()), getattr(&[FATTR4_SIZE])]);
+    assert!(small < 8192, "{small}");
+    let one_read = bound(vec![NfsArgop4::Putrootfh(()), read(Stateid4::ANONYMOUS, 1 << 20)]);
+    assert!(one_read > 1 << 20, "{one_read}");
+    let huge = bound(vec![read(Stateid4::ANONYMOUS, 1 << 20); 8]);
+    assert_eq!(huge, keel_nfs4_state::MESSAGE_BYTES_MAX_DEFAULT as usize, "no more than a session may get");
+    assert_eq!(bound(Vec::new()), keel_rpc::REPLY_RESULTS_BYTES_DEFAULT);
+}
+
+/// GETATTR of every attribute fits the bound the transport sets aside for
+/// an operation that does not say how much it returns.
+#[test]
+fn every_attribute_fits_an_operation_s_reply_bound() {
+    let p = program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let res =
+        a.ok(vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a"), getattr(crate::ops::attr_supported_bits())]);
+    let mut enc = Encoder::new();
+    res[4].encode(&mut enc);
+    assert!(enc.len() < crate::program::OP_RESULT_BYTES_MAX, "{} bytes", enc.len());
+    // All but rdattr_error (READDIR's) and the two write-only times.
+    let readable = crate::ops::attr_supported().difference(&Bitmap4::from_bits([
+        FATTR4_RDATTR_ERROR,
+        FATTR4_TIME_ACCESS_SET,
+        FATTR4_TIME_MODIFY_SET,
+    ]));
+    assert_eq!(attrs_of(&res[4]).bitmap(), readable, "every readable attribute is given");
+}
+
+#[test]
+fn claims_without_grace_or_delegations_get_the_rfc_s_answers() {
+    let p = program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let mut ops = vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a")];
+    ops.extend([open_create("c", "o", OPEN4_SHARE_ACCESS_READ, 0), NfsArgop4::Getfh(())]);
+    let fh = handle_of(&a.ok(ops)[5]);
+    let open = |claim: OpenClaim4| {
+        NfsArgop4::Open(Open4Args {
+            seqid: 0,
+            share_access: OPEN4_SHARE_ACCESS_READ,
+            share_deny: 0,
+            owner: OpenOwner4 { clientid: 0, owner: Opaque(Bytes::from_static(b"o")) },
+            openhow: Openflag4::Open4Nocreate,
+            claim,
+        })
+    };
+    let previous = open(OpenClaim4::ClaimPrevious(OpenDelegationType4::OpenDelegateNone));
+    assert_eq!(a.status(vec![putfh(&fh), previous]), Nfsstat4::NoGrace, "no grace period: nothing to reclaim");
+    let cur = open(OpenClaim4::ClaimDelegCurFh(Stateid4 { seqid: 1, other: [7; 12] }));
+    assert_eq!(a.status(vec![putfh(&fh), cur]), Nfsstat4::BadStateid, "no delegation was given");
+    assert_eq!(a.status(vec![putfh(&fh), open(OpenClaim4::ClaimDelegPrevFh)]), Nfsstat4::Notsupp);
+    let deleg = NfsArgop4::Delegreturn(Delegreturn4Args { deleg_stateid: Stateid4 { seqid: 1, other: [7; 12] } });
+    assert_eq!(a.status(vec![putfh(&fh), deleg]), Nfsstat4::BadStateid);
+    // OPEN by handle works, and the pseudo file system has no files.
+    a.ok(vec![putfh(&fh), open(OpenClaim4::ClaimFh)]);
+    assert_eq!(a.status(vec![NfsArgop4::Putrootfh(()), open(OpenClaim4::ClaimFh)]), Nfsstat4::Isdir);
+}
+
+/// The backchannel the client offered is taken and never reported down:
+/// the Linux client answers CB_PATH_DOWN with BIND_CONN_TO_SESSION, again
+/// and again.
+#[test]
+fn sequence_reports_no_callback_path_down() {
+    let p = program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let res = a.ok(vec![NfsArgop4::Putrootfh(())]);
+    let NfsResop4::Sequence(Nfs4Result::Ok(s)) = &res[0] else { panic!() };
+    assert_eq!(s.sr_status_flags, 0);
+}
+
+#[test]
+fn a_session_is_destroyed_by_the_last_operation_of_its_own_compound() {
+    let p = program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let destroy = NfsArgop4::DestroySession(DestroySession4Args { dsa_sessionid: a.session });
+    assert_eq!(a.status(vec![destroy.clone(), NfsArgop4::Putrootfh(())]), Nfsstat4::NotOnlyOp);
+    a.ok(vec![NfsArgop4::Putrootfh(()), destroy]);
+    let seq = a.sequence(false);
+    let res = call(&p, CLIENT_A, &root(), &compound(1, vec![seq]));
+    assert_eq!(res.status, Nfsstat4::Badsession, "gone");
 }

@@ -103,6 +103,18 @@ pub struct NfsVersions {
     pub v42: bool,
 }
 
+/// As the configuration lists them: `["3", "4.1", "4.2"]`.
+impl fmt::Display for NfsVersions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let listed: Vec<String> = [(self.v3, "3"), (self.v41, "4.1"), (self.v42, "4.2")]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, v)| format!("{v:?}"))
+            .collect();
+        write!(f, "[{}]", listed.join(", "))
+    }
+}
+
 impl Default for NfsVersions {
     /// NFSv3 only, until a plain NFSv4 mount does everything a user needs.
     fn default() -> Self {

@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use bytes::Bytes;
 use keel_exports::{ExportTable, PseudoKey};
 use keel_nfs4::{MinorVersions, Nfs4Config, Nfs4Program, OpObserver};
-use keel_nfs4_proto::{NFS_V4, NFS4_PROGRAM, Nfsstat4, OpNum};
+use keel_nfs4_proto::{Nfsstat4, OpNum};
 use keel_nfs4_state::{BootEpoch, ClientRecords, MemoryRecords, StateConfig};
 use keel_rpc::{ReplyRouter, RpcProgram};
 use keel_stats::{CallStats, OperationCounter};
@@ -52,7 +52,7 @@ pub fn program(
         .map_err(|e| anyhow::anyhow!("cannot start NFSv4: {e}"))?
         .with_reply_router(reply_router)
         .with_read_delegations(config.server.nfs4_read_delegations);
-    if let Some(counter) = calls.operations(NFS4_PROGRAM, NFS_V4) {
+    if let Some(counter) = calls.operations(crate::stats::NFS4_OPERATIONS) {
         program = program.with_observer(Arc::new(CountedOps(counter)));
     }
     let program = Arc::new(program);

@@ -351,6 +351,7 @@ fn server_changes(old: &ServerConfig, new: &ServerConfig) -> Vec<String> {
     check("nsm_state_dir", format!("{:?}", old.nsm_state_dir), format!("{:?}", new.nsm_state_dir));
     check("grace_seconds_max", old.grace_max.as_secs().to_string(), new.grace_max.as_secs().to_string());
     check("max_locks_per_client", old.max_locks_per_client.to_string(), new.max_locks_per_client.to_string());
+    check("nfs_versions", old.nfs_versions.to_string(), new.nfs_versions.to_string());
     out
 }
 
@@ -366,8 +367,10 @@ mod tests {
         new.workers = old.workers + 1;
         new.metrics_listen = Some("127.0.0.1:9049".parse().unwrap());
         new.grace_max = old.grace_max * 2;
+        new.nfs_versions.v42 = true;
         let changes = server_changes(&old, &new);
-        assert_eq!(changes.len(), 3, "{changes:?}");
+        assert_eq!(changes.len(), 4, "{changes:?}");
+        assert_eq!(changes[3], "nfs_versions: [\"3\"] -> [\"3\", \"4.2\"]");
         assert!(changes[0].starts_with("workers: "), "{changes:?}");
         assert!(changes[1].contains("127.0.0.1:9049"), "{changes:?}");
         assert!(changes[2].starts_with("grace_seconds_max: "), "{changes:?}");

@@ -43,9 +43,12 @@ static NLM_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
 static NSM_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
     LazyLock::new(|| SmRes::ALL.iter().map(|s| (*s as u32, s.name())).collect());
 
+/// The statistics' name of NFSv4's COMPOUND operations.
+pub const NFS4_OPERATIONS: &str = "nfs4ops";
+
 /// The programs Keel serves, as the statistics count them: each
 /// procedure by the name its program's table gives it.
-pub fn programs() -> [ProgramSpec; 6] {
+pub fn programs() -> [ProgramSpec; 7] {
     use keel_nfs3_proto::*;
     [
         ProgramSpec {
@@ -55,18 +58,21 @@ pub fn programs() -> [ProgramSpec; 6] {
             procedures: Nfs3Program::<Served>::PROCEDURES.names(),
             statuses: &NFS_STATUSES,
         },
-        // COMPOUNDs are counted as calls (NULL and COMPOUND), their
-        // operations each under its own name (operation numbers start at 3).
+        // NFSv4's calls (NULL and COMPOUND), then the operations inside
+        // the COMPOUNDs, each by its name (counted by the program itself).
         ProgramSpec {
             program: NFS_PROGRAM,
             version: keel_nfs4_proto::NFS_V4,
             name: "nfs4",
-            procedures: Nfs4Program::<Served>::PROCEDURES
-                .names()
-                .into_iter()
-                .chain(keel_nfs4::operation_names())
-                .collect(),
+            procedures: Nfs4Program::<Served>::PROCEDURES.names(),
             statuses: &NFS4_STATUSES,
+        },
+        ProgramSpec {
+            program: NFS_PROGRAM,
+            version: keel_nfs4_proto::NFS_V4,
+            name: NFS4_OPERATIONS,
+            procedures: keel_nfs4::operation_names(),
+            statuses: &[],
         },
         ProgramSpec {
             program: MOUNT_PROGRAM,
@@ -264,9 +270,10 @@ mod tests {
             "commit",
         ];
         assert_eq!(names("nfs"), nfs);
-        let nfs4 = names("nfs4");
-        assert_eq!(nfs4[..4], ["null", "compound", "access", "close"]);
-        assert!(nfs4.iter().any(|n| n == "exchange_id") && nfs4.iter().any(|n| n == "seek"));
+        assert_eq!(names("nfs4"), ["null", "compound"]);
+        let ops = names(NFS4_OPERATIONS);
+        assert_eq!(ops[..3], ["access", "close", "commit"]);
+        assert!(ops.iter().any(|n| n == "exchange_id") && ops.iter().any(|n| n == "seek"));
         assert_eq!(names("mount"), ["null", "mnt", "dump", "umnt", "umntall", "export"]);
         let nlm = [
             "null",

@@ -143,11 +143,11 @@ impl CallStats {
         }
     }
 
-    /// Counts the operations inside calls of a program whose calls carry
-    /// several (NFSv4's COMPOUND), each under the procedure its number
-    /// names in the program's spec, beside the calls themselves.
-    pub fn operations(self: &Arc<Self>, program: u32, version: u32) -> Option<OperationCounter> {
-        let index = self.programs.iter().position(|p| p.spec.program == program && p.spec.version == version)?;
+    /// Counts the operations inside the calls of a program whose calls
+    /// carry several (NFSv4's COMPOUND), under the spec named `name` (its
+    /// procedures are the operations), apart from the calls themselves.
+    pub fn operations(self: &Arc<Self>, name: &str) -> Option<OperationCounter> {
+        let index = self.programs.iter().position(|p| p.spec.name == name)?;
         Some(OperationCounter { stats: self.clone(), index })
     }
 
@@ -555,8 +555,8 @@ mod tests {
     #[test]
     fn operations_inside_calls_are_counted_under_their_own_names() {
         let stats = CallStats::new(&[odd()]);
-        assert!(stats.operations(7, 3).is_none(), "no spec for version 3");
-        let ops = stats.operations(7, 4).unwrap();
+        assert!(stats.operations("even").is_none(), "no such spec");
+        let ops = stats.operations("odd").unwrap();
         ops.record(9, false, Duration::from_micros(5));
         ops.record(9, true, Duration::from_micros(5));
         ops.record(10_044, true, Duration::from_micros(5));

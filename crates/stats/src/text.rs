@@ -209,16 +209,18 @@ fn program(o: &mut String, p: &ProgramSnapshot, per: &dyn Fn(u64) -> String) {
     if total == 0 {
         return;
     }
+    // NFSv4's operation names are longer than the procedures' of the others.
+    let width = p.procedures.iter().filter(|c| c.calls > 0).map(|c| c.name.len()).max().unwrap_or(0).max(12);
     let _ = writeln!(
         o,
-        "  {:<12} {:>12} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "  {:<width$} {:>12} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "procedure", "calls", "%", "errors", "mean", "p50", "p99", "p99.9"
     );
     for c in p.procedures.iter().filter(|c| c.calls > 0) {
         let l = &c.latency;
         let _ = writeln!(
             o,
-            "  {:<12} {:>12} {:>5.1}% {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "  {:<width$} {:>12} {:>5.1}% {:>9} {:>9} {:>9} {:>9} {:>9}",
             c.name,
             per(c.calls),
             100.0 * c.calls as f64 / total as f64,

@@ -62,9 +62,10 @@ pub(super) const SUPPORTED: &[u32] = &[
     FATTR4_SUPPATTR_EXCLCREAT,
 ];
 
-/// What an EXCLUSIVE4_1 create may set besides its verifier (which the
-/// store keeps in the times).
-const EXCLCREAT: &[u32] = &[FATTR4_SIZE, FATTR4_MODE, FATTR4_OWNER, FATTR4_OWNER_GROUP];
+/// What an EXCLUSIVE4_1 create sets besides its verifier (which the store
+/// keeps in the times): the mode, given when the file is made. The client
+/// sets the rest with a SETATTR.
+pub(crate) const EXCLCREAT: &[u32] = &[FATTR4_MODE];
 
 pub(crate) fn supported() -> Bitmap4 {
     Bitmap4::from_bits(SUPPORTED.iter().copied())

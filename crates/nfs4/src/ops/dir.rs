@@ -15,14 +15,18 @@ use super::fh::{export_root, reached};
 use crate::compound::{Compound, ExportFh, Filehandle};
 use crate::errno::{pseudo_status, status};
 
-/// A component name as the store takes it: the RFC's checks, and no '/'
-/// or NUL (NFS4ERR_BADNAME, as knfsd).
+/// A component name as the store takes it: RFC 8881 section 14.5's
+/// checks but UTF-8 (knfsd does not insist on it either: names are bytes
+/// on the exported file system, and NFSv3 clients see them so), and no
+/// '/' or NUL (NFS4ERR_BADNAME, as knfsd).
 pub(super) fn name(n: &Component4) -> Result<&[u8], Nfsstat4> {
-    let s = n.check(NAME_BYTES_MAX)?;
-    if s.bytes().any(|b| b == b'/' || b == 0) {
-        return Err(Nfsstat4::Badname);
+    match n.as_bytes() {
+        [] => Err(Nfsstat4::Inval),
+        b"." | b".." => Err(Nfsstat4::Badname),
+        b if b.len() > NAME_BYTES_MAX => Err(Nfsstat4::Nametoolong),
+        b if b.iter().any(|&c| c == b'/' || c == 0) => Err(Nfsstat4::Badname),
+        b => Ok(b),
     }
-    Ok(s.as_bytes())
 }
 
 /// The current filehandle as a directory of an export: NFS4ERR_ROFS for

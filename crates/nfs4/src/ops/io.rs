@@ -2,11 +2,13 @@
 //! with NFSv3's rules on stability and the write verifier, and the
 //! stateid check every I/O makes.
 
+use bytes::Bytes;
 use keel_nfs4_proto::{
     Commit4Args, Commit4ResOk, Nfsstat4, Read4Args, Read4ResOk, StableHow4, Stateid4, Write4Args, Write4ResOk,
 };
 use keel_nfs4_state::{IoAccess, IoAuth};
-use keel_store::{FileType, Object, Stability, Store};
+use keel_store::{FileType, Object, ReadData, Stability, Store};
+use keel_xdr::Spliced;
 
 use crate::IO_BYTES_MAX;
 use crate::compound::{Compound, ExportFh};
@@ -52,9 +54,16 @@ pub(super) fn read<S: Store>(c: &mut Compound<'_, S>, args: Read4Args) -> Result
     let store = c.store();
     let who = c.act(&fh)?;
     let out = store.read(who, &fh.object, args.offset, count).map_err(|e| status(&e))?;
-    let data = out.data.into_bytes().map_err(|e| status(&e))?;
-    c.ctx.report.add_read_bytes(data.len() as u64);
-    Ok(Read4ResOk { eof: out.eof, data })
+    c.ctx.report.add_read_bytes(out.data.len() as u64);
+    match out.data {
+        // Data in a pipe goes to the socket from it, as NFSv3's READ
+        // sends it, unless the reply is kept in the slot's cache.
+        ReadData::Pipe(pipe) if !c.reply_cached() => {
+            c.spliced_read = Some(Spliced::new(pipe.len(), pipe));
+            Ok(Read4ResOk { eof: out.eof, data: Bytes::new() })
+        }
+        data => Ok(Read4ResOk { eof: out.eof, data: data.into_bytes().map_err(|e| status(&e))? }),
+    }
 }
 
 /// As NFSv3's WRITE: on an `async` export nothing waits for the disk and

@@ -10,6 +10,20 @@
 //! `dir.rs` (names and directories), `open.rs` (opens, shares,
 //! delegations), `io.rs` (READ, WRITE, COMMIT), `lock.rs` (byte-range
 //! locks) and `v42.rs` (the operations NFSv4.2 added).
+//!
+//! To add an operation: write `fn op<S: Store>(c: &mut Compound<'_, S>,
+//! args: Op4Args) -> Result<Op4ResOk, Nfsstat4>` (or `Result<(),
+//! Nfsstat4>` for a bare status) in its group's file and name it in its
+//! row: `op!(Variant, FH, group::op)`. A result that carries a value on
+//! failure (LOCK's `LOCK4denied`) is returned whole, with an identity
+//! `OpOutcome` impl here, as SETATTR's is. From the context a handler
+//! takes: `c.current_export(status)` (the current object of an export,
+//! `status` for a pseudo directory), `c.act(&fh)` (the caller's squashed
+//! identity for store calls), `c.store()`, `c.program.with_state(|s|
+//! ...)` (the state, drained of what it released after the call), the
+//! session's client in `c.slot`, `c.stateid` (the current stateid: resolve
+//! the arguments' through it, set it on success), `c.now`, and
+//! `io::check_stateid` for operations that do I/O under a stateid.
 
 mod attr;
 mod dir;
@@ -203,6 +217,11 @@ pub(crate) fn entry<S: Store>(op: OpNum) -> Option<&'static OpEntry<S>> {
 #[cfg(test)]
 pub(crate) fn attr_supported_bits() -> &'static [u32] {
     attr::SUPPORTED
+}
+
+#[cfg(test)]
+pub(crate) fn attr_supported() -> keel_nfs4_proto::Bitmap4 {
+    attr::supported()
 }
 
 /// Each operation's number and name (`keel stat` counts operations by

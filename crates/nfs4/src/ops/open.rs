@@ -147,8 +147,10 @@ fn by_name<S: Store>(
         }
         Openflag4::Open4Create(Createhow4::Exclusive4_1(cva)) => {
             let (set, bits) = set_attrs(&cva.cva_attrs)?;
-            // The verifier lives in the times.
-            if set.atime != keel_store::SetTime::Keep || set.mtime != keel_store::SetTime::Keep {
+            // Only what suppattr_exclcreat lists (RFC 8881 section
+            // 18.16.3): the verifier lives in the times.
+            let allowed = Bitmap4::from_bits(super::attr::EXCLCREAT.iter().copied());
+            if !bits.difference(&allowed).is_empty() {
                 return Err(Nfsstat4::Inval);
             }
             (CreateMode::Exclusive(cva.cva_verf), set, bits)

@@ -52,8 +52,13 @@ pub(super) fn create_session<S: Store>(
     c.program.with_state(|s| s.create_session(&caller, &args, now))
 }
 
+/// DESTROY_SESSION (RFC 8881 section 18.37): of the COMPOUND's own
+/// session only as its last operation (knfsd answers NFS4ERR_NOT_ONLY_OP).
 pub(super) fn destroy_session<S: Store>(c: &mut Compound<'_, S>, args: DestroySession4Args) -> Result<(), Nfsstat4> {
     let own = c.slot.as_ref().map(|g| g.sessionid);
+    if own.is_some_and(|s| s.0 == args.dsa_sessionid) && !c.is_last_op() {
+        return Err(Nfsstat4::NotOnlyOp);
+    }
     c.program.with_state(|s| s.destroy_session(&SessionId(args.dsa_sessionid), own.as_ref()))
 }
 
@@ -63,10 +68,15 @@ pub(super) fn destroy_clientid<S: Store>(c: &mut Compound<'_, S>, args: DestroyC
     c.program.with_state(|s| s.destroy_clientid(ClientId(args.dca_clientid), &principal, now))
 }
 
+/// BIND_CONN_TO_SESSION (RFC 8881 section 18.34): the last operation (as
+/// knfsd requires), usually the only one.
 pub(super) fn bind_conn_to_session<S: Store>(
     c: &mut Compound<'_, S>,
     args: BindConnToSession4Args,
 ) -> Result<BindConnToSession4ResOk, Nfsstat4> {
+    if !c.is_last_op() {
+        return Err(Nfsstat4::NotOnlyOp);
+    }
     let now = c.now;
     let caller = c.caller();
     c.program.with_state(|s| s.bind_conn_to_session(&caller, &args, now))

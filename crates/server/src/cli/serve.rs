@@ -77,8 +77,17 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(config.server.log_level);
     let exports: Vec<(PathBuf, String)> =
         config.exports.iter().map(|e| (e.path.clone(), describe_options(&e.clients))).collect();
+    let versions = config.server.nfs_versions;
     crate::serve::run(config, file, overrides, move |bound, mount_port, portmapped| {
-        banner(&exports, bound, mount_port, portmapped)
+        let mut text = banner(&exports, bound, mount_port, portmapped);
+        let v4 = if versions.v42 { Some("4.2") } else { versions.v41.then_some("4.1") };
+        if let Some(v4) = v4 {
+            text += &format!(
+                "\nNFSv{v4} on the same port (no MOUNT port; any export's path): mount -t nfs -o vers={v4},port={} SERVER:PATH /mnt",
+                bound[0].port()
+            );
+        }
+        text
     })
 }
 

@@ -112,6 +112,7 @@ metrics_listen = "127.0.0.1:9049"
 nsm_state_dir = "/shared/keel/nsm"
 grace_seconds_max = 15
 max_locks_per_client = 100
+nfs_versions = ["3", "4.2"]
 
 [[export]]
 path = '{home}'
@@ -172,7 +173,7 @@ clients = [{{ host = "192.0.2.7" }}]
             nsm_state_dir: Some(PathBuf::from("/shared/keel/nsm")),
             grace_max: std::time::Duration::from_secs(15),
             max_locks_per_client: 100,
-            nfs_versions: NfsVersions::default(),
+            nfs_versions: NfsVersions { v3: true, v41: false, v42: true },
             nfs4_read_delegations: false,
         }
     );
@@ -210,7 +211,7 @@ clients = [{{ host = "192.0.2.7" }}]
                     },
                 ],
                 cache: keel_cache::CacheMode::Off,
-                line: 22,
+                line: 23,
             },
             ExportConfig {
                 path: PathBuf::from(&scratch),
@@ -218,7 +219,7 @@ clients = [{{ host = "192.0.2.7" }}]
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
                 cache: keel_cache::CacheMode::Off,
-                line: 53,
+                line: 54,
             },
         ]
     );

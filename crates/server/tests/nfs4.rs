@@ -1,0 +1,128 @@
+//! NFSv4.1 and 4.2 end to end with the real Linux kernel client
+//! (`tools/kernel-nfs-client`, as `kernel_client.rs` runs it): a mount with
+//! no version option gets 4.2 and works, 4.1 and 4.2 mount the same export,
+//! the pseudo root shows only the exports the client is admitted to, and an
+//! NFSv3 client (libnfs) reads what the v4 client wrote, by the same path.
+//!
+//! Three boots of the VM, one at a time (2 cores).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use keel_testkit::server::{ExportOpts, TestServer, digest};
+
+const RUN_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/kernel-nfs-client/run.sh");
+const GUEST_SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kernel");
+const BOOT_TIMEOUT_S: u32 = 300;
+
+/// What one boot of the guest printed.
+struct Guest {
+    code: Option<i32>,
+    output: String,
+    results: BTreeMap<String, String>,
+}
+
+impl Guest {
+    /// Boots the VM with `export` of `server` mounted as `vers` says
+    /// (`--vers` of run.sh) and runs the guest script `script`.
+    fn run(server: &TestServer, vers: &str, export: &str, script: &str, files: &[&Path]) -> Guest {
+        let mut cmd = Command::new(RUN_SH);
+        cmd.arg("--port").arg(server.addr.port().to_string());
+        cmd.arg("--vers").arg(vers).arg("--export").arg(export);
+        cmd.arg("--timeout").arg(BOOT_TIMEOUT_S.to_string());
+        for f in files {
+            cmd.arg("--file").arg(f);
+        }
+        cmd.arg(Path::new(GUEST_SCRIPTS).join(script));
+        let start = Instant::now();
+        let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {RUN_SH}: {e}"));
+        let output = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let mut results = BTreeMap::new();
+        for line in output.lines() {
+            let Some(at) = line.find("RESULT ") else { continue };
+            if let Some((key, value)) = line[at + 7..].split_once('=') {
+                results.insert(key.to_string(), value.to_string());
+            }
+        }
+        eprintln!("{script} ({vers}): exit {:?} after {:.1} s", out.status.code(), start.elapsed().as_secs_f64());
+        let g = Guest { code: out.status.code(), output, results };
+        assert!(
+            g.code == Some(0) && g.get("done") == "1",
+            "guest failed:\n{}\nserver log:\n{}",
+            g.output,
+            server.log_text()
+        );
+        g
+    }
+
+    fn get(&self, key: &str) -> &str {
+        self.results.get(key).map_or("", String::as_str)
+    }
+
+    fn expect(&self, key: &str, want: &str) {
+        assert_eq!(self.get(key), want, "result {key}:\n{}", self.output);
+    }
+}
+
+/// md5 of what libnfs's NFSv3 `nfs-cat` reads of `name` in `export`.
+fn nfs3_cat_md5(server: &TestServer, export: &str, name: &str, scratch: &Path) -> String {
+    let url = format!("nfs://127.0.0.1{export}/{name}?nfsport={0}&mountport={0}", server.addr.port());
+    let out = Command::new("nfs-cat").arg(&url).output().expect("nfs-cat (apt-get install libnfs-utils)");
+    assert!(out.status.success(), "nfs-cat {url}: {}", String::from_utf8_lossy(&out.stderr));
+    let copy = scratch.join(format!("v3-{name}"));
+    fs::write(&copy, &out.stdout).unwrap();
+    digest(&copy)
+}
+
+#[test]
+fn the_kernel_client_mounts_v4_2_by_default_and_works() {
+    let mut hidden = ExportOpts::new(2, "hidden", "access = \"rw\"\ninsecure = true");
+    // Not this client (the guest's connections come from 127.0.0.1).
+    hidden.clients = "[[export.clients]]\nhost = \"192.0.2.1\"\n".into();
+    let exports =
+        vec![ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"no_root_squash\"\ninsecure = true"), hidden];
+    let server = TestServer::start("nfs4", exports, "nfs_versions = [\"3\", \"4.1\", \"4.2\"]");
+    let export = server.export_path(1);
+    let dir = server.export_dir(1);
+    let path_file = server.base.join("export-path");
+    fs::write(&path_file, export.trim_start_matches('/')).unwrap();
+
+    // 1. No version option, at the pseudo root: 4.2.
+    let g = Guest::run(&server, "auto", "/", "nfs4_workload.sh", &[&path_file]);
+    g.expect("mount_vers", "4.2");
+    g.expect("pseudo_listing", "export ");
+    let big = digest(&dir.join("big"));
+    g.expect("written_md5", &big);
+    g.expect("read_md5", &big);
+    g.expect("mkdir", "ok");
+    assert!(fs::metadata(dir.join("d")).unwrap().is_dir());
+    g.expect("renamed", "moving");
+    assert!(!dir.join("d/a").exists() && fs::read_to_string(dir.join("d/b")).unwrap() == "moving\n");
+    g.expect("removed", "ok");
+    assert!(!dir.join("d/c").exists());
+    g.expect("readlink", "some/target");
+    assert_eq!(fs::read_link(dir.join("sl")).unwrap(), Path::new("some/target"));
+    g.expect("truncated", "abc");
+    assert_eq!(fs::read(dir.join("t")).unwrap(), b"abc");
+    g.expect("mode", "640");
+    assert_eq!(fs::metadata(dir.join("t")).unwrap().permissions().mode() & 0o7777, 0o640);
+    assert_eq!(fs::metadata(dir.join("t")).unwrap().uid(), 0, "no_root_squash: root's file");
+    g.expect("ls_lines", "5");
+    // An NFSv3 client sees the same file by the same path.
+    assert_eq!(nfs3_cat_md5(&server, &export, "big", &server.base), big);
+
+    // 2. vers=4.1 and 3. vers=4.2, at the export's path.
+    for vers in ["4.1", "4.2"] {
+        let g = Guest::run(&server, vers, &export, "nfs4_again.sh", &[]);
+        g.expect("mount_vers", vers);
+        g.expect("big_md5", &big);
+        g.expect("wrote", "ok");
+        let name = format!("by-{vers}");
+        assert_eq!(fs::read_to_string(dir.join(&name)).unwrap(), format!("written over {vers}\n"));
+        assert_eq!(nfs3_cat_md5(&server, &export, &name, &server.base), digest(&dir.join(&name)));
+    }
+}
