@@ -7,10 +7,14 @@
 //! returns it; the v3 write goes through; the v4 client reads the new
 //! data. This is the path the handler tests do not take: the callbacks
 //! and their replies through the real transport and the dispatcher's
-//! reply router.
+//! reply router. Then the same with the Linux kernel client in the qemu
+//! guest of `tools/kernel-nfs-client` holding the delegation.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -261,4 +265,82 @@ fn an_nfsv3_write_recalls_a_read_delegation_and_the_v4_client_then_reads_the_new
     v3.write(&fh, 0, b"NEW", stable_how::FILE_SYNC).unwrap();
     let res = v4.ok(vec![putfh(&fh), read(open.stateid)]);
     assert_eq!(&data_of(&res[2])[..], b"NEW data");
+}
+
+const RUN_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/kernel-nfs-client/run.sh");
+const GUEST_SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kernel");
+const BOOT_TIMEOUT_S: u32 = 300;
+
+/// Boots the guest with export 1 of `server` mounted with `vers=4.1` and
+/// runs `script`: its exit code, output and `RESULT key=value` lines.
+fn run_guest(server: &TestServer, script: &str) -> (Option<i32>, String, BTreeMap<String, String>) {
+    let mut cmd = Command::new(RUN_SH);
+    cmd.arg("--port").arg(server.addr.port().to_string());
+    cmd.arg("--vers").arg("4.1").arg("--export").arg(server.export_path(1));
+    cmd.arg("--timeout").arg(BOOT_TIMEOUT_S.to_string());
+    cmd.arg(Path::new(GUEST_SCRIPTS).join(script));
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {RUN_SH}: {e}"));
+    let output = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let mut results = BTreeMap::new();
+    for line in output.lines() {
+        let Some(at) = line.find("RESULT ") else { continue };
+        if let Some((key, value)) = line[at + 7..].split_once('=') {
+            results.insert(key.to_string(), value.to_string());
+        }
+    }
+    (out.status.code(), output, results)
+}
+
+/// Writes `data` at the start of `name` with the NFSv3 client, retrying
+/// while the server answers NFS3ERR_JUKEBOX: how many times it did.
+fn v3_write_retrying(v3: &mut Nfs, dir: &[u8], name: &str, data: &[u8]) -> u32 {
+    let fh = v3.lookup(dir, name).unwrap();
+    let start = Instant::now();
+    let mut jukebox = 0;
+    loop {
+        match v3.write(&fh, 0, data, stable_how::FILE_SYNC) {
+            Ok(_) => return jukebox,
+            Err(nfsstat3::NFS3ERR_JUKEBOX) => jukebox += 1,
+            Err(e) => panic!("NFSv3 WRITE of {name}: {e:?}"),
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "the recall of {name}'s delegation never ended");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_kernel_client_returns_its_read_delegation_when_an_nfsv3_client_writes_and_reads_no_stale_data() {
+    let export = ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"no_root_squash\"\ninsecure = true");
+    let server = TestServer::start(
+        "nfs4-deleg-kernel",
+        vec![export],
+        "nfs_versions = [\"3\", \"4.1\", \"4.2\"]\nnfs4_read_delegations = true",
+    );
+    let dir = server.export_dir(1);
+    std::fs::write(dir.join("f"), b"old").unwrap();
+    std::fs::write(dir.join("signal"), b"no").unwrap();
+    std::thread::scope(|scope| {
+        let guest = scope.spawn(|| run_guest(&server, "nfs4_deleg.sh"));
+        // The guest has opened and read f (and holds a read delegation).
+        let start = Instant::now();
+        while !dir.join("ready").exists() {
+            assert!(!guest.is_finished(), "the guest ended before it was ready");
+            assert!(start.elapsed() < Duration::from_secs(u64::from(BOOT_TIMEOUT_S)), "the guest never got ready");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let mut v3 = Nfs::connect(server.addr).unwrap();
+        let root = v3.mount(&server.export_path(1)).unwrap();
+        let jukebox = v3_write_retrying(&mut v3, &root, "f", b"new");
+        assert!(jukebox > 0, "the write never waited for a recall: the guest held no delegation");
+        assert_eq!(std::fs::read(dir.join("f")).unwrap(), b"new");
+        // signal too is delegated to the guest (it reads it in a loop).
+        v3_write_retrying(&mut v3, &root, "signal", b"go");
+        let (code, output, results) = guest.join().unwrap();
+        let get = |k: &str| results.get(k).map_or("", String::as_str).to_string();
+        assert!(code == Some(0) && get("done") == "1", "guest failed:\n{output}\nserver log:\n{}", server.log_text());
+        assert_eq!(get("first"), "old", "{output}");
+        assert_eq!(get("signal"), "go", "{output}");
+        assert_eq!(get("after"), "new", "a stale read after the write was acknowledged:\n{output}");
+        assert_eq!(get("after_fd"), "new", "a stale read through the open descriptor:\n{output}");
+    });
 }
