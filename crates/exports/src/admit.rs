@@ -73,6 +73,8 @@ pub struct ExportTable<S: Store> {
     served: RwLock<Arc<[Arc<ServedExport>]>>,
     /// See [`ExportTable::holding_calls_when_storage_fails`].
     hold_on_storage_failure: bool,
+    /// NFSv4.1's delegations, when served: see [`ExportTable::before_access`].
+    delegations: std::sync::OnceLock<Arc<dyn crate::delegations::DelegationGate>>,
 }
 
 impl<S: Store> ExportTable<S> {
@@ -80,7 +82,26 @@ impl<S: Store> ExportTable<S> {
     /// `store` must have one.
     pub fn new(store: Arc<S>, rules: Vec<(u32, Vec<ClientRule>)>) -> Self {
         let served = RwLock::new(Self::pair(&*store, rules));
-        ExportTable { store, served, hold_on_storage_failure: false }
+        ExportTable { store, served, hold_on_storage_failure: false, delegations: std::sync::OnceLock::new() }
+    }
+
+    /// Installs the gate NFSv3 and NLM ask before accesses that could
+    /// conflict with a delegation (once; later calls are ignored).
+    pub fn set_delegation_gate(&self, gate: Arc<dyn crate::delegations::DelegationGate>) {
+        _ = self.delegations.set(gate);
+    }
+
+    /// Whether an access to `handle`'s file by a client holding no
+    /// delegation may go on now ([`DelegationGate::before_access`]);
+    /// always without a gate.
+    ///
+    /// [`DelegationGate::before_access`]: crate::delegations::DelegationGate::before_access
+    pub fn before_access(
+        &self,
+        handle: &[u8],
+        access: crate::delegations::GateAccess,
+    ) -> Result<(), crate::delegations::Recalling> {
+        self.delegations.get().map_or(Ok(()), |g| g.before_access(handle, access))
     }
 
     /// For a server in an HA pair: a call that fails with an I/O error

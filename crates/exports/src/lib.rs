@@ -26,6 +26,7 @@
 
 mod admit;
 pub mod claims;
+pub mod delegations;
 pub mod policy;
 pub mod pseudo;
 

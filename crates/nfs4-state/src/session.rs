@@ -608,6 +608,12 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         }
     }
 
+    /// The client's callback path as the handler last set it; `None` for
+    /// an unknown client.
+    pub fn callback_state(&self, clientid: ClientId) -> Option<CallbackState> {
+        self.clients.get(&clientid).map(|c| c.callback)
+    }
+
     /// A session and connection to send the client a callback on, if it
     /// has a backchannel.
     pub fn callback_channel(&self, clientid: ClientId) -> Option<CallbackChannel> {

@@ -297,7 +297,14 @@ pub(crate) fn run<S: Store>(
                     }
                 }
             }
-            op => run_op(&mut c, index, head.numops, op),
+            op => {
+                let hook = crate::callback::BindHook::of(&op, c.slot.as_ref().map(|g| g.clientid));
+                let res = run_op(&mut c, index, head.numops, op);
+                if res.status() == Nfsstat4::Ok {
+                    crate::callback::after_bind(&c, hook);
+                }
+                res
+            }
         };
         let res = fit(&c, &out, res);
         if let Some(observer) = &program.observer {
@@ -324,6 +331,8 @@ pub(crate) fn run<S: Store>(
         c.sequence_done(status, count, &[]);
         out.finish(reply);
     }
+    // Recalls this COMPOUND caused, probes it asked for.
+    program.callbacks.after_compound(program, now);
     Ok(Some(status))
 }
 

@@ -32,13 +32,18 @@
 
 #![forbid(unsafe_code)]
 
+mod callback;
 mod compound;
+mod deleg;
+#[cfg(test)]
+mod deleg_tests;
 mod errno;
 mod ops;
 mod program;
 #[cfg(test)]
 mod tests;
 
+pub use callback::CallbackCounters;
 pub use compound::{Compound, ExportFh, Filehandle};
 pub use ops::{OpEntry, OpFlags, operation_names};
 pub use program::{MinorVersions, Nfs4Config, Nfs4Program, OpObserver};

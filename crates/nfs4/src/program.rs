@@ -90,6 +90,8 @@ pub struct Nfs4Program<S: Store> {
     started: Time,
     /// The handle of each export's root (export ids are never reused).
     export_roots: Mutex<HashMap<u32, Bytes>>,
+    /// The backchannel: probes and recalls (`callback.rs`).
+    pub(crate) callbacks: crate::callback::Callbacks,
 }
 
 impl<S: Store> Nfs4Program<S> {
@@ -104,6 +106,7 @@ impl<S: Store> Nfs4Program<S> {
         let lease_seconds = u32::try_from(config.state.lease.as_secs()).unwrap_or(u32::MAX);
         let since_1970 = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         let started = Time { seconds: since_1970.as_secs() as i64, nanos: since_1970.subsec_nanos() };
+        let callbacks = crate::callback::Callbacks::new(config.state.lease);
         let state = NfsState::new(config.state, config.epoch, config.session_key, records, Instant::now())?;
         Ok(Nfs4Program {
             exports,
@@ -117,7 +120,45 @@ impl<S: Store> Nfs4Program<S> {
             lease_seconds,
             started,
             export_roots: Mutex::new(HashMap::new()),
+            callbacks,
         })
+    }
+
+    /// Sends callbacks (the backchannel's probes and CB_RECALL) and reads
+    /// their replies through `router`, which the dispatcher gives the
+    /// replies that come on connections. Without it no callback is sent:
+    /// every client's callback path stays down and no delegation is
+    /// offered.
+    pub fn with_reply_router(mut self, router: Arc<keel_rpc::ReplyRouter>) -> Self {
+        self.callbacks.set_router(router);
+        self
+    }
+
+    /// Offers read delegations on OPEN (`deleg.rs` says when; off by
+    /// default: a local process's write to a delegated file is not seen).
+    /// Needs [`Nfs4Program::with_reply_router`] to recall them.
+    pub fn with_read_delegations(mut self, on: bool) -> Self {
+        self.callbacks.set_read_delegations(on);
+        self
+    }
+
+    /// Starts the callback thread: it handles callbacks' replies and
+    /// timeouts, retries recalls and reaps the state (leases, recall
+    /// deadlines, the grace period) when no COMPOUND comes. It ends once
+    /// the program is dropped. Installs the gate NFSv3's accesses go
+    /// through on the export table, which recalls delegations.
+    pub fn start_callbacks(self: &Arc<Self>) -> std::io::Result<()> {
+        crate::deleg::install_gate(self);
+        let (program, mailbox) = (Arc::downgrade(self), self.callbacks.mailbox());
+        std::thread::Builder::new()
+            .name("keel-nfs4-cb".into())
+            .spawn(move || crate::callback::run_thread(program, mailbox))
+            .map(drop)
+    }
+
+    /// Callback counters (probes and recalls sent, replies, timeouts).
+    pub fn callback_counters(&self) -> crate::callback::CallbackCounters {
+        self.callbacks.counters()
     }
 
     /// Tells `observer` the outcome of every operation.

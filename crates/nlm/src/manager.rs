@@ -45,6 +45,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use keel_exports::delegations::GateAccess;
 use keel_exports::{AdmitError, Admitted, ExportTable};
 use keel_nfs4_state::{Grace, GraceEndReason, PreviousClient, Reclaimer, SharedGrace};
 use keel_nlm_proto::nlm4::{
@@ -837,6 +838,14 @@ impl<S: Store> LockManager<S> {
             Ok(x) => x,
             Err(s) => return s,
         };
+        // An NFSv4.1 client holding a read delegation may hold shared
+        // locks it never sent (Linux keeps them locally): an exclusive
+        // lock waits while the delegation is recalled. The client's lockd
+        // retries a lock denied for the grace period after a few seconds.
+        let access = if args.exclusive { GateAccess::Write } else { GateAccess::Read };
+        if self.exports.before_access(&args.alock.fh.0, access).is_err() {
+            return Nlm4Stats::DeniedGracePeriod;
+        }
         let (kind, range) = (kind_of(args.exclusive), range_of(&args.alock));
         let fh = args.alock.fh.0.clone();
         // Open a description first if the owner has none on this file

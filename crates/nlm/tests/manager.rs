@@ -586,3 +586,46 @@ fn the_early_end_waits_for_the_nlm_hosts_and_the_nfs4_clients() {
     assert_eq!(s.lm.lock(&b, &other, true), Nlm4Stats::Granted);
     std::fs::remove_dir_all(&s.dir).unwrap();
 }
+
+/// A delegation gate that refuses writers while `recalling` is set.
+struct Recalling(Arc<std::sync::atomic::AtomicBool>);
+
+impl keel_exports::delegations::DelegationGate for Recalling {
+    fn before_access(
+        &self,
+        _handle: &[u8],
+        access: keel_exports::delegations::GateAccess,
+    ) -> Result<(), keel_exports::delegations::Recalling> {
+        let busy = self.0.load(std::sync::atomic::Ordering::SeqCst);
+        if busy && access == keel_exports::delegations::GateAccess::Write {
+            Err(keel_exports::delegations::Recalling)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[test]
+fn an_exclusive_lock_waits_while_a_delegation_is_recalled_and_a_shared_one_does_not() {
+    let store = Arc::new(SimStore::new(7));
+    let root_dir = store.lookup_path(1, b"/").unwrap();
+    let who = store.act_as(&Cred::ROOT).unwrap();
+    let file = store.create(&who, &root_dir, b"f", CreateMode::Unchecked, &SetAttrs::default(), false).unwrap();
+    let fh = file.object.handle().clone();
+    let opts = ClientOptions { access: Access::ReadWrite, squash: Squash::None, secure: false, ..Default::default() };
+    let exports =
+        Arc::new(ExportTable::new(store, vec![(1, vec![ClientRule { host: HostMatch::Any, options: opts }])]));
+    let recalling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    exports.set_delegation_gate(Arc::new(Recalling(recalling.clone())));
+    let dir = nsm_dir("deleg");
+    let lm = LockManager::new(exports, LockConfig::new(dir.clone())).unwrap();
+    lm.set_courier(Box::new(Recorder::default()));
+    let cred = root();
+    let shared = Nlm4Lockargs { exclusive: false, ..lockargs(lock(&fh, "a", 1, 0, 10), false, false) };
+    assert_eq!(lm.lock(&ctx(A, &cred), &shared, true), Nlm4Stats::Granted);
+    let exclusive = Nlm4Lockargs { exclusive: true, ..lockargs(lock(&fh, "b", 2, 100, 10), false, false) };
+    assert_eq!(lm.lock(&ctx(B, &cred), &exclusive, true), Nlm4Stats::DeniedGracePeriod);
+    recalling.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(lm.lock(&ctx(B, &cred), &exclusive, true), Nlm4Stats::Granted);
+    let _ = std::fs::remove_dir_all(dir);
+}

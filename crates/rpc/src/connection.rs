@@ -28,10 +28,16 @@ pub trait Backchannel: Send + Sync {
     /// Queues `call`, a whole call message (header and arguments; the
     /// transport frames it), behind what the connection already has to
     /// send. `Ok` means queued, not received: the connection may fail
-    /// before it goes out. The client's replies come back on the
-    /// connection, where the dispatcher drops them for now (it takes
-    /// calls only): nothing waits for them until NFSv4.1's callbacks do.
+    /// before it goes out. The client's reply comes back on the
+    /// connection, where the dispatcher gives it to the
+    /// [`ReplyRouter`](crate::ReplyRouter) the call was registered with.
     fn send_call(&self, call: Bytes) -> Result<(), BackchannelError>;
+
+    /// Whether the connection may still take calls (false once it is
+    /// known closed): who keeps backchannels forgets the closed ones.
+    fn is_open(&self) -> bool {
+        true
+    }
 }
 
 /// Why a call was not queued on a connection.

@@ -17,6 +17,7 @@ use crate::msg::{
     AcceptStat, AuthStat, CallHeader, CallHeaderError, OpaqueAuth, RPC_VERSION, RejectStat, ReplyStat,
     encode_reply_header, encode_reply_header_with,
 };
+use crate::replies::ReplyRouter;
 use crate::report::CallReport;
 
 /// What a program needs to know about a call besides its arguments.
@@ -117,6 +118,9 @@ pub struct Dispatcher {
     /// RPCSEC_GSS, if the server has a key: without one, an RPCSEC_GSS
     /// credential is a flavor not served (AUTH_BADCRED).
     gss: Option<Arc<GssServer>>,
+    /// Where replies to the calls sent back on connections go; without
+    /// one they are dropped.
+    replies: Option<Arc<ReplyRouter>>,
 }
 
 /// Two programs given to one [`Dispatcher`] serve the same version of a
@@ -146,7 +150,7 @@ impl Dispatcher {
                 }
             }
         }
-        Ok(Dispatcher { programs, cache, gss: None })
+        Ok(Dispatcher { programs, cache, gss: None, replies: None })
     }
 
     /// Also serves RPCSEC_GSS, with `gss`'s key and contexts.
@@ -157,6 +161,13 @@ impl Dispatcher {
 
     pub fn gss(&self) -> Option<&Arc<GssServer>> {
         self.gss.as_ref()
+    }
+
+    /// Gives the replies that come on connections to `router` (the calls
+    /// the programs sent back registered there).
+    pub fn with_reply_router(mut self, router: Arc<ReplyRouter>) -> Self {
+        self.replies = Some(router);
+        self
     }
 
     /// The program serving version `vers` of program `prog`, or how the
@@ -216,9 +227,14 @@ impl Dispatcher {
         local: SocketAddr,
         connection: Option<&CallConnection>,
     ) -> Option<ReplySegments> {
-        let mut dec = Decoder::new(record);
+        let mut dec = Decoder::new(record.clone());
         let header = match CallHeader::decode(&mut dec) {
             Ok(h) => h,
+            Err(CallHeaderError::NotACall { .. }) if self.replies.is_some() && is_reply(&record) => {
+                let router = self.replies.as_ref().expect("checked");
+                router.route(connection.map(CallConnection::id), record, std::time::Instant::now());
+                return None;
+            }
             Err(CallHeaderError::NoXid) | Err(CallHeaderError::NotACall { .. }) => {
                 tracing::debug!(%peer, "record is not an RPC call; dropped");
                 return None;
@@ -520,6 +536,11 @@ fn sealed_reply(xid: u32, verf: &OpaqueAuth, call: &GssCall, clear: &[u8]) -> Op
     encode_reply_header_with(&mut reply, xid, verf, ReplyStat::Accepted(AcceptStat::Success));
     reply.raw_segments([Segment::Bytes(sealed)]);
     Some(reply.finish())
+}
+
+/// Whether `record` is a reply message (its second word is REPLY).
+fn is_reply(record: &Bytes) -> bool {
+    record.get(4..8).is_some_and(|w| w == crate::msg::MSG_REPLY.to_be_bytes())
 }
 
 /// A reply carrying only a status, e.g. SYSTEM_ERR for a call whose

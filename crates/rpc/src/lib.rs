@@ -20,6 +20,7 @@ pub mod drc;
 pub mod gss;
 pub mod msg;
 pub mod record;
+mod replies;
 mod report;
 mod table;
 
@@ -31,6 +32,7 @@ pub use dispatch::{
 };
 pub use drc::{ReplyCache, ReplyJournal};
 pub use msg::{Auth, AuthSys};
+pub use replies::{REPLIES_WAITING_MAX, ReplyRouter, ReplyRouterStats, ReplyWaiter, Routed, RouterFull};
 pub use report::CallReport;
 pub use table::{
     CacheClass, Call, Handled, Handler, Handlers, Procedure, ProcedureTable, ReplyBytesMax, TabledProgram,

@@ -7,7 +7,7 @@ use keel_xdr::{Decoder, Encoder, XdrError};
 
 pub const RPC_VERSION: u32 = 2;
 const MSG_CALL: u32 = 0;
-const MSG_REPLY: u32 = 1;
+pub(crate) const MSG_REPLY: u32 = 1;
 const MSG_ACCEPTED: u32 = 0;
 const MSG_DENIED: u32 = 1;
 

@@ -93,6 +93,10 @@ pub struct ServerConfig {
     pub principal: Option<String>,
     /// The NFS versions served (nfs.conf's `vers3`, `vers4.1`, `vers4.2`).
     pub nfs_versions: NfsVersions,
+    /// Whether NFSv4.1 clients are offered read delegations (recalled
+    /// when an NFSv3 or another v4 client writes). Off by default: a
+    /// local process's write to an exported file does not recall them.
+    pub nfs4_read_delegations: bool,
 }
 
 /// The NFS versions served. NFSv4.0 is not among them: it has another
@@ -254,6 +258,7 @@ impl Default for ServerConfig {
             keytab: PathBuf::from(DEFAULT_KEYTAB),
             principal: None,
             nfs_versions: NfsVersions::default(),
+            nfs4_read_delegations: false,
         }
     }
 }
@@ -613,6 +618,9 @@ impl Checker<'_> {
         }
         if let Some(v) = raw.fault_injection {
             s.fault_injection = v;
+        }
+        if let Some(v) = raw.nfs4_read_delegations {
+            s.nfs4_read_delegations = v;
         }
         if let Some(v) = &raw.max_inflight_mib {
             let mib = self.usize_from("max_inflight_mib", v, MAX_INFLIGHT_MIB_PER_CONNECTION_MIN, MAX_INFLIGHT_MIB_MAX);

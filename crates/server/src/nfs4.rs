@@ -13,7 +13,7 @@ use keel_exports::{ExportTable, PseudoKey};
 use keel_nfs4::{MinorVersions, Nfs4Config, Nfs4Program, OpObserver};
 use keel_nfs4_proto::{Nfsstat4, OpNum};
 use keel_nfs4_state::{BootEpoch, ClientRecords, MemoryRecords, StateConfig};
-use keel_rpc::RpcProgram;
+use keel_rpc::{ReplyRouter, RpcProgram};
 use keel_stats::{CallStats, OperationCounter};
 use keel_store::state_file;
 
@@ -30,6 +30,7 @@ pub fn program(
     config: &Config,
     exports: Arc<ExportTable<Served>>,
     calls: &Arc<CallStats>,
+    reply_router: Arc<ReplyRouter>,
 ) -> anyhow::Result<Option<Arc<dyn RpcProgram>>> {
     let versions = config.server.nfs_versions;
     let minors = MinorVersions { v41: versions.v41, v42: versions.v42 };
@@ -47,12 +48,16 @@ pub fn program(
         pseudo_key: pseudo_key(state_dir)?,
         server_owner: server_owner(),
     };
-    let mut program =
-        Nfs4Program::new(exports, nfs4, client_records()).map_err(|e| anyhow::anyhow!("cannot start NFSv4: {e}"))?;
+    let mut program = Nfs4Program::new(exports, nfs4, client_records())
+        .map_err(|e| anyhow::anyhow!("cannot start NFSv4: {e}"))?
+        .with_reply_router(reply_router)
+        .with_read_delegations(config.server.nfs4_read_delegations);
     if let Some(counter) = calls.operations(crate::stats::NFS4_OPERATIONS) {
         program = program.with_observer(Arc::new(CountedOps(counter)));
     }
-    Ok(Some(Arc::new(program)))
+    let program = Arc::new(program);
+    program.start_callbacks().context("cannot start the NFSv4.1 callback thread")?;
+    Ok(Some(program))
 }
 
 /// Where NFSv4.1 client records are kept for reclaim after a restart.

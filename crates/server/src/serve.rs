@@ -209,7 +209,9 @@ async fn serve(
         tracing::warn!("fault injection is on: the administration socket can make storage calls fail (for tests)");
     }
     let nfs: Arc<dyn RpcProgram> = Arc::new(Nfs3Program::new(exports.clone()));
-    let nfs4 = crate::nfs4::program(config, exports.clone(), &calls)?;
+    // Replies to the calls NFSv4.1 sends back on connections (callbacks).
+    let reply_router = Arc::new(keel_rpc::ReplyRouter::default());
+    let nfs4 = crate::nfs4::program(config, exports.clone(), &calls, reply_router.clone())?;
     let mount: Arc<dyn RpcProgram> =
         Arc::new(MountProgram::with_list_file(exports.clone(), server.state_dir.join(MOUNT_LIST_FILE)));
     let nlm: Arc<dyn RpcProgram> = Arc::new(NlmProgram::new(locks.clone()));
@@ -281,7 +283,7 @@ async fn serve(
     }
     // RPCSEC_GSS on the TCP programs (NFS, MOUNT, NLM, NSM); the UDP
     // ones (NLM and NSM datagrams, the portmapper) answer it AUTH_BADCRED.
-    let mut dispatcher = Dispatcher::new(programs, cache)?;
+    let mut dispatcher = Dispatcher::new(programs, cache)?.with_reply_router(reply_router);
     if let Some(gss) = gss {
         dispatcher = dispatcher.with_gss(gss);
     }

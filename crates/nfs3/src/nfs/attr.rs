@@ -1,5 +1,6 @@
 //! GETATTR, SETATTR, ACCESS, READLINK, FSSTAT, FSINFO, PATHCONF.
 
+use keel_exports::delegations::GateAccess;
 use keel_nfs3_proto::nfs3::*;
 use keel_store::Store;
 
@@ -22,7 +23,7 @@ pub(super) fn setattr<S: Store>(r: &Request<S>, a: Setattr3Args) -> Setattr3Res 
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
     let before = r.pre(&inode);
-    let done = caller.writable().and_then(|()| {
+    let done = caller.writable().and_then(|()| r.delegations(&inode, GateAccess::Write)).and_then(|()| {
         let guard = a.guard.map(time);
         r.store()
             .setattr(caller.who, &inode, &set_attrs(&a.new_attributes), guard, caller.opts.sync)

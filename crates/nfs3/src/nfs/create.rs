@@ -1,5 +1,6 @@
 //! CREATE, MKDIR, SYMLINK, MKNOD, LINK.
 
+use keel_exports::delegations::GateAccess;
 use keel_nfs3_proto::nfs3::*;
 use keel_store::{CreateMode, Created, NodeKind, Store};
 
@@ -32,6 +33,10 @@ pub(super) fn create<S: Store>(r: &Request<S>, a: Create3Args) -> Create3Res {
     };
     let name = a.where_.name.as_bytes();
     let (made, dir_wcc) = make(r, &a.where_.dir, |c, dir| {
+        // UNCHECKED over an existing file may truncate it.
+        if mode == CreateMode::Unchecked && attrs.size.is_some() {
+            r.delegations_of_name(c.who, dir, name)?;
+        }
         r.store().create(c.who, dir, name, mode, &attrs, c.opts.sync).map_err(|e| status(&e))
     });
     match made {
@@ -99,7 +104,7 @@ pub(super) fn link<S: Store>(r: &Request<S>, a: Link3Args) -> Link3Res {
         Err(s) => return NfsResult::Fail(s, Link3ResFail { file_attributes: r.post(&file), ..Default::default() }),
     };
     let before = r.pre(&dir);
-    let done = caller.writable().and_then(|()| {
+    let done = caller.writable().and_then(|()| r.delegations(&file, GateAccess::Write)).and_then(|()| {
         r.store().link(caller.who, &file, &dir, a.link.name.as_bytes(), caller.opts.sync).map_err(|e| status(&e))
     });
     let (file_attributes, linkdir_wcc) = (r.post(&file), r.wcc(before, &dir));

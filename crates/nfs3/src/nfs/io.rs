@@ -1,5 +1,6 @@
 //! READ, WRITE, COMMIT.
 
+use keel_exports::delegations::GateAccess;
 use keel_nfs3_proto::nfs3::*;
 use keel_store::{ReadData, Stability, Store};
 use keel_xdr::{Encode, Encoder, Spliced};
@@ -61,7 +62,7 @@ pub(super) fn write<S: Store>(r: &Request<S>, a: Write3Args) -> Write3Res {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
-    if let Err(s) = caller.writable() {
+    if let Err(s) = caller.writable().and_then(|()| r.delegations(&inode, GateAccess::Write)) {
         return NfsResult::Fail(s, Write3ResFail { file_wcc: r.wcc(None, &inode) });
     }
     let count = a.count as usize;

@@ -190,6 +190,21 @@ impl<S: Store> Request<'_, S> {
         &self.exports.store
     }
 
+    /// NFS3ERR_JUKEBOX while an NFSv4.1 delegation on `obj` that the
+    /// access conflicts with is being recalled (the client retries).
+    fn delegations(&self, obj: &S::Object, access: keel_exports::delegations::GateAccess) -> Result<(), Nfsstat3> {
+        self.exports.before_access(keel_store::Object::handle(obj), access).map_err(|_| Nfsstat3::Jukebox)
+    }
+
+    /// [`Request::delegations`] for the file `name` in `dir` names, if any
+    /// (REMOVE, RENAME; a missing name is for the operation to report).
+    fn delegations_of_name(&self, who: &S::Caller, dir: &S::Object, name: &[u8]) -> Result<(), Nfsstat3> {
+        match self.store().lookup(who, dir, name) {
+            Ok((obj, _)) => self.delegations(&obj, keel_exports::delegations::GateAccess::Write),
+            Err(_) => Ok(()),
+        }
+    }
+
     /// The object `fh` names, if the export admits this client, with the
     /// client's options there and its squashed identity.
     /// A call whose flavor the export does not accept (`sec=`) is

@@ -14,6 +14,7 @@ fn unlink<S: Store>(r: &Request<S>, what: &Diropargs3, dir_too: bool) -> (Result
     let before = r.pre(&dir);
     let done = caller.writable().and_then(|()| {
         let (who, name, sync) = (caller.who, what.name.as_bytes(), caller.opts.sync);
+        r.delegations_of_name(who, &dir, name)?;
         let store = r.store();
         if dir_too { store.rmdir(who, &dir, name, sync) } else { store.remove(who, &dir, name, sync) }
             .map_err(|e| status(&e))
@@ -46,6 +47,8 @@ pub(super) fn rename<S: Store>(r: &Request<S>, a: Rename3Args) -> Rename3Res {
     };
     let (from_before, to_before) = (r.pre(&from), r.pre(&to));
     let done = caller.writable().and_then(|()| {
+        r.delegations_of_name(caller.who, &from, a.from.name.as_bytes())?;
+        r.delegations_of_name(caller.who, &to, a.to.name.as_bytes())?;
         r.store()
             .rename(caller.who, &from, a.from.name.as_bytes(), &to, a.to.name.as_bytes(), caller.opts.sync)
             .map_err(|e| status(&e))

@@ -316,6 +316,7 @@ fn do_setattr<S: Store>(c: &mut Compound<'_, S>, args: &Setattr4Args) -> Result<
     let fh = c.current_export(Nfsstat4::Rofs)?;
     let (set, bits) = set_attrs(&args.obj_attributes)?;
     fh.writable()?;
+    crate::deleg::before_change(c, fh.handle())?;
     if set.size.is_some() {
         if fh.object.file_type() != FileType::Regular {
             return Err(if fh.object.file_type() == FileType::Directory { Nfsstat4::Isdir } else { Nfsstat4::Inval });

@@ -190,6 +190,7 @@ pub(super) fn link<S: Store>(c: &mut Compound<'_, S>, args: Link4Args) -> Result
     }
     let n = name(&args.newname)?.to_vec();
     dir.writable()?;
+    crate::deleg::before_change(c, file.handle())?;
     let before = dir_change(c, &dir.object);
     let store = c.store();
     let who = c.act(&dir)?;
@@ -201,6 +202,7 @@ pub(super) fn remove<S: Store>(c: &mut Compound<'_, S>, args: Remove4Args) -> Re
     let dir = export_dir(c)?;
     let n = name(&args.target)?.to_vec();
     dir.writable()?;
+    crate::deleg::before_change_of_name(c, &dir, &n)?;
     let before = dir_change(c, &dir.object);
     let store = c.store();
     let who = c.act(&dir)?;
@@ -220,6 +222,8 @@ pub(super) fn rename<S: Store>(c: &mut Compound<'_, S>, args: Rename4Args) -> Re
     is_dir(&from_dir.object)?;
     let (from, to) = (name(&args.oldname)?.to_vec(), name(&args.newname)?.to_vec());
     to_dir.writable()?;
+    crate::deleg::before_change_of_name(c, &from_dir, &from)?;
+    crate::deleg::before_change_of_name(c, &to_dir, &to)?;
     let (from_before, to_before) = (dir_change(c, &from_dir.object), dir_change(c, &to_dir.object));
     let store = c.store();
     let who = c.act(&to_dir)?;

@@ -1,8 +1,7 @@
 //! Opens, share reservations and delegations (RFC 8881 sections 18.2,
 //! 18.6, 18.16, 18.18): OPEN, CLOSE, OPEN_DOWNGRADE, DELEGRETURN. Share
-//! reservations are keel-nfs4-state's; no delegation is offered yet (the
-//! backchannel that would recall one is not served), so OPEN answers
-//! "none" and DELEGRETURN can only find a bad stateid.
+//! reservations are keel-nfs4-state's; whether OPEN offers a read
+//! delegation is `deleg.rs`'s.
 
 use keel_nfs4_proto::*;
 use keel_nfs4_state::{ClientId, OpenClaim, ShareAccess};
@@ -43,7 +42,7 @@ pub(super) fn open<S: Store>(c: &mut Compound<'_, S>, args: Open4Args) -> Result
         OpenClaim4::ClaimFh => (by_fh(c, share)?, OpenClaim::Null),
         // Outside a grace period the state answers NFS4ERR_NO_GRACE.
         OpenClaim4::ClaimPrevious(_) => (by_fh(c, share)?, OpenClaim::Previous),
-        // No delegation is ever given: the state finds the stateid bad.
+        // The state checks the delegation stateid.
         OpenClaim4::ClaimDelegateCur(cur) => {
             (by_name(c, &cur.file, &Openflag4::Open4Nocreate, share)?, OpenClaim::DelegateCur(cur.delegate_stateid))
         }
@@ -61,7 +60,7 @@ pub(super) fn open<S: Store>(c: &mut Compound<'_, S>, args: Open4Args) -> Result
         cinfo: opened.cinfo,
         rflags: OPEN4_RESULT_LOCKTYPE_POSIX,
         attrset: opened.attrset,
-        delegation: no_delegation(share.want),
+        delegation: crate::deleg::on_open(c, client, &file, share, &args.claim, no_delegation(share.want)),
     })
 }
 
@@ -207,8 +206,8 @@ pub(super) fn open_downgrade<S: Store>(
     Ok(OpenDowngrade4ResOk { open_stateid })
 }
 
-/// No delegation is ever given, so the state finds every stateid bad (or
-/// stale, or of another kind), as the RFC asks.
+/// The delegation ends (a revoked one answers NFS4ERR_DELEG_REVOKED;
+/// the client frees it with FREE_STATEID).
 pub(super) fn delegreturn<S: Store>(c: &mut Compound<'_, S>, args: Delegreturn4Args) -> Result<(), Nfsstat4> {
     let client = session_client(c)?;
     let file = current_file(c)?;

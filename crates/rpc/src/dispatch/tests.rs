@@ -390,3 +390,36 @@ fn a_call_knows_the_connection_it_came_on() {
     assert_eq!(connection_of(d.handle(call(2, 7, 1, 12, sys(0), &[]), peer, local)), None, "a datagram");
     assert_eq!(sent.0.lock().unwrap().len(), 2);
 }
+
+#[test]
+fn replies_on_a_connection_reach_the_call_sent_back_there_and_nothing_else() {
+    let router = Arc::new(crate::ReplyRouter::default());
+    let (d, echo) = dispatcher();
+    let d = d.with_reply_router(router.clone());
+    let (peer, local) = (PEER.parse().unwrap(), LOCAL.parse().unwrap());
+    let sent = Arc::new(Sent::default());
+    let ours = CallConnection::new(ConnectionId::new(5), sent.clone());
+    let theirs = CallConnection::new(ConnectionId::new(6), sent);
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let g = got.clone();
+    let now = std::time::Instant::now();
+    let waiter = Box::new(move |r: Bytes| g.lock().unwrap().push(r));
+    let xid = router.expect(ours.id(), std::time::Duration::from_secs(30), now, waiter).unwrap();
+    let reply = |xid: u32| {
+        let mut enc = Encoder::new();
+        crate::msg::encode_reply_header(&mut enc, xid, ReplyStat::Accepted(AcceptStat::Success));
+        enc.u32(0x5a5a);
+        enc.into_bytes()
+    };
+    // Another connection, a datagram, an xid nobody sent: nothing is
+    // answered and the waiter hears nothing.
+    assert!(d.handle_on_connection(reply(xid), peer, local, &theirs).is_none());
+    assert!(d.handle(reply(xid), peer, local).is_none());
+    assert!(d.handle_on_connection(reply(xid ^ 1), peer, local, &ours).is_none());
+    assert!(got.lock().unwrap().is_empty());
+    assert!(d.handle_on_connection(reply(xid), peer, local, &ours).is_none());
+    assert_eq!(got.lock().unwrap().as_slice(), &[reply(xid)]);
+    let stats = router.stats();
+    assert_eq!((stats.delivered, stats.unknown, stats.waiting), (1, 3, 0));
+    assert_eq!(echo.executions.load(Ordering::SeqCst), 0, "no program ran");
+}

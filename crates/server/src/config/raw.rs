@@ -58,6 +58,7 @@ pub(super) struct RawServer {
     pub keytab: Option<Spanned<String>>,
     pub principal: Option<Spanned<String>>,
     pub nfs_versions: Option<Spanned<Vec<Spanned<String>>>>,
+    pub nfs4_read_delegations: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

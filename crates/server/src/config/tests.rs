@@ -176,6 +176,7 @@ clients = [{{ host = "192.0.2.7" }}]
             keytab: PathBuf::from("/etc/krb5.keytab"),
             principal: None,
             nfs_versions: NfsVersions { v3: true, v41: false, v42: true },
+            nfs4_read_delegations: false,
         }
     );
     let export_wide = ClientOptions {
@@ -246,6 +247,7 @@ fn defaults_when_server_table_is_absent() {
     assert_eq!((s.max_inflight_bytes, s.max_inflight_bytes_per_connection), (192 << 20, 16 << 20));
     assert_eq!((s.idle_timeout.as_secs(), s.stall_timeout.as_secs()), (360, 60));
     assert_eq!(s.nfs_versions, NfsVersions { v3: true, v41: false, v42: false });
+    assert!(!s.nfs4_read_delegations, "read delegations are off unless asked for");
 
     let e = &config.exports[0];
     assert_eq!(e.path, Path::new("/"));

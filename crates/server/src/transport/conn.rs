@@ -192,6 +192,10 @@ impl Backchannel for ConnectionWriter {
             Pending { segments: vec![mark, Segment::Bytes(call)], _hold: Hold::Backchannel { _place: place } };
         if conn.send_pending(&sh, vec![pending]) { Ok(()) } else { Err(BackchannelError::Closed) }
     }
+
+    fn is_open(&self) -> bool {
+        self.conn.upgrade().is_some_and(|c| !c.out.lock().expect("outbox lock").closed)
+    }
 }
 
 /// What a call holds until its reply is written or dropped: its bytes of

@@ -1,0 +1,520 @@
+//! Delegations and the backchannel, driven with whole COMPOUND calls on
+//! connections whose backchannel is a fake that keeps the calls sent
+//! back; the tests answer them (or not) as a client would.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use keel_exports::delegations::GateAccess;
+use keel_exports::{Access, ClientOptions, ClientRule, ExportTable, HostMatch, PseudoKey, Squash};
+use keel_nfs4_proto::*;
+use keel_nfs4_state::{BootEpoch, MemoryRecords, StateConfig};
+use keel_rpc::msg::{AcceptStat, CallHeader, ReplyStat, encode_reply_header};
+use keel_rpc::{
+    Backchannel, BackchannelError, CallConnection, CallContext, ConnectionId, Credential, ReplyRouter, RpcProgram,
+    TabledProgram,
+};
+use keel_store::sim::SimStore;
+use keel_xdr::{Decode, Decoder, Encode, Encoder, Opaque};
+
+use crate::{MinorVersions, Nfs4Config, Nfs4Program};
+
+type Program = Nfs4Program<SimStore>;
+
+const LEASE: Duration = Duration::from_secs(90);
+
+/// A backchannel that keeps what is sent on it.
+#[derive(Default)]
+struct FakeBackchannel(Mutex<Vec<Bytes>>);
+
+impl Backchannel for FakeBackchannel {
+    fn send_call(&self, call: Bytes) -> Result<(), BackchannelError> {
+        self.0.lock().unwrap().push(call);
+        Ok(())
+    }
+}
+
+struct World {
+    p: Arc<Program>,
+    router: Arc<ReplyRouter>,
+}
+
+/// One export, /srv/a, read-write for 10/8; read delegations on unless
+/// `delegations` is false.
+fn world(delegations: bool) -> World {
+    let store = Arc::new(SimStore::with_exports(7, &[(1, "/srv/a")]));
+    let rule = ClientRule {
+        host: HostMatch::Net { addr: "10.0.0.0".parse().unwrap(), prefix_len: 8 },
+        options: ClientOptions { access: Access::ReadWrite, squash: Squash::None, secure: false, ..Default::default() },
+    };
+    let exports = Arc::new(ExportTable::new(store, vec![(1, vec![rule])]));
+    let config = Nfs4Config {
+        minors: MinorVersions { v41: true, v42: true },
+        state: StateConfig { lease: LEASE, ..StateConfig::default() },
+        epoch: BootEpoch::new(5).unwrap(),
+        session_key: [3; 16],
+        pseudo_key: PseudoKey::from_bytes([9; 16]),
+        server_owner: Bytes::from_static(b"test-server"),
+    };
+    let router = Arc::new(ReplyRouter::default());
+    let p = Nfs4Program::new(exports, config, Box::new(MemoryRecords::new()))
+        .unwrap()
+        .with_reply_router(router.clone())
+        .with_read_delegations(delegations);
+    let p = Arc::new(p);
+    // What start_callbacks does, without its thread: the tests pump.
+    crate::deleg::install_gate(&p);
+    World { p, router }
+}
+
+fn root() -> Credential {
+    Credential::sys(Bytes::from_static(b"client"), 0, 0, &[])
+}
+
+/// A client with a session whose backchannel is its own connection.
+struct Client {
+    p: Arc<Program>,
+    router: Arc<ReplyRouter>,
+    peer: SocketAddr,
+    conn: CallConnection,
+    sent: Arc<FakeBackchannel>,
+    session: Sessionid4,
+    seq: u32,
+    cb_seq: u32,
+}
+
+impl Client {
+    fn new(w: &World, peer: &str, conn: u64, owner: &str) -> Client {
+        let sent = Arc::new(FakeBackchannel::default());
+        let mut c = Client {
+            p: w.p.clone(),
+            router: w.router.clone(),
+            peer: peer.parse().unwrap(),
+            conn: CallConnection::new(ConnectionId::new(conn), sent.clone()),
+            sent,
+            session: [0; 16],
+            seq: 0,
+            cb_seq: 0,
+        };
+        let eid = ExchangeId4Args {
+            eia_clientowner: ClientOwner4 {
+                co_verifier: [1; 8],
+                co_ownerid: Opaque(Bytes::copy_from_slice(owner.as_bytes())),
+            },
+            eia_flags: 0,
+            eia_state_protect: StateProtect4A::Sp4None,
+            eia_client_impl_id: None,
+        };
+        let res = c.call(vec![NfsArgop4::ExchangeId(eid)]);
+        let NfsResop4::ExchangeId(Nfs4Result::Ok(eid)) = &res.resarray[0] else { panic!("EXCHANGE_ID: {res:?}") };
+        let cs = CreateSession4Args {
+            csa_clientid: eid.eir_clientid,
+            csa_sequence: eid.eir_sequenceid,
+            csa_flags: CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+            csa_fore_chan_attrs: ChannelAttrs4 {
+                ca_maxrequestsize: 1 << 20,
+                ca_maxresponsesize: 1 << 20,
+                ca_maxresponsesize_cached: 4096,
+                ca_maxoperations: 16,
+                ca_maxrequests: 4,
+                ..ChannelAttrs4::default()
+            },
+            csa_back_chan_attrs: ChannelAttrs4 {
+                ca_maxrequestsize: 4096,
+                ca_maxresponsesize: 4096,
+                ca_maxoperations: 2,
+                ca_maxrequests: 1,
+                ..ChannelAttrs4::default()
+            },
+            csa_cb_program: 0x4000_0000,
+            csa_sec_parms: vec![CallbackSecParms4::AuthNone].into(),
+        };
+        let res = c.call(vec![NfsArgop4::CreateSession(cs)]);
+        let NfsResop4::CreateSession(Nfs4Result::Ok(cs)) = &res.resarray[0] else { panic!("CREATE_SESSION: {res:?}") };
+        c.session = cs.csr_sessionid;
+        c
+    }
+
+    fn call(&self, ops: Vec<NfsArgop4>) -> Compound4Res {
+        let cred = root();
+        let ctx = CallContext {
+            xid: 1,
+            vers: 4,
+            proc_: NFSPROC4_COMPOUND,
+            cred: &cred,
+            peer: self.peer,
+            local: "127.0.0.1:2049".parse().unwrap(),
+            connection: Some(&self.conn),
+            report: Default::default(),
+        };
+        let mut enc = Encoder::new();
+        Compound4Args { tag: Tag4::default(), minorversion: 2, argarray: ops }.encode(&mut enc);
+        let mut reply = Encoder::new();
+        self.p.run(&ctx, &mut Decoder::new(enc.into_bytes()), &mut reply).expect("answered");
+        Compound4Res::decode(&mut Decoder::new(reply.into_bytes())).expect("the reply decodes")
+    }
+
+    /// SEQUENCE, then `ops`; the SEQUENCE's result and the status.
+    fn run(&mut self, ops: Vec<NfsArgop4>) -> (Sequence4ResOk, Compound4Res) {
+        self.seq += 1;
+        let mut all = vec![NfsArgop4::Sequence(Sequence4Args {
+            sa_sessionid: self.session,
+            sa_sequenceid: self.seq,
+            sa_slotid: 0,
+            sa_highest_slotid: 0,
+            sa_cachethis: false,
+        })];
+        all.extend(ops);
+        let res = self.call(all);
+        let NfsResop4::Sequence(Nfs4Result::Ok(seq)) = &res.resarray[0] else { panic!("SEQUENCE: {res:?}") };
+        (seq.clone(), res)
+    }
+
+    fn ok(&mut self, ops: Vec<NfsArgop4>) -> Vec<NfsResop4> {
+        let (_, res) = self.run(ops);
+        assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
+        res.resarray
+    }
+
+    fn flags(&mut self) -> u32 {
+        self.run(vec![]).0.sr_status_flags
+    }
+
+    /// The calls sent back to this client since the last look: their
+    /// headers and, for CB_COMPOUND, their arguments.
+    fn callbacks(&self) -> Vec<(CallHeader, Option<CbCompound4Args>)> {
+        let calls = std::mem::take(&mut *self.sent.0.lock().unwrap());
+        calls
+            .into_iter()
+            .map(|call| {
+                let mut dec = Decoder::new(call);
+                let header = CallHeader::decode(&mut dec).expect("a call header");
+                assert_eq!((header.prog, header.vers), (0x4000_0000, NFS_CB), "the client's callback program");
+                let args = (header.proc_ == CB_COMPOUND).then(|| CbCompound4Args::decode(&mut dec).unwrap());
+                (header, args)
+            })
+            .collect()
+    }
+
+    /// Answers a callback as the client would: CB_NULL, or CB_SEQUENCE
+    /// and `recall` for a CB_RECALL.
+    fn answer(&mut self, header: &CallHeader, args: Option<&CbCompound4Args>, recall: Nfsstat4) {
+        let mut enc = Encoder::new();
+        encode_reply_header(&mut enc, header.xid, ReplyStat::Accepted(AcceptStat::Success));
+        if let Some(args) = args {
+            let Some(NfsCbArgop4::CbSequence(seq)) = args.argarray.first() else { panic!("CB_SEQUENCE first") };
+            assert_eq!((seq.csa_sessionid, seq.csa_slotid), (self.session, 0));
+            assert_eq!(seq.csa_sequenceid, self.cb_seq + 1, "the backchannel slot's next sequence");
+            self.cb_seq += 1;
+            let resok = CbSequence4ResOk {
+                csr_sessionid: self.session,
+                csr_sequenceid: seq.csa_sequenceid,
+                ..CbSequence4ResOk::default()
+            };
+            let res = CbCompound4Res {
+                status: recall,
+                tag: Tag4::default(),
+                resarray: vec![NfsCbResop4::CbSequence(Nfs4Result::Ok(resok)), NfsCbResop4::CbRecall(recall)],
+            };
+            res.encode(&mut enc);
+        }
+        let routed = self.router.route(Some(self.conn.id()), enc.into_bytes(), Instant::now());
+        assert_eq!(routed, keel_rpc::Routed::Delivered);
+        self.p.callbacks.pump(&self.p, Instant::now());
+    }
+
+    /// Answers the CB_NULL probe its session started with.
+    fn answer_probe(&mut self) {
+        let calls = self.callbacks();
+        assert_eq!(calls.len(), 1, "one probe");
+        assert_eq!(calls[0].0.proc_, CB_NULL);
+        self.answer(&calls[0].0, None, Nfsstat4::Ok);
+    }
+}
+
+fn dir() -> Vec<NfsArgop4> {
+    let lookup = |n: &str| NfsArgop4::Lookup(Lookup4Args { objname: n.into() });
+    vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a")]
+}
+
+fn open(name: &str, owner: &str, access: u32) -> NfsArgop4 {
+    let mode = Attrs4 { mode: Some(0o644), ..Attrs4::default() };
+    NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: access,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: Opaque(Bytes::copy_from_slice(owner.as_bytes())) },
+        openhow: Openflag4::Open4Create(Createhow4::Unchecked4(mode.to_fattr4(&Attrs4::known()))),
+        claim: OpenClaim4::ClaimNull(name.into()),
+    })
+}
+
+/// OPEN `name` for `access` in /srv/a: the OPEN's result and the file's
+/// handle.
+fn open_in_dir(c: &mut Client, name: &str, owner: &str, access: u32) -> (Open4ResOk, Bytes) {
+    let mut ops = dir();
+    ops.extend([open(name, owner, access), NfsArgop4::Getfh(())]);
+    let res = c.ok(ops);
+    let NfsResop4::Open(Nfs4Result::Ok(o)) = &res[4] else { panic!("OPEN: {res:?}") };
+    let NfsResop4::Getfh(Nfs4Result::Ok(fh)) = &res[5] else { panic!("GETFH: {res:?}") };
+    (o.clone(), fh.object.0.clone())
+}
+
+fn read_delegation(o: &Open4ResOk) -> Option<Stateid4> {
+    match &o.delegation {
+        OpenDelegation4::OpenDelegateRead(d) => Some(d.stateid),
+        _ => None,
+    }
+}
+
+fn putfh(fh: &Bytes) -> NfsArgop4 {
+    NfsArgop4::Putfh(Putfh4Args { object: NfsFh4(fh.clone()) })
+}
+
+fn delegreturn(stateid: Stateid4) -> NfsArgop4 {
+    NfsArgop4::Delegreturn(Delegreturn4Args { deleg_stateid: stateid })
+}
+
+/// Client A holding a read delegation on /srv/a/f; B with a session.
+fn a_delegated() -> (World, Client, Client, Bytes, Stateid4) {
+    let w = world(true);
+    let mut a = Client::new(&w, "10.0.0.5:700", 1, "a");
+    let mut b = Client::new(&w, "10.0.0.6:701", 2, "b");
+    a.answer_probe();
+    b.answer_probe();
+    let (o, fh) = open_in_dir(&mut a, "f", "oa", OPEN4_SHARE_ACCESS_READ);
+    let deleg = read_delegation(&o).expect("a read delegation");
+    (w, a, b, fh, deleg)
+}
+
+#[test]
+fn a_read_delegation_is_offered_only_once_the_backchannel_answered_its_probe() {
+    let w = world(true);
+    let mut a = Client::new(&w, "10.0.0.5:700", 1, "a");
+    // The probe is out, not answered: the path is not known to work.
+    let (o, _) = open_in_dir(&mut a, "f", "o1", OPEN4_SHARE_ACCESS_READ);
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNone);
+    a.answer_probe();
+    let (o, _) = open_in_dir(&mut a, "g", "o2", OPEN4_SHARE_ACCESS_READ);
+    assert!(read_delegation(&o).is_some(), "{:?}", o.delegation);
+    // Never for writing (no write delegations).
+    let (o, _) = open_in_dir(&mut a, "h", "o3", OPEN4_SHARE_ACCESS_BOTH);
+    assert!(read_delegation(&o).is_none());
+    // Not offered when the server is not told to.
+    let w = world(false);
+    let mut a = Client::new(&w, "10.0.0.5:700", 1, "a");
+    a.answer_probe();
+    let (o, _) = open_in_dir(&mut a, "f", "o1", OPEN4_SHARE_ACCESS_READ);
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNone);
+}
+
+#[test]
+fn a_conflicting_open_waits_for_the_recall_and_goes_on_once_the_delegation_is_returned() {
+    let (_w, mut a, mut b, fh, deleg) = a_delegated();
+    let mut ops = dir();
+    ops.push(open("f", "ob", OPEN4_SHARE_ACCESS_WRITE));
+    let (_, res) = b.run(ops.clone());
+    assert_eq!(res.status, Nfsstat4::Delay);
+    // CB_SEQUENCE and CB_RECALL of that delegation, on A's connection.
+    let calls = a.callbacks();
+    assert_eq!(calls.len(), 1, "one recall");
+    let (header, args) = (&calls[0].0, calls[0].1.as_ref().expect("a CB_COMPOUND"));
+    let NfsCbArgop4::CbRecall(recall) = &args.argarray[1] else { panic!("CB_RECALL: {args:?}") };
+    assert_eq!((recall.stateid, &recall.fh.0), (deleg, &fh));
+    assert!(b.callbacks().is_empty(), "nothing on B's connection");
+    a.answer(header, Some(args), Nfsstat4::Ok);
+    // Until it is returned, B waits; a retried OPEN does not recall again.
+    assert_eq!(b.run(ops.clone()).1.status, Nfsstat4::Delay);
+    assert!(a.callbacks().is_empty());
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    b.ok(ops);
+    // A returned delegation is gone.
+    let (_, res) = a.run(vec![putfh(&fh), delegreturn(deleg)]);
+    assert_eq!(res.status, Nfsstat4::BadStateid);
+}
+
+#[test]
+fn an_unanswered_recall_takes_the_path_down_and_the_delegation_is_revoked_at_its_deadline() {
+    let (w, mut a, mut b, fh, deleg) = a_delegated();
+    let mut ops = dir();
+    ops.push(open("f", "ob", OPEN4_SHARE_ACCESS_WRITE));
+    assert_eq!(b.run(ops.clone()).1.status, Nfsstat4::Delay);
+    assert_eq!(a.callbacks().len(), 1);
+    assert_eq!(a.flags() & SEQ4_STATUS_CB_PATH_DOWN, 0);
+    // No answer within the callback timeout: the path is down, and A's
+    // SEQUENCE says so (the client then binds a connection again).
+    let recalled = Instant::now();
+    w.p.callbacks.pump(&w.p, recalled + LEASE / 10 + Duration::from_secs(1));
+    assert_eq!(w.p.callback_counters().timeouts, 1);
+    assert_ne!(a.flags() & SEQ4_STATUS_CB_PATH_DOWN, 0);
+    assert_eq!(b.flags() & SEQ4_STATUS_CB_PATH_DOWN, 0, "B's path is up");
+    // A lease after the recall, it is revoked: B's OPEN goes on, A is
+    // told it lost recallable state, and its stateid is revoked.
+    // (A and B renewed their leases after `recalled`: they are not
+    // expired then.)
+    w.p.with_state(|s| s.reap(recalled + LEASE));
+    b.ok(ops);
+    assert_ne!(a.flags() & SEQ4_STATUS_RECALLABLE_STATE_REVOKED, 0);
+    let (_, res) = a.run(vec![putfh(&fh), delegreturn(deleg)]);
+    assert_eq!(res.status, Nfsstat4::DelegRevoked);
+}
+
+#[test]
+fn a_rebound_backchannel_is_probed_again_and_a_pending_recall_is_sent_once_it_answers() {
+    let (w, mut a, mut b, _fh, deleg) = a_delegated();
+    let mut ops = dir();
+    ops.push(open("f", "ob", OPEN4_SHARE_ACCESS_WRITE));
+    assert_eq!(b.run(ops).1.status, Nfsstat4::Delay);
+    assert_eq!(a.callbacks().len(), 1);
+    let timed_out = Instant::now() + LEASE / 10 + Duration::from_secs(1);
+    w.p.callbacks.pump(&w.p, timed_out);
+    assert_ne!(a.flags() & SEQ4_STATUS_CB_PATH_DOWN, 0);
+    // The client's answer to CB_PATH_DOWN: BIND_CONN_TO_SESSION.
+    let bind = BindConnToSession4Args {
+        bctsa_sessid: a.session,
+        bctsa_dir: ChannelDirFromClient4::Cdfc4BackOrBoth,
+        bctsa_use_conn_in_rdma_mode: false,
+    };
+    let res = a.call(vec![NfsArgop4::BindConnToSession(bind)]);
+    assert_eq!(res.status, Nfsstat4::Ok);
+    // No longer "down" while the probe runs: the client does not bind
+    // again and again.
+    assert_eq!(a.flags() & SEQ4_STATUS_CB_PATH_DOWN, 0);
+    a.answer_probe();
+    // (The recall waits from the time it failed, which this test made
+    // up: pump at that time.)
+    w.p.callbacks.pump(&w.p, timed_out);
+    // The recall, sent again on the slot's same sequence (the client
+    // never answered the first).
+    let calls = a.callbacks();
+    assert_eq!(calls.len(), 1);
+    let args = calls[0].1.as_ref().expect("a CB_COMPOUND");
+    let NfsCbArgop4::CbRecall(recall) = &args.argarray[1] else { panic!("CB_RECALL: {args:?}") };
+    assert_eq!(recall.stateid, deleg);
+    a.answer(&calls[0].0, Some(args), Nfsstat4::Ok);
+}
+
+#[test]
+fn an_nfsv3_write_to_a_delegated_file_gets_jukebox_until_the_delegation_is_returned() {
+    let (w, mut a, _b, fh, deleg) = a_delegated();
+    let nfs3 = keel_nfs3::Nfs3Program::new(w.p.exports.clone());
+    let v3_write = || {
+        let args = keel_nfs3_proto::nfs3::Write3Args {
+            file: keel_nfs3_proto::nfs3::NfsFh3 { data: fh.clone() },
+            offset: 0,
+            count: 3,
+            stable: keel_nfs3_proto::nfs3::StableHow::FileSync,
+            data: Bytes::from_static(b"new"),
+        };
+        let mut enc = Encoder::new();
+        args.encode(&mut enc);
+        let cred = root();
+        let ctx = CallContext {
+            xid: 9,
+            vers: 3,
+            proc_: 7,
+            cred: &cred,
+            peer: "10.0.0.9:800".parse().unwrap(),
+            local: "127.0.0.1:2049".parse().unwrap(),
+            connection: None,
+            report: Default::default(),
+        };
+        let mut reply = Encoder::new();
+        RpcProgram::call(&nfs3, &ctx, &mut Decoder::new(enc.into_bytes()), &mut reply).unwrap();
+        Decoder::new(reply.into_bytes()).u32().unwrap()
+    };
+    const NFS3_OK: u32 = 0;
+    const NFS3ERR_JUKEBOX: u32 = 10008;
+    assert_eq!(v3_write(), NFS3ERR_JUKEBOX);
+    let calls = a.callbacks();
+    assert_eq!(calls.len(), 1, "the v3 write recalled the delegation at once");
+    let args = calls[0].1.as_ref().unwrap();
+    a.answer(&calls[0].0, Some(args), Nfsstat4::Ok);
+    assert_eq!(v3_write(), NFS3ERR_JUKEBOX, "until it is returned");
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    assert_eq!(v3_write(), NFS3_OK);
+    // Reads do not recall a read delegation.
+    let (o, _) = open_in_dir(&mut a, "f", "oa2", OPEN4_SHARE_ACCESS_READ);
+    assert!(read_delegation(&o).is_none(), "not offered again right after a conflict");
+    assert_eq!(w.p.exports.before_access(&fh, GateAccess::Read), Ok(()));
+}
+
+#[test]
+fn another_client_s_setattr_remove_and_rename_wait_for_the_recall() {
+    let (_w, mut a, mut b, fh, deleg) = a_delegated();
+    let chmod = Attrs4 { mode: Some(0o600), ..Attrs4::default() }.to_fattr4(&Attrs4::known());
+    let setattr = NfsArgop4::Setattr(Setattr4Args { stateid: Stateid4::ANONYMOUS, obj_attributes: chmod });
+    assert_eq!(b.run(vec![putfh(&fh), setattr.clone()]).1.status, Nfsstat4::Delay);
+    assert_eq!(a.callbacks().len(), 1, "recalled");
+    let mut remove = dir();
+    remove.push(NfsArgop4::Remove(Remove4Args { target: "f".into() }));
+    assert_eq!(b.run(remove.clone()).1.status, Nfsstat4::Delay);
+    let mut rename = dir();
+    rename.push(NfsArgop4::Savefh(()));
+    rename.push(NfsArgop4::Rename(Rename4Args { oldname: "f".into(), newname: "g".into() }));
+    assert_eq!(b.run(rename).1.status, Nfsstat4::Delay);
+    assert!(a.callbacks().is_empty(), "recalled once");
+    // The holder's own changes do not wait for its own delegation.
+    a.ok(vec![putfh(&fh), setattr]);
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    b.ok(remove);
+}
+
+/// One NFSv3 call to the same exports: its status.
+fn v3_status(w: &World, proc_: u32, args: &impl Encode) -> u32 {
+    let nfs3 = keel_nfs3::Nfs3Program::new(w.p.exports.clone());
+    let mut enc = Encoder::new();
+    args.encode(&mut enc);
+    let cred = root();
+    let ctx = CallContext {
+        xid: 9,
+        vers: 3,
+        proc_,
+        cred: &cred,
+        peer: "10.0.0.9:800".parse().unwrap(),
+        local: "127.0.0.1:2049".parse().unwrap(),
+        connection: None,
+        report: Default::default(),
+    };
+    let mut reply = Encoder::new();
+    RpcProgram::call(&nfs3, &ctx, &mut Decoder::new(enc.into_bytes()), &mut reply).unwrap();
+    Decoder::new(reply.into_bytes()).u32().unwrap()
+}
+
+#[test]
+fn an_nfsv3_create_that_truncates_and_a_remove_of_a_delegated_file_get_jukebox() {
+    use keel_nfs3_proto::nfs3::{Create3Args, Createhow3, Diropargs3, Filename3, NfsFh3, Remove3Args, Sattr3};
+    const NFS3ERR_JUKEBOX: u32 = 10008;
+    let (w, mut a, _b, fh, deleg) = a_delegated();
+    let root = keel_store::Store::lookup_path(&*w.p.exports.store, 1, b"/").unwrap();
+    let root = keel_store::Object::handle(&root).clone();
+    let f = || Diropargs3 { dir: NfsFh3 { data: root.clone() }, name: Filename3(Bytes::from_static(b"f")) };
+    let truncate = Sattr3 { size: Some(0), ..Sattr3::default() };
+    let create = Create3Args { where_: f(), how: Createhow3::Unchecked(truncate) };
+    assert_eq!(v3_status(&w, 8, &create), NFS3ERR_JUKEBOX);
+    assert_eq!(v3_status(&w, 12, &Remove3Args { object: f() }), NFS3ERR_JUKEBOX);
+    assert_eq!(a.callbacks().len(), 1, "recalled once");
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    assert_eq!(v3_status(&w, 12, &Remove3Args { object: f() }), 0);
+}
+
+#[test]
+fn a_recall_the_client_answers_with_delay_is_sent_again_on_the_slot_s_next_sequence() {
+    let (w, mut a, mut b, _fh, deleg) = a_delegated();
+    let mut ops = dir();
+    ops.push(open("f", "ob", OPEN4_SHARE_ACCESS_WRITE));
+    assert_eq!(b.run(ops).1.status, Nfsstat4::Delay);
+    let calls = a.callbacks();
+    a.answer(&calls[0].0, calls[0].1.as_ref(), Nfsstat4::Delay);
+    assert!(a.callbacks().is_empty(), "not at once");
+    w.p.callbacks.pump(&w.p, Instant::now() + crate::callback::RECALL_RETRY_AFTER);
+    let calls = a.callbacks();
+    assert_eq!(calls.len(), 1, "sent again");
+    let args = calls[0].1.as_ref().unwrap();
+    let NfsCbArgop4::CbRecall(recall) = &args.argarray[1] else { panic!("CB_RECALL: {args:?}") };
+    assert_eq!(recall.stateid, deleg);
+    // `answer` checks the CB_SEQUENCE moved on to the slot's next sequence.
+    a.answer(&calls[0].0, Some(args), Nfsstat4::Ok);
+}
