@@ -66,7 +66,8 @@ pub struct Recovery {
     pub nsm: NsmStore,
     /// The NLM hosts that held locks.
     pub nlm_previous: Vec<Monitored>,
-    /// The NFSv4.1 clients on record (for `NfsState::with_grace`).
+    /// The NFSv4.1 clients on record (for `NfsState::with_grace`); none
+    /// if NFSv4.1 is not served.
     pub nfs4_records: FileClientRecords,
     /// The one grace period: the lock manager and the NFSv4.1 state each
     /// get a clone.
@@ -81,9 +82,37 @@ pub fn open(config: &Config, nsm_dir: &Path) -> anyhow::Result<Recovery> {
     let nfs4_dir: PathBuf = config.server.state_dir.join(NFS4_CLIENTS_DIR);
     let mut nfs4_records = FileClientRecords::open(&nfs4_dir, keel_nfs4_state::Limits::default().clients.total)
         .context("cannot open the NFSv4.1 client records")?;
-    let nfs4_previous = nfs4_records.load()?;
+    let nfs4_previous = if crate::nfs4::served(config) {
+        nfs4_records.load()?
+    } else {
+        forget_unserved(&mut nfs4_records, &nfs4_dir)?;
+        Vec::new()
+    };
     let grace = shared_grace(&nlm_previous, &nfs4_previous, keel_nfs4_state::LEASE_DEFAULT, config.server.grace_max);
     Ok(Recovery { nsm, nlm_previous, nfs4_records, grace })
+}
+
+/// With NFSv4.1 not served, its clients on record cannot reclaim: the
+/// grace period does not wait for them, and their records go (a start
+/// that serves NFSv4.1 again must not let them reclaim what NLM and v3
+/// clients may have taken in between).
+fn forget_unserved(records: &mut FileClientRecords, dir: &Path) -> anyhow::Result<()> {
+    let owners: Vec<Box<[u8]>> = records.load()?.into_iter().map(|r| r.owner).collect();
+    if owners.is_empty() {
+        return Ok(());
+    }
+    tracing::info!(
+        clients = owners.len(),
+        dir = %dir.display(),
+        "NFSv4.1 is not served (nfs_versions): its clients of an earlier start cannot reclaim; their records are removed"
+    );
+    for owner in owners {
+        records
+            .remove(&owner)
+            .with_context(|| format!("cannot remove an NFSv4.1 client record in {}", dir.display()))?;
+    }
+    records.loaded.clear();
+    Ok(())
 }
 
 /// The one grace period of NLM and NFSv4.1 after a start: it waits for
