@@ -184,6 +184,36 @@ mod tests {
         std::fs::remove_file(&file).unwrap();
     }
 
+    /// NFSv4.1 served: the grace period waits for its client on record.
+    /// Not served: nobody could reclaim, so it does not wait, and the
+    /// record goes (a later start serving v4 again must not let it reclaim
+    /// what others may have taken in between).
+    #[test]
+    fn nfs4_clients_on_record_count_only_when_nfs4_is_served() {
+        let dir = std::env::temp_dir().join(format!("keel-recovery-unserved-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (state, export) = (dir.join("state"), dir.join("export"));
+        std::fs::create_dir_all(&export).unwrap();
+        let config = |versions: &str| {
+            let text = format!(
+                "[server]\nstate_dir = '{}'\nnfs_versions = {versions}\n[[export]]\npath = '{}'\nid = 1\n\
+                 [[export.clients]]\nhost = \"*\"\n",
+                state.display(),
+                export.display()
+            );
+            crate::config::parse(&text, "keel.toml").unwrap()
+        };
+        FileClientRecords::open(&state.join(NFS4_CLIENTS_DIR), 16).unwrap().put(&record("a", 1)).unwrap();
+        let served = open(&config(r#"["3", "4.1"]"#), &dir.join("nsm")).unwrap();
+        assert_eq!(served.grace.lock().status(Instant::now()).awaited, 1);
+        drop(served);
+        let unserved = open(&config(r#"["3"]"#), &dir.join("nsm")).unwrap();
+        assert!(!unserved.grace.lock().poll(Instant::now()), "no grace period for clients who cannot reclaim");
+        let mut records = FileClientRecords::open(&state.join(NFS4_CLIENTS_DIR), 16).unwrap();
+        assert!(records.load().unwrap().is_empty(), "the record was removed");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn the_grace_period_waits_for_nlm_hosts_and_nfs4_clients() {
         let host = keel_nlm::nsm_store::HostKey { addr: [10, 0, 0, 1].into(), name: "h".into() };
