@@ -30,6 +30,11 @@ const PSEUDO_KEY_BYTES: usize = 16;
 /// takes a larger one.
 pub const EPOCH_FILE: &str = "nfs4-epoch";
 const EPOCH_SLOT_BYTES: usize = 512;
+/// EXCHANGE_ID's server owner and scope, made once, in the state
+/// directory.
+pub const SERVER_OWNER_FILE: &str = "nfs4-server-owner";
+/// NFS4_OPAQUE_LIMIT.
+const SERVER_OWNER_BYTES_MAX: usize = 1024;
 
 /// Whether the configuration serves a minor version of NFSv4.
 pub fn served(config: &Config) -> bool {
@@ -59,7 +64,7 @@ pub fn program(
         epoch: boot_epoch(state_dir, SystemTime::now())?,
         session_key: random_bytes()?,
         pseudo_key: pseudo_key(state_dir)?,
-        server_owner: server_owner(),
+        server_owner: server_owner(state_dir, &host_name())?,
     };
     let mut program = Nfs4Program::with_grace(exports, nfs4, Box::new(records), grace)
         .map_err(|e| anyhow::anyhow!("cannot start NFSv4: {e}"))?;
@@ -127,11 +132,34 @@ fn random_bytes<const N: usize>() -> anyhow::Result<[u8; N]> {
     Ok(b)
 }
 
-/// The host's name, as knfsd's server owner and scope.
-fn server_owner() -> Bytes {
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let name = name.trim();
-    Bytes::copy_from_slice(if name.is_empty() { b"keel" } else { name.as_bytes() })
+/// EXCHANGE_ID's server owner and scope: the host's name at the first
+/// start (knfsd's are the host's name), kept in the state directory, so
+/// that the node an `[ha]` service fails over to is the same server to the
+/// clients (a client reclaims only from a server of the same scope, RFC
+/// 8881 section 2.10.4).
+fn server_owner(state_dir: &Path, host_name: &str) -> anyhow::Result<Bytes> {
+    let path = state_dir.join(SERVER_OWNER_FILE);
+    match std::fs::read(&path) {
+        Ok(owner) if !owner.is_empty() && owner.len() <= SERVER_OWNER_BYTES_MAX => Ok(owner.into()),
+        Ok(owner) => bail!(
+            "{} holds {} bytes, not 1 to {SERVER_OWNER_BYTES_MAX}: remove it to have the host's name taken \
+             (NFSv4.1 clients then cannot reclaim their state at the next start)",
+            path.display(),
+            owner.len()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let name = host_name.trim();
+            let name = if name.is_empty() { "keel" } else { name };
+            let owner = &name.as_bytes()[..name.len().min(SERVER_OWNER_BYTES_MAX)];
+            state_file::replace_durably(&path, owner).with_context(|| format!("cannot write {}", path.display()))?;
+            Ok(Bytes::copy_from_slice(owner))
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default()
 }
 
 struct CountedOps(OperationCounter);
@@ -161,6 +189,21 @@ mod tests {
         std::fs::write(dir.join(EPOCH_FILE), vec![7; 1024]).unwrap();
         let e = format!("{:#}", boot_epoch(&dir, at(3_000)).unwrap_err());
         assert!(e.contains(EPOCH_FILE) && e.contains("remove it"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The server owner is the host's name at the first start, and stays
+    /// what it was at later starts, on another host (a failover) too.
+    #[test]
+    fn the_server_owner_is_made_once_and_kept() {
+        let dir = std::env::temp_dir().join(format!("keel-nfs4-owner-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(&server_owner(&dir, "node-a\n").unwrap()[..], b"node-a");
+        assert_eq!(&server_owner(&dir, "node-b\n").unwrap()[..], b"node-a", "the other node of an HA pair");
+        std::fs::write(dir.join(SERVER_OWNER_FILE), b"").unwrap();
+        let e = format!("{:#}", server_owner(&dir, "node-b").unwrap_err());
+        assert!(e.contains(SERVER_OWNER_FILE) && e.contains("remove it"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
