@@ -101,6 +101,16 @@ pub enum GraceEndReason {
     Ceiling,
 }
 
+impl GraceEndReason {
+    /// Why, in words, for the log line that reports the end.
+    pub fn describe(self) -> &'static str {
+        match self {
+            GraceEndReason::AllDone => "every client reclaimed or is gone",
+            GraceEndReason::Ceiling => "ceiling reached",
+        }
+    }
+}
+
 /// The end of a grace period, reported once ([`Grace::take_end`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GraceEnd {
@@ -134,12 +144,22 @@ pub struct Grace {
     end: Option<GraceEnd>,
     /// Why it ended, kept after [`take_end`](Grace::take_end).
     ended: Option<GraceEndReason>,
+    /// The end, until it is logged ([`Grace::take_report`]).
+    report: Option<(GraceEndReason, Duration)>,
 }
 
 impl Grace {
     /// No grace period (a first start, or nothing to reclaim).
     pub fn none(now: Instant) -> Self {
-        Grace { started: now, ceiling: now, pending: HashMap::new(), active: false, end: None, ended: None }
+        Grace {
+            started: now,
+            ceiling: now,
+            pending: HashMap::new(),
+            active: false,
+            end: None,
+            ended: None,
+            report: None,
+        }
     }
 
     /// A grace period for `previous`, ending at `now + ceiling` at the
@@ -153,7 +173,7 @@ impl Grace {
             })
             .collect();
         let active = !pending.is_empty() && !ceiling.is_zero();
-        Grace { started: now, ceiling: now + ceiling, pending, active, end: None, ended: None }
+        Grace { started: now, ceiling: now + ceiling, pending, active, end: None, ended: None, report: None }
     }
 
     /// Whether the grace period is on at `now`, ending it if its ceiling
@@ -186,8 +206,17 @@ impl Grace {
                 not_completed.push(who);
             }
         }
-        self.end = Some(GraceEnd { why, lasted: now.duration_since(self.started), completed, not_completed });
+        let lasted = now.duration_since(self.started);
+        self.end = Some(GraceEnd { why, lasted, completed, not_completed });
         self.ended = Some(why);
+        self.report = Some((why, lasted));
+    }
+
+    /// Why the grace period ended and how long it lasted, once, for the
+    /// one log line that says so: whoever sharing it (NLM or NFSv4.1)
+    /// notices the end first logs it.
+    pub fn take_report(&mut self) -> Option<(GraceEndReason, Duration)> {
+        self.report.take()
     }
 
     /// Why the grace period ended, once it did (whoever took the end).
@@ -576,6 +605,8 @@ mod tests {
         assert_eq!((end.why, end.lasted), (GraceEndReason::AllDone, Duration::from_secs(2)));
         assert_eq!(end.completed.len(), 2);
         assert!(g.take_end().is_none(), "reported once");
+        assert_eq!(g.take_report(), Some((GraceEndReason::AllDone, Duration::from_secs(2))), "logged once");
+        assert_eq!(g.take_report(), None);
         assert_eq!(g.check_reclaim(&v4("a"), Some(&sys(0)), t0), Err(GraceRefusal::NoGrace));
         assert_eq!(g.check_new_state(t0), Ok(()));
     }

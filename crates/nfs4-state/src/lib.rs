@@ -132,7 +132,7 @@ mod stateid;
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::net::IpAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use keel_exports::claims::{ClaimPool, Refusal};
 pub use keel_nfs4_proto::{Nfsstat4, Stateid4};
@@ -366,6 +366,8 @@ pub struct NfsState<F, L> {
     records: Box<dyn ClientRecords>,
     released: Vec<Released<F, L>>,
     recalls: Vec<Recall<F>>,
+    /// The end of the grace period, for the handler to log.
+    grace_report: Option<(GraceEndReason, Duration)>,
     counters: Counters,
 }
 
@@ -445,6 +447,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             records,
             released: Vec::new(),
             recalls: Vec::new(),
+            grace_report: None,
             counters: Counters::default(),
         })
     }
@@ -466,6 +469,13 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     /// Delegations to recall now (send CB_RECALL for each).
     pub fn take_recalls(&mut self) -> Vec<Recall<F>> {
         std::mem::take(&mut self.recalls)
+    }
+
+    /// Why the grace period ended and how long it lasted, once, if this
+    /// state noticed its end first (see [`Grace::take_report`]): the
+    /// handler logs it.
+    pub fn take_grace_report(&mut self) -> Option<(GraceEndReason, Duration)> {
+        self.grace_report.take()
     }
 
     /// Whether the grace period is on; ends it if due.
@@ -500,7 +510,11 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     fn poll_grace(&mut self, now: Instant) -> bool {
         let (active, end) = {
             let mut grace = self.grace.lock();
-            (grace.poll(now), grace.take_end())
+            let polled = (grace.poll(now), grace.take_end());
+            if let Some(report) = grace.take_report() {
+                self.grace_report = Some(report);
+            }
+            polled
         };
         if let Some(end) = end {
             for who in end.completed {

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use keel_exports::pseudo::ExportParent;
 use keel_exports::{ExportTable, PseudoFs, PseudoKey};
 use keel_nfs4_proto::{Compound4ArgsHead, CompoundOps, NFS_V4, NFS4_PROGRAM, NfsArgop4, Nfsstat4, OpNum};
-use keel_nfs4_state::{BootEpoch, ClientRecords, NfsState, Released, StartError, StateConfig};
+use keel_nfs4_state::{BootEpoch, ClientRecords, NfsState, Released, SharedGrace, StartError, StateConfig};
 use keel_rpc::CacheClass::Uncached;
 use keel_rpc::ReplyBytesMax::Computed;
 use keel_rpc::{CallContext, Handled, Handlers, Procedure, ProcedureTable, REPLY_RESULTS_BYTES_DEFAULT, TabledProgram};
@@ -95,20 +95,36 @@ pub struct Nfs4Program<S: Store> {
 }
 
 impl<S: Store> Nfs4Program<S> {
-    /// The program, with the client records of earlier instances (the
-    /// grace period waits for them).
+    /// The program, with the client records of earlier instances (a grace
+    /// period of its own waits for them).
     pub fn new(
         exports: Arc<ExportTable<S>>,
         config: Nfs4Config,
         records: Box<dyn ClientRecords>,
     ) -> Result<Self, StartError> {
+        let state = NfsState::new(config.state.clone(), config.epoch, config.session_key, records, Instant::now())?;
+        Ok(Self::with_state_of(exports, config, state))
+    }
+
+    /// The program in the grace period the server shares with NLM, started
+    /// from what `records` loaded (see [`NfsState::with_grace`]).
+    pub fn with_grace(
+        exports: Arc<ExportTable<S>>,
+        config: Nfs4Config,
+        records: Box<dyn ClientRecords>,
+        grace: SharedGrace,
+    ) -> Result<Self, StartError> {
+        let state = NfsState::with_grace(config.state.clone(), config.epoch, config.session_key, records, grace)?;
+        Ok(Self::with_state_of(exports, config, state))
+    }
+
+    fn with_state_of(exports: Arc<ExportTable<S>>, config: Nfs4Config, state: State<S>) -> Self {
         let reply_bytes_max = config.state.channel.response_bytes_max as usize;
         let lease_seconds = u32::try_from(config.state.lease.as_secs()).unwrap_or(u32::MAX);
         let since_1970 = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         let started = Time { seconds: since_1970.as_secs() as i64, nanos: since_1970.subsec_nanos() };
         let callbacks = crate::callback::Callbacks::new(config.state.lease);
-        let state = NfsState::new(config.state, config.epoch, config.session_key, records, Instant::now())?;
-        Ok(Nfs4Program {
+        Nfs4Program {
             exports,
             minors: config.minors,
             server_owner: config.server_owner,
@@ -121,7 +137,7 @@ impl<S: Store> Nfs4Program<S> {
             started,
             export_roots: Mutex::new(HashMap::new()),
             callbacks,
-        })
+        }
     }
 
     /// Sends callbacks (the backchannel's probes and CB_RECALL) and reads
@@ -175,11 +191,20 @@ impl<S: Store> Nfs4Program<S> {
     /// drops it once the state is unlocked: closing a lock-holding
     /// description releases its locks).
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State<S>) -> R) -> R {
-        let (r, released) = {
+        let (r, released, grace_end) = {
             let mut state = self.lock_state();
             let r = f(&mut state);
-            (r, state.take_released())
+            (r, state.take_released(), state.take_grace_report())
         };
+        if let Some((why, took)) = grace_end {
+            // One line per grace period, by whoever sharing it (NLM or
+            // this) notices its end first.
+            tracing::info!(
+                seconds = format_args!("{:.1}", took.as_secs_f64()),
+                why = why.describe(),
+                "grace period over"
+            );
+        }
         for r in released {
             if let Released::Client { clientid, why, .. } = &r {
                 tracing::debug!(clientid = clientid.0, ?why, "NFSv4.1 client ended");

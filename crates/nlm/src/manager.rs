@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use keel_exports::delegations::GateAccess;
 use keel_exports::{AdmitError, Admitted, ExportTable};
-use keel_nfs4_state::{Grace, GraceEndReason, PreviousClient, Reclaimer, SharedGrace};
+use keel_nfs4_state::{Grace, PreviousClient, Reclaimer, SharedGrace};
 use keel_nlm_proto::nlm4::{
     Fsh4Access, Fsh4Mode, Nlm4Cancargs, Nlm4Holder, Nlm4Lock, Nlm4Lockargs, Nlm4Notify, Nlm4Shareargs, Nlm4Stats,
     Nlm4Testargs, Nlm4Testrply, Nlm4Unlockargs,
@@ -668,15 +668,16 @@ impl<S: Store> LockManager<S> {
         if grace.poll(now) {
             return true;
         }
-        let (why, started) = (grace.ended(), grace.started());
+        // One line per grace period, by whoever sharing it notices first.
+        if let Some((why, took)) = grace.take_report() {
+            tracing::info!(
+                seconds = format_args!("{:.1}", took.as_secs_f64()),
+                why = why.describe(),
+                "grace period over"
+            );
+        }
         drop(grace);
         let Some(r) = t.recovery.take() else { return false };
-        let why = match why {
-            Some(GraceEndReason::Ceiling) => "ceiling reached",
-            _ => "every client reclaimed or is gone",
-        };
-        let took = now.duration_since(started);
-        tracing::info!(seconds = format_args!("{:.1}", took.as_secs_f64()), why, "grace period over");
         // Clients that came back are monitored again by their reclaims;
         // forget the others.
         for host in r.pending.keys() {

@@ -12,25 +12,46 @@ use bytes::Bytes;
 use keel_exports::{ExportTable, PseudoKey};
 use keel_nfs4::{MinorVersions, Nfs4Config, Nfs4Program, OpObserver};
 use keel_nfs4_proto::{Nfsstat4, OpNum};
-use keel_nfs4_state::{BootEpoch, ClientRecords, MemoryRecords, StateConfig};
+use keel_nfs4_state::{BootEpoch, SharedGrace, StateConfig};
 use keel_rpc::{ReplyRouter, RpcProgram};
 use keel_stats::{CallStats, OperationCounter};
-use keel_store::state_file;
+use keel_store::state_file::{self, RecordFile, Stored};
 
 use crate::cache::Served;
 use crate::config::Config;
+use crate::recovery::FileClientRecords;
 
 /// The pseudo file system's handle key, in the state directory: pseudo
 /// handles stay valid across restarts (and, under `[ha]`, failovers).
 pub const PSEUDO_KEY_FILE: &str = "nfs4-pseudo-key";
 const PSEUDO_KEY_BYTES: usize = 16;
 
-/// The NFSv4 program, if the configuration serves a minor version of it.
+/// The boot epoch of the last start, in the state directory: each start
+/// takes a larger one.
+pub const EPOCH_FILE: &str = "nfs4-epoch";
+const EPOCH_SLOT_BYTES: usize = 512;
+/// EXCHANGE_ID's server owner and scope, made once, in the state
+/// directory.
+pub const SERVER_OWNER_FILE: &str = "nfs4-server-owner";
+/// NFS4_OPAQUE_LIMIT.
+const SERVER_OWNER_BYTES_MAX: usize = 1024;
+
+/// Whether the configuration serves a minor version of NFSv4.
+pub fn served(config: &Config) -> bool {
+    let versions = config.server.nfs_versions;
+    versions.v41 || versions.v42
+}
+
+/// The NFSv4 program, if the configuration serves a minor version of it:
+/// its clients of earlier starts are `records` (the client records in the
+/// state directory), which `grace` (shared with NLM) waits for.
 pub fn program(
     config: &Config,
     exports: Arc<ExportTable<Served>>,
     calls: &Arc<CallStats>,
     reply_router: Arc<ReplyRouter>,
+    records: FileClientRecords,
+    grace: SharedGrace,
 ) -> anyhow::Result<Option<Arc<dyn RpcProgram>>> {
     let versions = config.server.nfs_versions;
     let minors = MinorVersions { v41: versions.v41, v42: versions.v42 };
@@ -38,17 +59,15 @@ pub fn program(
         return Ok(None);
     }
     let state_dir = &config.server.state_dir;
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let nfs4 = Nfs4Config {
         minors,
         state: StateConfig { grace_max: config.server.grace_max, ..StateConfig::default() },
-        // Seconds since 1970 grow from one start to the next.
-        epoch: BootEpoch::new(now.as_secs() as u32).context("the system clock is before 1970")?,
+        epoch: boot_epoch(state_dir, SystemTime::now())?,
         session_key: random_bytes()?,
         pseudo_key: pseudo_key(state_dir)?,
-        server_owner: server_owner(),
+        server_owner: server_owner(state_dir, &host_name())?,
     };
-    let mut program = Nfs4Program::new(exports, nfs4, client_records())
+    let mut program = Nfs4Program::with_grace(exports, nfs4, Box::new(records), grace)
         .map_err(|e| anyhow::anyhow!("cannot start NFSv4: {e}"))?
         .with_reply_router(reply_router)
         .with_read_delegations(config.server.nfs4_read_delegations);
@@ -60,11 +79,31 @@ pub fn program(
     Ok(Some(program))
 }
 
-/// Where NFSv4.1 client records are kept for reclaim after a restart.
-/// In memory for now: a restart forgets its clients, which then cannot
-/// reclaim (their opens are lost; they start over).
-fn client_records() -> Box<dyn ClientRecords> {
-    Box::new(MemoryRecords::new())
+/// This start's boot epoch, larger than the last start's (kept in
+/// [`EPOCH_FILE`], durably before the first client ID is made of it): the
+/// client IDs and stateids of an earlier start are then stale, even after
+/// a restart within the same second or with the clock set back. Seconds
+/// since 1970 otherwise, as knfsd's boot time. The file is a record
+/// rewritten in place (a start on a full file system needs no new block).
+fn boot_epoch(state_dir: &Path, now: SystemTime) -> anyhow::Result<BootEpoch> {
+    let path = state_dir.join(EPOCH_FILE);
+    let (mut file, stored) =
+        RecordFile::open(&path, EPOCH_SLOT_BYTES).with_context(|| format!("cannot open {}", path.display()))?;
+    let last = match stored {
+        Stored::Nothing => 0,
+        Stored::Record(bytes) if bytes.len() == 4 => u32::from_be_bytes(bytes.try_into().expect("4 bytes")),
+        Stored::Record(_) | Stored::Unrecognised(_) => bail!(
+            "{} holds no boot epoch: remove it (NFSv4.1 clients of the last start may then not be told \
+             that their state is stale if the clock was set back)",
+            path.display()
+        ),
+    };
+    let seconds = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let epoch = u32::try_from(seconds).unwrap_or(u32::MAX - 1).max(last.saturating_add(1));
+    let epoch = BootEpoch::new(epoch)
+        .with_context(|| format!("{} holds the largest boot epoch there is: remove it", path.display()))?;
+    file.write(&epoch.get().to_be_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(epoch)
 }
 
 /// The key of pseudo handles: read from the state directory, or made
@@ -98,11 +137,34 @@ fn random_bytes<const N: usize>() -> anyhow::Result<[u8; N]> {
     Ok(b)
 }
 
-/// The host's name, as knfsd's server owner and scope.
-fn server_owner() -> Bytes {
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let name = name.trim();
-    Bytes::copy_from_slice(if name.is_empty() { b"keel" } else { name.as_bytes() })
+/// EXCHANGE_ID's server owner and scope: the host's name at the first
+/// start (knfsd's are the host's name), kept in the state directory, so
+/// that the node an `[ha]` service fails over to is the same server to the
+/// clients (a client reclaims only from a server of the same scope, RFC
+/// 8881 section 2.10.4).
+fn server_owner(state_dir: &Path, host_name: &str) -> anyhow::Result<Bytes> {
+    let path = state_dir.join(SERVER_OWNER_FILE);
+    match std::fs::read(&path) {
+        Ok(owner) if !owner.is_empty() && owner.len() <= SERVER_OWNER_BYTES_MAX => Ok(owner.into()),
+        Ok(owner) => bail!(
+            "{} holds {} bytes, not 1 to {SERVER_OWNER_BYTES_MAX}: remove it to have the host's name taken \
+             (NFSv4.1 clients then cannot reclaim their state at the next start)",
+            path.display(),
+            owner.len()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let name = host_name.trim();
+            let name = if name.is_empty() { "keel" } else { name };
+            let owner = &name.as_bytes()[..name.len().min(SERVER_OWNER_BYTES_MAX)];
+            state_file::replace_durably(&path, owner).with_context(|| format!("cannot write {}", path.display()))?;
+            Ok(Bytes::copy_from_slice(owner))
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default()
 }
 
 struct CountedOps(OperationCounter);
@@ -110,5 +172,43 @@ struct CountedOps(OperationCounter);
 impl OpObserver for CountedOps {
     fn op_done(&self, op: OpNum, status: Nfsstat4, elapsed: Duration) {
         self.0.record(op as u32, status != Nfsstat4::Ok, elapsed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each start's epoch is larger than the last one's: in the same
+    /// second, and with the clock set back; else it is the clock's.
+    #[test]
+    fn each_start_takes_a_larger_boot_epoch() {
+        let dir = std::env::temp_dir().join(format!("keel-nfs4-epoch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let at = |s: u64| UNIX_EPOCH + Duration::from_secs(s);
+        assert_eq!(boot_epoch(&dir, at(1_000)).unwrap().get(), 1_000);
+        assert_eq!(boot_epoch(&dir, at(1_000)).unwrap().get(), 1_001, "a restart within the same second");
+        assert_eq!(boot_epoch(&dir, at(500)).unwrap().get(), 1_002, "the clock set back");
+        assert_eq!(boot_epoch(&dir, at(2_000)).unwrap().get(), 2_000);
+        std::fs::write(dir.join(EPOCH_FILE), vec![7; 1024]).unwrap();
+        let e = format!("{:#}", boot_epoch(&dir, at(3_000)).unwrap_err());
+        assert!(e.contains(EPOCH_FILE) && e.contains("remove it"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The server owner is the host's name at the first start, and stays
+    /// what it was at later starts, on another host (a failover) too.
+    #[test]
+    fn the_server_owner_is_made_once_and_kept() {
+        let dir = std::env::temp_dir().join(format!("keel-nfs4-owner-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(&server_owner(&dir, "node-a\n").unwrap()[..], b"node-a");
+        assert_eq!(&server_owner(&dir, "node-b\n").unwrap()[..], b"node-a", "the other node of an HA pair");
+        std::fs::write(dir.join(SERVER_OWNER_FILE), b"").unwrap();
+        let e = format!("{:#}", server_owner(&dir, "node-b").unwrap_err());
+        assert!(e.contains(SERVER_OWNER_FILE) && e.contains("remove it"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -66,7 +66,8 @@ pub struct Recovery {
     pub nsm: NsmStore,
     /// The NLM hosts that held locks.
     pub nlm_previous: Vec<Monitored>,
-    /// The NFSv4.1 clients on record (for `NfsState::with_grace`).
+    /// The NFSv4.1 clients on record (for `NfsState::with_grace`); none
+    /// if NFSv4.1 is not served.
     pub nfs4_records: FileClientRecords,
     /// The one grace period: the lock manager and the NFSv4.1 state each
     /// get a clone.
@@ -81,9 +82,37 @@ pub fn open(config: &Config, nsm_dir: &Path) -> anyhow::Result<Recovery> {
     let nfs4_dir: PathBuf = config.server.state_dir.join(NFS4_CLIENTS_DIR);
     let mut nfs4_records = FileClientRecords::open(&nfs4_dir, keel_nfs4_state::Limits::default().clients.total)
         .context("cannot open the NFSv4.1 client records")?;
-    let nfs4_previous = nfs4_records.load()?;
+    let nfs4_previous = if crate::nfs4::served(config) {
+        nfs4_records.load()?
+    } else {
+        forget_unserved(&mut nfs4_records, &nfs4_dir)?;
+        Vec::new()
+    };
     let grace = shared_grace(&nlm_previous, &nfs4_previous, keel_nfs4_state::LEASE_DEFAULT, config.server.grace_max);
     Ok(Recovery { nsm, nlm_previous, nfs4_records, grace })
+}
+
+/// With NFSv4.1 not served, its clients on record cannot reclaim: the
+/// grace period does not wait for them, and their records go (a start
+/// that serves NFSv4.1 again must not let them reclaim what NLM and v3
+/// clients may have taken in between).
+fn forget_unserved(records: &mut FileClientRecords, dir: &Path) -> anyhow::Result<()> {
+    let owners: Vec<Box<[u8]>> = records.load()?.into_iter().map(|r| r.owner).collect();
+    if owners.is_empty() {
+        return Ok(());
+    }
+    tracing::info!(
+        clients = owners.len(),
+        dir = %dir.display(),
+        "NFSv4.1 is not served (nfs_versions): its clients of an earlier start cannot reclaim; their records are removed"
+    );
+    for owner in owners {
+        records
+            .remove(&owner)
+            .with_context(|| format!("cannot remove an NFSv4.1 client record in {}", dir.display()))?;
+    }
+    records.loaded.clear();
+    Ok(())
 }
 
 /// The one grace period of NLM and NFSv4.1 after a start: it waits for
@@ -153,6 +182,36 @@ mod tests {
         let e = FileClientRecords::open(&file.join("nfs4-clients"), 16).err().unwrap();
         assert!(e.to_string().contains(&*file.to_string_lossy()), "{e}");
         std::fs::remove_file(&file).unwrap();
+    }
+
+    /// NFSv4.1 served: the grace period waits for its client on record.
+    /// Not served: nobody could reclaim, so it does not wait, and the
+    /// record goes (a later start serving v4 again must not let it reclaim
+    /// what others may have taken in between).
+    #[test]
+    fn nfs4_clients_on_record_count_only_when_nfs4_is_served() {
+        let dir = std::env::temp_dir().join(format!("keel-recovery-unserved-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (state, export) = (dir.join("state"), dir.join("export"));
+        std::fs::create_dir_all(&export).unwrap();
+        let config = |versions: &str| {
+            let text = format!(
+                "[server]\nstate_dir = '{}'\nnfs_versions = {versions}\n[[export]]\npath = '{}'\nid = 1\n\
+                 [[export.clients]]\nhost = \"*\"\n",
+                state.display(),
+                export.display()
+            );
+            crate::config::parse(&text, "keel.toml").unwrap()
+        };
+        FileClientRecords::open(&state.join(NFS4_CLIENTS_DIR), 16).unwrap().put(&record("a", 1)).unwrap();
+        let served = open(&config(r#"["3", "4.1"]"#), &dir.join("nsm")).unwrap();
+        assert_eq!(served.grace.lock().status(Instant::now()).awaited, 1);
+        drop(served);
+        let unserved = open(&config(r#"["3"]"#), &dir.join("nsm")).unwrap();
+        assert!(!unserved.grace.lock().poll(Instant::now()), "no grace period for clients who cannot reclaim");
+        let mut records = FileClientRecords::open(&state.join(NFS4_CLIENTS_DIR), 16).unwrap();
+        assert!(records.load().unwrap().is_empty(), "the record was removed");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -142,10 +142,19 @@ pub fn run(
     let locks = LockManager::with_grace(exports.clone(), lock_config, recovery.nsm, recovery.nlm_previous, grace)
         .context("cannot start the lock manager")?;
     let locks = Arc::new(locks);
-    // NFSv4.1's state takes these: NfsState::with_grace(.., records, grace).
-    let _nfs4 = (recovery.nfs4_records, recovery.grace);
+    // Replies to the calls NFSv4.1 sends back on connections (callbacks).
+    let reply_router = Arc::new(keel_rpc::ReplyRouter::default());
+    let nfs4 = crate::nfs4::program(
+        &config,
+        exports.clone(),
+        &calls,
+        reply_router.clone(),
+        recovery.nfs4_records,
+        recovery.grace,
+    )?;
     let lock_threads = keel_nlm::courier::start(&locks)?;
-    let stopped = runtime.block_on(serve(&config, exports, locks.clone(), calls, reloader, gss, banner))?;
+    let stateful = Stateful { locks: locks.clone(), nfs4, reply_router };
+    let stopped = runtime.block_on(serve(&config, exports, stateful, calls, reloader, gss, banner))?;
     // Calls in flight finish and their replies go out before the file
     // systems are synced.
     let linger = if config.ha { transport::LINGER_HA } else { transport::LINGER };
@@ -168,6 +177,17 @@ pub fn run(
     Ok(())
 }
 
+/// The programs whose state outlives a call, made before serving: they
+/// share the grace period of this start.
+struct Stateful {
+    /// NLM's and NSM's.
+    locks: Arc<LockManager<Served>>,
+    /// NFSv4.1's, if served.
+    nfs4: Option<Arc<dyn RpcProgram>>,
+    /// Where the dispatcher gives replies to NFSv4.1's callbacks.
+    reply_router: Arc<keel_rpc::ReplyRouter>,
+}
+
 struct Stopped {
     transport: Transport,
     registered: Option<Vec<keel_nfs3_proto::portmap::Mapping>>,
@@ -176,7 +196,7 @@ struct Stopped {
 async fn serve(
     config: &Config,
     exports: Arc<ExportTable<Served>>,
-    locks: Arc<LockManager<Served>>,
+    Stateful { locks, nfs4, reply_router }: Stateful,
     calls: Arc<keel_stats::CallStats>,
     reloader: Arc<Reloader>,
     gss: Option<Arc<keel_rpc::gss::GssServer>>,
@@ -209,9 +229,6 @@ async fn serve(
         tracing::warn!("fault injection is on: the administration socket can make storage calls fail (for tests)");
     }
     let nfs: Arc<dyn RpcProgram> = Arc::new(Nfs3Program::new(exports.clone()));
-    // Replies to the calls NFSv4.1 sends back on connections (callbacks).
-    let reply_router = Arc::new(keel_rpc::ReplyRouter::default());
-    let nfs4 = crate::nfs4::program(config, exports.clone(), &calls, reply_router.clone())?;
     let mount: Arc<dyn RpcProgram> =
         Arc::new(MountProgram::with_list_file(exports.clone(), server.state_dir.join(MOUNT_LIST_FILE)));
     let nlm: Arc<dyn RpcProgram> = Arc::new(NlmProgram::new(locks.clone()));

@@ -198,10 +198,19 @@ pub(super) fn link<S: Store>(c: &mut Compound<'_, S>, args: Link4Args) -> Result
     Ok(Link4ResOk { cinfo: cinfo(before, dir_change(c, &dir.object)) })
 }
 
+/// NFS4ERR_GRACE during a grace period: a file removed or renamed over
+/// then may be one a client of the last start is yet to reclaim an open
+/// of, by its filehandle (RFC 8881 section 8.4.2; knfsd refuses both too).
+fn outside_grace<S: Store>(c: &Compound<'_, S>) -> Result<(), Nfsstat4> {
+    let now = c.now;
+    if c.program.with_state(|s| s.in_grace(now)) { Err(Nfsstat4::Grace) } else { Ok(()) }
+}
+
 pub(super) fn remove<S: Store>(c: &mut Compound<'_, S>, args: Remove4Args) -> Result<Remove4ResOk, Nfsstat4> {
     let dir = export_dir(c)?;
     let n = name(&args.target)?.to_vec();
     dir.writable()?;
+    outside_grace(c)?;
     crate::deleg::before_change_of_name(c, &dir, &n)?;
     let before = dir_change(c, &dir.object);
     let store = c.store();
@@ -222,6 +231,7 @@ pub(super) fn rename<S: Store>(c: &mut Compound<'_, S>, args: Rename4Args) -> Re
     is_dir(&from_dir.object)?;
     let (from, to) = (name(&args.oldname)?.to_vec(), name(&args.newname)?.to_vec());
     to_dir.writable()?;
+    outside_grace(c)?;
     crate::deleg::before_change_of_name(c, &from_dir, &from)?;
     crate::deleg::before_change_of_name(c, &to_dir, &to)?;
     let (from_before, to_before) = (dir_change(c, &from_dir.object), dir_change(c, &to_dir.object));

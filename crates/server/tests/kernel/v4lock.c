@@ -10,6 +10,11 @@
  *   v4lock hold HOW FILE HELD GO  takes the lock (waiting for it), creates
  *                                 HELD, waits until GO exists (at most 180
  *                                 s), unlocks
+ *   v4lock holdwrite FILE HELD GO takes a POSIX write lock on FILE (made if
+ *                                 need be), writes a line and fsyncs,
+ *                                 creates HELD, waits for GO (at most 180
+ *                                 s), writes and fsyncs another line,
+ *                                 unlocks and closes: every call checked
  *   v4lock alloc FILE OFF LEN     fallocate(2): space for the range (FILE
  *                                 made if need be)
  *   v4lock punch FILE OFF LEN     fallocate(2): PUNCH_HOLE | KEEP_SIZE
@@ -66,6 +71,26 @@ int main(int argc, char **argv) {
     if (lock(argv[2], fd, 0, 1) < 0) return fail("unlock");
     close(fd);
     printf("RESULT hold=ok\n");
+    return 0;
+  }
+  if (!strcmp(op, "holdwrite") && argc == 5) {
+    static const char first[] = "written before the restart\n", second[] = "written after the restart\n";
+    int fd = open(argv[2], O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return fail("open");
+    if (lock("posix", fd, 1, 0) < 0) return fail("lock");
+    if (write(fd, first, sizeof first - 1) != sizeof first - 1 || fsync(fd) < 0) return fail("first_write");
+    int held = open(argv[3], O_WRONLY | O_CREAT, 0644);
+    if (held < 0) return fail("held_signal");
+    close(held);
+    struct stat st;
+    for (int i = 0; stat(argv[4], &st) < 0; i++) {
+      if (i > 1800) { printf("RESULT holdwrite=no go\n"); return 1; }
+      usleep(100000);
+    }
+    if (write(fd, second, sizeof second - 1) != sizeof second - 1 || fsync(fd) < 0) return fail("second_write");
+    if (lock("posix", fd, 0, 1) < 0) return fail("unlock");
+    if (close(fd) < 0) return fail("close");
+    printf("RESULT holdwrite=ok\n");
     return 0;
   }
   if ((!strcmp(op, "alloc") || !strcmp(op, "punch")) && argc == 5) {

@@ -276,6 +276,39 @@ fn in_the_grace_period_only_reclaims_are_granted() {
     assert!(nlm.try_lock(LockKind::Shared, LockRange::new(0, 1)).unwrap().is_some(), "the reclaimed lock is held");
 }
 
+/// RFC 8881 section 8.4.2: in a grace period REMOVE and RENAME are
+/// NFS4ERR_GRACE (the file may be one a client is yet to reclaim an open
+/// of); once every client on record completed its reclaim, they work.
+#[test]
+fn in_the_grace_period_remove_and_rename_wait_for_the_reclaims() {
+    use crate::ops::dir::{remove, rename};
+    use keel_nfs4_proto::{Remove4Args, Rename4Args};
+    use keel_nfs4_state::{ClientRecord, ClientRecords, MemoryRecords, Principal, StateConfig};
+    let mut records = MemoryRecords::new();
+    let principal = Principal::Sys { uid: 0, machine: b"client".to_vec().into() };
+    records.put(&ClientRecord { owner: b"a".to_vec().into(), principal, epoch: 1 }).unwrap();
+    let rig = Rig::with(false, StateConfig::default(), records);
+    let f = rig.file("f", b"kept");
+    let root = keel_store::Object::handle(&rig.store.lookup_path(1, b"").unwrap()).clone();
+    let (mut a, mut b) = (rig.client("a"), rig.client("b"));
+    let component = |n: &str| keel_nfs4_proto::Component4(Bytes::copy_from_slice(n.as_bytes()));
+    let gone = |c: &mut crate::compound::Compound<'_, keel_store::sim::SimStore>| {
+        remove(c, Remove4Args { target: component("f") }).map(|_| ())
+    };
+    let moved = |c: &mut crate::compound::Compound<'_, keel_store::sim::SimStore>| {
+        c.saved = c.current.clone();
+        rename(c, Rename4Args { oldname: component("f"), newname: component("g") }).map(|_| ())
+    };
+    assert_eq!(rig.call(&mut b, 1, Instant::now(), Some(&root), gone), Err(Nfsstat4::Grace));
+    assert_eq!(rig.call(&mut b, 1, Instant::now(), Some(&root), moved), Err(Nfsstat4::Grace));
+    assert_eq!(rig.data(&f), b"kept");
+    let done = rig.call(&mut a, 1, Instant::now(), None, |c| {
+        crate::ops::session::reclaim_complete(c, keel_nfs4_proto::ReclaimComplete4Args { rca_one_fs: false })
+    });
+    assert_eq!(done, Ok(()));
+    assert_eq!(rig.call(&mut b, 1, Instant::now(), Some(&root), moved), Ok(()), "the grace period is over");
+}
+
 /// Past the state's bound on a client's lock ranges, LOCK is
 /// NFS4ERR_RESOURCE, and nothing was taken; LOCKU still works.
 #[test]
