@@ -51,12 +51,14 @@ impl ClientRecords for FileClientRecords {
         Ok(self.loaded.clone())
     }
 
+    // Called from the worker serving the client's call, which acts as the
+    // caller (its fsuid, maybe squashed): the records are root's alone.
     fn put(&mut self, record: &ClientRecord) -> io::Result<()> {
-        Ok(self.dir.put(&record.owner, &record.encode())?)
+        Ok(keel_store_local::ident::as_root(|| self.dir.put(&record.owner, &record.encode()))?)
     }
 
     fn remove(&mut self, owner: &[u8]) -> io::Result<()> {
-        Ok(self.dir.remove(owner)?)
+        Ok(keel_store_local::ident::as_root(|| self.dir.remove(owner))?)
     }
 }
 
