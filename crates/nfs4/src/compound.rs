@@ -403,10 +403,12 @@ fn run_op<S: Store>(c: &mut Compound<'_, S>, index: u32, numops: u32, op: NfsArg
         return NfsResop4::failed(opnum, status);
     }
     let res = handler(c, op);
-    if flags.contains(OpFlags::PUTFH_LIKE) && res.status() == Nfsstat4::Ok && next_uses_fh_sec::<S>(next) {
-        if let Err(status) = c.check_current_sec() {
-            return NfsResop4::failed(opnum, status);
-        }
+    if flags.contains(OpFlags::PUTFH_LIKE)
+        && res.status() == Nfsstat4::Ok
+        && next_uses_fh_sec::<S>(next)
+        && let Err(status) = c.check_current_sec()
+    {
+        return NfsResop4::failed(opnum, status);
     }
     res
 }
