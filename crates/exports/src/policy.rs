@@ -67,6 +67,19 @@ impl SecFlavor {
         }
     }
 
+    /// The flavor a call's credential counts as against `sec=`: AUTH_NONE
+    /// is `sys` (as knfsd lets AUTH_NULL through where AUTH_UNIX is
+    /// accepted). Every protocol checks its calls by this one mapping.
+    pub fn of_call(flavor: keel_rpc::Flavor) -> SecFlavor {
+        use keel_rpc::Flavor;
+        match flavor {
+            Flavor::None | Flavor::Sys => SecFlavor::Sys,
+            Flavor::Krb5 => SecFlavor::Krb5,
+            Flavor::Krb5i => SecFlavor::Krb5i,
+            Flavor::Krb5p => SecFlavor::Krb5p,
+        }
+    }
+
     pub fn is_kerberos(self) -> bool {
         self != SecFlavor::Sys
     }
@@ -103,6 +116,20 @@ impl SecFlavors {
 
     pub fn accepts(&self, flavor: SecFlavor) -> bool {
         self.as_slice().contains(&flavor)
+    }
+
+    /// These flavors, then those of `other` not among them (the flavors
+    /// of a pseudo directory: those of the exports below it).
+    pub fn union(&self, other: &SecFlavors) -> SecFlavors {
+        let mut all = *self;
+        for f in other.as_slice() {
+            if !all.accepts(*f) {
+                // At most every flavor once: there is room.
+                all.list[all.len as usize] = *f;
+                all.len += 1;
+            }
+        }
+        all
     }
 
     /// The flavors as a server lists them, in order of preference.

@@ -68,6 +68,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use keel_store::{NAME_BYTES_MAX, Store};
 use siphasher::sip::SipHasher24;
 
+use crate::policy::{SecFlavor, SecFlavors};
 use crate::{ExportTable, ServedExport};
 
 /// Longest export path the pseudo file system places: MOUNT v3's
@@ -251,6 +252,10 @@ struct PseudoNode {
     /// In cookie order.
     children: Vec<Child>,
     change: u64,
+    /// The flavors of the exports below, for this client: NFSv4 calls on
+    /// the directory must come with one of them (mountd gives knfsd's
+    /// pseudo exports the same union).
+    sec: Option<SecFlavors>,
 }
 
 /// The pseudo file system as one client sees it, built from the exports
@@ -277,6 +282,7 @@ struct Placed<'a> {
     components: Vec<&'a [u8]>,
     id: u32,
     fsid: u64,
+    sec: SecFlavors,
 }
 
 impl PseudoFs {
@@ -285,9 +291,9 @@ impl PseudoFs {
     /// `table` serves now.
     pub fn build<S: Store>(table: &ExportTable<S>, peer: SocketAddr, key: &PseudoKey) -> PseudoFs {
         let exports = table.exports();
-        let admitted = exports.iter().filter(|s| table.client_options(s, peer).is_ok());
+        let admitted = exports.iter().filter_map(|s| Some((s, table.client_options(s, peer).ok()?)));
         let mut placed: Vec<Placed<'_>> = admitted
-            .filter_map(|s| {
+            .filter_map(|(s, options)| {
                 let path = s.export.path.as_os_str().as_bytes();
                 let Some(components) = components(path) else {
                     tracing::warn!(
@@ -297,7 +303,7 @@ impl PseudoFs {
                     );
                     return None;
                 };
-                Some(Placed { components, id: s.export.id, fsid: s.export.fsid })
+                Some(Placed { components, id: s.export.id, fsid: s.export.fsid, sec: options.sec })
             })
             .collect();
         // Every export after the exports enclosing it.
@@ -350,11 +356,19 @@ impl PseudoFs {
     /// among them), gives every place a fileid and every entry a cookie.
     fn grow(&mut self, outermost: &[&Placed<'_>]) {
         let mut index: BTreeMap<Vec<&[u8]>, usize> = BTreeMap::new();
-        self.nodes.push(PseudoNode { path: b"/".to_vec(), fileid: 0, parent: None, children: Vec::new(), change: 0 });
+        self.nodes.push(PseudoNode {
+            path: b"/".to_vec(),
+            fileid: 0,
+            parent: None,
+            children: Vec::new(),
+            change: 0,
+            sec: None,
+        });
         index.insert(Vec::new(), 0);
         for p in outermost {
             let (name, above) = p.components.split_last().expect("not the export of \"/\"");
             let mut dir = 0;
+            self.nodes[0].add_sec(&p.sec);
             for depth in 1..=above.len() {
                 dir = match index.get(&above[..depth]) {
                     Some(&i) => i,
@@ -367,12 +381,14 @@ impl PseudoFs {
                             parent: Some(dir),
                             children: Vec::new(),
                             change: 0,
+                            sec: None,
                         });
                         self.nodes[dir].children.push(child(above[depth - 1], ChildTarget::Node(i)));
                         index.insert(above[..depth].to_vec(), i);
                         i
                     }
                 };
+                self.nodes[dir].add_sec(&p.sec);
             }
             self.nodes[dir].children.push(child(name, ChildTarget::Export { id: p.id, fsid: p.fsid }));
         }
@@ -584,9 +600,26 @@ impl PseudoFs {
         })
     }
 
+    /// The flavors a pseudo directory accepts, most preferred first: those
+    /// of the exports it leads to (every flavor when it leads to none:
+    /// there is nothing to guard).
+    pub fn sec(&self, node: PseudoNodeId) -> Result<SecFlavors, PseudoError> {
+        let all = || SecFlavors::new(&SecFlavor::ALL).expect("every flavor once");
+        Ok(self.node(node)?.sec.unwrap_or_else(all))
+    }
+
     /// A pseudo directory's path ("/srv").
     pub fn path(&self, node: PseudoNodeId) -> Result<&[u8], PseudoError> {
         Ok(&self.node(node)?.path)
+    }
+}
+
+impl PseudoNode {
+    fn add_sec(&mut self, sec: &SecFlavors) {
+        self.sec = Some(match &self.sec {
+            Some(have) => have.union(sec),
+            None => *sec,
+        });
     }
 }
 

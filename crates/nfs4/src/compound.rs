@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use keel_exports::{Admitted, ClientOptions, PseudoError, PseudoFs, PseudoNodeId};
+use keel_exports::{Admitted, ClientOptions, PseudoError, PseudoFs, PseudoNodeId, SecFlavor, SecFlavors};
 use keel_nfs4_proto::{
     Compound4ArgsHead, Compound4ResEncoder, CompoundOps, Nfs4Result, NfsArgop4, NfsResop4, Nfsstat4, OpNum,
 };
@@ -176,6 +176,38 @@ impl<'a, S: Store> Compound<'a, S> {
         Ok(ExportFh { object, options, cred })
     }
 
+    /// The flavor the call came with, as exports name it.
+    pub fn flavor(&self) -> SecFlavor {
+        SecFlavor::of_call(self.ctx.cred.flavor())
+    }
+
+    /// The flavors `fh` may be used with, most preferred first: its
+    /// export's for this client, or those of the exports a pseudo
+    /// directory leads to.
+    pub fn sec_of(&mut self, fh: &Filehandle<S::Object>) -> Result<SecFlavors, Nfsstat4> {
+        match fh {
+            Filehandle::Export(fh) => Ok(fh.options.sec),
+            Filehandle::Pseudo(node) => self.pseudo().sec(*node).map_err(pseudo_status),
+        }
+    }
+
+    /// NFS4ERR_WRONGSEC unless the call's flavor is one `fh` may be used
+    /// with (RFC 8881 section 2.6.3.1).
+    pub fn check_sec(&mut self, fh: &Filehandle<S::Object>) -> Result<(), Nfsstat4> {
+        match self.sec_of(fh)?.accepts(self.flavor()) {
+            true => Ok(()),
+            false => Err(Nfsstat4::Wrongsec),
+        }
+    }
+
+    /// [`Compound::check_sec`] of the current filehandle, if there is one.
+    fn check_current_sec(&mut self) -> Result<(), Nfsstat4> {
+        match self.current.clone() {
+            Some(fh) => self.check_sec(&fh),
+            None => Ok(()),
+        }
+    }
+
     /// Assumes the identity `fh`'s export gives the caller, for the store
     /// calls that follow.
     pub fn act(&mut self, fh: &ExportFh<S::Object>) -> Result<&S::Caller, Nfsstat4> {
@@ -299,7 +331,14 @@ pub(crate) fn run<S: Store>(
             }
             op => {
                 let hook = crate::callback::BindHook::of(&op, c.slot.as_ref().map(|g| g.clientid));
-                let res = run_op(&mut c, index, head.numops, op);
+                // The operation after this one, for a put-filehandle
+                // operation's security check; ILLEGAL if it is not there
+                // or unknown (knfsd's need_wrongsec_check).
+                let next = match index + 1 < head.numops {
+                    true => args.clone().u32().ok().and_then(OpNum::from_u32).unwrap_or(OpNum::Illegal),
+                    false => OpNum::Illegal,
+                };
+                let res = run_op(&mut c, index, head.numops, op, next);
                 if res.status() == Nfsstat4::Ok {
                     crate::callback::after_bind(&c, hook);
                 }
@@ -337,8 +376,10 @@ pub(crate) fn run<S: Store>(
 }
 
 /// One operation other than a first SEQUENCE: the ordering rules, the
-/// table's flags, then its handler.
-fn run_op<S: Store>(c: &mut Compound<'_, S>, index: u32, numops: u32, op: NfsArgop4) -> NfsResop4 {
+/// table's flags, the security flavor of the filehandles it uses, then
+/// its handler. `next` is the operation that follows it (ILLEGAL for
+/// none).
+fn run_op<S: Store>(c: &mut Compound<'_, S>, index: u32, numops: u32, op: NfsArgop4, next: OpNum) -> NfsResop4 {
     let opnum = op.opnum();
     if let NfsArgop4::Illegal(_) = op {
         return NfsResop4::Illegal(Nfsstat4::OpIllegal);
@@ -362,9 +403,50 @@ fn run_op<S: Store>(c: &mut Compound<'_, S>, index: u32, numops: u32, op: NfsArg
     if flags.contains(OpFlags::NEEDS_FH) && c.current.is_none() {
         return NfsResop4::failed(opnum, Nfsstat4::Nofilehandle);
     }
-    match entry.and_then(|e| e.handler) {
-        Some(handler) => handler(c, op),
-        None => NfsResop4::failed(opnum, Nfsstat4::Notsupp),
+    let Some(handler) = entry.and_then(|e| e.handler) else {
+        return NfsResop4::failed(opnum, Nfsstat4::Notsupp);
+    };
+    if let Err(status) = check_sec_before(c, opnum, flags) {
+        return NfsResop4::failed(opnum, status);
+    }
+    let res = handler(c, op);
+    if flags.contains(OpFlags::PUTFH_LIKE)
+        && res.status() == Nfsstat4::Ok
+        && next_uses_fh_sec::<S>(next)
+        && let Err(status) = c.check_current_sec()
+    {
+        return NfsResop4::failed(opnum, status);
+    }
+    res
+}
+
+/// The flavor check of the filehandles an operation uses, before it runs
+/// (RFC 8881 section 2.6.3.1): the current one, and the saved one for the
+/// operations that use two. Put-filehandle operations, SAVEFH, LOOKUP,
+/// LOOKUPP, SECINFO and SECINFO_NO_NAME check (or not) themselves.
+fn check_sec_before<S: Store>(c: &mut Compound<'_, S>, opnum: OpNum, flags: OpFlags) -> Result<(), Nfsstat4> {
+    if !flags.contains(OpFlags::NEEDS_FH) || flags.contains(OpFlags::OWN_SEC_CHECK) {
+        return Ok(());
+    }
+    c.check_current_sec()?;
+    if matches!(opnum, OpNum::Rename | OpNum::Link | OpNum::Copy)
+        && let Some(saved) = c.saved.clone()
+    {
+        c.check_sec(&saved)?;
+    }
+    Ok(())
+}
+
+/// Whether a put-filehandle operation followed by `next` checks the new
+/// current filehandle's flavor itself (RFC 8881 sections 2.6.3.1.1.1 to
+/// 2.6.3.1.1.7): not when nothing that matters follows, nor before an
+/// operation that answers NFS4ERR_WRONGSEC itself or never does
+/// (another put-filehandle, SAVEFH, LOOKUP, LOOKUPP, OPEN, SECINFO,
+/// SECINFO_NO_NAME).
+fn next_uses_fh_sec<S: Store>(next: OpNum) -> bool {
+    match ops::entry::<S>(next) {
+        Some(e) => !e.flags.contains(OpFlags::HANDLES_WRONGSEC),
+        None => false,
     }
 }
 

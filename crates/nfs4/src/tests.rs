@@ -5,9 +5,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use keel_exports::{Access, ClientOptions, ClientRule, ExportTable, HostMatch, PseudoKey, Squash};
+use keel_exports::{
+    Access, ClientOptions, ClientRule, ExportTable, HostMatch, PseudoKey, SecFlavor, SecFlavors, Squash,
+};
 use keel_nfs4_proto::*;
 use keel_nfs4_state::{BootEpoch, MemoryRecords, StateConfig};
+use keel_rpc::gss::GssService;
 use keel_rpc::{CallContext, Credential, TabledProgram};
 use keel_store::sim::SimStore;
 use keel_store::{Cred, Object, Store};
@@ -771,4 +774,168 @@ fn a_session_is_destroyed_by_the_last_operation_of_its_own_compound() {
     let seq = a.sequence(false);
     let res = call(&p, CLIENT_A, &root(), &compound(1, vec![seq]));
     assert_eq!(res.status, Nfsstat4::Badsession, "gone");
+}
+
+/// Exports 1 at /srv/k (krb5p, krb5), 2 at /srv/s (sys), 3 at /only/k
+/// (krb5i), each rw for everyone.
+fn sec_program() -> Arc<Program> {
+    let store = Arc::new(SimStore::with_exports(7, &[(1, "/srv/k"), (2, "/srv/s"), (3, "/only/k")]));
+    let with_sec = |sec: &[SecFlavor]| {
+        let mut r = rule(HostMatch::Any, Access::ReadWrite, Squash::None);
+        r.options.sec = SecFlavors::new(sec).unwrap();
+        vec![r]
+    };
+    let exports = ExportTable::new(
+        store,
+        vec![
+            (1, with_sec(&[SecFlavor::Krb5p, SecFlavor::Krb5])),
+            (2, with_sec(&[SecFlavor::Sys])),
+            (3, with_sec(&[SecFlavor::Krb5i])),
+        ],
+    );
+    program_over(Arc::new(exports), StateConfig::default())
+}
+
+fn kerberos(service: GssService) -> Credential {
+    Credential::gss("alice@KEEL.TEST", service, Some(Cred::new(10001, 10001, &[])))
+}
+
+fn secinfo(name: &str) -> NfsArgop4 {
+    NfsArgop4::Secinfo(Secinfo4Args { name: name.into() })
+}
+
+fn secinfo_no_name(style: SecinfoStyle4) -> NfsArgop4 {
+    NfsArgop4::SecinfoNoName(style)
+}
+
+/// The last result's operation and status, and how many results came.
+fn stopped_at(res: &Compound4Res) -> (usize, OpNum, Nfsstat4) {
+    let last = res.resarray.last().unwrap();
+    (res.resarray.len() - 1, last.opnum(), last.status())
+}
+
+#[test]
+fn a_sys_call_gets_wrongsec_where_the_rfc_puts_it() {
+    let p = sec_program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let k_root = p.exports.store.lookup_path(1, b"/").unwrap().handle().clone();
+    let s_root = p.exports.store.lookup_path(2, b"/").unwrap().handle().clone();
+    let wrongsec = |op| (op, Nfsstat4::Wrongsec);
+    let at = |res: &Compound4Res| {
+        let (i, op, status) = stopped_at(res);
+        (i, (op, status))
+    };
+
+    // LOOKUP answers for what it reaches: the pseudo directories lead to
+    // a sys export too, the Kerberos export's root is refused.
+    let res = a.run(vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("k"), getattr(&[FATTR4_TYPE])]);
+    assert_eq!(at(&res), (3, wrongsec(OpNum::Lookup)));
+    a.ok(vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("s"), getattr(&[FATTR4_TYPE])]);
+    // A pseudo directory that leads only to Kerberos exports.
+    let res = a.run(vec![NfsArgop4::Putrootfh(()), lookup("only")]);
+    assert_eq!(at(&res), (2, wrongsec(OpNum::Lookup)));
+
+    // PUTFH followed by an operation that uses the handle answers itself.
+    let res = a.run(vec![putfh(&k_root), getattr(&[FATTR4_TYPE])]);
+    assert_eq!(at(&res), (1, wrongsec(OpNum::Putfh)));
+    let res = a.run(vec![putfh(&k_root), NfsArgop4::Getfh(())]);
+    assert_eq!(at(&res), (1, wrongsec(OpNum::Putfh)));
+    // ... not when nothing follows, nor before SAVEFH, which leaves the
+    // check to the operation that uses the saved handle.
+    a.ok(vec![putfh(&k_root)]);
+    let res = a.run(vec![putfh(&k_root), NfsArgop4::Savefh(()), getattr(&[FATTR4_TYPE])]);
+    assert_eq!(at(&res), (3, wrongsec(OpNum::Getattr)));
+    // RESTOREFH is a put-filehandle operation.
+    let res = a.run(vec![
+        putfh(&k_root),
+        NfsArgop4::Savefh(()),
+        putfh(&s_root),
+        NfsArgop4::Restorefh(()),
+        getattr(&[FATTR4_TYPE]),
+    ]);
+    assert_eq!(at(&res), (4, wrongsec(OpNum::Restorefh)));
+    a.ok(vec![putfh(&k_root), putfh(&s_root), getattr(&[FATTR4_TYPE])]);
+    // In a directory the flavor may not use, no name's existence is told.
+    let res = a.run(vec![putfh(&k_root), lookup("absent")]);
+    assert_eq!(at(&res), (2, wrongsec(OpNum::Lookup)));
+    // OPEN answers for the directory it opens in.
+    let res = a.run(vec![putfh(&k_root), open_create("f", "o", OPEN4_SHARE_ACCESS_BOTH, 0)]);
+    assert_eq!(at(&res), (2, wrongsec(OpNum::Open)));
+    // LOOKUPP from the sys export to the pseudo directory is admitted.
+    a.ok(vec![putfh(&s_root), NfsArgop4::Lookupp(()), getattr(&[FATTR4_TYPE])]);
+    // SECINFO_NO_NAME never gets NFS4ERR_WRONGSEC.
+    a.ok(vec![putfh(&k_root), secinfo_no_name(SecinfoStyle4::Secinfo4StyleCurrentFh)]);
+}
+
+#[test]
+fn secinfo_answers_the_export_s_flavors_in_order_and_consumes_the_filehandle() {
+    let p = sec_program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let krb5 = |service| {
+        Secinfo4::RpcsecGss(RpcsecGssInfo {
+            oid: b"\x2a\x86\x48\x86\xf7\x12\x01\x02\x02".as_slice().into(),
+            qop: 0,
+            service,
+        })
+    };
+    let flavors = |res: &NfsResop4| match res {
+        NfsResop4::Secinfo(Nfs4Result::Ok(list)) | NfsResop4::SecinfoNoName(Nfs4Result::Ok(list)) => {
+            list.iter().cloned().collect::<Vec<_>>()
+        }
+        other => panic!("not a SECINFO result: {other:?}"),
+    };
+    let res = a.ok(vec![NfsArgop4::Putrootfh(()), lookup("srv"), secinfo("k")]);
+    assert_eq!(flavors(&res[3]), [krb5(RpcGssSvc::RpcGssSvcPrivacy), krb5(RpcGssSvc::RpcGssSvcNone)]);
+    let res = a.ok(vec![NfsArgop4::Putrootfh(()), lookup("srv"), secinfo("s")]);
+    assert_eq!(flavors(&res[3]), [Secinfo4::Flavor(AUTH_SYS)]);
+    let res = a.ok(vec![NfsArgop4::Putrootfh(()), secinfo("only")]);
+    assert_eq!(flavors(&res[2]), [krb5(RpcGssSvc::RpcGssSvcIntegrity)], "a pseudo directory: its exports'");
+    let res =
+        a.ok(vec![NfsArgop4::Putrootfh(()), lookup("srv"), secinfo_no_name(SecinfoStyle4::Secinfo4StyleCurrentFh)]);
+    assert_eq!(
+        flavors(&res[3]),
+        [krb5(RpcGssSvc::RpcGssSvcPrivacy), krb5(RpcGssSvc::RpcGssSvcNone), Secinfo4::Flavor(AUTH_SYS)]
+    );
+    let k_root = p.exports.store.lookup_path(1, b"/").unwrap().handle().clone();
+    let res = a.ok(vec![putfh(&k_root), secinfo_no_name(SecinfoStyle4::Secinfo4StyleCurrentFh)]);
+    assert_eq!(flavors(&res[2]), [krb5(RpcGssSvc::RpcGssSvcPrivacy), krb5(RpcGssSvc::RpcGssSvcNone)]);
+    let res = a.ok(vec![putfh(&k_root), secinfo_no_name(SecinfoStyle4::Secinfo4StyleParent)]);
+    assert_eq!(flavors(&res[2]).len(), 3, "the parent of the export's root: /srv");
+    assert_eq!(
+        a.status(vec![NfsArgop4::Putrootfh(()), secinfo_no_name(SecinfoStyle4::Secinfo4StyleParent)]),
+        Nfsstat4::Noent
+    );
+    // The current filehandle is consumed.
+    let res = a.run(vec![NfsArgop4::Putrootfh(()), lookup("srv"), secinfo("s"), getattr(&[FATTR4_TYPE])]);
+    assert_eq!(stopped_at(&res), (4, OpNum::Getattr, Nfsstat4::Nofilehandle));
+    let res = a.run(vec![putfh(&k_root), secinfo_no_name(SecinfoStyle4::Secinfo4StyleCurrentFh), NfsArgop4::Getfh(())]);
+    assert_eq!(stopped_at(&res), (3, OpNum::Getfh, Nfsstat4::Nofilehandle));
+    assert_eq!(a.status(vec![NfsArgop4::Putrootfh(()), lookup("srv"), secinfo("absent")]), Nfsstat4::Noent);
+}
+
+#[test]
+fn a_kerberos_call_is_admitted_where_its_flavor_is_listed() {
+    let p = sec_program();
+    let mut alice = Client::with_fore(&p, CLIENT_A, "alice", kerberos(GssService::Privacy), fore(1 << 20));
+    let res = alice.ok(vec![
+        NfsArgop4::Putrootfh(()),
+        lookup("srv"),
+        lookup("k"),
+        open_create("mine", "o", OPEN4_SHARE_ACCESS_BOTH, 0),
+        getattr(&[FATTR4_OWNER]),
+    ]);
+    assert_eq!(attrs_of(&res[5]).owner.unwrap().as_str(), Some("10001"), "acts as the principal's uid");
+    let k_root = p.exports.store.lookup_path(1, b"/").unwrap().handle().clone();
+    alice.ok(vec![putfh(&k_root), getattr(&[FATTR4_TYPE])]);
+    // krb5p is not sys.
+    let res = alice.run(vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("s")]);
+    assert_eq!(stopped_at(&res), (3, OpNum::Lookup, Nfsstat4::Wrongsec));
+
+    // krb5i: neither export 1 nor /srv's exports take it; export 3 does.
+    let mut integrity = Client::with_fore(&p, CLIENT_B, "i", kerberos(GssService::Integrity), fore(1 << 20));
+    let res = integrity.run(vec![putfh(&k_root), getattr(&[FATTR4_TYPE])]);
+    assert_eq!(stopped_at(&res), (1, OpNum::Putfh, Nfsstat4::Wrongsec));
+    let res = integrity.run(vec![NfsArgop4::Putrootfh(()), lookup("srv")]);
+    assert_eq!(stopped_at(&res), (2, OpNum::Lookup, Nfsstat4::Wrongsec));
+    integrity.ok(vec![NfsArgop4::Putrootfh(()), lookup("only"), lookup("k"), getattr(&[FATTR4_TYPE])]);
 }

@@ -7,6 +7,7 @@
 
 mod kerberos {
     pub mod lab;
+    pub mod users;
 }
 
 use std::net::SocketAddr;
@@ -562,7 +563,8 @@ mod served {
     use keel_testkit::server::{ExportOpts, TestServer, keel_bin};
     use keel_xdr::{Decode, Encode};
 
-    use super::kerberos::lab::{SYSTEM_USER, SystemUser};
+    use super::kerberos::lab::SYSTEM_USER;
+    use super::kerberos::users::SystemUser;
     use super::*;
 
     const NFS: (u32, u32) = (NFS_PROGRAM, NFS_V3);
@@ -623,7 +625,7 @@ mod served {
 
     #[test]
     fn nfs3_over_krb5_krb5i_and_krb5p_as_the_principal_s_local_user() {
-        let user = SystemUser::create(SYSTEM_USER);
+        let user = SystemUser::create(SYSTEM_USER, None);
         let keytab = lab().server_keytab().display().to_string();
         let server = krb5_server("krb5-nfs3", r#"["krb5p", "krb5i", "krb5"]"#, &keytab);
         // The user's own file, closed to everyone else.

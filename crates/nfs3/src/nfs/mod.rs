@@ -18,8 +18,8 @@ use keel_nfs3_proto::{NFS_PROGRAM, NFS_V3};
 use keel_rpc::CacheClass::{Cached, Uncached};
 use keel_rpc::ReplyBytesMax::{Computed, Fixed};
 use keel_rpc::{
-    AcceptError, CallContext, Flavor, Handled, Handlers, Procedure, ProcedureTable, REPLY_RESULTS_BYTES_DEFAULT,
-    ReplyBytesMax, TabledProgram,
+    AcceptError, CallContext, Handled, Handlers, Procedure, ProcedureTable, REPLY_RESULTS_BYTES_DEFAULT, ReplyBytesMax,
+    TabledProgram,
 };
 use keel_store::{Caller as _, Store};
 use keel_xdr::{Decode, Decoder, Encode, Encoder, XdrError};
@@ -174,17 +174,6 @@ pub struct Request<'a, S: Store> {
     too_weak: Cell<bool>,
 }
 
-/// The export flavor a call's credential counts as: AUTH_NONE is `sys`
-/// (as knfsd lets AUTH_NULL through where AUTH_UNIX is accepted).
-pub(crate) fn sec_flavor(flavor: Flavor) -> SecFlavor {
-    match flavor {
-        Flavor::None | Flavor::Sys => SecFlavor::Sys,
-        Flavor::Krb5 => SecFlavor::Krb5,
-        Flavor::Krb5i => SecFlavor::Krb5i,
-        Flavor::Krb5p => SecFlavor::Krb5p,
-    }
-}
-
 impl<S: Store> Request<'_, S> {
     fn store(&self) -> &S {
         &self.exports.store
@@ -212,7 +201,7 @@ impl<S: Store> Request<'_, S> {
     fn admit(&self, fh: &NfsFh3) -> Result<Admitted<S::Object>, Nfsstat3> {
         // The export is noted before the object is opened: an I/O error
         // there is the export's storage failing too (see `call`).
-        let flavor = sec_flavor(self.ctx.cred.flavor());
+        let flavor = SecFlavor::of_call(self.ctx.cred.flavor());
         let ids = self.ctx.cred.ids();
         let admitted = self
             .exports

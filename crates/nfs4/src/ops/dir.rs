@@ -85,14 +85,42 @@ fn cross_nested<S: Store>(c: &mut Compound<'_, S>, fh: ExportFh<S::Object>) -> R
     Ok(fh)
 }
 
+/// What `step` reaches from the current filehandle, if the call's flavor
+/// may use it (RFC 8881 section 2.6.3.1.1.3): LOOKUP and LOOKUPP answer
+/// NFS4ERR_WRONGSEC for what they reach, so a client crosses into an
+/// export with that export's flavor whatever the directory's. From a
+/// directory the flavor may not use, every failure is NFS4ERR_WRONGSEC:
+/// which names exist there is not told.
+fn step_checked<S: Store>(
+    c: &mut Compound<'_, S>,
+    step: impl FnOnce(&mut Compound<'_, S>) -> Result<Filehandle<S::Object>, Nfsstat4>,
+) -> Result<Filehandle<S::Object>, Nfsstat4> {
+    let dir = c.current()?.clone();
+    let dir_admits = c.check_sec(&dir).is_ok();
+    match step(c) {
+        Ok(fh) => c.check_sec(&fh).map(|()| fh),
+        Err(e) if dir_admits => Err(e),
+        Err(_) => Err(Nfsstat4::Wrongsec),
+    }
+}
+
 pub(super) fn lookup<S: Store>(c: &mut Compound<'_, S>, args: Lookup4Args) -> Result<(), Nfsstat4> {
-    let fh = lookup_name(c, &args.objname)?;
+    let fh = step_checked(c, |c| lookup_name(c, &args.objname))?;
     c.current = Some(fh);
     c.stateid.clear();
     Ok(())
 }
 
 pub(super) fn lookupp<S: Store>(c: &mut Compound<'_, S>, _: ()) -> Result<(), Nfsstat4> {
+    let parent = step_checked(c, parent)?;
+    c.current = Some(parent);
+    c.stateid.clear();
+    Ok(())
+}
+
+/// The parent of the current directory, without making it current
+/// (LOOKUPP, SECINFO_NO_NAME).
+pub(super) fn parent<S: Store>(c: &mut Compound<'_, S>) -> Result<Filehandle<S::Object>, Nfsstat4> {
     let parent = match c.current()?.clone() {
         Filehandle::Pseudo(node) => Filehandle::Pseudo(c.pseudo().lookupp(node).map_err(pseudo_status)?),
         Filehandle::Export(fh) => {
@@ -116,9 +144,7 @@ pub(super) fn lookupp<S: Store>(c: &mut Compound<'_, S>, _: ()) -> Result<(), Nf
             }
         }
     };
-    c.current = Some(parent);
-    c.stateid.clear();
-    Ok(())
+    Ok(parent)
 }
 
 /// A directory's change attribute now, for `change_info4`.

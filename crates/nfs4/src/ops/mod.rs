@@ -50,6 +50,18 @@ impl OpFlags {
     pub const FIRST_OK: OpFlags = OpFlags(1);
     /// Needs a current filehandle (NFS4ERR_NOFILEHANDLE without one).
     pub const NEEDS_FH: OpFlags = OpFlags(2);
+    /// A put-filehandle operation (PUTFH, PUTROOTFH, PUTPUBFH,
+    /// RESTOREFH): it checks the new current filehandle's flavor only
+    /// when the next operation does not (knfsd's `OP_IS_PUTFH_LIKE`).
+    pub const PUTFH_LIKE: OpFlags = OpFlags(4);
+    /// After a put-filehandle operation, this one answers (or, SECINFO,
+    /// never answers) NFS4ERR_WRONGSEC itself: knfsd's
+    /// `OP_HANDLES_WRONGSEC`.
+    pub const HANDLES_WRONGSEC: OpFlags = OpFlags(8);
+    /// The loop does not check the current filehandle's flavor before
+    /// the handler runs: the handler checks what it must (LOOKUP checks
+    /// what it reaches), or nothing (SAVEFH, SECINFO).
+    pub const OWN_SEC_CHECK: OpFlags = OpFlags(16);
 
     pub const fn union(self, other: OpFlags) -> OpFlags {
         OpFlags(self.0 | other.0)
@@ -101,6 +113,13 @@ impl OpOutcome<Setattr4Res> for Setattr4Res {
 const FIRST: OpFlags = OpFlags::FIRST_OK;
 const FH: OpFlags = OpFlags::NEEDS_FH;
 const NONE: OpFlags = OpFlags::NONE;
+/// PUTFH, PUTROOTFH, PUTPUBFH, RESTOREFH.
+const PUTFH: OpFlags = OpFlags::PUTFH_LIKE.union(OpFlags::HANDLES_WRONGSEC);
+/// OPEN: checks the current filehandle as any operation, but a
+/// put-filehandle operation before it leaves the check to it.
+const FH_WRONGSEC: OpFlags = FH.union(OpFlags::HANDLES_WRONGSEC);
+/// SAVEFH, LOOKUP, LOOKUPP, SECINFO, SECINFO_NO_NAME.
+const FH_OWN_SEC: OpFlags = FH_WRONGSEC.union(OpFlags::OWN_SEC_CHECK);
 
 /// A row of the table: `op!(Variant, flags, handler)` for an implemented
 /// operation, `op!(Variant, flags)` for one answered NFS4ERR_NOTSUPP.
@@ -146,25 +165,25 @@ impl<S: Store> Table<S> {
         op!(Lock, FH, lock::lock),
         op!(Lockt, FH, lock::lockt),
         op!(Locku, FH, lock::locku),
-        op!(Lookup, FH, dir::lookup),
-        op!(Lookupp, FH, dir::lookupp),
+        op!(Lookup, FH_OWN_SEC, dir::lookup),
+        op!(Lookupp, FH_OWN_SEC, dir::lookupp),
         op!(Nverify, FH, attr::nverify),
-        op!(Open, FH, open::open),
+        op!(Open, FH_WRONGSEC, open::open),
         op!(Openattr, FH),
         op!(OpenConfirm, NONE),
         op!(OpenDowngrade, FH, open::open_downgrade),
-        op!(Putfh, NONE, fh::putfh),
-        op!(Putpubfh, NONE, fh::putpubfh),
-        op!(Putrootfh, NONE, fh::putrootfh),
+        op!(Putfh, PUTFH, fh::putfh),
+        op!(Putpubfh, PUTFH, fh::putpubfh),
+        op!(Putrootfh, PUTFH, fh::putrootfh),
         op!(Read, FH, io::read),
         op!(Readdir, FH, dir::readdir),
         op!(Readlink, FH, attr::readlink),
         op!(Remove, FH, dir::remove),
         op!(Rename, FH, dir::rename),
         op!(Renew, NONE),
-        op!(Restorefh, NONE, fh::restorefh),
-        op!(Savefh, FH, fh::savefh),
-        op!(Secinfo, FH, session::secinfo),
+        op!(Restorefh, PUTFH, fh::restorefh),
+        op!(Savefh, FH_OWN_SEC, fh::savefh),
+        op!(Secinfo, FH_OWN_SEC, session::secinfo),
         op!(Setattr, FH, attr::setattr),
         op!(Setclientid, NONE),
         op!(SetclientidConfirm, NONE),
@@ -183,7 +202,7 @@ impl<S: Store> Table<S> {
         op!(Layoutcommit, FH),
         op!(Layoutget, FH),
         op!(Layoutreturn, FH),
-        op!(SecinfoNoName, FH, session::secinfo_no_name),
+        op!(SecinfoNoName, FH_OWN_SEC, session::secinfo_no_name),
         op!(Sequence, FIRST),
         op!(SetSsv, NONE),
         op!(TestStateid, NONE, session::test_stateid),

@@ -2,11 +2,13 @@
 //! each a thin call into keel-nfs4-state, which holds every rule; and the
 //! security flavors (SECINFO, SECINFO_NO_NAME).
 
+use keel_exports::SecFlavor;
 use keel_nfs4_proto::{
     AUTH_SYS, BackchannelCtl4Args, BindConnToSession4Args, BindConnToSession4ResOk, CreateSession4Args,
     CreateSession4ResOk, DestroyClientid4Args, DestroySession4Args, ExchangeId4Args, ExchangeId4ResOk,
-    FreeStateid4Args, NfsImplId4, Nfsstat4, Nfstime4, ReclaimComplete4Args, Secinfo4, Secinfo4Args, Secinfo4ResOk,
-    SecinfoNoName4Args, SecinfoStyle4, ServerOwner4, StateProtect4R, TestStateid4Args, TestStateid4ResOk,
+    FreeStateid4Args, NfsImplId4, Nfsstat4, Nfstime4, ReclaimComplete4Args, RpcGssSvc, RpcsecGssInfo, Secinfo4,
+    Secinfo4Args, Secinfo4ResOk, SecinfoNoName4Args, SecinfoStyle4, ServerOwner4, StateProtect4R, TestStateid4Args,
+    TestStateid4ResOk,
 };
 use keel_nfs4_state::{ClientId, SessionId};
 use keel_store::Store;
@@ -108,35 +110,50 @@ pub(super) fn free_stateid<S: Store>(c: &mut Compound<'_, S>, args: FreeStateid4
     c.program.with_state(|s| s.free_stateid(client, &stateid))
 }
 
-/// The flavors every export takes: AUTH_SYS (RPCSEC_GSS is not served
-/// yet).
-fn flavors() -> Secinfo4ResOk {
-    vec![Secinfo4::Flavor(AUTH_SYS)].into()
+/// The Kerberos V5 mechanism's OID (1.2.840.113554.1.2.2), DER without
+/// its tag and length, as `sec_oid4` carries it (RFC 8881 section 18.29).
+const KRB5_OID: &[u8] = b"\x2a\x86\x48\x86\xf7\x12\x01\x02\x02";
+
+/// SECINFO's answer for `fh`: the flavors it may be used with, most
+/// preferred first, the Kerberos ones as RPCSEC_GSS with their service.
+fn flavors<S: Store>(c: &mut Compound<'_, S>, fh: &Filehandle<S::Object>) -> Result<Secinfo4ResOk, Nfsstat4> {
+    let gss = |service| Secinfo4::RpcsecGss(RpcsecGssInfo { oid: KRB5_OID.into(), qop: 0, service });
+    let list: Vec<Secinfo4> = c
+        .sec_of(fh)?
+        .as_slice()
+        .iter()
+        .map(|f| match f {
+            SecFlavor::Sys => Secinfo4::Flavor(AUTH_SYS),
+            SecFlavor::Krb5 => gss(RpcGssSvc::RpcGssSvcNone),
+            SecFlavor::Krb5i => gss(RpcGssSvc::RpcGssSvcIntegrity),
+            SecFlavor::Krb5p => gss(RpcGssSvc::RpcGssSvcPrivacy),
+        })
+        .collect();
+    Ok(list.into())
 }
 
 /// SECINFO_NO_NAME (RFC 8881 section 18.45): the flavors of the current
-/// filehandle or of its parent; the current filehandle is consumed.
+/// filehandle or of its parent; the current filehandle is consumed. Never
+/// NFS4ERR_WRONGSEC (section 2.6.3.1.1.8).
 pub(super) fn secinfo_no_name<S: Store>(
     c: &mut Compound<'_, S>,
     style: SecinfoNoName4Args,
 ) -> Result<Secinfo4ResOk, Nfsstat4> {
-    if style == SecinfoStyle4::Secinfo4StyleParent {
-        let root = c.pseudo().root();
-        if let Filehandle::Pseudo(node) = c.current()?
-            && keel_exports::Reached::Pseudo(*node) == root
-        {
-            return Err(Nfsstat4::Noent);
-        }
-    }
+    let fh = match style {
+        SecinfoStyle4::Secinfo4StyleCurrentFh => c.current()?.clone(),
+        SecinfoStyle4::Secinfo4StyleParent => super::dir::parent(c)?,
+    };
+    let res = flavors(c, &fh)?;
     c.current = None;
-    Ok(flavors())
+    Ok(res)
 }
 
 /// SECINFO (RFC 8881 section 18.29): the flavors for `name` in the
 /// current directory, which must exist; the current filehandle is
-/// consumed.
+/// consumed. Never NFS4ERR_WRONGSEC.
 pub(super) fn secinfo<S: Store>(c: &mut Compound<'_, S>, args: Secinfo4Args) -> Result<Secinfo4ResOk, Nfsstat4> {
-    super::dir::lookup_name(c, &args.name)?;
+    let fh = super::dir::lookup_name(c, &args.name)?;
+    let res = flavors(c, &fh)?;
     c.current = None;
-    Ok(flavors())
+    Ok(res)
 }

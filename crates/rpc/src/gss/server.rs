@@ -251,9 +251,9 @@ impl ContextTable {
 }
 
 /// Runs a closure with the privileges that read the keytab: GSS-API reads
-/// it at every context establishment (and writes its replay cache), and a
-/// server that runs calls under the caller's file-system identity must
-/// run these as root.
+/// it at every context establishment (and writes its replay cache, and
+/// reads krb5.conf again to name the peer), and a server that runs calls
+/// under the caller's file-system identity must run these as root.
 pub type Privileged = Arc<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
 
 /// RPCSEC_GSS for every program of a dispatcher.
@@ -364,7 +364,11 @@ impl GssServer {
                 if !inner.gss.is_complete() {
                     res.gss_major = GSS_S_CONTINUE_NEEDED;
                 } else {
-                    match self.complete(&mut inner) {
+                    // GSS-API reads krb5.conf again to name the peer, and
+                    // the user database is read: as the server too.
+                    let mut completed = None;
+                    (self.privileged)(&mut || completed = Some(self.complete(&mut inner)));
+                    match completed.expect("privileged runs its closure") {
                         Ok(established) => {
                             let Ok(mic) = inner.gss.get_mic(&SEQ_WINDOW.to_be_bytes()) else {
                                 return GssVerdict::Drop;

@@ -148,33 +148,3 @@ fn lab_cmd(dir: &Path, program: &str) -> Command {
     cmd.env("KRB5_CONFIG", dir.join("krb5.conf")).env("KRB5_KDC_PROFILE", dir.join("kdc.conf"));
     cmd
 }
-
-/// A user of this machine's user database for one test: made with
-/// useradd (no home, no login), removed with userdel when dropped, so no
-/// test leaves it behind (one a killed run left is removed first).
-pub struct SystemUser {
-    pub name: &'static str,
-    pub uid: u32,
-    pub gid: u32,
-}
-
-impl SystemUser {
-    pub fn create(name: &'static str) -> SystemUser {
-        let _ = Command::new("userdel").arg(name).output();
-        run_ok(
-            Command::new("useradd").args(["--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name]),
-            Duration::from_secs(30),
-        );
-        let id = |flag: &str| -> u32 {
-            let out = run_ok(Command::new("id").args([flag, name]), Duration::from_secs(10));
-            out.stdout.trim().parse().expect("a number")
-        };
-        SystemUser { name, uid: id("-u"), gid: id("-g") }
-    }
-}
-
-impl Drop for SystemUser {
-    fn drop(&mut self) {
-        let _ = Command::new("userdel").arg(self.name).output();
-    }
-}

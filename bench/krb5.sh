@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# What Kerberos costs (issue 31): the Linux kernel client (the Debian guest
+# of tools/kernel-nfs-client, with rpc.gssd) against one Keel export that
+# accepts sys, krb5, krb5i and krb5p, with tools/krb5-lab's KDC, in one run:
+# for each flavor a mount of the same export, then per round and flavor (the
+# flavors alternate in every round)
+#
+# - a 1 MiB sequential write of --mib MiB (dd bs=1M, conv=fsync),
+# - its sequential read after the guest's caches are dropped (dd bs=1M),
+# - --reads 4 KiB reads at random offsets of that file, one in flight,
+#   O_DIRECT (a perl loop: fio is not in the guest's image).
+#
+# The I/O is root's in the guest: the machine's credential with Kerberos
+# (Keel maps it to the anonymous user), AUTH_SYS root squashed to the same
+# user. The table shows medians over the rounds and each Kerberos flavor's
+# share of sys's figure; the goals are krb5 >= 95 %, krb5i >= 80 % and
+# krb5p >= 50 % of sys on sequential I/O.
+#
+# The client is a qemu VM under software emulation (no KVM here): its CPU,
+# not the server's, bounds every figure, and the guest's AES is emulated.
+# Read the ratios as the cost of each level to this client, not as Keel's
+# ceiling.
+#
+#   sudo bench/krb5.sh [--keel BINARY] [--rounds N] [--mib M] [--reads N] [--out DIR]
+#
+# --keel: the server binary (default target/release/keel; build it with
+#         cargo build --release -p keel).
+# Results in DIR (default bench/results/krb5-DATE): results.tsv (every
+# round), table.md, guest.log, keel.log, machine.txt.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+keel=$repo/target/release/keel
+out=$repo/bench/results/krb5-$(date -u +%Y%m%dT%H%M%SZ)
+rounds=3 mib=64 reads=2000
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --keel) keel=$(realpath "$2"); shift 2;;
+    --rounds) rounds=$2; shift 2;;
+    --mib) mib=$2; shift 2;;
+    --reads) reads=$2; shift 2;;
+    --out) out=$2; shift 2;;
+    *) echo "krb5.sh: unknown option $1 (see the header of $0)" >&2; exit 2;;
+  esac
+done
+[ "$(id -u)" -eq 0 ] || { echo "krb5.sh: run as root" >&2; exit 1; }
+[ -x "$keel" ] || { echo "krb5.sh: no server binary $keel: cargo build --release -p keel, or give --keel" >&2; exit 1; }
+if [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
+  echo "krb5.sh: $out already holds results; give another --out" >&2; exit 2
+fi
+mkdir -p "$out"
+run=$(mktemp -d /var/tmp/keel-krb5-bench.XXXXXX)
+chmod 700 "$run"
+lab=$run/lab keel_pid=
+cleanup() {
+  [ -n "$keel_pid" ] && kill "$keel_pid" 2>/dev/null && wait "$keel_pid" 2>/dev/null
+  "$repo/tools/krb5-lab/stop.sh" "$lab" >/dev/null 2>&1 || true
+  rm -rf "$run"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+"$repo/tools/krb5-lab/setup.sh" "$lab" --port "$(free_port)" >/dev/null
+
+port=$(free_port)
+mkdir -m 700 "$run/state"
+mkdir -m 1777 "$run/export"
+cat > "$run/keel.toml" <<CONF
+[server]
+listen = ["127.0.0.1:$port"]
+portmap = "off"
+state_dir = "$run/state"
+nfs_versions = ["3", "4.1", "4.2"]
+keytab = "$lab/server.keytab"
+principal = "nfs/server.keel.test"
+[[export]]
+path = "$run/export"
+id = 1
+access = "rw"
+insecure = true
+sec = ["sys", "krb5", "krb5i", "krb5p"]
+clients = [{ host = "*" }]
+CONF
+KRB5_CONFIG=$lab/krb5.conf "$keel" serve --config "$run/keel.toml" > "$out/keel.out" 2> "$out/keel.log" &
+keel_pid=$!
+for _ in $(seq 100); do bash -c "echo > /dev/tcp/127.0.0.1/$port" 2>/dev/null && break; sleep 0.2; done
+
+printf 'rounds=%s\nmib=%s\nreads=%s\nport=%s\nexport=%s\n' "$rounds" "$mib" "$reads" "$port" "$run/export" > "$run/bench.env"
+{ uname -a; nproc; grep -m1 'model name' /proc/cpuinfo; uptime; "$keel" --version 2>/dev/null || true; } > "$out/machine.txt"
+"$repo/tools/kernel-nfs-client/run.sh" --guest debian --krb5 "$lab/guest" \
+  --hostname client.keel.test --server-name server.keel.test --port "$port" \
+  --export "$run/export" --opts sec=sys --timeout 3000 --file "$run/bench.env" \
+  "$here/krb5/guest.sh" > "$out/guest.log" 2>&1 || { tail -40 "$out/guest.log" >&2; exit 1; }
+grep -q 'RESULT done=1' "$out/guest.log" || { tail -40 "$out/guest.log" >&2; exit 1; }
+
+# "RESULT row=flavor round test value" lines: MiB/s for write and read,
+# IOPS for rand4k.
+sed -n 's/.*RESULT row=//p' "$out/guest.log" | tr ' ' '\t' > "$out/results.tsv"
+python3 - "$out/results.tsv" > "$out/table.md" <<'PY'
+import statistics, sys
+rows = [l.split("\t") for l in open(sys.argv[1]).read().split("\n") if l]
+med = {}
+for flavor, _round, test, value in rows:
+    med.setdefault((flavor, test), []).append(float(value))
+med = {k: statistics.median(v) for k, v in med.items()}
+goals = {"krb5": 95, "krb5i": 80, "krb5p": 50}
+tests = [("write", "1 MiB seq write, MiB/s"), ("read", "1 MiB seq read, MiB/s"), ("rand4k", "4 KiB random read, IOPS")]
+print("| flavor | " + " | ".join(t for _, t in tests) + " | goal (seq) |")
+print("|---|" + "---|" * (len(tests) + 1))
+for flavor in ["sys", "krb5", "krb5i", "krb5p"]:
+    cells = []
+    for test, _ in tests:
+        v, base = med.get((flavor, test)), med.get(("sys", test))
+        if v is None:
+            cells.append("-")
+        elif flavor == "sys" or not base:
+            cells.append(f"{v:.1f}")
+        else:
+            cells.append(f"{v:.1f} ({100 * v / base:.0f} %)")
+    goal = f">= {goals[flavor]} %" if flavor in goals else ""
+    print(f"| {flavor} | " + " | ".join(cells) + f" | {goal} |")
+PY
+cat "$out/table.md"
+echo "krb5.sh: results in $out"
