@@ -121,10 +121,18 @@ impl fmt::Display for NfsVersions {
     }
 }
 
+impl NfsVersions {
+    /// The default under `[ha]`: a failover of NFSv4.1 clients (their
+    /// reclaim through the floating address) is not proven in the HA lab
+    /// yet, so an HA pair serves NFSv4 only when `nfs_versions` says so.
+    pub const V3_ONLY: NfsVersions = NfsVersions { v3: true, v41: false, v42: false };
+}
+
 impl Default for NfsVersions {
-    /// NFSv3 only, until a plain NFSv4 mount does everything a user needs.
+    /// Every version served, as knfsd's: a client that asks for none gets
+    /// NFSv4.2.
     fn default() -> Self {
-        NfsVersions { v3: true, v41: false, v42: false }
+        NfsVersions { v3: true, v41: true, v42: true }
     }
 }
 
@@ -440,10 +448,13 @@ fn parse_inner(
         problems: Vec::new(),
         warnings: Vec::new(),
     };
-    let server = cx.server(raw.server.as_ref());
+    let mut server = cx.server(raw.server.as_ref());
     let cache = cx.cache(raw.cache.as_ref());
     let exports = cx.exports(raw.export.as_ref(), &cache);
     let ha = raw.ha.as_ref().is_some_and(|h| h.get_ref().enabled.unwrap_or(false));
+    if ha && raw.server.as_ref().is_none_or(|s| s.nfs_versions.is_none()) {
+        server.nfs_versions = NfsVersions::V3_ONLY;
+    }
     if ha {
         cx.ha_exports(&exports);
         if server.listen.iter().any(|a| a.ip().is_unspecified()) {

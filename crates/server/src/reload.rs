@@ -377,10 +377,10 @@ mod tests {
         new.workers = old.workers + 1;
         new.metrics_listen = Some("127.0.0.1:9049".parse().unwrap());
         new.grace_max = old.grace_max * 2;
-        new.nfs_versions.v42 = true;
+        new.nfs_versions.v42 = false;
         let changes = server_changes(&old, &new);
         assert_eq!(changes.len(), 4, "{changes:?}");
-        assert_eq!(changes[3], "nfs_versions: [\"3\"] -> [\"3\", \"4.2\"]");
+        assert_eq!(changes[3], "nfs_versions: [\"3\", \"4.1\", \"4.2\"] -> [\"3\", \"4.1\"]");
         assert!(changes[0].starts_with("workers: "), "{changes:?}");
         assert!(changes[1].contains("127.0.0.1:9049"), "{changes:?}");
         assert!(changes[2].starts_with("grace_seconds_max: "), "{changes:?}");

@@ -246,7 +246,7 @@ fn defaults_when_server_table_is_absent() {
     assert_eq!(s.poll_spin, Duration::from_micros(50));
     assert_eq!((s.max_inflight_bytes, s.max_inflight_bytes_per_connection), (192 << 20, 16 << 20));
     assert_eq!((s.idle_timeout.as_secs(), s.stall_timeout.as_secs()), (360, 60));
-    assert_eq!(s.nfs_versions, NfsVersions { v3: true, v41: false, v42: false });
+    assert_eq!(s.nfs_versions, NfsVersions { v3: true, v41: true, v42: true });
     assert!(!s.nfs4_read_delegations, "read delegations are off unless asked for");
 
     let e = &config.exports[0];
@@ -1126,6 +1126,12 @@ fn bad_sec_lists_keytabs_and_principals_are_refused_with_their_line() {
 
 #[test]
 fn nfs_versions_list_what_is_served_and_refuse_anything_else() {
+    // Every version by default; NFSv3 alone under [ha] unless listed.
+    assert_eq!(parse_ok(SIMPLE_EXPORT).server.nfs_versions, NfsVersions { v3: true, v41: true, v42: true });
+    let ha = "[ha]\nenabled = true\n[[export]]\npath = \"/\"\nid = 1\nclients = [{ host = \"10.0.0.0/8\" }]\n";
+    assert_eq!(parse_ok(ha).server.nfs_versions, NfsVersions::V3_ONLY);
+    let listed = format!("[server]\nnfs_versions = [\"3\", \"4.2\"]\n{ha}");
+    assert_eq!(parse_ok(&listed).server.nfs_versions, NfsVersions { v3: true, v41: false, v42: true });
     let config = parse_ok(&format!("[server]\nnfs_versions = [\"3\", \"4.1\", \"4.2\"]\n{SIMPLE_EXPORT}"));
     assert_eq!(config.server.nfs_versions, NfsVersions { v3: true, v41: true, v42: true });
     let config = parse_ok(&format!("[server]\nnfs_versions = [\"4.2\"]\n{SIMPLE_EXPORT}"));
