@@ -584,8 +584,12 @@ fn unknown_programs_versions_and_procedures_get_rfc_replies() {
     for prog in [0, 1, 99, 100_004, 200_000, 0x2000_0000, u32::MAX, PORTMAP] {
         assert_eq!(c.call(prog, 1, 0, &[]), Reply::ProgUnavail, "program {prog}");
     }
+    // NFS: versions 3 and 4 (NFSv4.1 and 4.2 are minor versions of 4).
+    for vers in [0, 1, 2, 5, u32::MAX] {
+        assert_eq!(c.call(NFS, vers, 0, &[]), Reply::ProgMismatch { low: 3, high: 4 }, "NFS version {vers}");
+    }
+    assert_eq!(c.call(NFS, 4, 0, &[]), Reply::Success(Vec::new()), "NFSv4's NULL");
     for vers in [0, 1, 2, 4, 5, u32::MAX] {
-        assert_eq!(c.call(NFS, vers, 0, &[]), Reply::ProgMismatch { low: 3, high: 3 }, "NFS version {vers}");
         assert_eq!(c.call(MOUNT, vers, 0, &[]), Reply::ProgMismatch { low: 3, high: 3 }, "MOUNT version {vers}");
     }
     for proc_ in [22, 23, 100, 1000, u32::MAX] {
