@@ -13,7 +13,7 @@ use keel_exports::{ExportTable, PseudoKey};
 use keel_nfs4::{MinorVersions, Nfs4Config, Nfs4Program, OpObserver};
 use keel_nfs4_proto::{Nfsstat4, OpNum};
 use keel_nfs4_state::{BootEpoch, ClientRecords, MemoryRecords, StateConfig};
-use keel_rpc::{ReplyRouter, RpcProgram};
+use keel_rpc::ReplyRouter;
 use keel_stats::{CallStats, OperationCounter};
 use keel_store::state_file;
 
@@ -25,13 +25,16 @@ use crate::config::Config;
 pub const PSEUDO_KEY_FILE: &str = "nfs4-pseudo-key";
 const PSEUDO_KEY_BYTES: usize = 16;
 
+/// The NFSv4 program as the server builds it.
+pub type Nfs4 = Nfs4Program<Served>;
+
 /// The NFSv4 program, if the configuration serves a minor version of it.
 pub fn program(
     config: &Config,
     exports: Arc<ExportTable<Served>>,
     calls: &Arc<CallStats>,
     reply_router: Arc<ReplyRouter>,
-) -> anyhow::Result<Option<Arc<dyn RpcProgram>>> {
+) -> anyhow::Result<Option<Arc<Nfs4>>> {
     let versions = config.server.nfs_versions;
     let minors = MinorVersions { v41: versions.v41, v42: versions.v42 };
     if !minors.any() {

@@ -247,7 +247,7 @@ async fn serve(
     if serves_v3 {
         programs.push(nfs);
     }
-    programs.extend(nfs4);
+    programs.extend(nfs4.clone().map(|p| p as Arc<dyn RpcProgram>));
     programs.extend([mount, nlm, nsm]);
     let mut registered = None;
     // Whether a portmapper knows our programs: the clients' lock managers
@@ -314,6 +314,7 @@ async fn serve(
         pool: transport.probe(),
         started,
         reloads: ReloadCounts::default(),
+        nfs4,
     });
     if let Some(listener) = metrics_listener {
         tracing::info!(address = ?listener.local_addr().ok(), "serving Prometheus metrics at /metrics");
