@@ -5,8 +5,9 @@ use std::hash::Hash;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use crate::session::CallbackState;
 use crate::stateid::StateKind;
-use crate::{ClientId, GraceStatus, NfsState, Principal, Resource};
+use crate::{ClientId, GraceStatus, NfsState, Principal, Resource, SessionId};
 
 /// Where a client's lease stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +33,10 @@ pub struct ClientInfo {
     pub implementation: Option<(String, String)>,
     pub lease: LeaseState,
     pub sessions: usize,
+    /// Each session, in the order the client made them.
+    pub session_list: Vec<SessionInfo>,
+    /// Whether its backchannel answers, as the server last found out.
+    pub callback: CallbackState,
     pub open_owners: usize,
     pub opens: usize,
     pub lock_owners: usize,
@@ -40,6 +45,18 @@ pub struct ClientInfo {
     pub delegations: usize,
     pub revoked_delegations: usize,
     pub reclaim_complete: bool,
+}
+
+/// One session of a client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub id: SessionId,
+    /// Forechannel slots.
+    pub slots: usize,
+    /// Connections bound to the session, and how many of them carry its
+    /// backchannel.
+    pub connections: usize,
+    pub back_connections: usize,
 }
 
 /// Counts now and counters since start, for the metrics.
@@ -100,6 +117,8 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                     implementation: c.impl_id.clone(),
                     lease: state,
                     sessions: c.sessions.len(),
+                    session_list: c.sessions.iter().filter_map(|id| self.sessions.get(id)).map(|s| s.info()).collect(),
+                    callback: c.callback,
                     open_owners: c.open_owners.len(),
                     opens: count(|k| matches!(k, StateKind::Open(_))),
                     lock_owners: c.lock_owners.len(),

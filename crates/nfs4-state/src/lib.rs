@@ -145,7 +145,7 @@ pub use grace::{
     PreviousClient, Reclaimer, SharedGrace,
 };
 pub use ids::{BootEpoch, ClientId, SessionId, SpecialStateid};
-pub use info::{ClientInfo, LeaseState, StateStats};
+pub use info::{ClientInfo, LeaseState, SessionInfo, StateStats};
 pub use lock::{ByteRange, LockKind, LockPlan, LockRequest, Locker, UnlockPlan};
 pub use open::{OpenClaim, OpenOk, ShareAccess};
 pub use session::{CallbackChannel, CallbackState, CompoundShape, Replay, SequenceStart, SlotGrant, SlotReply};

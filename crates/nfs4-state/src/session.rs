@@ -104,6 +104,15 @@ pub(crate) struct SessionAudit {
 }
 
 impl Session {
+    pub(crate) fn info(&self) -> crate::info::SessionInfo {
+        crate::info::SessionInfo {
+            id: self.id,
+            slots: self.slots.len(),
+            connections: self.conns.len(),
+            back_connections: self.conns.values().filter(|d| d.back()).count(),
+        }
+    }
+
     pub(crate) fn audit(&self) -> SessionAudit {
         SessionAudit {
             slots: self.slots.len(),

@@ -177,6 +177,16 @@ impl<S: Store> Nfs4Program<S> {
         self.callbacks.counters()
     }
 
+    /// Every client and its state, for the admin interface.
+    pub fn clients(&self) -> Vec<keel_nfs4_state::ClientInfo> {
+        self.lock_state().clients(Instant::now())
+    }
+
+    /// State counts and counters, for the metrics and `keel status`.
+    pub fn state_stats(&self) -> keel_nfs4_state::StateStats {
+        self.lock_state().stats(Instant::now())
+    }
+
     /// Tells `observer` the outcome of every operation.
     pub fn with_observer(mut self, observer: Arc<dyn OpObserver>) -> Self {
         self.observer = Some(observer);

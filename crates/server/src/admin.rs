@@ -94,6 +94,9 @@ pub enum Request {
     /// Destages every dirty byte of the log to the back end and empties
     /// the log (progress lines: dirty bytes left).
     CacheFlush {},
+    /// The NFSv4.1 clients and their state (as knfsd's
+    /// `/proc/fs/nfsd/clients/*/info`).
+    Nfs4Clients {},
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -154,6 +157,114 @@ pub struct Status {
     pub workers: u64,
     #[serde(default)]
     pub workers_busy: u64,
+    /// NFSv4.1's clients and sessions, if the server serves NFSv4.
+    #[serde(default)]
+    pub nfs4: Option<Nfs4Status>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Nfs4Status {
+    /// Confirmed clients (courtesy ones included), and those of them past
+    /// their lease.
+    pub clients: u64,
+    pub courtesy_clients: u64,
+    pub sessions: u64,
+    /// Seconds left of the grace period after the start; none once over.
+    pub grace_remaining_seconds: Option<u64>,
+}
+
+/// One NFSv4.1 client as `nfs4-clients` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Nfs4ClientListing {
+    /// The client ID, in hex (as knfsd's `clientid`).
+    pub clientid: String,
+    pub address: String,
+    /// The client's `co_ownerid`, printable (other bytes escaped `\xNN`).
+    pub owner: String,
+    /// `none`, `sys:UID@MACHINE` or `krb5:PRINCIPAL`.
+    pub principal: String,
+    /// The implementation the client names: `DOMAIN NAME`.
+    pub implementation: Option<String>,
+    /// `unconfirmed`, `confirmed` or `courtesy` (its lease expired; it
+    /// keeps its state until a conflict).
+    pub status: String,
+    /// Seconds left of its lease (confirmed), or before a courtesy client
+    /// is let go.
+    pub lease_remaining_seconds: Option<u64>,
+    /// Its backchannel as last found: `unknown`, `up`, `down` or `fault`.
+    pub callback: String,
+    pub sessions: Vec<Nfs4SessionListing>,
+    pub open_owners: u64,
+    pub opens: u64,
+    pub lock_owners: u64,
+    pub lock_states: u64,
+    pub lock_ranges: u64,
+    pub delegations: u64,
+    pub revoked_delegations: u64,
+    pub reclaim_complete: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Nfs4SessionListing {
+    /// The session ID, in hex.
+    pub id: String,
+    pub slots: u64,
+    /// Connections bound to it, and those of them carrying its backchannel.
+    pub connections: u64,
+    pub back_connections: u64,
+}
+
+/// What `nfs4-clients` answers on a server that serves no NFSv4.
+pub const NFS4_NOT_SERVED: &str =
+    "this server does not serve NFSv4: it has no NFSv4 clients (add \"4.1\" or \"4.2\" to nfs_versions in [server])";
+
+fn nfs4_listing(c: &keel_nfs4_state::ClientInfo) -> Nfs4ClientListing {
+    use keel_nfs4_state::{CallbackState, LeaseState, Principal};
+    let printable = |b: &[u8]| b.escape_ascii().to_string();
+    let (status, remaining) = match c.lease {
+        LeaseState::Unconfirmed => ("unconfirmed", None),
+        LeaseState::Active { expires_in } => ("confirmed", Some(expires_in.as_secs())),
+        LeaseState::Courtesy { ends_in, .. } => ("courtesy", Some(ends_in.as_secs())),
+    };
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    Nfs4ClientListing {
+        clientid: format!("{:#018x}", c.clientid.0),
+        address: c.addr.to_string(),
+        owner: printable(&c.owner),
+        principal: match &c.principal {
+            Principal::None => "none".into(),
+            Principal::Sys { uid, machine } => format!("sys:{uid}@{}", printable(machine)),
+            Principal::Gss { name } => format!("krb5:{}", printable(name)),
+        },
+        implementation: c.implementation.as_ref().map(|(domain, name)| format!("{domain} {name}")),
+        status: status.into(),
+        lease_remaining_seconds: remaining,
+        callback: match c.callback {
+            CallbackState::Unknown => "unknown",
+            CallbackState::Up => "up",
+            CallbackState::Down => "down",
+            CallbackState::Fault => "fault",
+        }
+        .into(),
+        sessions: c
+            .session_list
+            .iter()
+            .map(|s| Nfs4SessionListing {
+                id: hex(&s.id.0),
+                slots: s.slots as u64,
+                connections: s.connections as u64,
+                back_connections: s.back_connections as u64,
+            })
+            .collect(),
+        open_owners: c.open_owners as u64,
+        opens: c.opens as u64,
+        lock_owners: c.lock_owners as u64,
+        lock_states: c.lock_states as u64,
+        lock_ranges: c.lock_ranges as u64,
+        delegations: c.delegations as u64,
+        revoked_delegations: c.revoked_delegations as u64,
+        reclaim_complete: c.reclaim_complete,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -260,6 +371,10 @@ impl AdminState {
             Request::Status {} => Ok(to_json(self.status().await)),
             Request::Stats {} => Ok(to_json(self.stats.snapshot())),
             Request::Exports {} => Ok(to_json(self.exports())),
+            Request::Nfs4Clients {} => match &self.stats.nfs4 {
+                Some(nfs4) => Ok(to_json(nfs4.clients().iter().map(nfs4_listing).collect::<Vec<_>>())),
+                None => Err(NFS4_NOT_SERVED.into()),
+            },
             Request::ExportsReload { file } => {
                 let me = self.clone();
                 crate::notify::notify("RELOADING=1\nSTATUS=reloading exports");
@@ -390,6 +505,15 @@ impl AdminState {
             clients: hosts.len() as u64,
             workers: pool.workers as u64,
             workers_busy: pool.workers_busy as u64,
+            nfs4: self.stats.nfs4.as_ref().map(|nfs4| {
+                let st = nfs4.state_stats();
+                Nfs4Status {
+                    clients: (st.clients - st.unconfirmed_clients) as u64,
+                    courtesy_clients: st.courtesy_clients as u64,
+                    sessions: st.sessions as u64,
+                    grace_remaining_seconds: st.grace.active.then_some(st.grace.remaining.as_secs()),
+                }
+            }),
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").into(),
             started_unix: since(self.started),
@@ -777,6 +901,7 @@ mod tests {
             pool: crate::transport::PoolProbe::none(),
             started: SystemTime::now(),
             reloads: ReloadCounts::default(),
+            nfs4: None,
         });
         let config = crate::config::Config {
             server: crate::config::ServerConfig::default(),

@@ -13,7 +13,7 @@ use keel_exports::{ExportTable, PseudoKey};
 use keel_nfs4::{MinorVersions, Nfs4Config, Nfs4Program, OpObserver};
 use keel_nfs4_proto::{Nfsstat4, OpNum};
 use keel_nfs4_state::{BootEpoch, SharedGrace, StateConfig};
-use keel_rpc::{ReplyRouter, RpcProgram};
+use keel_rpc::ReplyRouter;
 use keel_stats::{CallStats, OperationCounter};
 use keel_store::state_file::{self, RecordFile, Stored};
 
@@ -42,6 +42,9 @@ pub fn served(config: &Config) -> bool {
     versions.v41 || versions.v42
 }
 
+/// The NFSv4 program as the server builds it.
+pub type Nfs4 = Nfs4Program<Served>;
+
 /// The NFSv4 program, if the configuration serves a minor version of it:
 /// its clients of earlier starts are `records` (the client records in the
 /// state directory), which `grace` (shared with NLM) waits for.
@@ -52,7 +55,7 @@ pub fn program(
     reply_router: Arc<ReplyRouter>,
     records: FileClientRecords,
     grace: SharedGrace,
-) -> anyhow::Result<Option<Arc<dyn RpcProgram>>> {
+) -> anyhow::Result<Option<Arc<Nfs4>>> {
     let versions = config.server.nfs_versions;
     let minors = MinorVersions { v41: versions.v41, v42: versions.v42 };
     if !minors.any() {

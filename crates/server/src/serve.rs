@@ -183,7 +183,7 @@ struct Stateful {
     /// NLM's and NSM's.
     locks: Arc<LockManager<Served>>,
     /// NFSv4.1's, if served.
-    nfs4: Option<Arc<dyn RpcProgram>>,
+    nfs4: Option<Arc<crate::nfs4::Nfs4>>,
     /// Where the dispatcher gives replies to NFSv4.1's callbacks.
     reply_router: Arc<keel_rpc::ReplyRouter>,
 }
@@ -264,7 +264,7 @@ async fn serve(
     if serves_v3 {
         programs.push(nfs);
     }
-    programs.extend(nfs4);
+    programs.extend(nfs4.clone().map(|p| p as Arc<dyn RpcProgram>));
     programs.extend([mount, nlm, nsm]);
     let mut registered = None;
     // Whether a portmapper knows our programs: the clients' lock managers
@@ -331,6 +331,7 @@ async fn serve(
         pool: transport.probe(),
         started,
         reloads: ReloadCounts::default(),
+        nfs4,
     });
     if let Some(listener) = metrics_listener {
         tracing::info!(address = ?listener.local_addr().ok(), "serving Prometheus metrics at /metrics");

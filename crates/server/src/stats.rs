@@ -123,6 +123,8 @@ pub struct ServerStats {
     pub pool: PoolProbe,
     pub started: SystemTime,
     pub reloads: ReloadCounts,
+    /// The NFSv4 program, if the server serves a minor version of it.
+    pub nfs4: Option<Arc<crate::nfs4::Nfs4>>,
 }
 
 fn unix_secs(t: SystemTime) -> u64 {
@@ -133,6 +135,32 @@ impl ServerStats {
     /// The exports served now: id and path.
     pub fn export_names(&self) -> Vec<(u32, String)> {
         self.exports.exports().iter().map(|s| (s.export.id, s.export.path.display().to_string())).collect()
+    }
+
+    /// NFSv4.1's state and callbacks, if the server serves NFSv4.
+    fn nfs4_snapshot(&self) -> keel_stats::Nfs4Snapshot {
+        let Some(nfs4) = &self.nfs4 else { return Default::default() };
+        let st = nfs4.state_stats();
+        let cb = nfs4.callback_counters();
+        let n = |v: usize| v as u64;
+        keel_stats::Nfs4Snapshot {
+            enabled: true,
+            clients_active: n(st.clients - st.courtesy_clients - st.unconfirmed_clients),
+            clients_courtesy: n(st.courtesy_clients),
+            clients_unconfirmed: n(st.unconfirmed_clients),
+            sessions: n(st.sessions),
+            opens: n(st.opens),
+            lock_states: n(st.lock_states),
+            delegations: n(st.delegations),
+            grace: st.grace.active,
+            grace_remaining_seconds: st.grace.remaining.as_secs(),
+            callback_probes: cb.probes_sent,
+            callback_recalls: cb.recalls_sent,
+            callback_timeouts: cb.timeouts,
+            callback_unsent: cb.unsent,
+            delegations_recalled: st.recalls,
+            delegations_revoked: st.revoked,
+        }
     }
 
     /// RPCSEC_GSS's contexts and refusals, if the server serves it.
@@ -241,6 +269,7 @@ impl ServerStats {
             }),
             cache: crate::cache::snapshot(store, &self.export_names()),
             gss: self.gss_snapshot(),
+            nfs4: self.nfs4_snapshot(),
             reloads: ReloadsSnapshot {
                 applied: self.reloads.applied.load(Ordering::Relaxed),
                 refused: self.reloads.refused.load(Ordering::Relaxed),

@@ -542,3 +542,101 @@ fn every_command_ends_quietly_when_its_reader_has_gone() {
         assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "keel {args:?}:\n{stderr}");
     }
 }
+
+/// The sample `name` (with its labels, as written) of a metrics body.
+fn metric(body: &str, name: &str) -> f64 {
+    let line = body.lines().find(|l| l.split_once(' ').is_some_and(|(n, _)| n == name));
+    let value = line.unwrap_or_else(|| panic!("no sample {name} in:\n{body}")).rsplit(' ').next().unwrap();
+    value.parse().unwrap()
+}
+
+#[test]
+fn nfs4_clients_and_their_state_show_in_keel_clients_status_and_the_metrics() {
+    use bytes::Bytes;
+    use keel_nfs4_proto::*;
+    use keel_testkit::nfs4::V4;
+    use keel_xdr::Opaque;
+
+    let port = free_port();
+    let server = TestServer::start(
+        "ops-nfs4-clients",
+        vec![ExportOpts::rw(1, "a")],
+        &format!(
+            "nfs_versions = [\"3\", \"4.1\", \"4.2\"]\nnfs4_read_delegations = true\nmetrics_listen = \"127.0.0.1:{port}\""
+        ),
+    );
+    std::fs::write(server.export_dir(1).join("f"), b"data").unwrap();
+    // An owner with a byte that is not printable: listed escaped.
+    let mut v4 = V4::connect(&server, b"admin-test\x01");
+    v4.wait_for_callback_path();
+    let (open, fh) = v4.open_read(&server, 1, b"owner", "f");
+    assert!(matches!(open.delegation, OpenDelegation4::OpenDelegateRead(_)), "{:?}", open.delegation);
+    let lock = NfsArgop4::Lock(Lock4Args {
+        locktype: NfsLockType4::ReadLt,
+        reclaim: false,
+        offset: 0,
+        length: 2,
+        locker: Locker4::OpenOwner(OpenToLockOwner4 {
+            open_seqid: 0,
+            open_stateid: open.stateid,
+            lock_seqid: 0,
+            lock_owner: LockOwner4 { clientid: 0, owner: Opaque(Bytes::from_static(b"locker")) },
+        }),
+    });
+    v4.ok(vec![keel_testkit::nfs4::putfh(&fh), lock]);
+
+    let text = keel_ok(&server, &["clients"]);
+    for want in [
+        "address: 127.0.0.1\n",
+        "name: \"admin-test\\x01\"\n",
+        "principal: none\n",
+        "status: confirmed (lease: ",
+        "callback: up\n",
+        "sessions: 1\n",
+        " slots, 1 connections (1 with the backchannel)\n",
+        "opens: 1 (1 open owners)\n",
+        "lock states: 1 (1 lock owners, 1 ranges)\n",
+        "delegations: 1 (0 revoked)\n",
+    ] {
+        assert!(text.contains(want), "no {want:?} in keel clients:\n{text}");
+    }
+    let listed: Value = serde_json::from_str(&keel_ok(&server, &["clients", "--json"])).unwrap();
+    let listed = listed.as_array().expect("a list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["owner"], "admin-test\\x01");
+    assert_eq!(listed[0]["sessions"][0]["id"].as_str().unwrap().len(), 32, "{listed:?}");
+    assert_eq!((listed[0]["opens"].as_u64(), listed[0]["lock_states"].as_u64()), (Some(1), Some(1)));
+
+    let status = keel_ok(&server, &["status"]);
+    assert!(status.contains("NFSv4: 1 clients (0 courtesy), 1 sessions"), "{status}");
+
+    let metrics: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (_, body) = http_get(metrics, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(metric(&body, r#"keel_nfs4_clients{state="active"}"#), 1.0);
+    assert_eq!(metric(&body, r#"keel_nfs4_clients{state="courtesy"}"#), 0.0);
+    assert_eq!(metric(&body, "keel_nfs4_sessions"), 1.0);
+    assert_eq!(metric(&body, "keel_nfs4_opens"), 1.0);
+    assert_eq!(metric(&body, "keel_nfs4_lock_states"), 1.0);
+    assert_eq!(metric(&body, "keel_nfs4_delegations"), 1.0);
+    assert!(metric(&body, r#"keel_nfs4_callbacks_total{op="cb_null"}"#) >= 1.0, "{body}");
+    assert_eq!(metric(&body, r#"keel_nfs4_callbacks_total{op="cb_recall"}"#), 0.0);
+}
+
+#[test]
+fn keel_clients_says_so_when_nfsv4_is_not_served() {
+    let port = free_port();
+    let server = TestServer::start(
+        "ops-nfs4-off",
+        vec![ExportOpts::rw(1, "a")],
+        &format!("metrics_listen = \"127.0.0.1:{port}\""),
+    );
+    let out = keel(&server, &["clients"]);
+    assert!(!out.status.success(), "{}", out.text());
+    assert!(out.stderr.contains("this server does not serve NFSv4"), "{}", out.text());
+    assert!(!keel_ok(&server, &["status"]).contains("NFSv4:"));
+    // The families are written all the same, at zero.
+    let metrics: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (_, body) = http_get(metrics, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(metric(&body, r#"keel_nfs4_clients{state="active"}"#), 0.0);
+    assert_eq!(metric(&body, "keel_nfs4_sessions"), 0.0);
+}

@@ -26,6 +26,16 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("keel_gss_contexts_established_total", "counter"),
     ("keel_gss_contexts_evicted_total", "counter"),
     ("keel_gss_auth_failures_total", "counter"),
+    ("keel_nfs4_clients", "gauge"),
+    ("keel_nfs4_sessions", "gauge"),
+    ("keel_nfs4_opens", "gauge"),
+    ("keel_nfs4_lock_states", "gauge"),
+    ("keel_nfs4_delegations", "gauge"),
+    ("keel_nfs4_grace", "gauge"),
+    ("keel_nfs4_callbacks_total", "counter"),
+    ("keel_nfs4_callback_failures_total", "counter"),
+    ("keel_nfs4_delegations_recalled_total", "counter"),
+    ("keel_nfs4_delegations_revoked_total", "counter"),
     ("keel_replies_total", "counter"),
     ("keel_read_bytes_total", "counter"),
     ("keel_write_bytes_total", "counter"),
@@ -222,6 +232,31 @@ pub fn render(s: &Snapshot) -> String {
     for f in &g.failures {
         o.sample("keel_gss_auth_failures_total", &[("cause", &f.cause)], f.count);
     }
+    // Zero on a server that serves no NFSv4.
+    let v4 = &s.nfs4;
+    o.family("keel_nfs4_clients", "NFSv4.1 clients now, by the state of their lease.");
+    for (state, n) in
+        [("active", v4.clients_active), ("courtesy", v4.clients_courtesy), ("unconfirmed", v4.clients_unconfirmed)]
+    {
+        o.sample("keel_nfs4_clients", &[("state", state)], n);
+    }
+    o.one("keel_nfs4_sessions", "NFSv4.1 sessions now.", v4.sessions);
+    o.one("keel_nfs4_opens", "NFSv4 open states now.", v4.opens);
+    o.one("keel_nfs4_lock_states", "NFSv4 lock states (a lock owner on a file) now.", v4.lock_states);
+    o.one("keel_nfs4_delegations", "NFSv4 delegations held now.", v4.delegations);
+    o.one("keel_nfs4_grace", "1 while the NFSv4 grace period after a start lasts.", u64::from(v4.grace));
+    o.family("keel_nfs4_callbacks_total", "NFSv4.1 callbacks sent on the backchannel, by operation.");
+    o.sample("keel_nfs4_callbacks_total", &[("op", "cb_null")], v4.callback_probes);
+    o.sample("keel_nfs4_callbacks_total", &[("op", "cb_recall")], v4.callback_recalls);
+    o.family("keel_nfs4_callback_failures_total", "NFSv4.1 callbacks not answered in time or not sent, by cause.");
+    o.sample("keel_nfs4_callback_failures_total", &[("cause", "timeout")], v4.callback_timeouts);
+    o.sample("keel_nfs4_callback_failures_total", &[("cause", "unsent")], v4.callback_unsent);
+    o.one("keel_nfs4_delegations_recalled_total", "NFSv4 delegations recalled.", v4.delegations_recalled);
+    o.one(
+        "keel_nfs4_delegations_revoked_total",
+        "NFSv4 delegations revoked: not returned in time after a recall.",
+        v4.delegations_revoked,
+    );
     o.family(
         "keel_replies_total",
         "Replies by the status they carry (nfsstat3, mountstat3, nlm4_stats, ...), statuses seen so far.",

@@ -25,6 +25,8 @@ pub struct Snapshot {
     pub cache: CacheSnapshot,
     #[serde(default)]
     pub gss: GssSnapshot,
+    #[serde(default)]
+    pub nfs4: Nfs4Snapshot,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -65,6 +67,34 @@ pub struct CallsSnapshot {
 pub struct FlavorCount {
     pub flavor: String,
     pub calls: u64,
+}
+
+/// NFSv4.1 state and callbacks, when the server serves NFSv4.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Nfs4Snapshot {
+    pub enabled: bool,
+    /// Clients now, by the state of their lease: renewed within it, past
+    /// it but keeping their state (courtesy), not confirmed yet.
+    pub clients_active: u64,
+    pub clients_courtesy: u64,
+    pub clients_unconfirmed: u64,
+    pub sessions: u64,
+    pub opens: u64,
+    pub lock_states: u64,
+    pub delegations: u64,
+    /// Whether the grace period after a start lasts, and how long it may.
+    pub grace: bool,
+    pub grace_remaining_seconds: u64,
+    /// Callbacks sent (CB_NULL probes, CB_RECALLs), since the start.
+    pub callback_probes: u64,
+    pub callback_recalls: u64,
+    /// Callbacks that got no answer in time, or could not be sent (no
+    /// backchannel connection, a full queue).
+    pub callback_timeouts: u64,
+    pub callback_unsent: u64,
+    /// Delegations recalled, and revoked (not returned in time).
+    pub delegations_recalled: u64,
+    pub delegations_revoked: u64,
 }
 
 /// RPCSEC_GSS (Kerberos), when the server serves it.
@@ -400,6 +430,13 @@ impl Snapshot {
                 f.calls = f.calls.saturating_sub(o.calls);
             }
         }
+        let (v4, was) = (&mut out.nfs4, &earlier.nfs4);
+        v4.callback_probes = v4.callback_probes.saturating_sub(was.callback_probes);
+        v4.callback_recalls = v4.callback_recalls.saturating_sub(was.callback_recalls);
+        v4.callback_timeouts = v4.callback_timeouts.saturating_sub(was.callback_timeouts);
+        v4.callback_unsent = v4.callback_unsent.saturating_sub(was.callback_unsent);
+        v4.delegations_recalled = v4.delegations_recalled.saturating_sub(was.delegations_recalled);
+        v4.delegations_revoked = v4.delegations_revoked.saturating_sub(was.delegations_revoked);
         let g = &mut out.gss;
         g.established = g.established.saturating_sub(earlier.gss.established);
         g.evicted = g.evicted.saturating_sub(earlier.gss.evicted);

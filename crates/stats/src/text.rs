@@ -89,6 +89,31 @@ pub fn render(s: &Snapshot, opts: Options) -> String {
             per(g.evicted)
         );
     }
+    let v4 = &s.nfs4;
+    if v4.enabled {
+        let _ = writeln!(
+            o,
+            "nfsv4: {} clients ({} courtesy, {} unconfirmed), {} sessions, {} opens, {} lock states, {} delegations{}",
+            v4.clients_active + v4.clients_courtesy + v4.clients_unconfirmed,
+            v4.clients_courtesy,
+            v4.clients_unconfirmed,
+            v4.sessions,
+            v4.opens,
+            v4.lock_states,
+            v4.delegations,
+            if v4.grace { format!(", in grace ({} s left)", v4.grace_remaining_seconds) } else { String::new() }
+        );
+        let _ = writeln!(
+            o,
+            "nfsv4 callbacks: {} CB_NULL, {} CB_RECALL, {} timed out, {} unsent; delegations: {} recalled, {} revoked",
+            per(v4.callback_probes),
+            per(v4.callback_recalls),
+            per(v4.callback_timeouts),
+            per(v4.callback_unsent),
+            per(v4.delegations_recalled),
+            per(v4.delegations_revoked)
+        );
+    }
     let r = &s.reply_cache;
     let _ = writeln!(
         o,

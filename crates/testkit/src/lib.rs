@@ -18,6 +18,8 @@
 //!   independent `nfs3_client` crate, handle forging, host-side inspection.
 //!   Connections come from a reserved source port unless a test asks for an
 //!   ordinary one, because exports are `secure` by default.
+//! - [`nfs4`]: an NFSv4.1 client built by hand, which answers the
+//!   server's callbacks on its connection.
 //!
 //! Everything here panics on failure: it is test code.
 
@@ -25,5 +27,6 @@ pub mod disk;
 pub mod ha;
 pub mod netns;
 pub mod nfs;
+pub mod nfs4;
 pub mod procs;
 pub mod server;

@@ -4,6 +4,7 @@
 
 mod cache;
 mod check_config;
+mod clients;
 mod debug;
 mod exports;
 mod ha;
@@ -89,6 +90,17 @@ enum Command {
         #[command(subcommand)]
         cmd: Option<exports::ExportsCommand>,
     },
+    /// The NFSv4.1 clients of the running server, like knfsd's
+    /// /proc/fs/nfsd/clients: per client its ID, address, owner,
+    /// principal, lease, sessions (connections, backchannel), opens, lock
+    /// states and delegations. Fails on a server that serves no NFSv4.
+    Clients {
+        #[command(flatten)]
+        server: AdminArgs,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The SSD cache tier of the running server: its devices, the modes of
     /// the exports, live statistics and the event log.
     #[command(subcommand)]
@@ -171,6 +183,7 @@ pub fn main() -> ExitCode {
         Command::Exports { cmd: Some(exports::ExportsCommand::Reload { server, json }), .. } => {
             exports::reload(&server, json)
         }
+        Command::Clients { server, json } => clients::list(&server, json),
         Command::Cache(cmd) => cache::run(cmd),
         Command::Probe { config, address, timeout } => probe::run(config.as_deref(), &address, timeout),
         Command::Ha(cmd) => return ha::run(cmd),

@@ -45,6 +45,13 @@ pub fn run(server: &AdminArgs, json: bool, timeout: u64) -> ExitCode {
             s.workers_busy,
             s.workers
         );
+        if let Some(v4) = &s.nfs4 {
+            let grace = match v4.grace_remaining_seconds {
+                Some(left) => format!("; in grace ({left} s left at most)"),
+                None => String::new(),
+            };
+            outln!("NFSv4: {} clients ({} courtesy), {} sessions{grace}", v4.clients, v4.courtesy_clients, v4.sessions);
+        }
         outln!("{} objects open in the inode cache", s.cached_inodes);
         for e in &s.exports {
             outln!("export {} {} fsid {}", e.id, e.path, e.fsid);

@@ -1,0 +1,224 @@
+//! Speaking NFSv4.1 to the server over TCP: a client built from
+//! keel-nfs4-proto on one connection, which is its backchannel too (as the
+//! Linux client's is): it answers CB_NULL, CB_SEQUENCE and CB_RECALL.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use keel_nfs4_proto::*;
+use keel_rpc::msg::{AcceptStat, CallHeader, OpaqueAuth, RPC_VERSION, ReplyStat, decode_reply_header};
+use keel_xdr::{Decode, Decoder, Encode, Encoder, Opaque};
+
+use crate::nfs::reserved_stream;
+use crate::server::TestServer;
+
+/// Longest wait for the server to do something the test expects.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub fn write_record(stream: &mut TcpStream, record: &[u8]) {
+    let mark = (record.len() as u32 | 0x8000_0000).to_be_bytes();
+    stream.write_all(&[&mark[..], record].concat()).unwrap();
+}
+
+pub fn read_record(stream: &mut TcpStream) -> Bytes {
+    let mut record = Vec::new();
+    loop {
+        let mut mark = [0u8; 4];
+        stream.read_exact(&mut mark).unwrap();
+        let mark = u32::from_be_bytes(mark);
+        let mut fragment = vec![0u8; (mark & 0x7fff_ffff) as usize];
+        stream.read_exact(&mut fragment).unwrap();
+        record.extend_from_slice(&fragment);
+        if mark & 0x8000_0000 != 0 {
+            return Bytes::from(record);
+        }
+    }
+}
+
+/// An NFSv4.1 client on one connection, which is its backchannel too.
+pub struct V4 {
+    pub stream: TcpStream,
+    xid: u32,
+    pub session: Sessionid4,
+    seq: u32,
+    /// Delegations the server recalled (CB_RECALL's stateids).
+    pub recalled: Vec<Stateid4>,
+    /// CB_NULL calls answered.
+    pub probes: u32,
+}
+
+impl V4 {
+    /// EXCHANGE_ID as `owner`, and CREATE_SESSION with the backchannel
+    /// on the same connection.
+    pub fn connect(server: &TestServer, owner: &'static [u8]) -> V4 {
+        let stream = reserved_stream(server.addr);
+        stream.set_read_timeout(Some(WAIT)).unwrap();
+        let mut c = V4 { stream, xid: 0, session: [0; 16], seq: 0, recalled: Vec::new(), probes: 0 };
+        let eid = ExchangeId4Args {
+            eia_clientowner: ClientOwner4 { co_verifier: [7; 8], co_ownerid: Opaque(Bytes::from_static(owner)) },
+            eia_flags: 0,
+            eia_state_protect: StateProtect4A::Sp4None,
+            eia_client_impl_id: None,
+        };
+        let res = c.compound(vec![NfsArgop4::ExchangeId(eid)]);
+        let NfsResop4::ExchangeId(Nfs4Result::Ok(eid)) = &res.resarray[0] else { panic!("EXCHANGE_ID: {res:?}") };
+        let attrs = |size| ChannelAttrs4 {
+            ca_maxrequestsize: size,
+            ca_maxresponsesize: size,
+            ca_maxresponsesize_cached: 4096,
+            ca_maxoperations: 16,
+            ca_maxrequests: 1,
+            ..ChannelAttrs4::default()
+        };
+        let cs = CreateSession4Args {
+            csa_clientid: eid.eir_clientid,
+            csa_sequence: eid.eir_sequenceid,
+            csa_flags: CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+            csa_fore_chan_attrs: attrs(1 << 20),
+            csa_back_chan_attrs: attrs(4096),
+            csa_cb_program: 0x4000_0000,
+            csa_sec_parms: vec![CallbackSecParms4::AuthNone].into(),
+        };
+        let res = c.compound(vec![NfsArgop4::CreateSession(cs)]);
+        let NfsResop4::CreateSession(Nfs4Result::Ok(cs)) = &res.resarray[0] else { panic!("CREATE_SESSION: {res:?}") };
+        c.session = cs.csr_sessionid;
+        c
+    }
+
+    /// Sends a COMPOUND and reads records until its reply, answering the
+    /// callbacks that come meanwhile.
+    pub fn compound(&mut self, ops: Vec<NfsArgop4>) -> Compound4Res {
+        self.xid += 1;
+        let mut enc = Encoder::new();
+        let header = CallHeader {
+            xid: self.xid,
+            rpc_version: RPC_VERSION,
+            prog: NFS4_PROGRAM,
+            vers: NFS_V4,
+            proc_: NFSPROC4_COMPOUND,
+            cred: OpaqueAuth::default(),
+            verf: OpaqueAuth::default(),
+        };
+        header.encode(&mut enc);
+        Compound4Args { tag: Tag4::default(), minorversion: 1, argarray: ops }.encode(&mut enc);
+        write_record(&mut self.stream, &enc.into_bytes());
+        loop {
+            let record = read_record(&mut self.stream);
+            if record.get(4..8) == Some(&[0, 0, 0, 0]) {
+                self.answer_callback(record);
+                continue;
+            }
+            let mut dec = Decoder::new(record);
+            let (xid, stat) = decode_reply_header(&mut dec).unwrap();
+            assert_eq!((xid, stat), (self.xid, ReplyStat::Accepted(AcceptStat::Success)));
+            return Compound4Res::decode(&mut dec).unwrap();
+        }
+    }
+
+    /// Answers a callback: CB_NULL, or CB_SEQUENCE and CB_RECALL.
+    pub fn answer_callback(&mut self, call: Bytes) {
+        let mut dec = Decoder::new(call);
+        let header = CallHeader::decode(&mut dec).unwrap();
+        assert_eq!((header.prog, header.vers), (0x4000_0000, NFS_CB));
+        let mut enc = Encoder::new();
+        keel_rpc::msg::encode_reply_header(&mut enc, header.xid, ReplyStat::Accepted(AcceptStat::Success));
+        if header.proc_ == CB_NULL {
+            self.probes += 1;
+        } else {
+            let args = CbCompound4Args::decode(&mut dec).unwrap();
+            let mut resarray = Vec::new();
+            for op in &args.argarray {
+                match op {
+                    NfsCbArgop4::CbSequence(s) => {
+                        let ok = CbSequence4ResOk {
+                            csr_sessionid: s.csa_sessionid,
+                            csr_sequenceid: s.csa_sequenceid,
+                            ..CbSequence4ResOk::default()
+                        };
+                        resarray.push(NfsCbResop4::CbSequence(Nfs4Result::Ok(ok)));
+                    }
+                    NfsCbArgop4::CbRecall(r) => {
+                        self.recalled.push(r.stateid);
+                        resarray.push(NfsCbResop4::CbRecall(Nfsstat4::Ok));
+                    }
+                    other => panic!("unexpected callback {other:?}"),
+                }
+            }
+            CbCompound4Res { status: Nfsstat4::Ok, tag: args.tag, resarray }.encode(&mut enc);
+        }
+        write_record(&mut self.stream, &enc.into_bytes());
+    }
+
+    /// SEQUENCE and `ops`.
+    pub fn run(&mut self, ops: Vec<NfsArgop4>) -> (u32, Compound4Res) {
+        self.seq += 1;
+        let mut all = vec![NfsArgop4::Sequence(Sequence4Args {
+            sa_sessionid: self.session,
+            sa_sequenceid: self.seq,
+            ..Sequence4Args::default()
+        })];
+        all.extend(ops);
+        let res = self.compound(all);
+        let NfsResop4::Sequence(Nfs4Result::Ok(seq)) = &res.resarray[0] else { panic!("SEQUENCE: {res:?}") };
+        (seq.sr_status_flags, res)
+    }
+
+    pub fn ok(&mut self, ops: Vec<NfsArgop4>) -> Vec<NfsResop4> {
+        let (_, res) = self.run(ops);
+        assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
+        res.resarray
+    }
+
+    /// Until the server has found the backchannel working.
+    pub fn wait_for_callback_path(&mut self) {
+        let start = Instant::now();
+        loop {
+            let (flags, _) = self.run(vec![]);
+            if self.probes > 0 && flags & SEQ4_STATUS_CB_PATH_DOWN == 0 {
+                return;
+            }
+            assert!(start.elapsed() < WAIT, "the backchannel was never probed (flags {flags:#x})");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl V4 {
+    /// OPENs `name` for reading in export `id` (looked up from the root),
+    /// as `owner`: the OPEN's result and the file's handle.
+    pub fn open_read(&mut self, server: &TestServer, id: u32, owner: &'static [u8], name: &str) -> (Open4ResOk, Bytes) {
+        let mut ops = vec![NfsArgop4::Putrootfh(())];
+        for part in server.export_path(id).split('/').filter(|p| !p.is_empty()) {
+            ops.push(NfsArgop4::Lookup(Lookup4Args { objname: part.into() }));
+        }
+        ops.push(NfsArgop4::Open(Open4Args {
+            seqid: 0,
+            share_access: OPEN4_SHARE_ACCESS_READ,
+            share_deny: 0,
+            owner: OpenOwner4 { clientid: 0, owner: Opaque(Bytes::from_static(owner)) },
+            openhow: Openflag4::Open4Nocreate,
+            claim: OpenClaim4::ClaimNull(name.into()),
+        }));
+        ops.push(NfsArgop4::Getfh(()));
+        let res = self.ok(ops);
+        let n = res.len();
+        let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[n - 2] else { panic!("OPEN: {res:?}") };
+        let NfsResop4::Getfh(Nfs4Result::Ok(fh)) = &res[n - 1] else { panic!("GETFH: {res:?}") };
+        (open.clone(), fh.object.0.clone())
+    }
+}
+
+pub fn putfh(fh: &Bytes) -> NfsArgop4 {
+    NfsArgop4::Putfh(Putfh4Args { object: NfsFh4(fh.clone()) })
+}
+
+pub fn read(stateid: Stateid4) -> NfsArgop4 {
+    NfsArgop4::Read(Read4Args { stateid, offset: 0, count: 4096 })
+}
+
+pub fn data_of(res: &NfsResop4) -> Bytes {
+    let NfsResop4::Read(Nfs4Result::Ok(r)) = res else { panic!("READ: {res:?}") };
+    r.data.clone()
+}
