@@ -172,13 +172,7 @@ impl Guest {
         let start = Instant::now();
         let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {RUN_SH}: {e}"));
         let output = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        let mut results = BTreeMap::new();
-        for line in output.lines() {
-            let Some(at) = line.find("RESULT ") else { continue };
-            if let Some((key, value)) = line[at + 7..].split_once('=') {
-                results.insert(key.to_string(), value.to_string());
-            }
-        }
+        let results = keel_testkit::procs::guest_results(&output);
         eprintln!("vers {vers} sec={sec}: exit {:?} after {:.1} s", out.status.code(), start.elapsed().as_secs_f64());
         let g = Guest { output, results };
         assert!(

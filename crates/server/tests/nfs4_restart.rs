@@ -28,25 +28,14 @@ const BOOT_TIMEOUT_S: u32 = 400;
 /// this and a margin, and asserts it ended for another reason.
 const GRACE_SECONDS_MAX: u64 = 60;
 
-/// `RESULT key=value` lines of a program's output.
 fn results(output: &str) -> BTreeMap<String, String> {
-    output
-        .lines()
-        .filter_map(|l| l.find("RESULT ").map(|at| &l[at + 7..]))
-        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.trim().to_string())))
-        .collect()
+    keel_testkit::procs::guest_results(output)
 }
 
 /// v4lock, built static (the guest has no shared libraries).
 fn v4lock(dir: &Path) -> PathBuf {
     let out = dir.join("v4lock");
-    let st = Command::new("gcc")
-        .args(["-static", "-O2", "-o"])
-        .arg(&out)
-        .arg(format!("{GUEST}/v4lock.c"))
-        .status()
-        .expect("gcc");
-    assert!(st.success(), "cannot build v4lock.c");
+    keel_testkit::procs::build_static_c(Path::new(&format!("{GUEST}/v4lock.c")), &out);
     out
 }
 

@@ -211,3 +211,20 @@ pub fn as_nobody(program: &Path) -> Command {
     cmd.arg(format!("--reuid={NOBODY}")).arg(format!("--regid={NOBODY}")).arg("--clear-groups").arg(program);
     cmd
 }
+
+/// The `RESULT key=value` lines of a kernel-client guest's output (the
+/// marker may follow kernel messages on the same console line), by key.
+pub fn guest_results(output: &str) -> std::collections::BTreeMap<String, String> {
+    output
+        .lines()
+        .filter_map(|l| l.find("RESULT ").map(|at| &l[at + 7..]))
+        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.trim().to_string())))
+        .collect()
+}
+
+/// Builds the C program `src` static into `out` (the busybox guest has no
+/// shared libraries).
+pub fn build_static_c(src: &Path, out: &Path) {
+    let st = Command::new("gcc").args(["-static", "-O2", "-o"]).arg(out).arg(src).status().expect("gcc");
+    assert!(st.success(), "cannot build {}", src.display());
+}
