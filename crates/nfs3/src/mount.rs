@@ -16,7 +16,9 @@ use keel_nfs3_proto::mount::*;
 use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3};
 use keel_rpc::CacheClass::Uncached;
 use keel_rpc::ReplyBytesMax::{Computed, Fixed};
-use keel_rpc::{Call, CallContext, Handled, Handlers, Procedure, ProcedureTable, ReplyBytesMax, TabledProgram};
+use keel_rpc::{
+    Call, CallContext, Handled, Handlers, Privileged, Procedure, ProcedureTable, ReplyBytesMax, TabledProgram,
+};
 use keel_store::{Object as _, Store};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
@@ -32,8 +34,15 @@ const MOUNT_ENTRY_BYTES_MAX: usize = 4 + 4 + MOUNT_HOST_BYTES_MAX + 4 + DIRPATH_
 pub struct MountProgram<S: Store> {
     exports: Arc<ExportTable<S>>,
     mounts: Mutex<VecDeque<Mountbody>>,
-    /// Where the list is kept across restarts (XDR of the DUMP reply).
-    list_file: Option<PathBuf>,
+    list_file: Option<ListFile>,
+}
+
+/// Where the list is kept across restarts (XDR of the DUMP reply).
+struct ListFile {
+    path: PathBuf,
+    /// Writes the file: the worker serving MNT may still carry the last
+    /// caller's file-system identity, and the file is the server's own.
+    privileged: Privileged,
 }
 
 impl<S: Store> MountProgram<S> {
@@ -43,8 +52,9 @@ impl<S: Store> MountProgram<S> {
 
     /// Keeps the mount list in `file`, starting from what it holds. A file
     /// that does not decode is reported and replaced: the list is advice
-    /// to administrators, not state a client depends on.
-    pub fn with_list_file(exports: Arc<ExportTable<S>>, file: PathBuf) -> Self {
+    /// to administrators, not state a client depends on. `privileged`
+    /// runs the writes with the server's own identity.
+    pub fn with_list_file(exports: Arc<ExportTable<S>>, file: PathBuf, privileged: Privileged) -> Self {
         let mut mounts = VecDeque::new();
         match std::fs::read(&file) {
             Ok(data) => match Mountlist::decode(&mut Decoder::new(Bytes::from(data))) {
@@ -56,7 +66,7 @@ impl<S: Store> MountProgram<S> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => tracing::warn!(file = %file.display(), error = %e, "cannot read the mount list; starting empty"),
         }
-        MountProgram { exports, mounts: Mutex::new(mounts), list_file: Some(file) }
+        MountProgram { exports, mounts: Mutex::new(mounts), list_file: Some(ListFile { path: file, privileged }) }
     }
 
     /// Called with the list's lock held, so writes land in order.
@@ -64,8 +74,11 @@ impl<S: Store> MountProgram<S> {
         let Some(file) = &self.list_file else { return };
         let mut enc = Encoder::new();
         Mountlist(mounts.iter().cloned().collect()).encode(&mut enc);
-        if let Err(e) = keel_store::state_file::replace_durably(file, &enc.into_bytes()) {
-            tracing::warn!(file = %file.display(), error = %e, "cannot save the mount list");
+        let list = enc.into_bytes();
+        let mut saved = Ok(());
+        (file.privileged)(&mut || saved = keel_store::state_file::replace_durably(&file.path, &list));
+        if let Err(e) = saved {
+            tracing::warn!(file = %file.path.display(), error = %e, "cannot save the mount list");
         }
     }
 

@@ -37,3 +37,9 @@ pub use report::CallReport;
 pub use table::{
     CacheClass, Call, Handled, Handler, Handlers, Procedure, ProcedureTable, ReplyBytesMax, TabledProgram,
 };
+
+/// Runs a closure with the server's own privileges. A server may run each
+/// call under the caller's file-system identity, which stays on the worker
+/// thread after the call; what the server reads or writes for itself from
+/// a call (a keytab, its state files) must run through this, as root.
+pub type Privileged = std::sync::Arc<dyn Fn(&mut dyn FnMut()) + Send + Sync>;

@@ -59,6 +59,6 @@ pub fn start(config: &Config) -> anyhow::Result<Option<Arc<GssServer>>> {
     let identities = IdentityCache::new(Arc::new(sys::SystemUsers));
     // Workers keep the last caller's file-system identity; the keytab is
     // root's.
-    let as_root: keel_rpc::gss::Privileged = Arc::new(|f| keel_store_local::ident::as_root(f));
+    let as_root: keel_rpc::Privileged = Arc::new(|f| keel_store_local::ident::as_root(f));
     Ok(Some(Arc::new(GssServer::new(acceptor, identities, ContextLimits::default(), as_root))))
 }

@@ -229,8 +229,11 @@ async fn serve(
         tracing::warn!("fault injection is on: the administration socket can make storage calls fail (for tests)");
     }
     let nfs: Arc<dyn RpcProgram> = Arc::new(Nfs3Program::new(exports.clone()));
+    // Workers keep the last caller's file-system identity; state_dir is
+    // root's.
+    let as_root: keel_rpc::Privileged = Arc::new(|f| keel_store_local::ident::as_root(f));
     let mount: Arc<dyn RpcProgram> =
-        Arc::new(MountProgram::with_list_file(exports.clone(), server.state_dir.join(MOUNT_LIST_FILE)));
+        Arc::new(MountProgram::with_list_file(exports.clone(), server.state_dir.join(MOUNT_LIST_FILE), as_root));
     let nlm: Arc<dyn RpcProgram> = Arc::new(NlmProgram::new(locks.clone()));
     let nsm: Arc<dyn RpcProgram> = Arc::new(NsmProgram::new(locks));
     // NLM and NSM share the NFS ports, over TCP and UDP (clients use both).

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use keel_testkit::disk::XfsDisk;
 use keel_testkit::procs::run_timeout;
-use keel_testkit::server::{TestServer, keel_bin, require_root};
+use keel_testkit::server::{ExportOpts, TestServer, keel_bin, require_root};
 
 const CMD_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -349,6 +349,30 @@ fn the_mount_list_outlives_a_restart_and_a_kill() {
     server.restart();
     assert_eq!(dump(&server), []);
     assert!(server.log_text().contains("the mount list does not decode"), "{}", server.log_text());
+}
+
+/// The worker serving MNT may still act as the previous caller (workers
+/// keep the last caller's file-system identity), while the mount list is
+/// in root's state_dir: MNT after an ordinary user's call on the one worker
+/// still saves the list.
+#[test]
+fn the_mount_list_is_saved_after_a_users_call_on_the_same_worker() {
+    use keel_testkit::nfs::{Nfs, cred};
+    let mut server = TestServer::start("mount-list-user", vec![ExportOpts::rw(1, "export")], "workers = 1");
+    let path = server.export_path(1);
+    std::fs::create_dir(server.export_dir(1).join("sub")).unwrap();
+    let mut nfs = Nfs::connect(server.addr).unwrap();
+    let root = nfs.mount(&path).unwrap();
+    nfs.conn.set_credential(cred(1000, 1000));
+    nfs.create_new(&root, "users-file").unwrap();
+    let owner = std::os::unix::fs::MetadataExt::uid(&keel_testkit::nfs::meta(&server.export_dir(1).join("users-file")));
+    assert_eq!(owner, 1000, "the worker acted as the user");
+    let sub = format!("{path}/sub");
+    nfs.mount(&sub).unwrap();
+    let listed = vec![("127.0.0.1".to_string(), path.clone()), ("127.0.0.1".to_string(), sub)];
+    assert_eq!(dump(&server), listed);
+    server.restart();
+    assert_eq!(dump(&server), listed, "after a restart: {}", server.log_text());
 }
 
 /// `keel serve --config FILE`, killed on drop.

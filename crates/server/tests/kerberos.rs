@@ -96,7 +96,7 @@ struct Server {
 fn server(limits: ContextLimits) -> Server {
     lab();
     let acceptor = Acceptor::acquire(kerberos::lab::SERVICE).expect("the server's key from the lab's keytab");
-    let in_place: keel_rpc::gss::Privileged = Arc::new(|f| f());
+    let in_place: keel_rpc::Privileged = Arc::new(|f| f());
     let gss = Arc::new(GssServer::new(acceptor, IdentityCache::new(Arc::new(Users)), limits, in_place));
     let echo = Arc::new(Echo { runs: AtomicU32::new(0) });
     let dispatcher = Dispatcher::new(vec![echo.clone()], ReplyCache::new(64, 1 << 20)).unwrap().with_gss(gss.clone());

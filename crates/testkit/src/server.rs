@@ -135,8 +135,9 @@ impl TestServer {
         std::fs::create_dir_all(&base).unwrap();
         let data = data.map_or_else(|| base.clone(), Path::to_path_buf);
         let portmap = if server_extra.contains("portmap =") { "" } else { "portmap = \"off\"\n" };
+        let workers = if server_extra.contains("workers =") { "" } else { "workers = 8\n" };
         let mut toml = format!(
-            "[server]\nlisten = [\"{listen}\"]\n{portmap}workers = 8\nlog_level = \"debug\"\nstate_dir = \"{}\"\n{server_extra}\n",
+            "[server]\nlisten = [\"{listen}\"]\n{portmap}{workers}log_level = \"debug\"\nstate_dir = \"{}\"\n{server_extra}\n",
             data.join("state").display()
         );
         for e in &exports {

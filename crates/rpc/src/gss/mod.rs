@@ -12,6 +12,6 @@ pub mod window;
 pub mod wire;
 
 pub use idmap::{IdentityCache, UserDatabase};
-pub use server::{Acceptor, AcceptorError, ContextLimits, GssCall, GssServer, GssVerdict, Privileged};
+pub use server::{Acceptor, AcceptorError, ContextLimits, GssCall, GssServer, GssVerdict};
 pub use stats::{AuthFailure, GssCounts, GssSnapshot};
 pub use wire::GssService;

@@ -45,6 +45,7 @@ use super::wire::{
     GssCred, GssInitRes, GssProc, GssService, IntegData, MAXSEQ, RPCSEC_GSS, decode_init_arg, decode_priv_data,
     header_bytes_through_cred, split_seq_num,
 };
+use crate::Privileged;
 use crate::cred::{Credential, SecurityContext};
 use crate::dispatch::ReplySegments;
 use crate::msg::{AcceptStat, AuthStat, CallHeader, OpaqueAuth, ReplyStat, encode_reply_header_with};
@@ -250,12 +251,6 @@ impl ContextTable {
     }
 }
 
-/// Runs a closure with the privileges that read the keytab: GSS-API reads
-/// it at every context establishment (and writes its replay cache, and
-/// reads krb5.conf again to name the peer), and a server that runs calls
-/// under the caller's file-system identity must run these as root.
-pub type Privileged = Arc<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
-
 /// RPCSEC_GSS for every program of a dispatcher.
 pub struct GssServer {
     acceptor: Acceptor,
@@ -270,7 +265,9 @@ pub struct GssServer {
 }
 
 impl GssServer {
-    /// `privileged` runs GSS-API's keytab reads (see [`Privileged`]).
+    /// `privileged` runs GSS-API's keytab reads: at every context
+    /// establishment GSS-API reads the keytab (and writes its replay cache,
+    /// and reads krb5.conf again to name the peer), all root's.
     pub fn new(
         acceptor: Acceptor,
         identities: IdentityCache,

@@ -1,7 +1,8 @@
 //! A small blocking NFSv3 / MOUNT v3 client over TCP for tests that need
 //! exact control over what goes on the wire: the stability of each WRITE,
 //! calls pipelined on one connection whose replies are read later (or never),
-//! and the raw outcome of each call. The calls are AUTH_SYS root.
+//! and the raw outcome of each call. The calls are AUTH_SYS root unless a
+//! connection is given another credential.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -19,7 +20,8 @@ use super::records::{REPLY_BYTES_MAX, decode, parse_reply, prog, rpc_record};
 /// A file handle as the server gave it.
 pub type Fh = Vec<u8>;
 
-/// One TCP connection speaking ONC RPC (record marking, AUTH_SYS root).
+/// One TCP connection speaking ONC RPC (record marking, AUTH_SYS root by
+/// default).
 pub struct RpcConn {
     stream: TcpStream,
     next_xid: u32,
@@ -46,6 +48,11 @@ impl RpcConn {
             credential: cred_groups(0, 0, &[]),
             held: None,
         })
+    }
+
+    /// The calls that follow go as `credential` (AUTH_SYS root until then).
+    pub fn set_credential(&mut self, credential: opaque_auth<'static>) {
+        self.credential = credential;
     }
 
     pub fn local_addr(&self) -> SocketAddr {
