@@ -88,7 +88,7 @@ fn the_kernel_client_mounts_v4_2_by_default_and_works() {
     // 1. No version option, at the pseudo root: 4.2.
     let g = Guest::run(&server, "auto", "/", "nfs4_workload.sh", &[&path_file]);
     g.expect("mount_vers", "4.2");
-    g.expect("pseudo_listing", "export ");
+    g.expect("pseudo_listing", "export");
     let big = digest(&dir.join("big"));
     g.expect("written_md5", &big);
     g.expect("read_md5", &big);

@@ -628,7 +628,7 @@ fn keel_clients_says_so_when_nfsv4_is_not_served() {
     let server = TestServer::start(
         "ops-nfs4-off",
         vec![ExportOpts::rw(1, "a")],
-        &format!("metrics_listen = \"127.0.0.1:{port}\""),
+        &format!("metrics_listen = \"127.0.0.1:{port}\"\nnfs_versions = [\"3\"]"),
     );
     let out = keel(&server, &["clients"]);
     assert!(!out.status.success(), "{}", out.text());
