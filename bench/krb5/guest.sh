@@ -1,6 +1,6 @@
 # Guest side of bench/krb5.sh: /mnt/nfs is the export mounted with sec=sys
 # (NFSv3); the same export is mounted at /mnt/krb5, /mnt/krb5i, /mnt/krb5p.
-# /opt/bench.env: rounds, mib, reads, port, export.
+# /opt/bench.env: rounds, mib, reads, syncs, port, export.
 exec </dev/null
 . /opt/bench.env
 result() { echo "RESULT $1=$2"; }
@@ -38,6 +38,23 @@ for round in $(seq "$rounds"); do
       }' "$d/seq-$f" "$reads"
     iops=$(( reads * 1000000000 / ($(date +%s%N) - start) ))
     result row "$f $round rand4k $iops"
+    # One call in flight: 4 KiB O_DIRECT reads, then 4 KiB O_DIRECT|O_DSYNC
+    # writes (each a stable WRITE), at random offsets; microseconds each.
+    for op in read4k_us write4k_us; do
+      start=$(date +%s%N)
+      perl -e '
+        use Fcntl;
+        my ($file, $n, $op) = @ARGV;
+        my $flags = $op eq "read4k_us" ? O_RDONLY : O_WRONLY | O_DSYNC;
+        sysopen(my $fh, $file, $flags | O_DIRECT) or die "$file: $!";
+        my $blocks = int((-s $file) / 4096); my $buf = "w" x 4096;
+        for (1 .. $n) {
+          sysseek($fh, int(rand($blocks)) * 4096, 0) or die "seek: $!";
+          my $done = $op eq "read4k_us" ? sysread($fh, $buf, 4096) : syswrite($fh, $buf, 4096);
+          $done == 4096 or die "$op: $!";
+        }' "$d/seq-$f" "$syncs" "$op"
+      result row "$f $round $op $(( ($(date +%s%N) - start) / 1000 / syncs ))"
+    done
   done
 done
 for f in krb5 krb5i krb5p; do umount /mnt/$f; done

@@ -29,6 +29,8 @@
 #   client.keytab          host/CLIENT-HOST@REALM and nfs/CLIENT-HOST@REALM
 #   USER.password, USER.keytab   for alice, bob and carol
 #   users                  "NAME UID" per line
+#   realm                  realm=REALM, kdc=ADDR:PORT, guest_kdc=ADDR:PORT (shell
+#                          assignments, for trust.sh)
 #   guest/                 what run.sh --krb5 DIR/guest puts into the guest: krb5.conf
 #                          (the KDC at --guest-kdc), krb5.keytab (= client.keytab),
 #                          the users' passwords and keytabs, users
@@ -77,6 +79,7 @@ chmod 700 "$dir" "$dir/db"
 dir=$(cd "$dir" && pwd)
 export KRB5_CONFIG=$dir/krb5.conf KRB5_KDC_PROFILE=$dir/kdc.conf
 printf 'export KRB5_CONFIG=%q KRB5_KDC_PROFILE=%q\n' "$KRB5_CONFIG" "$KRB5_KDC_PROFILE" >"$dir/env"
+printf 'realm=%s\nkdc=%s:%s\nguest_kdc=%s:%s\n' "$realm" "$addr" "$port" "$guest_kdc" "$port" >"$dir/realm"
 
 # No DNS anywhere: host names are what the files say (the guest's /etc/hosts).
 krb5_conf() { # KDC-ADDRESS

@@ -727,6 +727,143 @@ mod served {
         out.text()
     }
 
+    /// Bytes of the READs and WRITEs of the per-call benchmark: 1 MiB,
+    /// Keel's rtmax and wtmax.
+    const BENCH_IO_BYTES: usize = 1 << 20;
+
+    /// One caller of the per-call benchmark: AUTH_SYS as the user, or a GSS
+    /// context of the user's principal at one service.
+    struct Caller {
+        gss: Option<(Client, GssService)>,
+        uid: u32,
+        gid: u32,
+        /// Time spent building calls and reading replies (the client's
+        /// GSS work, XDR), apart from the wait for the server.
+        client_work: Duration,
+    }
+
+    impl Caller {
+        fn call(&mut self, conn: &mut Conn, proc_: Nfs3Proc, args: &impl Encode) -> Bytes {
+            let start = std::time::Instant::now();
+            let mut enc = Encoder::new();
+            args.encode(&mut enc);
+            let args = enc.into_bytes();
+            let (record, seq) = match &mut self.gss {
+                None => {
+                    let sys = AuthSys {
+                        stamp: 1,
+                        machine_name: Bytes::from_static(b"bench"),
+                        uid: self.uid,
+                        gid: self.gid,
+                        gids: vec![],
+                    };
+                    let mut enc = Encoder::new();
+                    call_header_of(NFS, next_xid(), proc_ as u32, sys.to_opaque(), OpaqueAuth::default())
+                        .encode(&mut enc);
+                    enc.raw(&args);
+                    (enc.into_bytes(), 0)
+                }
+                Some((client, service)) => {
+                    let seq = client.seq;
+                    (client.record(next_xid(), proc_ as u32, *service, &args), seq)
+                }
+            };
+            let sent = std::time::Instant::now();
+            self.client_work += sent - start;
+            let reply = conn.send(record).expect("a reply");
+            let received = std::time::Instant::now();
+            let results = match &mut self.gss {
+                None => reply.results,
+                Some((client, service)) => client.results(reply, seq, *service),
+            };
+            self.client_work += received.elapsed();
+            results
+        }
+    }
+
+    /// Not a test: what each flavor costs per call with one call in
+    /// flight, Keel's own client on loopback (no emulated client). Run by
+    /// `bench/krb5.sh` (`cargo test --release ... -- --ignored`); prints
+    /// `RESULT percall=FLAVOR ROUND OP US CLIENT_US` lines: microseconds
+    /// per call round trip, and of them the client's own work.
+    #[test]
+    #[ignore = "a benchmark: bench/krb5.sh runs it"]
+    fn bench_per_call_cost_at_one_call_in_flight() {
+        let env = |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+        let (rounds, getattrs, ios) =
+            (env("KEEL_BENCH_ROUNDS", 5), env("KEEL_BENCH_GETATTRS", 2000), env("KEEL_BENCH_IOS", 50));
+        let user = SystemUser::create(SYSTEM_USER, None);
+        let keytab = lab().server_keytab().display().to_string();
+        let server = krb5_server("krb5-per-call", r#"["sys", "krb5", "krb5i", "krb5p"]"#, &keytab);
+        let file = server.export_dir(1).join("bench");
+        std::fs::write(&file, vec![7u8; BENCH_IO_BYTES]).unwrap();
+        std::os::unix::fs::chown(&file, Some(user.uid), Some(user.gid)).unwrap();
+
+        let mut conn = Conn::open(&server);
+        let mnt = conn.send(sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &Dirpath::from(server.export_path(1).as_str())));
+        let Mountres3::Ok(mnt) = Mountres3::decode(&mut Decoder::new(mnt.unwrap().results)).unwrap() else {
+            panic!("MNT refused")
+        };
+        let root = NfsFh3 { data: mnt.fhandle.0.clone() };
+        let mut flavors: Vec<(&str, Caller)> = vec![
+            ("sys", None),
+            ("krb5", Some(GssService::None)),
+            ("krb5i", Some(GssService::Integrity)),
+            ("krb5p", Some(GssService::Privacy)),
+        ]
+        .into_iter()
+        .map(|(name, service)| {
+            let gss = service.map(|s| (Client::establish_with(&mut |r| conn.send(r), SYSTEM_USER, NFS), s));
+            (name, Caller { gss, uid: user.uid, gid: user.gid, client_work: Duration::ZERO })
+        })
+        .collect();
+        let lookup = Lookup3Args { what: Diropargs3 { dir: root, name: Filename3::from("bench") } };
+        let found = Lookup3Res::decode(&mut Decoder::new(flavors[0].1.call(&mut conn, Nfs3Proc::Lookup, &lookup)));
+        let fh = found.unwrap().ok().expect("LOOKUP").object;
+        let data = Bytes::from(vec![9u8; BENCH_IO_BYTES]);
+
+        for round in 0..rounds {
+            // Each round starts with the next flavor.
+            flavors.rotate_left(usize::from(round > 0));
+            for (name, caller) in &mut flavors {
+                let mut measure = |op: &str, n: usize, call: &mut dyn FnMut(&mut Caller, &mut Conn)| {
+                    caller.client_work = Duration::ZERO;
+                    let start = std::time::Instant::now();
+                    for _ in 0..n {
+                        call(&mut *caller, &mut conn);
+                    }
+                    let per_call = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
+                    println!(
+                        "RESULT percall={name} {round} {op} {:.1} {:.1}",
+                        per_call(start.elapsed()),
+                        per_call(caller.client_work)
+                    );
+                };
+                measure("getattr", getattrs, &mut |c, conn| {
+                    let res = c.call(conn, Nfs3Proc::Getattr, &Getattr3Args { object: fh.clone() });
+                    assert_eq!(Getattr3Res::decode(&mut Decoder::new(res)).unwrap().status(), Nfsstat3::Ok);
+                });
+                measure("read1m", ios, &mut |c, conn| {
+                    let args = Read3Args { file: fh.clone(), offset: 0, count: BENCH_IO_BYTES as u32 };
+                    let res = Read3Res::decode(&mut Decoder::new(c.call(conn, Nfs3Proc::Read, &args))).unwrap();
+                    assert_eq!(res.ok().expect("READ").data.len(), BENCH_IO_BYTES);
+                });
+                measure("write1m", ios, &mut |c, conn| {
+                    let args = Write3Args {
+                        file: fh.clone(),
+                        offset: 0,
+                        count: BENCH_IO_BYTES as u32,
+                        stable: StableHow::Unstable,
+                        data: data.clone(),
+                    };
+                    let res = Write3Res::decode(&mut Decoder::new(c.call(conn, Nfs3Proc::Write, &args))).unwrap();
+                    assert_eq!(res.status(), Nfsstat3::Ok);
+                });
+            }
+        }
+        drop(user);
+    }
+
     #[test]
     fn a_missing_keytab_stops_the_start_naming_it() {
         lab();

@@ -9,6 +9,15 @@
 //! the server through a relay in this test that keeps the bytes: alice's
 //! data is on the wire in the clear with krb5i and nowhere with krb5p.
 //!
+//! In the NFSv3 boot also: carol, whose tickets live [`CAROL_LIFE_S`],
+//! works over the `sec=krb5` mount, is refused once her ticket expired
+//! (nothing served as her or as anyone else), and carries on after a
+//! fresh kinit without a remount; `alice@OTHER.TEST`, of a realm whose
+//! users KEEL.TEST trusts (`tools/krb5-lab/trust.sh`), is not the
+//! server's alice (her 0600 file is closed, what she creates is the
+//! anonymous user's); `alice@NOTRUST.TEST`, of a realm without trust, gets
+//! nothing, and the server's alice keeps her rights.
+//!
 //! Two boots of the VM, one at a time (2 cores).
 
 mod kerberos {
@@ -33,6 +42,7 @@ use kerberos::users::SystemUser;
 
 const RUN_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/kernel-nfs-client/run.sh");
 const LAB_SETUP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/krb5-lab/setup.sh");
+const LAB_TRUST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/krb5-lab/trust.sh");
 const LAB_STOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/krb5-lab/stop.sh");
 const GUEST_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kernel/kerberos.sh");
 const BOOT_TIMEOUT_S: u32 = 300;
@@ -40,6 +50,10 @@ const BOOT_TIMEOUT_S: u32 = 300;
 /// user database gets the same names with the same ids.
 const ALICE: (&str, u32) = ("alice", 10001);
 const BOB: (&str, u32) = ("bob", 10002);
+const CAROL: (&str, u32) = ("carol", 10003);
+/// carol's ticket lifetime (setup.sh --short-life): long enough for her
+/// first calls from the emulated guest, short enough to wait out.
+const CAROL_LIFE_S: u32 = 15;
 /// The export's anonymous uid (exports(5)'s default), what root in the
 /// guest and machine principals act as.
 const ANON_UID: u32 = 65534;
@@ -48,18 +62,29 @@ const CANARY: &[u8] = b"KEEL-KRB5-WIRE-CANARY-0123456789";
 /// The most the relay keeps of each direction.
 const CAPTURE_BYTES_MAX: usize = 256 << 20;
 
-/// The throwaway realm of `tools/krb5-lab`, its KDC stopped and its
+/// A throwaway realm of `tools/krb5-lab`, its KDC stopped and its
 /// directory removed when dropped.
 struct Lab {
     dir: PathBuf,
 }
 
 impl Lab {
-    fn start(base: &Path) -> Lab {
-        let dir = base.join("krb5-lab");
+    fn start(base: &Path, name: &str, args: &[&str]) -> Lab {
+        let dir = base.join(name);
         let port = free_port().to_string();
-        run_ok(Command::new(LAB_SETUP).arg(&dir).args(["--port", &port]), Duration::from_secs(300));
+        run_ok(Command::new(LAB_SETUP).arg(&dir).args(["--port", &port]).args(args), Duration::from_secs(300));
         Lab { dir }
+    }
+
+    /// `other`'s users known to this realm's clients, trusted or not
+    /// (`trust.sh`).
+    fn learn(&self, other: &Lab, trusted: bool) {
+        let mut cmd = Command::new(LAB_TRUST);
+        cmd.arg(&self.dir).arg(&other.dir);
+        if !trusted {
+            cmd.arg("--no-trust");
+        }
+        run_ok(&mut cmd, Duration::from_secs(60));
     }
 }
 
@@ -195,6 +220,17 @@ impl Guest {
     fn expect_denied(&self, key: &str) {
         assert!(self.get(key).contains("Permission denied"), "result {key} is not EACCES:\n{}", self.output);
     }
+
+    /// Refused as the kernel reports a credential that is gone: EACCES,
+    /// or EKEYEXPIRED for an expired ticket.
+    fn expect_refused(&self, key: &str) {
+        let got = self.get(key);
+        assert!(
+            got.contains("Permission denied") || got.contains("Key has expired"),
+            "result {key} is not EACCES or EKEYEXPIRED:\n{}",
+            self.output
+        );
+    }
 }
 
 #[test]
@@ -202,10 +238,15 @@ fn the_kernel_client_with_kerberos_over_v3_and_v4_2() {
     keel_testkit::server::require_root();
     let alice = SystemUser::create(ALICE.0, Some(ALICE.1));
     let _bob = SystemUser::create(BOB.0, Some(BOB.1));
+    let carol = SystemUser::create(CAROL.0, Some(CAROL.1));
     let base = std::env::temp_dir().join(format!("keel-krb5-kernel-{}", std::process::id()));
     let _ = fs::remove_dir_all(&base);
     fs::create_dir_all(&base).unwrap();
-    let lab = Lab::start(&base);
+    let lab = Lab::start(&base, "krb5-lab", &["--short-life", &CAROL_LIFE_S.to_string()]);
+    let other = Lab::start(&base, "other", &["--realm", "OTHER.TEST"]);
+    let notrust = Lab::start(&base, "notrust", &["--realm", "NOTRUST.TEST"]);
+    lab.learn(&other, true);
+    lab.learn(&notrust, false);
     // SAFETY: this binary's only test sets it before it starts any thread
     // or process; keel inherits it (the realm is the lab's, never
     // /etc/krb5.conf's).
@@ -252,6 +293,9 @@ fn the_kernel_client_with_kerberos_over_v3_and_v4_2() {
             g.expect("krb5_alice_read", &pattern_md5);
             g.expect_denied("krb5_bob_read");
             assert!(to_server, "krb5i checksums but does not hide: alice's bytes are on the wire");
+            expect_carol_expires(&g, &dir, &carol);
+            expect_foreign_realms_are_not_local(&g, &dir, &pattern_md5);
+            eprintln!("keel stat after the v3 boot:\n{}", server_stat(&server));
         } else {
             g.expect("krb5i_mount", "ok");
             assert!(g.get("krb5i_alice_list").contains("alice-4.2"), "{}", g.output);
@@ -261,5 +305,65 @@ fn the_kernel_client_with_kerberos_over_v3_and_v4_2() {
     drop(relay);
     drop(server);
     drop(lab);
+    drop(other);
+    drop(notrust);
     let _ = fs::remove_dir_all(&base);
+}
+
+/// carol over the `sec=krb5` mount: her calls before her ticket expires
+/// are hers; after, each is refused and none is served (her late file is
+/// nowhere, as her or as the anonymous user); after a fresh kinit she
+/// carries on on the same mount.
+fn expect_carol_expires(g: &Guest, dir: &Path, carol: &SystemUser) {
+    eprintln!(
+        "carol after her ticket expired: read {:?}, create {:?}",
+        g.get("carol_expired_read"),
+        g.get("carol_expired_write")
+    );
+    g.expect("carol_kinit", "ok");
+    g.expect("carol_wrote", "ok");
+    g.expect("carol_read", "carol-early");
+    g.expect("carol_expired", "yes");
+    g.expect_refused("carol_expired_read");
+    g.expect_refused("carol_expired_write");
+    assert!(!dir.join("carol-late").exists(), "a call after carol's ticket expired was served:\n{}", g.output);
+    g.expect("carol_rekinit", "ok");
+    g.expect("carol_again_read", "carol-early");
+    g.expect("carol_again_wrote", "ok");
+    for name in ["carol", "carol-again"] {
+        let meta = fs::metadata(dir.join(name)).unwrap();
+        assert_eq!(meta.uid(), carol.uid, "{name} is carol's on the server's disk");
+    }
+}
+
+/// `alice@OTHER.TEST` (a trusted realm) is nobody in particular here, not
+/// the server's alice; `alice@NOTRUST.TEST` gets no ticket for the server
+/// and nothing done; the server's alice is unaffected.
+fn expect_foreign_realms_are_not_local(g: &Guest, dir: &Path, pattern_md5: &str) {
+    eprintln!(
+        "alice@OTHER.TEST: read {:?}, create {:?}; alice@NOTRUST.TEST: read {:?}, create {:?}",
+        g.get("other_read"),
+        g.get("other_wrote"),
+        g.get("notrust_read"),
+        g.get("notrust_wrote")
+    );
+    g.expect("other_kinit", "ok");
+    g.expect("other_principal", "alice@OTHER.TEST");
+    g.expect_denied("other_read");
+    g.expect("other_wrote", "ok");
+    let meta = fs::metadata(dir.join("other-realm")).unwrap();
+    assert_eq!(meta.uid(), ANON_UID, "alice@OTHER.TEST creates as the anonymous user, not as alice");
+    g.expect("notrust_kinit", "ok");
+    g.expect("notrust_principal", "alice@NOTRUST.TEST");
+    g.expect_denied("notrust_read");
+    assert_ne!(g.get("notrust_wrote"), "ok", "{}", g.output);
+    assert!(!dir.join("notrust-realm").exists(), "alice@NOTRUST.TEST created a file:\n{}", g.output);
+    g.expect("alice_after_foreign", pattern_md5);
+}
+
+/// `keel stat` of the running server.
+fn server_stat(server: &TestServer) -> String {
+    let mut cmd = Command::new(keel_testkit::server::keel_bin());
+    cmd.args(["stat", "--state-dir"]).arg(server.state_dir());
+    keel_testkit::procs::run_timeout(&mut cmd, Duration::from_secs(20)).text()
 }

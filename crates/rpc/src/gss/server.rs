@@ -190,16 +190,15 @@ impl SecurityContext for SignedReply {
     }
 }
 
-/// A local user's name and realm, from a principal `user@REALM`; `None`
-/// for a service or machine principal (`host/...`, `nfs/...`).
-fn user_of(principal: &str) -> Option<(&str, &str)> {
-    let (user, realm) = principal.rsplit_once('@')?;
-    (!user.is_empty() && !user.contains('/')).then_some((user, realm))
-}
-
-/// The realm of a principal.
-fn realm_of(principal: &str) -> Option<&str> {
-    principal.rsplit_once('@').map(|(_, realm)| realm)
+/// The local user a principal names: `user@REALM` of the server's own
+/// realm (`target`'s, the principal the client's ticket is for) is the
+/// local `user`; a user of another realm (trusted or not: its `alice` is
+/// not ours), a machine or a service (`host/...`, `nfs/...`) is nobody in
+/// particular (idmapd's default: only the local realm maps).
+fn local_user<'a>(source: &'a str, target: &str) -> Option<&'a str> {
+    let (user, realm) = source.rsplit_once('@')?;
+    let (_, own_realm) = target.rsplit_once('@')?;
+    (!user.is_empty() && !user.contains('/') && realm == own_realm).then_some(user)
 }
 
 struct Context {
@@ -398,13 +397,7 @@ impl GssServer {
         let source = inner.gss.source_name()?.to_string();
         let target = inner.gss.target_name()?.to_string();
         let lifetime = inner.gss.lifetime()?;
-        // A user of the server's own realm is that local user; a user of
-        // another realm, a machine or a service is nobody in particular
-        // (idmapd's default: only the local realm maps).
-        let ids = match user_of(&source) {
-            Some((user, realm)) if Some(realm) == realm_of(&target) => self.identities.lookup(user),
-            _ => None,
-        };
+        let ids = local_user(&source, &target).and_then(|user| self.identities.lookup(user));
         Ok(Established { principal: source, ids, expires: Instant::now() + lifetime })
     }
 
@@ -569,5 +562,27 @@ pub fn results_in_clear(
             let (seq, results) = split_seq_num(clear).ok()?;
             (seq == seq_num).then_some(results)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_user;
+
+    const SERVER: &str = "nfs/server.keel.test@KEEL.TEST";
+
+    #[test]
+    fn only_users_of_the_server_s_realm_are_local_users() {
+        assert_eq!(local_user("alice@KEEL.TEST", SERVER), Some("alice"));
+        // The same short name in a realm the server's realm trusts, in a
+        // realm whose name differs only in case, and with no realm.
+        assert_eq!(local_user("alice@OTHER.TEST", SERVER), None);
+        assert_eq!(local_user("alice@keel.test", SERVER), None);
+        assert_eq!(local_user("alice@KEEL.TEST.OTHER", SERVER), None);
+        assert_eq!(local_user("alice", SERVER), None);
+        // Machines and services, of any realm.
+        assert_eq!(local_user("host/client.keel.test@KEEL.TEST", SERVER), None);
+        assert_eq!(local_user("nfs/client.keel.test@KEEL.TEST", SERVER), None);
+        assert_eq!(local_user("@KEEL.TEST", SERVER), None);
     }
 }

@@ -31,8 +31,41 @@ if [ "$vers" = 3 ]; then
     result krb5_mount ok
     result krb5_alice_read "$(as-user alice md5sum "/mnt/other/alice-$vers" | cut -d' ' -f1)"
     result krb5_bob_read "$(err as-user bob cat "/mnt/other/alice-$vers")"
+    # carol's ticket is short (setup.sh --short-life): she works, it expires, every call
+    # of hers is refused (O_DIRECT and a create: nothing from the cache),
+    # and a fresh kinit carries on without a remount.
+    kinit-as carol && result carol_kinit ok
+    as-user carol sh -c "umask 077; echo carol-early > /mnt/other/carol" && result carol_wrote ok
+    result carol_read "$(as-user carol dd if=/mnt/other/carol iflag=direct bs=4096 2>/dev/null)"
+    i=0
+    while as-user carol klist -s && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
+    as-user carol klist -s && result carol_expired no || result carol_expired yes
+    # The kernel's context ends with the ticket, by its own clock.
+    sleep 2
+    result carol_expired_read "$(err as-user carol dd if=/mnt/other/carol of=/dev/null iflag=direct bs=4096)"
+    result carol_expired_write "$(err as-user carol sh -c "echo late > /mnt/other/carol-late")"
+    kinit-as carol && result carol_rekinit ok
+    result carol_again_read "$(as-user carol dd if=/mnt/other/carol iflag=direct bs=4096 2>/dev/null)"
+    as-user carol sh -c "echo carol-again > /mnt/other/carol-again" && result carol_again_wrote ok
     umount /mnt/other
   fi
+  # alice of a realm KEEL.TEST trusts, and of one it does not: the same
+  # short name as the server's alice, under guest users of their own (the
+  # kernel keeps a context per uid: guest alice's is KEEL.TEST's).
+  for who in "other 20001 OTHER.TEST" "notrust 20002 NOTRUST.TEST"; do
+    read -r name uid realm <<WHO
+$who
+WHO
+    echo "$name:x:$uid:$uid::/tmp:/bin/sh" >> /etc/passwd
+    echo "$name:x:$uid:" >> /etc/group
+    as-user "$name" kinit "alice@$realm" < "/etc/krb5-lab/alice.$realm.password" > /dev/null && result "${name}_kinit" ok
+    result "${name}_principal" "$(as-user "$name" klist | sed -n 's/^Default principal: //p')"
+    result "${name}_read" "$(err as-user "$name" cat "$f")"
+    result "${name}_wrote" "$(err as-user "$name" sh -c "echo $realm > $m/$name-realm")"
+  done
+  # The server's own alice still has her rights.
+  drop_caches
+  result alice_after_foreign "$(as-user alice md5sum "$f" | cut -d' ' -f1)"
   sys="$v3,sec=sys"
 else
   # krb5i over NFSv4 too (names only: this boot's wire must show none of
