@@ -554,7 +554,7 @@ mod served {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::time::Duration;
 
-    use keel_nfs3_proto::mount::{Dirpath, Mountres3};
+    use keel_nfs3_proto::mount::{Dirpath, Mountres3, Mountstat3};
     use keel_nfs3_proto::nfs3::*;
     use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3, NFS_PROGRAM, NFS_V3};
     use keel_rpc::msg::AuthSys;
@@ -617,10 +617,62 @@ mod served {
     }
 
     fn krb5_server(tag: &str, sec: &str, keytab: &str) -> TestServer {
+        krb5_server_with(tag, &format!("access = \"rw\"\ninsecure = true\nsec = {sec}"), keytab)
+    }
+
+    /// A server of one export with `options`, and the lab's key.
+    fn krb5_server_with(tag: &str, options: &str, keytab: &str) -> TestServer {
         lab();
-        let export = ExportOpts::new(1, "krb", &format!("access = \"rw\"\ninsecure = true\nsec = {sec}"));
+        let export = ExportOpts::new(1, "krb", options);
         let extra = format!("keytab = \"{keytab}\"\nprincipal = \"nfs/localhost\"");
         TestServer::start(tag, vec![export], &extra)
+    }
+
+    /// MNT of the server's export, its results.
+    fn mnt(conn: &mut Conn, record: Bytes) -> Mountres3 {
+        Mountres3::decode(&mut Decoder::new(conn.send(record).expect("a reply").results)).unwrap()
+    }
+
+    #[test]
+    fn secure_asks_a_privileged_port_of_auth_sys_calls_not_of_kerberos_ones() {
+        let keytab = lab().server_keytab().display().to_string();
+        // `secure` is the default.
+        let options = "access = \"rw\"\nsec = [\"krb5p\", \"krb5i\", \"krb5\", \"sys\"]";
+        let server = krb5_server_with("krb5-secure", options, &keytab);
+        let mut conn = Conn::open(&server);
+        assert!(conn.0.local_addr().unwrap().port() >= 1024, "the test connects from an unprivileged port");
+        let dirpath = Dirpath::from(server.export_path(1).as_str());
+
+        // AUTH_SYS from a port above 1023: refused, as exports(5) says.
+        let refused = mnt(&mut conn, sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &dirpath));
+        assert_eq!(refused.status(), Mountstat3::Acces, "MNT with AUTH_SYS from an unprivileged port");
+
+        // MNT under krb5 from the same port: mounted.
+        let mount = (MOUNT_PROGRAM, MOUNT_V3);
+        let mut alice = Client::establish_with(&mut |r| conn.send(r), "alice", mount);
+        let mut args = Encoder::new();
+        dirpath.encode(&mut args);
+        let seq = alice.seq;
+        let record = alice.record(next_xid(), 1, GssService::None, &args.into_bytes());
+        let reply = conn.send(record).expect("a reply");
+        let Mountres3::Ok(mnt) =
+            Mountres3::decode(&mut Decoder::new(alice.results(reply, seq, GssService::None))).unwrap()
+        else {
+            panic!("MNT under krb5 from an unprivileged port refused")
+        };
+        let root = NfsFh3 { data: mnt.fhandle.0.clone() };
+
+        // NFSv3 under krb5, krb5i and krb5p: served.
+        let mut alice = Client::establish_with(&mut |r| conn.send(r), "alice", NFS);
+        for service in [GssService::None, GssService::Integrity, GssService::Privacy] {
+            let attrs: Getattr3Res =
+                alice.nfs(&mut conn, Nfs3Proc::Getattr, service, &Getattr3Args { object: root.clone() });
+            assert_eq!(attrs.status(), Nfsstat3::Ok, "GETATTR at {service:?} from an unprivileged port");
+        }
+        // AUTH_SYS on the same connection: NFS3ERR_PERM.
+        let sys = conn.send(sys_record(NFS, Nfs3Proc::Getattr as u32, &Getattr3Args { object: root }));
+        let sys = Getattr3Res::decode(&mut Decoder::new(sys.expect("a reply").results)).unwrap();
+        assert_eq!(sys.status(), Nfsstat3::Perm, "GETATTR with AUTH_SYS from an unprivileged port");
     }
 
     #[test]
