@@ -557,10 +557,14 @@ mod served {
     use keel_nfs3_proto::mount::{Dirpath, Mountres3, Mountstat3};
     use keel_nfs3_proto::nfs3::*;
     use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3, NFS_PROGRAM, NFS_V3};
+    use keel_nlm_proto::nlm4::{
+        NLM_PROGRAM, NLM_V4, Nlm4Lock, Nlm4Proc, Nlm4Stats, Nlm4Testargs, Nlm4Testres, Nlm4Testrply,
+    };
     use keel_rpc::msg::AuthSys;
     use keel_rpc::record::record_mark;
     use keel_testkit::procs::run_timeout;
     use keel_testkit::server::{ExportOpts, TestServer, keel_bin};
+    use keel_xdr::Opaque;
     use keel_xdr::{Decode, Encode};
 
     use super::kerberos::lab::SYSTEM_USER;
@@ -769,6 +773,149 @@ mod served {
             stat.contains("kerberos: 1 contexts, 1 established, 0 evicted; refused: unknown_context 1"),
             "Kerberos refusals by cause:\n{stat}"
         );
+    }
+
+    /// One UDP socket to the server's port, where NLM and NSM answer.
+    struct Udp(std::net::UdpSocket);
+
+    impl Udp {
+        fn open(server: &TestServer) -> Udp {
+            let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            socket.connect(server.addr).unwrap();
+            socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            Udp(socket)
+        }
+
+        fn send_only(&self, record: &Bytes) {
+            self.0.send(record).unwrap();
+        }
+
+        /// The next reply datagram, with its xid.
+        fn receive(&self) -> (u32, Reply) {
+            let mut buf = vec![0; 65536];
+            let n = self.0.recv(&mut buf).expect("a reply datagram within 20 s");
+            buf.truncate(n);
+            (u32::from_be_bytes(buf[..4].try_into().unwrap()), parse_reply(Bytes::from(buf)))
+        }
+
+        /// Sends a call and waits for its reply (a late reply to an
+        /// earlier call is skipped).
+        fn send(&mut self, record: Bytes) -> Option<Reply> {
+            let xid = u32::from_be_bytes(record[..4].try_into().unwrap());
+            self.send_only(&record);
+            loop {
+                let (got, reply) = self.receive();
+                if got == xid {
+                    return Some(reply);
+                }
+            }
+        }
+    }
+
+    const NLM: (u32, u32) = (NLM_PROGRAM, NLM_V4);
+
+    /// A server of a Kerberos export (AUTH_SYS too) holding `kgssuser`'s
+    /// own 0600 file, and that file's handle (found with AUTH_SYS).
+    fn server_with_a_users_file(tag: &str, user: &SystemUser) -> (TestServer, Bytes) {
+        let keytab = lab().server_keytab().display().to_string();
+        let server = krb5_server(tag, r#"["krb5p", "krb5i", "krb5", "sys"]"#, &keytab);
+        let file = server.export_dir(1).join("own");
+        std::fs::write(&file, b"locked").unwrap();
+        std::os::unix::fs::chown(&file, Some(user.uid), Some(user.gid)).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mut conn = Conn::open(&server);
+        let mnt =
+            mnt(&mut conn, sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &Dirpath::from(server.export_path(1).as_str())));
+        let Mountres3::Ok(mnt) = mnt else { panic!("MNT refused") };
+        let lookup = Lookup3Args {
+            what: Diropargs3 { dir: NfsFh3 { data: mnt.fhandle.0.clone() }, name: Filename3::from("own") },
+        };
+        let found = conn.send(sys_record(NFS, Nfs3Proc::Lookup as u32, &lookup)).expect("a reply");
+        let found = Lookup3Res::decode(&mut Decoder::new(found.results)).unwrap();
+        (server, found.ok().expect("LOOKUP").object.data)
+    }
+
+    fn nlm_lock(fh: &Bytes, svid: i32) -> Nlm4Lock {
+        Nlm4Lock {
+            caller_name: Opaque(Bytes::from_static(b"gssclient")),
+            fh: Opaque(fh.clone()),
+            oh: Opaque(Bytes::from(format!("gssclient:{svid}"))),
+            svid,
+            l_offset: 0,
+            l_len: 100,
+        }
+    }
+
+    impl Client {
+        /// An NLM call at `service` on `send`'s transport, its results.
+        fn nlm<R: Decode>(
+            &mut self,
+            send: &mut dyn FnMut(Bytes) -> Option<Reply>,
+            proc_: Nlm4Proc,
+            service: GssService,
+            args: &impl Encode,
+        ) -> R {
+            let mut enc = Encoder::new();
+            args.encode(&mut enc);
+            let seq = self.seq;
+            let record = self.record(next_xid(), proc_ as u32, service, &enc.into_bytes());
+            let reply = send(record).expect("a reply");
+            R::decode(&mut Decoder::new(self.results(reply, seq, service))).unwrap()
+        }
+
+        fn nlm_test(
+            &mut self,
+            send: &mut dyn FnMut(Bytes) -> Option<Reply>,
+            service: GssService,
+            lock: &Nlm4Lock,
+        ) -> Nlm4Testrply {
+            let args = Nlm4Testargs { cookie: "t".into(), exclusive: true, alock: lock.clone() };
+            self.nlm::<Nlm4Testres>(send, Nlm4Proc::Test, service, &args).stat
+        }
+    }
+
+    #[test]
+    fn rpcsec_gss_over_udp_as_over_tcp() {
+        let user = SystemUser::create(SYSTEM_USER, None);
+        let (server, fh) = server_with_a_users_file("krb5-udp", &user);
+        let mut udp = Udp::open(&server);
+        let mut send = |r| udp.send(r);
+        // A context made over UDP (RPCSEC_GSS_INIT on NLM's NULL).
+        let mut owner = Client::establish_with(&mut send, SYSTEM_USER, NLM);
+        // At each level NLM reaches the user's own 0600 file as the user.
+        for service in [GssService::None, GssService::Integrity, GssService::Privacy] {
+            let got = owner.nlm_test(&mut send, service, &nlm_lock(&fh, 1));
+            assert!(matches!(got, Nlm4Testrply::Other(Nlm4Stats::Granted)), "TEST at {service:?} over UDP: {got:?}");
+        }
+        // A machine principal is nobody: the file is closed to it.
+        let mut machine = Client::establish_with(&mut send, "host/client1.keel.test", NLM);
+        let got = machine.nlm_test(&mut send, GssService::Integrity, &nlm_lock(&fh, 1));
+        assert!(matches!(got, Nlm4Testrply::Other(Nlm4Stats::Failed)), "TEST as the anonymous identity: {got:?}");
+
+        // A replayed sequence number is dropped (the same datagram again:
+        // its header is signed): the only reply is the next call's.
+        let seq = owner.seq;
+        owner.seq += 1;
+        let first = owner.record_at(next_xid(), seq, NULL, GssService::None, &[]);
+        assert!(send(first.clone()).is_some());
+        drop(send);
+        udp.send_only(&first);
+        let next_seq = owner.seq;
+        let next_call = owner.record(next_xid(), NULL, GssService::Integrity, &[]);
+        let next_xid_sent = u32::from_be_bytes(next_call[..4].try_into().unwrap());
+        udp.send_only(&next_call);
+        let (xid, reply) = udp.receive();
+        assert_eq!(xid, next_xid_sent, "the replay got no reply");
+        owner.results(reply, next_seq, GssService::Integrity);
+
+        // The context made over UDP is the server's, over TCP too.
+        let mut conn = Conn::open(&server);
+        let got = owner.nlm_test(&mut |r| conn.send(r), GssService::Privacy, &nlm_lock(&fh, 1));
+        assert!(matches!(got, Nlm4Testrply::Other(Nlm4Stats::Granted)), "over TCP: {got:?}");
+        let stat = server_stat(&server);
+        assert!(stat.contains("kerberos: 2 contexts, 2 established"), "{stat}");
+        assert!(stat.contains("replayed 1"), "the replay is counted:\n{stat}");
+        drop(user);
     }
 
     fn server_stat(server: &TestServer) -> String {
