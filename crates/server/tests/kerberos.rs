@@ -558,7 +558,8 @@ mod served {
     use keel_nfs3_proto::nfs3::*;
     use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3, NFS_PROGRAM, NFS_V3};
     use keel_nlm_proto::nlm4::{
-        NLM_PROGRAM, NLM_V4, Nlm4Lock, Nlm4Proc, Nlm4Stats, Nlm4Testargs, Nlm4Testres, Nlm4Testrply,
+        NLM_PROGRAM, NLM_V4, Nlm4Lock, Nlm4Lockargs, Nlm4Proc, Nlm4Res, Nlm4Stats, Nlm4Testargs, Nlm4Testres,
+        Nlm4Testrply, Nlm4Unlockargs,
     };
     use keel_rpc::msg::AuthSys;
     use keel_rpc::record::record_mark;
@@ -915,6 +916,56 @@ mod served {
         let stat = server_stat(&server);
         assert!(stat.contains("kerberos: 2 contexts, 2 established"), "{stat}");
         assert!(stat.contains("replayed 1"), "the replay is counted:\n{stat}");
+        drop(user);
+    }
+
+    #[test]
+    fn nlm_locks_under_krb5_over_tcp_and_udp() {
+        let user = SystemUser::create(SYSTEM_USER, None);
+        let (server, fh) = server_with_a_users_file("krb5-nlm", &user);
+        let mut conn = Conn::open(&server);
+        let mut udp = Udp::open(&server);
+        let transports: [(&str, &mut dyn FnMut(Bytes) -> Option<Reply>); 2] =
+            [("TCP", &mut |r| conn.send(r)), ("UDP", &mut |r| udp.send(r))];
+        for (transport, send) in transports {
+            let mut owner = Client::establish_with(send, SYSTEM_USER, NLM);
+            let mine = nlm_lock(&fh, 1);
+            let theirs = nlm_lock(&fh, 2);
+            let lock = |l: &Nlm4Lock| Nlm4Lockargs {
+                cookie: "l".into(),
+                block: false,
+                exclusive: true,
+                alock: l.clone(),
+                reclaim: false,
+                state: 1,
+            };
+            let res: Nlm4Res = owner.nlm(send, Nlm4Proc::Lock, GssService::Integrity, &lock(&mine));
+            assert_eq!(res.stat, Nlm4Stats::Granted, "LOCK under krb5i over {transport}");
+            // The lock's owner is the client's (host, svid, owner handle),
+            // as under AUTH_SYS: another owner of the same principal
+            // conflicts and is told who holds it.
+            match owner.nlm_test(send, GssService::Privacy, &theirs) {
+                Nlm4Testrply::Denied(holder) => {
+                    assert_eq!((holder.svid, holder.l_offset, holder.l_len), (1, 0, 100), "over {transport}")
+                }
+                other => panic!("TEST of a held range over {transport}: {other:?}"),
+            }
+            let res: Nlm4Res = owner.nlm(send, Nlm4Proc::Lock, GssService::None, &lock(&theirs));
+            assert_eq!(res.stat, Nlm4Stats::Denied, "a second owner over {transport}");
+            let unlock = Nlm4Unlockargs { cookie: "u".into(), alock: mine.clone() };
+            let res: Nlm4Res = owner.nlm(send, Nlm4Proc::Unlock, GssService::Privacy, &unlock);
+            assert_eq!(res.stat, Nlm4Stats::Granted, "UNLOCK under krb5p over {transport}");
+            let res: Nlm4Res = owner.nlm(send, Nlm4Proc::Lock, GssService::None, &lock(&theirs));
+            assert_eq!(res.stat, Nlm4Stats::Granted, "free again over {transport}");
+            let unlock = Nlm4Unlockargs { cookie: "u".into(), alock: theirs };
+            let res: Nlm4Res = owner.nlm(send, Nlm4Proc::Unlock, GssService::None, &unlock);
+            assert_eq!(res.stat, Nlm4Stats::Granted);
+            // A principal with no local identity may not lock the user's
+            // 0600 file (it is opened as the export's anonymous user).
+            let mut machine = Client::establish_with(send, "host/client1.keel.test", NLM);
+            let res: Nlm4Res = machine.nlm(send, Nlm4Proc::Lock, GssService::Integrity, &lock(&nlm_lock(&fh, 3)));
+            assert_eq!(res.stat, Nlm4Stats::Failed, "the anonymous identity over {transport}");
+        }
         drop(user);
     }
 
