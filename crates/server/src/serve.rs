@@ -361,6 +361,7 @@ async fn serve(
         fault_injection: server.fault_injection,
         stats: stats.clone(),
         reloader: reloader.clone(),
+        keytab: gss.is_some().then(|| server.keytab.clone()),
     });
     tokio::spawn(admin::serve(admin_listener, admin_state, shutdown.clone()));
     if config.ha {

@@ -969,6 +969,48 @@ mod served {
         drop(user);
     }
 
+    #[test]
+    fn keel_status_shows_kerberos_while_an_export_needs_it() {
+        let keytab = lab().server_keytab().display().to_string();
+        let server = krb5_server("krb5-status", r#"["krb5i", "sys"]"#, &keytab);
+        let mut conn = Conn::open(&server);
+        let mnt =
+            mnt(&mut conn, sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &Dirpath::from(server.export_path(1).as_str())));
+        let Mountres3::Ok(mnt) = mnt else { panic!("MNT refused") };
+        let root = NfsFh3 { data: mnt.fhandle.0.clone() };
+        let mut alice = Client::establish_with(&mut |r| conn.send(r), "alice", NFS);
+        let ok: Getattr3Res =
+            alice.nfs(&mut conn, Nfs3Proc::Getattr, GssService::Integrity, &Getattr3Args { object: root.clone() });
+        assert_eq!(ok.status(), Nfsstat3::Ok);
+        alice.handle = Bytes::from_static(&[9; 16]);
+        let record = alice.record(next_xid(), Nfs3Proc::Null as u32, GssService::Integrity, &[]);
+        assert_eq!(denied(conn.send(record)), AuthStat::GssCredProblem);
+
+        let status = server_status(&server);
+        let line = format!("Kerberos: principal nfs/localhost from keytab {keytab}; 1 contexts");
+        assert!(status.contains(&line), "the key and the contexts:\n{status}");
+        assert!(status.contains("calls by flavor: none 0, sys 1, krb5 0, krb5i 1, krb5p 0"), "by flavor:\n{status}");
+        assert!(
+            status.contains("Kerberos authentication failures: unknown_context 1\n"),
+            "failures by cause:\n{status}"
+        );
+
+        // A server no export of which asks for Kerberos says nothing of it.
+        let plain = TestServer::start("krb5-status-none", vec![ExportOpts::rw(1, "plain")], "");
+        let status = server_status(&plain);
+        assert!(status.contains("healthy"), "{status}");
+        assert!(!status.contains("Kerberos") && !status.contains("by flavor"), "no Kerberos lines:\n{status}");
+    }
+
+    fn server_status(server: &TestServer) -> String {
+        let out = run_timeout(
+            std::process::Command::new(keel_bin()).args(["status", "--state-dir"]).arg(server.state_dir()),
+            Duration::from_secs(20),
+        );
+        assert!(out.status.success(), "keel status:\n{}", out.text());
+        out.text()
+    }
+
     fn server_stat(server: &TestServer) -> String {
         let out = run_timeout(
             std::process::Command::new(keel_bin()).args(["stat", "--state-dir"]).arg(server.state_dir()),
