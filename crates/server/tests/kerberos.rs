@@ -801,7 +801,7 @@ mod served {
 
         /// Sends a call and waits for its reply (a late reply to an
         /// earlier call is skipped).
-        fn send(&mut self, record: Bytes) -> Option<Reply> {
+        fn send(&self, record: Bytes) -> Option<Reply> {
             let xid = u32::from_be_bytes(record[..4].try_into().unwrap());
             self.send_only(&record);
             loop {
@@ -814,6 +814,9 @@ mod served {
     }
 
     const NLM: (u32, u32) = (NLM_PROGRAM, NLM_V4);
+
+    /// Sends a call record on some transport and returns its reply.
+    type Send<'a> = dyn FnMut(Bytes) -> Option<Reply> + 'a;
 
     /// A server of a Kerberos export (AUTH_SYS too) holding `kgssuser`'s
     /// own 0600 file, and that file's handle (found with AUTH_SYS).
@@ -879,7 +882,7 @@ mod served {
     fn rpcsec_gss_over_udp_as_over_tcp() {
         let user = SystemUser::create(SYSTEM_USER, None);
         let (server, fh) = server_with_a_users_file("krb5-udp", &user);
-        let mut udp = Udp::open(&server);
+        let udp = Udp::open(&server);
         let mut send = |r| udp.send(r);
         // A context made over UDP (RPCSEC_GSS_INIT on NLM's NULL).
         let mut owner = Client::establish_with(&mut send, SYSTEM_USER, NLM);
@@ -898,8 +901,7 @@ mod served {
         let seq = owner.seq;
         owner.seq += 1;
         let first = owner.record_at(next_xid(), seq, NULL, GssService::None, &[]);
-        assert!(send(first.clone()).is_some());
-        drop(send);
+        assert!(udp.send(first.clone()).is_some());
         udp.send_only(&first);
         let next_seq = owner.seq;
         let next_call = owner.record(next_xid(), NULL, GssService::Integrity, &[]);
@@ -924,9 +926,8 @@ mod served {
         let user = SystemUser::create(SYSTEM_USER, None);
         let (server, fh) = server_with_a_users_file("krb5-nlm", &user);
         let mut conn = Conn::open(&server);
-        let mut udp = Udp::open(&server);
-        let transports: [(&str, &mut dyn FnMut(Bytes) -> Option<Reply>); 2] =
-            [("TCP", &mut |r| conn.send(r)), ("UDP", &mut |r| udp.send(r))];
+        let udp = Udp::open(&server);
+        let transports: [(&str, &mut Send); 2] = [("TCP", &mut |r| conn.send(r)), ("UDP", &mut |r| udp.send(r))];
         for (transport, send) in transports {
             let mut owner = Client::establish_with(send, SYSTEM_USER, NLM);
             let mine = nlm_lock(&fh, 1);
