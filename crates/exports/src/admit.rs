@@ -18,7 +18,9 @@ pub enum AdmitError {
     /// The export's client list has no rule for the client's address.
     #[error("not in the export's client list")]
     NotAdmitted,
-    /// The export is `secure` and the call came from an unprivileged port.
+    /// The export is `secure` and the call came from an unprivileged port
+    /// with a credential that proves nothing of itself (AUTH_SYS or
+    /// AUTH_NONE).
     #[error("illegal port {port}: the export is secure and the call came from a port above 1023")]
     InsecurePort { port: u16 },
     /// The handle names an export that is not served (any more), or an
@@ -167,13 +169,24 @@ impl<S: Store> ExportTable<S> {
     }
 
     /// The options for `peer` on an export, checking the client list and
-    /// `secure`.
-    pub fn client_options(&self, served: &ServedExport, peer: SocketAddr) -> Result<ClientOptions, AdmitError> {
+    /// `secure` for a call of security flavor `flavor`.
+    ///
+    /// `secure` asks an AUTH_SYS call to come from a privileged port, the
+    /// client host's word that its root sent it; a Kerberos call proves
+    /// its principal itself and is admitted from any port, as knfsd does
+    /// ("We don't require gss requests to use low ports",
+    /// nfsd_originating_port_ok).
+    pub fn client_options(
+        &self,
+        served: &ServedExport,
+        peer: SocketAddr,
+        flavor: SecFlavor,
+    ) -> Result<ClientOptions, AdmitError> {
         let Some(opts) = options_for(&served.rules, peer.ip()) else {
             tracing::debug!(%peer, export = served.export.id, "client not in the export's client list");
             return Err(AdmitError::NotAdmitted);
         };
-        if opts.secure && peer.port() >= 1024 {
+        if opts.secure && !port_meets_secure(peer, flavor) {
             tracing::debug!(%peer, export = served.export.id, "request from an unprivileged port to a secure export");
             return Err(AdmitError::InsecurePort { port: peer.port() });
         }
@@ -181,7 +194,8 @@ impl<S: Store> ExportTable<S> {
     }
 
     /// The object `fh` names, if `peer` may use its export (client list
-    /// and `secure`, checked before the object is opened), with the
+    /// and `secure` for a call of `flavor`, checked before the object is
+    /// opened), with the
     /// client's options there and the identity the call acts as
     /// (`claimed` squashed: see [`squash`]). `admitted` hears the export
     /// once the client is admitted to it, before the object is opened, so
@@ -192,12 +206,13 @@ impl<S: Store> ExportTable<S> {
         &self,
         peer: SocketAddr,
         fh: &Bytes,
+        flavor: SecFlavor,
         claimed: Option<&Cred>,
         admitted: impl FnOnce(u32),
     ) -> Result<Admitted<S::Object>, AdmitError> {
         let admit = |export_id: u32| {
             let served = self.served(export_id).ok_or(AdmitError::Stale)?;
-            let options = self.client_options(&served, peer)?;
+            let options = self.client_options(&served, peer, flavor)?;
             admitted(export_id);
             Ok::<_, AdmitError>(options)
         };
@@ -221,7 +236,7 @@ impl<S: Store> ExportTable<S> {
     ) -> Result<Admitted<S::Object>, AdmitError> {
         let admit = |export_id: u32| {
             let served = self.served(export_id).ok_or(AdmitError::Stale)?;
-            let options = self.client_options(&served, peer)?;
+            let options = self.client_options(&served, peer, flavor)?;
             options.check_sec(flavor)?;
             admitted(export_id);
             Ok::<_, AdmitError>(options)
@@ -229,6 +244,12 @@ impl<S: Store> ExportTable<S> {
         let (object, options) = self.store.resolve(fh, admit)?;
         Ok(Admitted { object, options, cred: squash(claimed, &options) })
     }
+}
+
+/// Whether a call from `peer` of `flavor` meets `secure`: from a
+/// privileged port, or with a Kerberos credential whatever its port.
+pub fn port_meets_secure(peer: SocketAddr, flavor: SecFlavor) -> bool {
+    peer.port() < 1024 || flavor.is_kerberos()
 }
 
 #[cfg(test)]
@@ -264,19 +285,42 @@ mod tests {
         let opts = ClientOptions { access: Access::ReadWrite, anonuid: 99, anongid: 98, ..Default::default() };
         let (x, fh) = exports(vec![rule(net("10.1.0.0", 16), opts)]);
         let mut noted = None;
-        let a = x.admit_handle(PRIVILEGED.parse().unwrap(), &fh, Some(&Cred::ROOT), |id| noted = Some(id)).unwrap();
+        let a = x
+            .admit_handle(PRIVILEGED.parse().unwrap(), &fh, SecFlavor::Sys, Some(&Cred::ROOT), |id| noted = Some(id))
+            .unwrap();
         assert_eq!((noted, a.options, a.cred.uid, a.cred.gid), (Some(1), opts, 99, 98));
 
         let mut noted = None;
-        let refused = x.admit_handle("10.2.0.5:700".parse().unwrap(), &fh, None, |id| noted = Some(id));
+        let refused = x.admit_handle("10.2.0.5:700".parse().unwrap(), &fh, SecFlavor::Sys, None, |id| noted = Some(id));
         assert!(matches!(refused, Err(AdmitError::NotAdmitted)));
         assert_eq!(noted, None, "an export that refuses the client is not the call's");
-        let refused = x.admit_handle("10.1.0.5:2000".parse().unwrap(), &fh, None, |_| {});
+        let refused = x.admit_handle("10.1.0.5:2000".parse().unwrap(), &fh, SecFlavor::Sys, None, |_| {});
         assert!(matches!(refused, Err(AdmitError::InsecurePort { port: 2000 })));
 
         let insecure = ClientOptions { secure: false, ..opts };
         x.exports_changed(vec![(1, vec![rule(HostMatch::Any, insecure)])]);
-        assert!(x.admit_handle("10.2.0.5:2000".parse().unwrap(), &fh, None, |_| {}).is_ok(), "a reload applies");
+        assert!(
+            x.admit_handle("10.2.0.5:2000".parse().unwrap(), &fh, SecFlavor::Sys, None, |_| {}).is_ok(),
+            "a reload applies"
+        );
+    }
+
+    #[test]
+    fn secure_asks_a_privileged_port_of_auth_sys_calls_only() {
+        let sec = crate::policy::SecFlavors::new(&[SecFlavor::Krb5, SecFlavor::Sys]).unwrap();
+        let (x, fh) = exports(vec![rule(HostMatch::Any, ClientOptions { sec, ..Default::default() })]);
+        assert!(ClientOptions::default().secure, "secure by default");
+        let unprivileged: SocketAddr = "10.1.0.5:40000".parse().unwrap();
+        for flavor in [SecFlavor::Krb5, SecFlavor::Krb5i, SecFlavor::Krb5p] {
+            assert!(x.admit_handle(unprivileged, &fh, flavor, None, |_| {}).is_ok(), "{flavor:?} from port 40000");
+            assert!(x.client_options(&x.exports()[0], unprivileged, flavor).is_ok(), "MNT under {flavor:?}");
+        }
+        assert!(x.admit_handle_with_sec(unprivileged, &fh, SecFlavor::Krb5, None, |_| {}).is_ok());
+        let refused = x.admit_handle_with_sec(unprivileged, &fh, SecFlavor::Sys, None, |_| {});
+        assert!(matches!(refused, Err(AdmitError::InsecurePort { port: 40000 })), "AUTH_SYS from the same port");
+        let refused = x.client_options(&x.exports()[0], unprivileged, SecFlavor::Sys);
+        assert!(matches!(refused, Err(AdmitError::InsecurePort { port: 40000 })));
+        assert!(x.admit_handle(PRIVILEGED.parse().unwrap(), &fh, SecFlavor::Sys, None, |_| {}).is_ok());
     }
 
     #[test]
@@ -306,12 +350,15 @@ mod tests {
         let (x, fh) = exports(vec![rule(HostMatch::Any, ClientOptions { squash: Squash::None, ..Default::default() })]);
         let forged = Bytes::from_static(b"not a handle");
         assert!(matches!(
-            x.admit_handle(PRIVILEGED.parse().unwrap(), &forged, None, |_| {}),
+            x.admit_handle(PRIVILEGED.parse().unwrap(), &forged, SecFlavor::Sys, None, |_| {}),
             Err(AdmitError::BadHandle)
         ));
         x.exports_changed(vec![(1, Vec::new())]);
         assert!(!x.admits("10.1.0.5".parse().unwrap()), "an empty client list admits no one");
-        assert!(matches!(x.admit_handle(PRIVILEGED.parse().unwrap(), &fh, None, |_| {}), Err(AdmitError::NotAdmitted)));
+        assert!(matches!(
+            x.admit_handle(PRIVILEGED.parse().unwrap(), &fh, SecFlavor::Sys, None, |_| {}),
+            Err(AdmitError::NotAdmitted)
+        ));
     }
 
     #[test]

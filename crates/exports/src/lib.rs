@@ -30,7 +30,7 @@ pub mod delegations;
 pub mod policy;
 pub mod pseudo;
 
-pub use admit::{AdmitError, Admitted, ExportTable, ServedExport};
+pub use admit::{AdmitError, Admitted, ExportTable, ServedExport, port_meets_secure};
 pub use policy::{
     Access, ClientOptions, ClientRule, HostMatch, SecFlavor, SecFlavors, Squash, options_for, squash, wants_kerberos,
 };

@@ -54,8 +54,8 @@
 //!   mounted_on_fileid from the entry. Cookies stay valid across reloads,
 //!   so any fixed cookie verifier will do.
 //! - Pseudo nodes are read-only (NFS4ERR_ROFS for changes, as knfsd).
-//! - A tree may be kept per client (address, and whether its port is
-//!   reserved) and rebuilt when [`PseudoFs::is_current`] says a reload
+//! - A tree may be kept per client (address, and whether its calls meet
+//!   `secure`: a reserved port or a Kerberos flavor) and rebuilt when [`PseudoFs::is_current`] says a reload
 //!   changed the exports.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -286,12 +286,12 @@ struct Placed<'a> {
 }
 
 impl PseudoFs {
-    /// The pseudo file system of the client at `peer` (its address picks
-    /// the client list entry, its port decides `secure`) over the exports
-    /// `table` serves now.
-    pub fn build<S: Store>(table: &ExportTable<S>, peer: SocketAddr, key: &PseudoKey) -> PseudoFs {
+    /// The pseudo file system of the client at `peer` calling with
+    /// `flavor` (its address picks the client list entry, its port and
+    /// flavor decide `secure`) over the exports `table` serves now.
+    pub fn build<S: Store>(table: &ExportTable<S>, peer: SocketAddr, flavor: SecFlavor, key: &PseudoKey) -> PseudoFs {
         let exports = table.exports();
-        let admitted = exports.iter().filter_map(|s| Some((s, table.client_options(s, peer).ok()?)));
+        let admitted = exports.iter().filter_map(|s| Some((s, table.client_options(s, peer, flavor).ok()?)));
         let mut placed: Vec<Placed<'_>> = admitted
             .filter_map(|(s, options)| {
                 let path = s.export.path.as_os_str().as_bytes();

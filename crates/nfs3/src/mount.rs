@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use keel_exports::{ExportTable, ServedExport};
+use keel_exports::{ExportTable, SecFlavor, ServedExport};
 use keel_nfs3_proto::mount::*;
 use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3};
 use keel_rpc::CacheClass::Uncached;
@@ -94,7 +94,7 @@ impl<S: Store> MountProgram<S> {
         // mounting with sec=krb5 sends it with AUTH_SYS, as rpc.mountd
         // expects); the reply lists the flavors the export accepts, and
         // the NFS calls that follow must use one of them.
-        let options = match self.exports.client_options(served, peer) {
+        let options = match self.exports.client_options(served, peer, SecFlavor::of_call(ctx.cred.flavor())) {
             Ok(options) => options,
             Err(e) => {
                 tracing::warn!(%peer, path = %String::from_utf8_lossy(path), "mount refused: {e}");

@@ -127,7 +127,7 @@ impl<'a, S: Store> Compound<'a, S> {
         match &self.pseudo {
             Some(fs) => fs.clone(),
             None => {
-                let fs = self.program.pseudo_fs(self.ctx.peer);
+                let fs = self.program.pseudo_fs(self.ctx.peer, self.flavor());
                 self.pseudo = Some(fs.clone());
                 fs
             }
@@ -171,7 +171,7 @@ impl<'a, S: Store> Compound<'a, S> {
         let Admitted { object, options, cred } = self
             .program
             .exports
-            .admit_handle(self.ctx.peer, handle, self.ctx.cred.ids(), |id| report.set_export(id))
+            .admit_handle(self.ctx.peer, handle, self.flavor(), self.ctx.cred.ids(), |id| report.set_export(id))
             .map_err(|e| admit_status(&e))?;
         Ok(ExportFh { object, options, cred })
     }

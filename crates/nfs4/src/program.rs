@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use keel_exports::pseudo::ExportParent;
-use keel_exports::{ExportTable, PseudoFs, PseudoKey};
+use keel_exports::{ExportTable, PseudoFs, PseudoKey, SecFlavor, port_meets_secure};
 use keel_nfs4_proto::{Compound4ArgsHead, CompoundOps, NFS_V4, NFS4_PROGRAM, NfsArgop4, Nfsstat4, OpNum};
 use keel_nfs4_state::{BootEpoch, ClientRecords, NfsState, Released, SharedGrace, StartError, StateConfig};
 use keel_rpc::CacheClass::Uncached;
@@ -229,9 +229,9 @@ impl<S: Store> Nfs4Program<S> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The pseudo file system `peer` sees now.
-    pub(crate) fn pseudo_fs(&self, peer: SocketAddr) -> Arc<PseudoFs> {
-        let key = (canonical_ip(peer.ip()), peer.port() < 1024);
+    /// The pseudo file system `peer` sees now, calling with `flavor`.
+    pub(crate) fn pseudo_fs(&self, peer: SocketAddr, flavor: SecFlavor) -> Arc<PseudoFs> {
+        let key = (canonical_ip(peer.ip()), port_meets_secure(peer, flavor));
         let mut trees = self.pseudo_trees.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(fs) = trees.get(&key)
             && fs.is_current(&self.exports)
@@ -241,7 +241,7 @@ impl<S: Store> Nfs4Program<S> {
         if trees.len() >= PSEUDO_TREES_MAX {
             trees.clear();
         }
-        let fs = Arc::new(PseudoFs::build(&self.exports, peer, &self.pseudo_key));
+        let fs = Arc::new(PseudoFs::build(&self.exports, peer, flavor, &self.pseudo_key));
         trees.insert(key, fs.clone());
         fs
     }
@@ -270,12 +270,13 @@ impl<S: Store> Nfs4Program<S> {
     }
 
     /// The fileid of the pseudo directory entry an export's root is
-    /// mounted on, for `peer` (`None` for any other object).
-    pub(crate) fn mounted_on_fileid(&self, peer: SocketAddr, obj: &S::Object) -> Option<u64> {
+    /// mounted on, for `peer` calling with `flavor` (`None` for any other
+    /// object).
+    pub(crate) fn mounted_on_fileid(&self, peer: SocketAddr, flavor: SecFlavor, obj: &S::Object) -> Option<u64> {
         if !self.is_export_root(obj) {
             return None;
         }
-        match self.pseudo_fs(peer).parent_of_export(obj.export_id())? {
+        match self.pseudo_fs(peer, flavor).parent_of_export(obj.export_id())? {
             ExportParent::Pseudo { mounted_on_fileid, .. } => Some(mounted_on_fileid),
             ExportParent::IsRoot | ExportParent::InExport { .. } => None,
         }

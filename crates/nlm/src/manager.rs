@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use keel_exports::delegations::GateAccess;
-use keel_exports::{AdmitError, Admitted, ExportTable};
+use keel_exports::{AdmitError, Admitted, ExportTable, SecFlavor};
 use keel_nfs4_state::{Grace, PreviousClient, Reclaimer, SharedGrace};
 use keel_nlm_proto::nlm4::{
     Fsh4Access, Fsh4Mode, Nlm4Cancargs, Nlm4Holder, Nlm4Lock, Nlm4Lockargs, Nlm4Notify, Nlm4Shareargs, Nlm4Stats,
@@ -695,7 +695,8 @@ impl<S: Store> LockManager<S> {
     /// `sec=` is not checked: clients send NLM calls with AUTH_SYS whatever
     /// their mount's flavor (knfsd exempts locks from it too).
     fn admit(&self, ctx: &Ctx, fh: &Bytes) -> Result<(S::Object, keel_store::Cred), Nlm4Stats> {
-        match self.exports.admit_handle(ctx.peer, fh, ctx.cred.ids(), |_| {}) {
+        let flavor = SecFlavor::of_call(ctx.cred.flavor());
+        match self.exports.admit_handle(ctx.peer, fh, flavor, ctx.cred.ids(), |_| {}) {
             Ok(Admitted { object, cred, .. }) => Ok((object, cred)),
             Err(AdmitError::Stale | AdmitError::BadHandle) => Err(Nlm4Stats::StaleFh),
             Err(

@@ -160,6 +160,26 @@ pub struct Status {
     /// NFSv4.1's clients and sessions, if the server serves NFSv4.
     #[serde(default)]
     pub nfs4: Option<Nfs4Status>,
+    /// Kerberos, while an export accepts a Kerberos flavor.
+    #[serde(default)]
+    pub kerberos: Option<KerberosStatus>,
+}
+
+/// RPCSEC_GSS in `keel status`: the key in use, the contexts held, and
+/// the counts `keel stat` and the metrics have too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KerberosStatus {
+    pub principal: String,
+    /// The keytab the key was read from at start.
+    pub keytab: String,
+    /// GSS contexts held now.
+    pub contexts: u64,
+    /// Calls since the start by the flavor of their credential (`none`,
+    /// `sys`, `krb5`, `krb5i`, `krb5p`).
+    pub calls_by_flavor: Vec<keel_stats::FlavorCount>,
+    /// Calls with an RPCSEC_GSS credential refused or dropped, by cause
+    /// (every cause, in a fixed order).
+    pub auth_failures: Vec<keel_stats::AuthFailureCount>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -319,6 +339,8 @@ pub struct AdminState {
     pub fault_injection: bool,
     pub stats: Arc<ServerStats>,
     pub reloader: Arc<Reloader>,
+    /// The keytab the Kerberos key was read from at start, if one was.
+    pub keytab: Option<PathBuf>,
 }
 
 impl AdminState {
@@ -489,6 +511,25 @@ impl AdminState {
         problems
     }
 
+    /// Kerberos's part of the status: none unless the server has a key
+    /// and an export (after the last reload too) accepts a Kerberos
+    /// flavor.
+    fn kerberos_status(&self) -> Option<KerberosStatus> {
+        let gss = self.stats.dispatcher.gss()?;
+        let keytab = self.keytab.as_ref()?;
+        if !self.stats.exports.exports().iter().any(|s| keel_exports::wants_kerberos(&s.rules)) {
+            return None;
+        }
+        let gss_now = self.stats.gss_snapshot();
+        Some(KerberosStatus {
+            principal: gss.principal().to_owned(),
+            keytab: keytab.display().to_string(),
+            contexts: gss_now.contexts,
+            calls_by_flavor: self.stats.calls.flavors(),
+            auth_failures: gss_now.failures,
+        })
+    }
+
     async fn status(&self) -> Status {
         let since = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
         let problems = self.problems().await;
@@ -514,6 +555,7 @@ impl AdminState {
                     grace_remaining_seconds: st.grace.active.then_some(st.grace.remaining.as_secs()),
                 }
             }),
+            kerberos: self.kerberos_status(),
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").into(),
             started_unix: since(self.started),
@@ -919,6 +961,7 @@ mod tests {
             fault_injection: false,
             stats,
             reloader: Arc::new(reloader),
+            keytab: None,
         })
     }
 }

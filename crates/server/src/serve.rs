@@ -193,6 +193,23 @@ struct Stopped {
     registered: Option<Vec<keel_nfs3_proto::portmap::Mapping>>,
 }
 
+/// The dispatcher of `programs`, with RPCSEC_GSS if the server has a
+/// key: the TCP and UDP dispatchers alike, sharing one [`GssServer`] (one
+/// table of contexts and its bounds, whichever transport made a context).
+///
+/// [`GssServer`]: keel_rpc::gss::GssServer
+fn dispatcher_of(
+    programs: Vec<Arc<dyn RpcProgram>>,
+    cache: ReplyCache,
+    gss: Option<&Arc<keel_rpc::gss::GssServer>>,
+) -> anyhow::Result<Dispatcher> {
+    let dispatcher = Dispatcher::new(programs, cache)?;
+    Ok(match gss {
+        Some(gss) => dispatcher.with_gss(gss.clone()),
+        None => dispatcher,
+    })
+}
+
 async fn serve(
     config: &Config,
     exports: Arc<ExportTable<Served>>,
@@ -238,9 +255,10 @@ async fn serve(
     let nsm: Arc<dyn RpcProgram> = Arc::new(NsmProgram::new(locks));
     // NLM and NSM share the NFS ports, over TCP and UDP (clients use both).
     let mut datagrams = Vec::new();
-    let udp_dispatcher = Arc::new(Dispatcher::new(
+    let udp_dispatcher = Arc::new(dispatcher_of(
         vec![calls.counted(nlm.clone()), calls.counted(nsm.clone())],
         ReplyCache::new(UDP_REPLY_CACHE_ENTRIES_MAX, UDP_REPLY_CACHE_BYTES_MAX),
+        gss.as_ref(),
     )?);
     for addr in &bound {
         let udp = UdpSocket::bind(addr).with_context(|| format!("cannot listen on UDP {addr}"))?;
@@ -276,9 +294,10 @@ async fn serve(
     let mut portmap_listeners = Vec::new();
     match start_portmap(server.portmap, &bound, &mappings).await? {
         PortmapRole::Serving(program, sockets) => {
-            let udp_dispatcher = Arc::new(Dispatcher::new(
+            let udp_dispatcher = Arc::new(dispatcher_of(
                 vec![calls.counted(program.clone() as Arc<dyn RpcProgram>)],
                 ReplyCache::new(16, 64 << 10),
+                gss.as_ref(),
             )?);
             for (tcp, udp) in sockets {
                 portmap_listeners.push(tcp);
@@ -301,13 +320,7 @@ async fn serve(
         }
         cache = cache.with_journal(Arc::new(journal));
     }
-    // RPCSEC_GSS on the TCP programs (NFS, MOUNT, NLM, NSM); the UDP
-    // ones (NLM and NSM datagrams, the portmapper) answer it AUTH_BADCRED.
-    let mut dispatcher = Dispatcher::new(programs, cache)?.with_reply_router(reply_router);
-    if let Some(gss) = gss {
-        dispatcher = dispatcher.with_gss(gss);
-    }
-    let dispatcher = Arc::new(dispatcher);
+    let dispatcher = Arc::new(dispatcher_of(programs, cache, gss.as_ref())?.with_reply_router(reply_router));
     let conns = Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout);
     let budget = Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection);
     let admitting = exports.clone();
@@ -348,6 +361,7 @@ async fn serve(
         fault_injection: server.fault_injection,
         stats: stats.clone(),
         reloader: reloader.clone(),
+        keytab: gss.is_some().then(|| server.keytab.clone()),
     });
     tokio::spawn(admin::serve(admin_listener, admin_state, shutdown.clone()));
     if config.ha {

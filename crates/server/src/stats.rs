@@ -164,7 +164,7 @@ impl ServerStats {
     }
 
     /// RPCSEC_GSS's contexts and refusals, if the server serves it.
-    fn gss_snapshot(&self) -> keel_stats::GssSnapshot {
+    pub(crate) fn gss_snapshot(&self) -> keel_stats::GssSnapshot {
         let Some(gss) = self.dispatcher.gss() else { return Default::default() };
         let counts = gss.counts().snapshot();
         keel_stats::GssSnapshot {

@@ -554,13 +554,18 @@ mod served {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::time::Duration;
 
-    use keel_nfs3_proto::mount::{Dirpath, Mountres3};
+    use keel_nfs3_proto::mount::{Dirpath, Mountres3, Mountstat3};
     use keel_nfs3_proto::nfs3::*;
     use keel_nfs3_proto::{MOUNT_PROGRAM, MOUNT_V3, NFS_PROGRAM, NFS_V3};
+    use keel_nlm_proto::nlm4::{
+        NLM_PROGRAM, NLM_V4, Nlm4Lock, Nlm4Lockargs, Nlm4Proc, Nlm4Res, Nlm4Stats, Nlm4Testargs, Nlm4Testres,
+        Nlm4Testrply, Nlm4Unlockargs,
+    };
     use keel_rpc::msg::AuthSys;
     use keel_rpc::record::record_mark;
     use keel_testkit::procs::run_timeout;
     use keel_testkit::server::{ExportOpts, TestServer, keel_bin};
+    use keel_xdr::Opaque;
     use keel_xdr::{Decode, Encode};
 
     use super::kerberos::lab::SYSTEM_USER;
@@ -617,10 +622,62 @@ mod served {
     }
 
     fn krb5_server(tag: &str, sec: &str, keytab: &str) -> TestServer {
+        krb5_server_with(tag, &format!("access = \"rw\"\ninsecure = true\nsec = {sec}"), keytab)
+    }
+
+    /// A server of one export with `options`, and the lab's key.
+    fn krb5_server_with(tag: &str, options: &str, keytab: &str) -> TestServer {
         lab();
-        let export = ExportOpts::new(1, "krb", &format!("access = \"rw\"\ninsecure = true\nsec = {sec}"));
+        let export = ExportOpts::new(1, "krb", options);
         let extra = format!("keytab = \"{keytab}\"\nprincipal = \"nfs/localhost\"");
         TestServer::start(tag, vec![export], &extra)
+    }
+
+    /// MNT of the server's export, its results.
+    fn mnt(conn: &mut Conn, record: Bytes) -> Mountres3 {
+        Mountres3::decode(&mut Decoder::new(conn.send(record).expect("a reply").results)).unwrap()
+    }
+
+    #[test]
+    fn secure_asks_a_privileged_port_of_auth_sys_calls_not_of_kerberos_ones() {
+        let keytab = lab().server_keytab().display().to_string();
+        // `secure` is the default.
+        let options = "access = \"rw\"\nsec = [\"krb5p\", \"krb5i\", \"krb5\", \"sys\"]";
+        let server = krb5_server_with("krb5-secure", options, &keytab);
+        let mut conn = Conn::open(&server);
+        assert!(conn.0.local_addr().unwrap().port() >= 1024, "the test connects from an unprivileged port");
+        let dirpath = Dirpath::from(server.export_path(1).as_str());
+
+        // AUTH_SYS from a port above 1023: refused, as exports(5) says.
+        let refused = mnt(&mut conn, sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &dirpath));
+        assert_eq!(refused.status(), Mountstat3::Acces, "MNT with AUTH_SYS from an unprivileged port");
+
+        // MNT under krb5 from the same port: mounted.
+        let mount = (MOUNT_PROGRAM, MOUNT_V3);
+        let mut alice = Client::establish_with(&mut |r| conn.send(r), "alice", mount);
+        let mut args = Encoder::new();
+        dirpath.encode(&mut args);
+        let seq = alice.seq;
+        let record = alice.record(next_xid(), 1, GssService::None, &args.into_bytes());
+        let reply = conn.send(record).expect("a reply");
+        let Mountres3::Ok(mnt) =
+            Mountres3::decode(&mut Decoder::new(alice.results(reply, seq, GssService::None))).unwrap()
+        else {
+            panic!("MNT under krb5 from an unprivileged port refused")
+        };
+        let root = NfsFh3 { data: mnt.fhandle.0.clone() };
+
+        // NFSv3 under krb5, krb5i and krb5p: served.
+        let mut alice = Client::establish_with(&mut |r| conn.send(r), "alice", NFS);
+        for service in [GssService::None, GssService::Integrity, GssService::Privacy] {
+            let attrs: Getattr3Res =
+                alice.nfs(&mut conn, Nfs3Proc::Getattr, service, &Getattr3Args { object: root.clone() });
+            assert_eq!(attrs.status(), Nfsstat3::Ok, "GETATTR at {service:?} from an unprivileged port");
+        }
+        // AUTH_SYS on the same connection: NFS3ERR_PERM.
+        let sys = conn.send(sys_record(NFS, Nfs3Proc::Getattr as u32, &Getattr3Args { object: root }));
+        let sys = Getattr3Res::decode(&mut Decoder::new(sys.expect("a reply").results)).unwrap();
+        assert_eq!(sys.status(), Nfsstat3::Perm, "GETATTR with AUTH_SYS from an unprivileged port");
     }
 
     #[test]
@@ -717,6 +774,242 @@ mod served {
             stat.contains("kerberos: 1 contexts, 1 established, 0 evicted; refused: unknown_context 1"),
             "Kerberos refusals by cause:\n{stat}"
         );
+    }
+
+    /// One UDP socket to the server's port, where NLM and NSM answer.
+    struct Udp(std::net::UdpSocket);
+
+    impl Udp {
+        fn open(server: &TestServer) -> Udp {
+            let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            socket.connect(server.addr).unwrap();
+            socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            Udp(socket)
+        }
+
+        fn send_only(&self, record: &Bytes) {
+            self.0.send(record).unwrap();
+        }
+
+        /// The next reply datagram, with its xid.
+        fn receive(&self) -> (u32, Reply) {
+            let mut buf = vec![0; 65536];
+            let n = self.0.recv(&mut buf).expect("a reply datagram within 20 s");
+            buf.truncate(n);
+            (u32::from_be_bytes(buf[..4].try_into().unwrap()), parse_reply(Bytes::from(buf)))
+        }
+
+        /// Sends a call and waits for its reply (a late reply to an
+        /// earlier call is skipped).
+        fn send(&self, record: Bytes) -> Option<Reply> {
+            let xid = u32::from_be_bytes(record[..4].try_into().unwrap());
+            self.send_only(&record);
+            loop {
+                let (got, reply) = self.receive();
+                if got == xid {
+                    return Some(reply);
+                }
+            }
+        }
+    }
+
+    const NLM: (u32, u32) = (NLM_PROGRAM, NLM_V4);
+
+    /// Sends a call record on some transport and returns its reply.
+    type Send<'a> = dyn FnMut(Bytes) -> Option<Reply> + 'a;
+
+    /// A server of a Kerberos export (AUTH_SYS too) holding `kgssuser`'s
+    /// own 0600 file, and that file's handle (found with AUTH_SYS).
+    fn server_with_a_users_file(tag: &str, user: &SystemUser) -> (TestServer, Bytes) {
+        let keytab = lab().server_keytab().display().to_string();
+        let server = krb5_server(tag, r#"["krb5p", "krb5i", "krb5", "sys"]"#, &keytab);
+        let file = server.export_dir(1).join("own");
+        std::fs::write(&file, b"locked").unwrap();
+        std::os::unix::fs::chown(&file, Some(user.uid), Some(user.gid)).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mut conn = Conn::open(&server);
+        let mnt =
+            mnt(&mut conn, sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &Dirpath::from(server.export_path(1).as_str())));
+        let Mountres3::Ok(mnt) = mnt else { panic!("MNT refused") };
+        let lookup = Lookup3Args {
+            what: Diropargs3 { dir: NfsFh3 { data: mnt.fhandle.0.clone() }, name: Filename3::from("own") },
+        };
+        let found = conn.send(sys_record(NFS, Nfs3Proc::Lookup as u32, &lookup)).expect("a reply");
+        let found = Lookup3Res::decode(&mut Decoder::new(found.results)).unwrap();
+        (server, found.ok().expect("LOOKUP").object.data)
+    }
+
+    fn nlm_lock(fh: &Bytes, svid: i32) -> Nlm4Lock {
+        Nlm4Lock {
+            caller_name: Opaque(Bytes::from_static(b"gssclient")),
+            fh: Opaque(fh.clone()),
+            oh: Opaque(Bytes::from(format!("gssclient:{svid}"))),
+            svid,
+            l_offset: 0,
+            l_len: 100,
+        }
+    }
+
+    impl Client {
+        /// An NLM call at `service` on `send`'s transport, its results.
+        fn nlm<R: Decode>(
+            &mut self,
+            send: &mut dyn FnMut(Bytes) -> Option<Reply>,
+            proc_: Nlm4Proc,
+            service: GssService,
+            args: &impl Encode,
+        ) -> R {
+            let mut enc = Encoder::new();
+            args.encode(&mut enc);
+            let seq = self.seq;
+            let record = self.record(next_xid(), proc_ as u32, service, &enc.into_bytes());
+            let reply = send(record).expect("a reply");
+            R::decode(&mut Decoder::new(self.results(reply, seq, service))).unwrap()
+        }
+
+        fn nlm_test(
+            &mut self,
+            send: &mut dyn FnMut(Bytes) -> Option<Reply>,
+            service: GssService,
+            lock: &Nlm4Lock,
+        ) -> Nlm4Testrply {
+            let args = Nlm4Testargs { cookie: "t".into(), exclusive: true, alock: lock.clone() };
+            self.nlm::<Nlm4Testres>(send, Nlm4Proc::Test, service, &args).stat
+        }
+    }
+
+    #[test]
+    fn rpcsec_gss_over_udp_as_over_tcp() {
+        let user = SystemUser::create(SYSTEM_USER, None);
+        let (server, fh) = server_with_a_users_file("krb5-udp", &user);
+        let udp = Udp::open(&server);
+        let mut send = |r| udp.send(r);
+        // A context made over UDP (RPCSEC_GSS_INIT on NLM's NULL).
+        let mut owner = Client::establish_with(&mut send, SYSTEM_USER, NLM);
+        // At each level NLM reaches the user's own 0600 file as the user.
+        for service in [GssService::None, GssService::Integrity, GssService::Privacy] {
+            let got = owner.nlm_test(&mut send, service, &nlm_lock(&fh, 1));
+            assert!(matches!(got, Nlm4Testrply::Other(Nlm4Stats::Granted)), "TEST at {service:?} over UDP: {got:?}");
+        }
+        // A machine principal is nobody: the file is closed to it.
+        let mut machine = Client::establish_with(&mut send, "host/client1.keel.test", NLM);
+        let got = machine.nlm_test(&mut send, GssService::Integrity, &nlm_lock(&fh, 1));
+        assert!(matches!(got, Nlm4Testrply::Other(Nlm4Stats::Failed)), "TEST as the anonymous identity: {got:?}");
+
+        // A replayed sequence number is dropped (the same datagram again:
+        // its header is signed): the only reply is the next call's.
+        let seq = owner.seq;
+        owner.seq += 1;
+        let first = owner.record_at(next_xid(), seq, NULL, GssService::None, &[]);
+        assert!(udp.send(first.clone()).is_some());
+        udp.send_only(&first);
+        let next_seq = owner.seq;
+        let next_call = owner.record(next_xid(), NULL, GssService::Integrity, &[]);
+        let next_xid_sent = u32::from_be_bytes(next_call[..4].try_into().unwrap());
+        udp.send_only(&next_call);
+        let (xid, reply) = udp.receive();
+        assert_eq!(xid, next_xid_sent, "the replay got no reply");
+        owner.results(reply, next_seq, GssService::Integrity);
+
+        // The context made over UDP is the server's, over TCP too.
+        let mut conn = Conn::open(&server);
+        let got = owner.nlm_test(&mut |r| conn.send(r), GssService::Privacy, &nlm_lock(&fh, 1));
+        assert!(matches!(got, Nlm4Testrply::Other(Nlm4Stats::Granted)), "over TCP: {got:?}");
+        let stat = server_stat(&server);
+        assert!(stat.contains("kerberos: 2 contexts, 2 established"), "{stat}");
+        assert!(stat.contains("replayed 1"), "the replay is counted:\n{stat}");
+        drop(user);
+    }
+
+    #[test]
+    fn nlm_locks_under_krb5_over_tcp_and_udp() {
+        let user = SystemUser::create(SYSTEM_USER, None);
+        let (server, fh) = server_with_a_users_file("krb5-nlm", &user);
+        let mut conn = Conn::open(&server);
+        let udp = Udp::open(&server);
+        let transports: [(&str, &mut Send); 2] = [("TCP", &mut |r| conn.send(r)), ("UDP", &mut |r| udp.send(r))];
+        for (transport, send) in transports {
+            let mut owner = Client::establish_with(send, SYSTEM_USER, NLM);
+            let mine = nlm_lock(&fh, 1);
+            let theirs = nlm_lock(&fh, 2);
+            let lock = |l: &Nlm4Lock| Nlm4Lockargs {
+                cookie: "l".into(),
+                block: false,
+                exclusive: true,
+                alock: l.clone(),
+                reclaim: false,
+                state: 1,
+            };
+            let res: Nlm4Res = owner.nlm(send, Nlm4Proc::Lock, GssService::Integrity, &lock(&mine));
+            assert_eq!(res.stat, Nlm4Stats::Granted, "LOCK under krb5i over {transport}");
+            // The lock's owner is the client's (host, svid, owner handle),
+            // as under AUTH_SYS: another owner of the same principal
+            // conflicts and is told who holds it.
+            match owner.nlm_test(send, GssService::Privacy, &theirs) {
+                Nlm4Testrply::Denied(holder) => {
+                    assert_eq!((holder.svid, holder.l_offset, holder.l_len), (1, 0, 100), "over {transport}")
+                }
+                other => panic!("TEST of a held range over {transport}: {other:?}"),
+            }
+            let res: Nlm4Res = owner.nlm(send, Nlm4Proc::Lock, GssService::None, &lock(&theirs));
+            assert_eq!(res.stat, Nlm4Stats::Denied, "a second owner over {transport}");
+            let unlock = Nlm4Unlockargs { cookie: "u".into(), alock: mine.clone() };
+            let res: Nlm4Res = owner.nlm(send, Nlm4Proc::Unlock, GssService::Privacy, &unlock);
+            assert_eq!(res.stat, Nlm4Stats::Granted, "UNLOCK under krb5p over {transport}");
+            let res: Nlm4Res = owner.nlm(send, Nlm4Proc::Lock, GssService::None, &lock(&theirs));
+            assert_eq!(res.stat, Nlm4Stats::Granted, "free again over {transport}");
+            let unlock = Nlm4Unlockargs { cookie: "u".into(), alock: theirs };
+            let res: Nlm4Res = owner.nlm(send, Nlm4Proc::Unlock, GssService::None, &unlock);
+            assert_eq!(res.stat, Nlm4Stats::Granted);
+            // A principal with no local identity may not lock the user's
+            // 0600 file (it is opened as the export's anonymous user).
+            let mut machine = Client::establish_with(send, "host/client1.keel.test", NLM);
+            let res: Nlm4Res = machine.nlm(send, Nlm4Proc::Lock, GssService::Integrity, &lock(&nlm_lock(&fh, 3)));
+            assert_eq!(res.stat, Nlm4Stats::Failed, "the anonymous identity over {transport}");
+        }
+        drop(user);
+    }
+
+    #[test]
+    fn keel_status_shows_kerberos_while_an_export_needs_it() {
+        let keytab = lab().server_keytab().display().to_string();
+        let server = krb5_server("krb5-status", r#"["krb5i", "sys"]"#, &keytab);
+        let mut conn = Conn::open(&server);
+        let mnt =
+            mnt(&mut conn, sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &Dirpath::from(server.export_path(1).as_str())));
+        let Mountres3::Ok(mnt) = mnt else { panic!("MNT refused") };
+        let root = NfsFh3 { data: mnt.fhandle.0.clone() };
+        let mut alice = Client::establish_with(&mut |r| conn.send(r), "alice", NFS);
+        let ok: Getattr3Res =
+            alice.nfs(&mut conn, Nfs3Proc::Getattr, GssService::Integrity, &Getattr3Args { object: root.clone() });
+        assert_eq!(ok.status(), Nfsstat3::Ok);
+        alice.handle = Bytes::from_static(&[9; 16]);
+        let record = alice.record(next_xid(), Nfs3Proc::Null as u32, GssService::Integrity, &[]);
+        assert_eq!(denied(conn.send(record)), AuthStat::GssCredProblem);
+
+        let status = server_status(&server);
+        let line = format!("Kerberos: principal nfs/localhost from keytab {keytab}; 1 contexts");
+        assert!(status.contains(&line), "the key and the contexts:\n{status}");
+        assert!(status.contains("calls by flavor: none 0, sys 1, krb5 0, krb5i 1, krb5p 0"), "by flavor:\n{status}");
+        assert!(
+            status.contains("Kerberos authentication failures: unknown_context 1\n"),
+            "failures by cause:\n{status}"
+        );
+
+        // A server no export of which asks for Kerberos says nothing of it.
+        let plain = TestServer::start("krb5-status-none", vec![ExportOpts::rw(1, "plain")], "");
+        let status = server_status(&plain);
+        assert!(status.contains("healthy"), "{status}");
+        assert!(!status.contains("Kerberos") && !status.contains("by flavor"), "no Kerberos lines:\n{status}");
+    }
+
+    fn server_status(server: &TestServer) -> String {
+        let out = run_timeout(
+            std::process::Command::new(keel_bin()).args(["status", "--state-dir"]).arg(server.state_dir()),
+            Duration::from_secs(20),
+        );
+        assert!(out.status.success(), "keel status:\n{}", out.text());
+        out.text()
     }
 
     fn server_stat(server: &TestServer) -> String {

@@ -234,6 +234,16 @@ impl CallStats {
         self.clients.record(peer_ip(ctx.peer), error, read, written, now_ms);
     }
 
+    /// Calls by the flavor of their credential, in [`Flavor::ALL`]'s
+    /// order.
+    pub fn flavors(&self) -> Vec<FlavorCount> {
+        Flavor::ALL
+            .iter()
+            .zip(&self.flavors)
+            .map(|(f, n)| FlavorCount { flavor: f.name().into(), calls: n.load(Ordering::Relaxed) })
+            .collect()
+    }
+
     /// Every counter now.
     pub fn snapshot(&self) -> CallsSnapshot {
         let programs = self.programs.iter().map(program_snapshot).collect();
@@ -270,11 +280,7 @@ impl CallStats {
             clients_evicted,
             read_bytes: self.read_bytes.load(Ordering::Relaxed),
             write_bytes: self.write_bytes.load(Ordering::Relaxed),
-            flavors: Flavor::ALL
-                .iter()
-                .zip(&self.flavors)
-                .map(|(f, n)| FlavorCount { flavor: f.name().into(), calls: n.load(Ordering::Relaxed) })
-                .collect(),
+            flavors: self.flavors(),
             running,
             oldest_running_ms: oldest,
             stuck,

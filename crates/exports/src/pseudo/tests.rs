@@ -7,7 +7,7 @@ use keel_store::sim::SimStore;
 
 use super::*;
 use crate::AdmitError;
-use crate::policy::{ClientOptions, ClientRule, HostMatch};
+use crate::policy::{ClientOptions, ClientRule, HostMatch, SecFlavor};
 
 fn key() -> PseudoKey {
     PseudoKey::from_bytes([7; 16])
@@ -41,7 +41,7 @@ fn peer(s: &str) -> SocketAddr {
 }
 
 fn build(table: &ExportTable<SimStore>, client: &str) -> PseudoFs {
-    PseudoFs::build(table, peer(client), &key())
+    PseudoFs::build(table, peer(client), SecFlavor::Sys, &key())
 }
 
 fn node(reached: Reached) -> PseudoNodeId {
@@ -98,8 +98,12 @@ fn reachable(fs: &PseudoFs) -> BTreeSet<u32> {
 /// The client reaches exactly the exports MNT would mount for it.
 fn assert_as_mnt_admits(table: &ExportTable<SimStore>, client: &str) {
     let fs = build(table, client);
-    let mnt: BTreeSet<u32> =
-        table.exports().iter().filter(|s| table.client_options(s, peer(client)).is_ok()).map(|s| s.export.id).collect();
+    let mnt: BTreeSet<u32> = table
+        .exports()
+        .iter()
+        .filter(|s| table.client_options(s, peer(client), SecFlavor::Sys).is_ok())
+        .map(|s| s.export.id)
+        .collect();
     assert_eq!(reachable(&fs), mnt, "{client}");
 }
 
@@ -140,8 +144,10 @@ fn a_secure_export_is_hidden_from_an_unreserved_port_as_mnt_refuses_it() {
     assert_eq!(tree(&unreserved), ["/srv", "/srv/b=2"]);
     assert_eq!(walk(&unreserved, "/srv/a"), Err(PseudoError::NoEntry));
     assert_eq!(tree(&build(&t, "10.1.0.5:700")), ["/srv", "/srv/a=1", "/srv/b=2"]);
+    let kerberos = PseudoFs::build(&t, peer("10.1.0.5:2000"), SecFlavor::Krb5i, &key());
+    assert_eq!(tree(&kerberos), ["/srv", "/srv/a=1", "/srv/b=2"], "a Kerberos call needs no reserved port");
     assert!(matches!(
-        t.client_options(&t.exports()[0], peer("10.1.0.5:2000")),
+        t.client_options(&t.exports()[0], peer("10.1.0.5:2000"), SecFlavor::Sys),
         Err(AdmitError::InsecurePort { port: 2000 })
     ));
     for client in ["10.1.0.5:2000", "10.1.0.5:1023", "10.1.0.5:1024", "[::1]:700", "[::1]:40000"] {
@@ -163,7 +169,7 @@ fn forged_and_foreign_handles_are_refused() {
         let expected = if i == 0 { PseudoError::NotPseudo } else { PseudoError::BadHandle };
         assert_eq!(fs.node_from_handle(&forged), Err(expected), "byte {i} changed");
     }
-    let other_key = PseudoFs::build(&t, peer("10.1.0.5:700"), &PseudoKey::from_bytes([8; 16]));
+    let other_key = PseudoFs::build(&t, peer("10.1.0.5:700"), SecFlavor::Sys, &PseudoKey::from_bytes([8; 16]));
     assert_eq!(other_key.node_from_handle(&fh), Err(PseudoError::BadHandle));
     assert_eq!(fs.node_from_handle(&fh[..fh.len() - 1]), Err(PseudoError::NotPseudo));
     assert_eq!(fs.node_from_handle(&[fh.as_ref(), &[0u8][..]].concat()), Err(PseudoError::NotPseudo));
@@ -172,7 +178,10 @@ fn forged_and_foreign_handles_are_refused() {
     // Neither kind of handle passes for the other.
     let store_fh = t.store.lookup_path(1, b"/").unwrap().handle().clone();
     assert_eq!(fs.node_from_handle(&store_fh), Err(PseudoError::NotPseudo));
-    assert!(matches!(t.admit_handle(peer("10.1.0.5:700"), &fh, None, |_| {}), Err(AdmitError::BadHandle)));
+    assert!(matches!(
+        t.admit_handle(peer("10.1.0.5:700"), &fh, SecFlavor::Sys, None, |_| {}),
+        Err(AdmitError::BadHandle)
+    ));
 }
 
 #[test]

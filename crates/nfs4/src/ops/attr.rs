@@ -169,7 +169,7 @@ pub(crate) fn export_values<S: Store>(
     v.time_modify = Some(time(a.mtime));
     v.mounted_on_fileid = Some(a.fileid);
     if request.contains(FATTR4_MOUNTED_ON_FILEID)
-        && let Some(fileid) = c.program.mounted_on_fileid(c.ctx.peer, obj)
+        && let Some(fileid) = c.program.mounted_on_fileid(c.ctx.peer, c.flavor(), obj)
     {
         v.mounted_on_fileid = Some(fileid);
     }

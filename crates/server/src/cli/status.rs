@@ -52,6 +52,15 @@ pub fn run(server: &AdminArgs, json: bool, timeout: u64) -> ExitCode {
             };
             outln!("NFSv4: {} clients ({} courtesy), {} sessions{grace}", v4.clients, v4.courtesy_clients, v4.sessions);
         }
+        if let Some(k) = &s.kerberos {
+            outln!("Kerberos: principal {} from keytab {}; {} contexts", k.principal, k.keytab, k.contexts);
+            let calls: Vec<String> = k.calls_by_flavor.iter().map(|f| format!("{} {}", f.flavor, f.calls)).collect();
+            outln!("calls by flavor: {}", calls.join(", "));
+            let failed: Vec<String> =
+                k.auth_failures.iter().filter(|f| f.count > 0).map(|f| format!("{} {}", f.cause, f.count)).collect();
+            let failed = if failed.is_empty() { "none".to_owned() } else { failed.join(", ") };
+            outln!("Kerberos authentication failures: {failed}");
+        }
         outln!("{} objects open in the inode cache", s.cached_inodes);
         for e in &s.exports {
             outln!("export {} {} fsid {}", e.id, e.path, e.fsid);
