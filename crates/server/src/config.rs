@@ -91,6 +91,10 @@ pub struct ServerConfig {
     /// The server's principal, `service/host` or `service/host@REALM`;
     /// `None`: `nfs/` and this host's name.
     pub principal: Option<String>,
+    /// Principals (full, `name@REALM` or `service/host@REALM`) given a
+    /// local user by name, as idmapd.conf's [Static]: a machine's
+    /// credential or another realm's user acts as that user.
+    pub principal_users: HashMap<String, String>,
     /// The NFS versions served (nfs.conf's `vers3`, `vers4.1`, `vers4.2`).
     pub nfs_versions: NfsVersions,
     /// Whether NFSv4.1 clients are offered read delegations (recalled
@@ -265,6 +269,7 @@ impl Default for ServerConfig {
             max_locks_per_client: 4096,
             keytab: PathBuf::from(DEFAULT_KEYTAB),
             principal: None,
+            principal_users: HashMap::new(),
             nfs_versions: NfsVersions::default(),
             nfs4_read_delegations: false,
         }
@@ -704,10 +709,41 @@ impl Checker<'_> {
                 self.error(&v.span(), msg);
             }
         }
+        if let Some(v) = &raw.principal_users {
+            s.principal_users = self.principal_users(v);
+        }
         if let Some(v) = &raw.nfs_versions {
             s.nfs_versions = self.nfs_versions(v).unwrap_or(s.nfs_versions);
         }
         s
+    }
+
+    /// `principal_users`: whole principals (with their realm) to local user
+    /// names.
+    fn principal_users(
+        &mut self,
+        map: &Spanned<std::collections::BTreeMap<String, String>>,
+    ) -> HashMap<String, String> {
+        let mut users = HashMap::new();
+        for (principal, user) in map.get_ref() {
+            let whole = principal.rsplit_once('@').is_some_and(|(name, realm)| {
+                !name.is_empty() && !realm.is_empty() && !principal.contains(char::is_whitespace)
+            });
+            let plain = !user.is_empty() && !user.contains(|c: char| c.is_whitespace() || matches!(c, '@' | '/' | ':'));
+            if !whole {
+                let msg = format!(
+                    "principal_users: {principal:?} is not a whole principal: give NAME@REALM or SERVICE/HOST@REALM, \
+                     such as \"host/node1.example.org@EXAMPLE.ORG\""
+                );
+                self.error(&map.span(), msg);
+            } else if !plain {
+                let msg = format!("principal_users: {user:?} (for {principal}) is not a local user name");
+                self.error(&map.span(), msg);
+            } else {
+                users.insert(principal.clone(), user.clone());
+            }
+        }
+        users
     }
 
     /// `nfs_versions`: a non-empty list of "3", "4.1" and "4.2".

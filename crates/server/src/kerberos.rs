@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use keel_rpc::gss::{Acceptor, ContextLimits, GssServer, IdentityCache};
+use keel_rpc::gss::{Acceptor, ContextLimits, GssServer, IdentityCache, UserDatabase};
 
 use crate::config::{Config, ServerConfig};
 use crate::sys;
@@ -33,6 +33,11 @@ pub fn principal(server: &ServerConfig) -> anyhow::Result<String> {
 /// RPCSEC_GSS for the server's programs, if an export wants it.
 pub fn start(config: &Config) -> anyhow::Result<Option<Arc<GssServer>>> {
     if !wanted(config) {
+        if !config.server.principal_users.is_empty() {
+            tracing::warn!(
+                "[server] principal_users is set but no export accepts a Kerberos flavor (sec): it is unused"
+            );
+        }
         return Ok(None);
     }
     let keytab = &config.server.keytab;
@@ -56,9 +61,21 @@ pub fn start(config: &Config) -> anyhow::Result<Option<Arc<GssServer>>> {
         )
     })?;
     tracing::info!(principal = %principal, keytab = %keytab.display(), "serving Kerberos (RPCSEC_GSS)");
-    let identities = IdentityCache::new(Arc::new(sys::SystemUsers));
+    let users: Arc<dyn UserDatabase> = Arc::new(sys::SystemUsers);
+    for (principal, user) in &config.server.principal_users {
+        // A typo would otherwise leave the machine anonymous, silently.
+        if users.user(user).is_none() {
+            anyhow::bail!(
+                "[server] principal_users maps {principal} to {user:?}, a user this host's user database does not \
+                 know: create the user or correct the entry"
+            );
+        }
+    }
+    let identities = IdentityCache::new(users);
     // Workers keep the last caller's file-system identity; the keytab is
     // root's.
     let as_root: keel_rpc::Privileged = Arc::new(|f| keel_store_local::ident::as_root(f));
-    Ok(Some(Arc::new(GssServer::new(acceptor, identities, ContextLimits::default(), as_root))))
+    let gss = GssServer::new(acceptor, identities, ContextLimits::default(), as_root)
+        .with_principal_users(config.server.principal_users.clone());
+    Ok(Some(Arc::new(gss)))
 }

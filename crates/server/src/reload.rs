@@ -361,6 +361,10 @@ fn server_changes(old: &ServerConfig, new: &ServerConfig) -> Vec<String> {
     check("max_locks_per_client", old.max_locks_per_client.to_string(), new.max_locks_per_client.to_string());
     check("keytab", old.keytab.display().to_string(), new.keytab.display().to_string());
     check("principal", format!("{:?}", old.principal), format!("{:?}", new.principal));
+    let sorted = |m: &std::collections::HashMap<String, String>| {
+        format!("{:?}", m.iter().collect::<std::collections::BTreeMap<_, _>>())
+    };
+    check("principal_users", sorted(&old.principal_users), sorted(&new.principal_users));
     check("nfs_versions", old.nfs_versions.to_string(), new.nfs_versions.to_string());
     out
 }

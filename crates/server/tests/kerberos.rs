@@ -10,6 +10,7 @@ mod kerberos {
     pub mod users;
 }
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -94,10 +95,17 @@ struct Server {
 }
 
 fn server(limits: ContextLimits) -> Server {
+    server_mapping(limits, HashMap::new())
+}
+
+/// A server that gives the principals of `principal_users` those users.
+fn server_mapping(limits: ContextLimits, principal_users: HashMap<String, String>) -> Server {
     lab();
     let acceptor = Acceptor::acquire(kerberos::lab::SERVICE).expect("the server's key from the lab's keytab");
     let in_place: keel_rpc::Privileged = Arc::new(|f| f());
-    let gss = Arc::new(GssServer::new(acceptor, IdentityCache::new(Arc::new(Users)), limits, in_place));
+    let gss = GssServer::new(acceptor, IdentityCache::new(Arc::new(Users)), limits, in_place)
+        .with_principal_users(principal_users);
+    let gss = Arc::new(gss);
     let echo = Arc::new(Echo { runs: AtomicU32::new(0) });
     let dispatcher = Dispatcher::new(vec![echo.clone()], ReplyCache::new(64, 1 << 20)).unwrap().with_gss(gss.clone());
     Server { dispatcher, gss, echo }
@@ -339,6 +347,17 @@ fn machine_principals_are_anonymous() {
     let server = server(ContextLimits::default());
     let mut machine = Client::establish(&server, "host/client1.keel.test", peer());
     assert_eq!(machine.echo(&server, GssService::None, b"x").0, u32::MAX, "no local identity: the export's anonymous");
+}
+
+#[test]
+fn a_principal_the_configuration_maps_acts_as_that_user() {
+    let mapped = [("host/client1.keel.test@KEEL.TEST".to_owned(), "bob".to_owned())].into();
+    let server = server_mapping(ContextLimits::default(), mapped);
+    let mut machine = Client::establish(&server, "host/client1.keel.test", peer());
+    assert_eq!(machine.echo(&server, GssService::Integrity, b"x").0, 1002, "the machine acts as bob");
+    // A principal not in the map follows the realm rule.
+    let mut alice = Client::establish(&server, "alice", peer());
+    assert_eq!(alice.echo(&server, GssService::None, b"x").0, 1001);
 }
 
 #[test]
@@ -738,6 +757,68 @@ mod served {
 
         // An export that accepts only krb5p refuses krb5i and krb5.
         drop(user);
+    }
+
+    #[test]
+    fn a_machine_principal_in_principal_users_has_that_user_s_rights() {
+        let user = SystemUser::create(SYSTEM_USER, None);
+        let keytab = lab().server_keytab().display().to_string();
+        let export = ExportOpts::new(1, "krb", "access = \"rw\"\ninsecure = true\nsec = [\"krb5\"]");
+        let extra = format!(
+            "keytab = \"{keytab}\"\nprincipal = \"nfs/localhost\"\n\
+             principal_users = {{ \"host/client1.keel.test@{REALM}\" = \"{SYSTEM_USER}\" }}"
+        );
+        let server = TestServer::start("krb5-principal-users", vec![export], &extra);
+        let file = server.export_dir(1).join("own");
+        std::fs::write(&file, b"the user's own").unwrap();
+        std::os::unix::fs::chown(&file, Some(user.uid), Some(user.gid)).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+        let mut conn = Conn::open(&server);
+        let Mountres3::Ok(mnt) =
+            mnt(&mut conn, sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &Dirpath::from(server.export_path(1).as_str())))
+        else {
+            panic!("MNT refused")
+        };
+        let root = NfsFh3 { data: mnt.fhandle.0.clone() };
+        let mut machine = Client::establish_with(&mut |r| conn.send(r), "host/client1.keel.test", NFS);
+        let lookup = Lookup3Args { what: Diropargs3 { dir: root, name: Filename3::from("own") } };
+        let found: Lookup3Res = machine.nfs(&mut conn, Nfs3Proc::Lookup, GssService::None, &lookup);
+        let read = Read3Args { file: found.ok().expect("LOOKUP").object, offset: 0, count: 64 };
+        let got: Read3Res = machine.nfs(&mut conn, Nfs3Proc::Read, GssService::None, &read);
+        assert_eq!(&got.ok().expect("READ as the mapped user").data[..], b"the user's own");
+        drop(user);
+    }
+
+    #[test]
+    fn principal_users_naming_an_unknown_user_stops_the_start() {
+        let keytab = lab().server_keytab().display().to_string();
+        let dir = keel_testkit::procs::TempDir::new("krb5-unknown-user");
+        let export = dir.path().join("export");
+        std::fs::create_dir_all(&export).unwrap();
+        let config = dir.path().join("keel.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\nlisten = [\"127.0.0.1:0\"]\nportmap = \"off\"\nstate_dir = \"{}\"\n\
+                 keytab = \"{keytab}\"\nprincipal = \"nfs/localhost\"\n\
+                 principal_users = {{ \"host/client1.keel.test@{REALM}\" = \"keel-no-such-user\" }}\n\n\
+                 [[export]]\npath = \"{}\"\nid = 1\nsec = [\"krb5\"]\n[[export.clients]]\nhost = \"*\"\n",
+                dir.path().join("state").display(),
+                export.display()
+            ),
+        )
+        .unwrap();
+        let out = run_timeout(
+            std::process::Command::new(keel_bin()).args(["serve", "--config"]).arg(&config),
+            Duration::from_secs(30),
+        );
+        assert!(!out.status.success(), "keel serve started with a mapping to no user:\n{}", out.text());
+        assert!(
+            out.text().contains("\"keel-no-such-user\", a user this host's user database does not know"),
+            "the error names the user:\n{}",
+            out.text()
+        );
     }
 
     #[test]

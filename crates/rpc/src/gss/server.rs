@@ -201,6 +201,12 @@ fn local_user<'a>(source: &'a str, target: &str) -> Option<&'a str> {
     (!user.is_empty() && !user.contains('/') && realm == own_realm).then_some(user)
 }
 
+/// The local user of a principal: the one the configuration gives it,
+/// else [`local_user`]'s.
+fn mapped_user<'a>(source: &'a str, target: &str, configured: &'a HashMap<String, String>) -> Option<&'a str> {
+    configured.get(source).map(String::as_str).or_else(|| local_user(source, target))
+}
+
 struct Context {
     handle: [u8; HANDLE_BYTES],
     client: IpAddr,
@@ -255,6 +261,9 @@ pub struct GssServer {
     acceptor: Acceptor,
     privileged: Privileged,
     identities: IdentityCache,
+    /// Principals given a local user by the configuration (machines,
+    /// other realms), as idmapd.conf's [Static] section.
+    principal_users: HashMap<String, String>,
     limits: ContextLimits,
     table: Mutex<ContextTable>,
     epoch: Instant,
@@ -277,6 +286,7 @@ impl GssServer {
             acceptor,
             privileged,
             identities,
+            principal_users: HashMap::new(),
             limits,
             table: Mutex::new(ContextTable::default()),
             epoch: Instant::now(),
@@ -284,6 +294,14 @@ impl GssServer {
             next_handle: AtomicU64::new(1),
             counts: Arc::new(GssCounts::default()),
         }
+    }
+
+    /// Also maps each principal of `users` (full, with its realm) to the
+    /// local user named: a machine's credential or another realm's user
+    /// acts as that user instead of the export's anonymous identity.
+    pub fn with_principal_users(mut self, users: HashMap<String, String>) -> GssServer {
+        self.principal_users = users;
+        self
     }
 
     pub fn principal(&self) -> &str {
@@ -397,7 +415,7 @@ impl GssServer {
         let source = inner.gss.source_name()?.to_string();
         let target = inner.gss.target_name()?.to_string();
         let lifetime = inner.gss.lifetime()?;
-        let ids = local_user(&source, &target).and_then(|user| self.identities.lookup(user));
+        let ids = mapped_user(&source, &target, &self.principal_users).and_then(|user| self.identities.lookup(user));
         Ok(Established { principal: source, ids, expires: Instant::now() + lifetime })
     }
 
@@ -567,7 +585,9 @@ pub fn results_in_clear(
 
 #[cfg(test)]
 mod tests {
-    use super::local_user;
+    use std::collections::HashMap;
+
+    use super::{local_user, mapped_user};
 
     const SERVER: &str = "nfs/server.keel.test@KEEL.TEST";
 
@@ -584,5 +604,22 @@ mod tests {
         assert_eq!(local_user("host/client.keel.test@KEEL.TEST", SERVER), None);
         assert_eq!(local_user("nfs/client.keel.test@KEEL.TEST", SERVER), None);
         assert_eq!(local_user("@KEEL.TEST", SERVER), None);
+    }
+
+    #[test]
+    fn a_configured_principal_maps_to_its_user_before_the_realm_rule() {
+        let configured: HashMap<String, String> =
+            [("host/node1.keel.test@KEEL.TEST", "batch"), ("alice@OTHER.TEST", "alice2"), ("bob@KEEL.TEST", "robert")]
+                .into_iter()
+                .map(|(p, u)| (p.to_owned(), u.to_owned()))
+                .collect();
+        let user = |p| mapped_user(p, SERVER, &configured);
+        assert_eq!(user("host/node1.keel.test@KEEL.TEST"), Some("batch"));
+        assert_eq!(user("alice@OTHER.TEST"), Some("alice2"));
+        assert_eq!(user("bob@KEEL.TEST"), Some("robert"), "the configuration wins over the realm rule");
+        // Only the exact principal: another host, the realm in another case.
+        assert_eq!(user("host/node2.keel.test@KEEL.TEST"), None);
+        assert_eq!(user("host/node1.keel.test@keel.test"), None);
+        assert_eq!(user("alice@KEEL.TEST"), Some("alice"), "unlisted principals follow the realm rule");
     }
 }

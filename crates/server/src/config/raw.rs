@@ -57,6 +57,7 @@ pub(super) struct RawServer {
     pub max_locks_per_client: Option<Spanned<Int>>,
     pub keytab: Option<Spanned<String>>,
     pub principal: Option<Spanned<String>>,
+    pub principal_users: Option<Spanned<std::collections::BTreeMap<String, String>>>,
     pub nfs_versions: Option<Spanned<Vec<Spanned<String>>>>,
     pub nfs4_read_delegations: Option<bool>,
 }

@@ -175,6 +175,7 @@ clients = [{{ host = "192.0.2.7" }}]
             max_locks_per_client: 100,
             keytab: PathBuf::from("/etc/krb5.keytab"),
             principal: None,
+            principal_users: HashMap::new(),
             nfs_versions: NfsVersions { v3: true, v41: false, v42: true },
             nfs4_read_delegations: false,
         }
@@ -1122,6 +1123,26 @@ fn bad_sec_lists_keytabs_and_principals_are_refused_with_their_line() {
     assert!(err.contains("keytab \"relative.keytab\" is not an absolute path"), "{err}");
     let err = parse_err("[server]\nprincipal = \"nfs\"\n");
     assert!(err.contains("principal \"nfs\" is not a service principal"), "{err}");
+}
+
+#[test]
+fn principal_users_map_whole_principals_to_user_names_and_refuse_anything_else() {
+    let config = parse_ok(
+        "export = []\n[server]\nprincipal_users = { \"host/node1.example.org@EXAMPLE.ORG\" = \"batch\", \"alice@PARTNER.ORG\" = \"alice\" }\n",
+    );
+    let users = &config.server.principal_users;
+    assert_eq!(users.len(), 2);
+    assert_eq!(users["host/node1.example.org@EXAMPLE.ORG"], "batch");
+    assert_eq!(users["alice@PARTNER.ORG"], "alice");
+    for (entry, message) in [
+        (r#"{ "host/node1.example.org" = "batch" }"#, "\"host/node1.example.org\" is not a whole principal"),
+        (r#"{ "@EXAMPLE.ORG" = "batch" }"#, "\"@EXAMPLE.ORG\" is not a whole principal"),
+        (r#"{ "alice@EXAMPLE.ORG" = "" }"#, "\"\" (for alice@EXAMPLE.ORG) is not a local user name"),
+        (r#"{ "alice@EXAMPLE.ORG" = "alice@EXAMPLE.ORG" }"#, "is not a local user name"),
+    ] {
+        let err = parse_err(&format!("[server]\nprincipal_users = {entry}\n"));
+        assert!(err.contains(message), "{entry}: {err}");
+    }
 }
 
 #[test]
