@@ -304,6 +304,9 @@ async fn serve(
     // RPCSEC_GSS on the TCP programs (NFS, MOUNT, NLM, NSM); the UDP
     // ones (NLM and NSM datagrams, the portmapper) answer it AUTH_BADCRED.
     let mut dispatcher = Dispatcher::new(programs, cache)?.with_reply_router(reply_router);
+    if let Some(nfs4) = &nfs4 {
+        dispatcher = dispatcher.with_connection_watcher(nfs4.clone());
+    }
     if let Some(gss) = gss {
         dispatcher = dispatcher.with_gss(gss);
     }
