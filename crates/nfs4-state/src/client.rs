@@ -113,6 +113,9 @@ pub(crate) struct Client<F> {
     pub(crate) callback: CallbackState,
     /// Delegations revoked and not yet freed by the client.
     pub(crate) revoked: usize,
+    /// The highest minor version of its COMPOUNDs (for the admin
+    /// interface, as knfsd's `minor version`).
+    pub(crate) minor_version: u32,
 }
 
 impl<F> Client<F> {
@@ -227,6 +230,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             recorded: false,
             callback: CallbackState::Unknown,
             revoked: 0,
+            minor_version: 0,
         };
         self.clients.insert(id, client);
         self.unconfirmed_by_owner.insert(owner.into(), id);
@@ -440,6 +444,15 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         });
         let recalls = self.states.values().filter_map(|s| s.recall_deadline(lease));
         leases.chain(recalls).chain(self.grace.lock().next_due()).min()
+    }
+
+    /// `clientid` sent a COMPOUND of minor version `minor` (its
+    /// EXCHANGE_ID, CREATE_SESSION or a SEQUENCE): the admin interface
+    /// shows the highest.
+    pub fn minor_version_used(&mut self, clientid: ClientId, minor: u32) {
+        if let Some(c) = self.clients.get_mut(&clientid) {
+            c.minor_version = c.minor_version.max(minor);
+        }
     }
 
     /// Expires `clientid` if it is a courtesy client (its lease expired),
