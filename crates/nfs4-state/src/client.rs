@@ -406,7 +406,6 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     pub fn reap(&mut self, now: Instant) -> usize {
         self.poll_grace(now);
         let lease = self.config.lease;
-        let courtesy_max = self.config.courtesy_max;
         let ending: Vec<(ClientId, ExpiryReason)> = self
             .clients
             .values()
@@ -416,7 +415,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                     Some((c.id, ExpiryReason::Unconfirmed))
                 } else if c.states.is_empty() {
                     Some((c.id, ExpiryReason::LeaseExpired))
-                } else if now >= c.renewed + lease + courtesy_max {
+                } else if now >= c.renewed + lease + self.courtesy_max_of(c) {
                     Some((c.id, ExpiryReason::CourtesyOver))
                 } else {
                     None
@@ -437,7 +436,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         let lease = self.config.lease;
         let leases = self.clients.values().filter(|c| c.in_flight == 0).map(|c| {
             if c.confirmed && !c.states.is_empty() {
-                c.renewed + lease + self.config.courtesy_max
+                c.renewed + lease + self.courtesy_max_of(c)
             } else {
                 c.renewed + lease
             }
@@ -466,6 +465,17 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// How long `c` may stay a courtesy client: less while it holds
+    /// byte-range locks, which a local process may be waiting for unseen
+    /// ([`COURTESY_LOCKS_MAX_DEFAULT`](crate::config::COURTESY_LOCKS_MAX_DEFAULT)).
+    pub(crate) fn courtesy_max_of(&self, c: &Client<F>) -> Duration {
+        if c.held[Resource::LockRanges as usize] > 0 {
+            self.config.courtesy_max.min(self.config.courtesy_locks_max)
+        } else {
+            self.config.courtesy_max
         }
     }
 

@@ -105,7 +105,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                     LeaseState::Unconfirmed
                 } else if c.lease_expired(now, lease) {
                     let since = now.duration_since(c.renewed + lease);
-                    LeaseState::Courtesy { since, ends_in: self.config.courtesy_max.saturating_sub(since) }
+                    LeaseState::Courtesy { since, ends_in: self.courtesy_max_of(c).saturating_sub(since) }
                 } else {
                     LeaseState::Active { expires_in: (c.renewed + lease).saturating_duration_since(now) }
                 };
