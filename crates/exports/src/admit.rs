@@ -106,6 +106,16 @@ impl<S: Store> ExportTable<S> {
         self.delegations.get().map_or(Ok(()), |g| g.before_access(handle, access))
     }
 
+    /// A lock on `handle`'s file was refused by a conflict: whether a
+    /// courtesy client holding a conflicting lock was let go of
+    /// ([`DelegationGate::lock_refused`]), and the lock is worth trying
+    /// once more; never without a gate.
+    ///
+    /// [`DelegationGate::lock_refused`]: crate::delegations::DelegationGate::lock_refused
+    pub fn lock_refused(&self, handle: &[u8], exclusive: bool, range: keel_store::LockRange) -> bool {
+        self.delegations.get().is_some_and(|g| g.lock_refused(handle, exclusive, range))
+    }
+
     /// For a server in an HA pair: a call that fails with an I/O error
     /// while its export's storage as a whole fails ([`Store::check_export`]:
     /// a lost path, a shut-down file system) gets no reply

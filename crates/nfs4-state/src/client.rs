@@ -113,6 +113,9 @@ pub(crate) struct Client<F> {
     pub(crate) callback: CallbackState,
     /// Delegations revoked and not yet freed by the client.
     pub(crate) revoked: usize,
+    /// The highest minor version of its COMPOUNDs (for the admin
+    /// interface, as knfsd's `minor version`).
+    pub(crate) minor_version: u32,
 }
 
 impl<F> Client<F> {
@@ -227,6 +230,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             recorded: false,
             callback: CallbackState::Unknown,
             revoked: 0,
+            minor_version: 0,
         };
         self.clients.insert(id, client);
         self.unconfirmed_by_owner.insert(owner.into(), id);
@@ -402,7 +406,6 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     pub fn reap(&mut self, now: Instant) -> usize {
         self.poll_grace(now);
         let lease = self.config.lease;
-        let courtesy_max = self.config.courtesy_max;
         let ending: Vec<(ClientId, ExpiryReason)> = self
             .clients
             .values()
@@ -412,7 +415,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                     Some((c.id, ExpiryReason::Unconfirmed))
                 } else if c.states.is_empty() {
                     Some((c.id, ExpiryReason::LeaseExpired))
-                } else if now >= c.renewed + lease + courtesy_max {
+                } else if now >= c.renewed + lease + self.courtesy_max_of(c) {
                     Some((c.id, ExpiryReason::CourtesyOver))
                 } else {
                     None
@@ -433,13 +436,22 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         let lease = self.config.lease;
         let leases = self.clients.values().filter(|c| c.in_flight == 0).map(|c| {
             if c.confirmed && !c.states.is_empty() {
-                c.renewed + lease + self.config.courtesy_max
+                c.renewed + lease + self.courtesy_max_of(c)
             } else {
                 c.renewed + lease
             }
         });
         let recalls = self.states.values().filter_map(|s| s.recall_deadline(lease));
         leases.chain(recalls).chain(self.grace.lock().next_due()).min()
+    }
+
+    /// `clientid` sent a COMPOUND of minor version `minor` (its
+    /// EXCHANGE_ID, CREATE_SESSION or a SEQUENCE): the admin interface
+    /// shows the highest.
+    pub fn minor_version_used(&mut self, clientid: ClientId, minor: u32) {
+        if let Some(c) = self.clients.get_mut(&clientid) {
+            c.minor_version = c.minor_version.max(minor);
+        }
     }
 
     /// Expires `clientid` if it is a courtesy client (its lease expired),
@@ -453,6 +465,17 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// How long `c` may stay a courtesy client: less while it holds
+    /// byte-range locks, which a local process may be waiting for unseen
+    /// ([`COURTESY_LOCKS_MAX_DEFAULT`](crate::config::COURTESY_LOCKS_MAX_DEFAULT)).
+    pub(crate) fn courtesy_max_of(&self, c: &Client<F>) -> Duration {
+        if c.held[Resource::LockRanges as usize] > 0 {
+            self.config.courtesy_max.min(self.config.courtesy_locks_max)
+        } else {
+            self.config.courtesy_max
         }
     }
 

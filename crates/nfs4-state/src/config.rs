@@ -18,6 +18,15 @@ pub const GRACE_MAX_DEFAULT: Duration = Duration::from_secs(90);
 /// How long a client whose lease expired keeps its state when nobody
 /// conflicts with it (knfsd's `NFSD_COURTESY_CLIENT_TIMEOUT`).
 pub const COURTESY_MAX_DEFAULT: Duration = Duration::from_secs(24 * 3600);
+/// How long a courtesy client holding byte-range locks keeps its state
+/// at most. An NFSv4.1 client's LOCK and OPEN, and an NLM client's LOCK,
+/// that conflict with it expire it at once, but a local process's lock
+/// waits in the kernel, where Keel does not see it (knfsd's lock manager
+/// does, and expires the client): it waits this long at most. An hour
+/// keeps a client's locks across network cuts, failovers and short
+/// suspends (knfsd before 5.19 kept them 90 s) and bounds the wait of a
+/// process on the server's host.
+pub const COURTESY_LOCKS_MAX_DEFAULT: Duration = Duration::from_secs(3600);
 
 /// The largest request and reply a session may negotiate by default: the
 /// transport's record limit (1 MiB of WRITE or READ data and 64 KiB for
@@ -143,6 +152,9 @@ pub struct StateConfig {
     pub grace_max: Duration,
     /// How long a courtesy client keeps its state at most.
     pub courtesy_max: Duration,
+    /// How long a courtesy client holding byte-range locks keeps its
+    /// state at most (no longer than `courtesy_max`).
+    pub courtesy_locks_max: Duration,
     /// Whether write delegations are granted. Off by default: a write
     /// delegation is only sound if every access by anyone else (a GETATTR
     /// too, from v3 clients and local processes) recalls it first.
@@ -157,6 +169,7 @@ impl Default for StateConfig {
             lease: LEASE_DEFAULT,
             grace_max: GRACE_MAX_DEFAULT,
             courtesy_max: COURTESY_MAX_DEFAULT,
+            courtesy_locks_max: COURTESY_LOCKS_MAX_DEFAULT,
             write_delegations: false,
             channel: ChannelLimits::default(),
             limits: Limits::default(),

@@ -31,6 +31,9 @@ pub struct ClientInfo {
     pub principal: Principal,
     /// The implementation's domain and name, as the client gave them.
     pub implementation: Option<(String, String)>,
+    /// The highest minor version of NFSv4 it used (1 or 2; 0 before its
+    /// first COMPOUND is counted).
+    pub minor_version: u32,
     pub lease: LeaseState,
     pub sessions: usize,
     /// Each session, in the order the client made them.
@@ -102,7 +105,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                     LeaseState::Unconfirmed
                 } else if c.lease_expired(now, lease) {
                     let since = now.duration_since(c.renewed + lease);
-                    LeaseState::Courtesy { since, ends_in: self.config.courtesy_max.saturating_sub(since) }
+                    LeaseState::Courtesy { since, ends_in: self.courtesy_max_of(c).saturating_sub(since) }
                 } else {
                     LeaseState::Active { expires_in: (c.renewed + lease).saturating_duration_since(now) }
                 };
@@ -115,6 +118,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                     addr: c.addr,
                     principal: c.principal.clone(),
                     implementation: c.impl_id.clone(),
+                    minor_version: c.minor_version,
                     lease: state,
                     sessions: c.sessions.len(),
                     session_list: c.sessions.iter().filter_map(|id| self.sessions.get(id)).map(|s| s.info()).collect(),

@@ -25,7 +25,9 @@
 //! - **Leases and courtesy** (section 8.3): a lease renewed by every
 //!   SEQUENCE; a client whose lease expired keeps its state as a courtesy
 //!   client (as knfsd since 5.19) until it conflicts with someone, the
-//!   server needs the room, or [`StateConfig::courtesy_max`] passes.
+//!   server needs the room, or [`StateConfig::courtesy_max`] passes
+//!   ([`StateConfig::courtesy_locks_max`] for one holding byte-range
+//!   locks, which a local process may wait for unseen).
 //! - **Stateids** (section 8.2): open, lock, delegation (layout reserved
 //!   for pNFS), their seqids, the special stateids and the current stateid
 //!   ([`CurrentStateid`]), TEST_STATEID and FREE_STATEID.

@@ -316,7 +316,15 @@ pub(crate) fn run<S: Store>(
             NfsArgop4::Sequence(sargs) if index == 0 => {
                 let shape = keel_nfs4_state::CompoundShape { ops: head.numops, request_bytes };
                 let caller = c.caller();
-                match program.with_state(|s| s.sequence(&caller, &sargs, shape, now)) {
+                let minor = c.minor;
+                let started = program.with_state(|s| {
+                    let started = s.sequence(&caller, &sargs, shape, now);
+                    if let Ok(SequenceStart::New(grant)) = &started {
+                        s.minor_version_used(grant.clientid, minor);
+                    }
+                    started
+                });
+                match started {
                     Err(status) => NfsResop4::Sequence(Nfs4Result::Fail(status)),
                     Ok(SequenceStart::New(grant)) => {
                         c.reply_limit = c.reply_limit.min(grant.reply_bytes_max as usize);

@@ -1,5 +1,6 @@
 //! Read delegations (RFC 8881 section 10.4): when OPEN offers one, and
-//! the gate through which NFSv3 (and NLM) accesses recall them.
+//! the gate through which NFSv3 (and NLM) accesses recall them, and an
+//! NLM lock refused by a courtesy client's lock expires that client.
 //!
 //! Offered only when the server is told to ([`Nfs4Program::with_read_delegations`]):
 //! a local process writing a file under an export is not seen (Keel
@@ -23,8 +24,11 @@ use keel_nfs4_proto::{
     Nfsace4, OPEN4_SHARE_ACCESS_WANT_DELEG_MASK, OPEN4_SHARE_ACCESS_WANT_NO_PREFERENCE, OPEN4_SHARE_ACCESS_WRITE,
     OpenClaim4, OpenDelegation4, OpenReadDelegation4, OpenWriteDelegation4,
 };
-use keel_nfs4_state::{Accessor, ClientId, ConflictAccess, DelegationKind, DelegationOffer, ShareAccess};
-use keel_store::Store;
+use keel_nfs4_state::{
+    Accessor, ByteRange, ClientId, ConflictAccess, DelegationKind, DelegationOffer, LockKind, ShareAccess,
+};
+use keel_store::lock::LOCK_OFFSET_MAX;
+use keel_store::{LockRange, Store};
 
 use crate::compound::Compound;
 use crate::program::Nfs4Program;
@@ -133,6 +137,29 @@ impl<S: Store> DelegationGate for Gate<S> {
         p.callbacks.pump(&p, now);
         verdict.map_err(|_| Recalling)
     }
+
+    fn lock_refused(&self, handle: &[u8], exclusive: bool, range: LockRange) -> bool {
+        let Some(p) = self.0.upgrade() else { return false };
+        expire_courtesy_lockers(&p, handle, exclusive, range, Instant::now())
+    }
+}
+
+/// Another protocol's lock (`exclusive` or shared, over `range`) on the
+/// file with store handle `handle` was refused: expires the courtesy
+/// clients holding a lock that conflicts (their descriptions close as the
+/// state lets go of them, releasing their locks). Whether any was.
+pub(crate) fn expire_courtesy_lockers<S: Store>(
+    p: &Nfs4Program<S>,
+    handle: &[u8],
+    exclusive: bool,
+    range: LockRange,
+    now: Instant,
+) -> bool {
+    let kind = if exclusive { LockKind::Write } else { LockKind::Read };
+    let end = range.end();
+    let range = ByteRange { start: range.start, last: if end >= LOCK_OFFSET_MAX { u64::MAX } else { end } };
+    let file = Bytes::copy_from_slice(handle);
+    p.with_state(|s| s.expire_courtesy_lock_conflicts(&file, kind, range, now)) > 0
 }
 
 /// Installs the gate on the export table the program serves.

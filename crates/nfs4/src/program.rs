@@ -293,6 +293,20 @@ impl<S: Store> Nfs4Program<S> {
     }
 }
 
+/// The transport tells the program of closed connections: the sessions
+/// bound to one let go of it (fore and back channel), so that SEQUENCE
+/// says SEQ4_STATUS_CB_PATH_DOWN(_SESSION) once no backchannel is left and
+/// no callback is sent on it. The sessions stay until their client's lease
+/// ends: the client may come back on a new connection (RFC 8881 section
+/// 2.10.3.1). Only the state is touched: the transport may close a
+/// connection from under the callbacks' engine (a failed send), whose
+/// entry for it goes the next time a send finds it closed.
+impl<S: Store> keel_rpc::ConnectionWatcher for Nfs4Program<S> {
+    fn connection_closed(&self, id: keel_rpc::ConnectionId) {
+        self.with_state(|s| s.connection_closed(keel_nfs4_state::ConnId(id.get())));
+    }
+}
+
 /// An IPv4-mapped IPv6 address as IPv4 (what the state counts by).
 pub(crate) fn canonical_ip(ip: IpAddr) -> IpAddr {
     match ip {

@@ -27,6 +27,11 @@
 //! of the file is released through Keel (in the releasing call) and, for
 //! locks held by local processes, on every tick of the lock manager's
 //! thread; a waiter whose lock is taken is told with a GRANTED callback.
+//! A LOCK refused by an NFSv4.1 courtesy client's lock asks the export
+//! table's gate (NFSv4.1's state) to let that client go, with no lock of
+//! this module held, and tries once more; a waiter whose blocker turns
+//! courtesy later gets its lock at its client's next poll (Linux polls
+//! every 30 s).
 //!
 //! Lock order: `table`, then `monitored` or the grace period (a leaf).
 //! Nothing blocks while `table` is held but non-blocking fcntl calls and
@@ -826,19 +831,36 @@ impl<S: Store> LockManager<S> {
     }
 
     /// LOCK (and NM_LOCK, with `monitor` false: a client that asks for no
-    /// monitoring gets no reclaim).
+    /// monitoring gets no reclaim). A lock refused by an NFSv4.1 courtesy
+    /// client's lock (its lease expired) expires that client, as an
+    /// NFSv4.1 client's LOCK does, and is granted at once: nobody live
+    /// holds it, and a non-blocking lock must not fail for a client that
+    /// is gone (knfsd denies it first and grants a retry, because its lock
+    /// manager cannot expire the client where it finds the conflict).
     pub fn lock(&self, ctx: &Ctx, args: &Nlm4Lockargs, monitor: bool) -> Nlm4Stats {
+        if let Some(stat) = self.lock_attempt(ctx, args, monitor, true) {
+            return stat;
+        }
+        // Whether or not a courtesy client was let go of, the second
+        // attempt answers (and queues a blocking lock).
+        self.exports.lock_refused(&args.alock.fh.0, args.exclusive, range_of(&args.alock));
+        self.lock_attempt(ctx, args, monitor, false).expect("only a first attempt stops at a conflict")
+    }
+
+    /// One try of LOCK; the `first` stops at a conflict (`None`), leaving
+    /// nothing behind.
+    fn lock_attempt(&self, ctx: &Ctx, args: &Nlm4Lockargs, monitor: bool, first: bool) -> Option<Nlm4Stats> {
         let owner = owner_of(ctx.peer, &args.alock);
         if args.alock.l_offset > LOCK_OFFSET_MAX {
-            return Nlm4Stats::Fbig;
+            return Some(Nlm4Stats::Fbig);
         }
         let grace = self.in_grace(&mut self.table(), Some((&owner.host, args.reclaim)));
         if grace && !args.reclaim {
-            return Nlm4Stats::DeniedGracePeriod;
+            return Some(Nlm4Stats::DeniedGracePeriod);
         }
         let (obj, cred) = match self.admit(ctx, &args.alock.fh.0) {
             Ok(x) => x,
-            Err(s) => return s,
+            Err(s) => return Some(s),
         };
         // An NFSv4.1 client holding a read delegation may hold shared
         // locks it never sent (Linux keeps them locally): an exclusive
@@ -846,7 +868,7 @@ impl<S: Store> LockManager<S> {
         // retries a lock denied for the grace period after a few seconds.
         let access = if args.exclusive { GateAccess::Write } else { GateAccess::Read };
         if self.exports.before_access(&args.alock.fh.0, access).is_err() {
-            return Nlm4Stats::DeniedGracePeriod;
+            return Some(Nlm4Stats::DeniedGracePeriod);
         }
         let (kind, range) = (kind_of(args.exclusive), range_of(&args.alock));
         let fh = args.alock.fh.0.clone();
@@ -861,11 +883,11 @@ impl<S: Store> LockManager<S> {
         let mut fresh = if has_fd {
             None
         } else if let Err(why) = room {
-            return Refused { what: LOCK_FILES, why }.answer(&owner.host);
+            return Some(Refused { what: LOCK_FILES, why }.answer(&owner.host));
         } else {
             match self.open(&obj, &cred) {
                 Ok(fd) => Some(fd),
-                Err(s) => return s,
+                Err(s) => return Some(s),
             }
         };
         let mut t = self.table();
@@ -894,21 +916,27 @@ impl<S: Store> LockManager<S> {
                 t.count(&owner.host, -(waited as isize));
                 t.tidy(&fh, &owner);
             }
-            return r.answer(&owner.host);
+            return Some(r.answer(&owner.host));
         }
         if !t.files.get(&fh).is_some_and(|f| f.owners.contains_key(&owner)) {
             // Another call of the same owner dropped its description
             // meanwhile: rare; let the client retry.
-            let Some(fd) = fresh.take() else { return Nlm4Stats::DeniedNolocks };
+            let Some(fd) = fresh.take() else { return Some(Nlm4Stats::DeniedNolocks) };
             if let Err(why) = t.lock_files.try_claim(owner.host.addr, 1) {
-                return Refused { what: LOCK_FILES, why }.answer(&owner.host);
+                return Some(Refused { what: LOCK_FILES, why }.answer(&owner.host));
             }
             let file = t.files.entry(fh.clone()).or_default();
             file.owners.insert(owner.clone(), Owner { fd, held: Vec::new(), waiting: 0 });
         }
         let file = t.files.get_mut(&fh).expect("inserted");
         let o = file.owners.get_mut(&owner).expect("inserted");
-        let (stat, claimed) = match o.fd.try_lock(kind, range) {
+        let tried = o.fd.try_lock(kind, range);
+        if first && matches!(tried, Ok(Some(_))) {
+            // Asked of the NFSv4.1 state with the table released.
+            t.tidy(&fh, &owner);
+            return None;
+        }
+        let (stat, claimed) = match tried {
             Ok(None) => {
                 // A waiter for the same lock (the client's poll) is done.
                 file.waiters.retain(|w| !same(w));
@@ -942,7 +970,7 @@ impl<S: Store> LockManager<S> {
         if monitor && matches!(stat, Nlm4Stats::Granted | Nlm4Stats::Blocked) {
             self.monitor(&owner.host, ctx.local.ip());
         }
-        stat
+        Some(stat)
     }
 
     /// CANCEL: forgets a blocked request. A request already granted stays

@@ -629,3 +629,67 @@ fn an_exclusive_lock_waits_while_a_delegation_is_recalled_and_a_shared_one_does_
     assert_eq!(lm.lock(&ctx(B, &cred), &exclusive, true), Nlm4Stats::Granted);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A gate standing for NFSv4.1's state: a courtesy client holds a lock
+/// through a description of its own until a refused lock asks.
+struct Courtesy {
+    holder: Mutex<Option<<SimStore as Store>::LockFile>>,
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl keel_exports::delegations::DelegationGate for Courtesy {
+    fn before_access(
+        &self,
+        _handle: &[u8],
+        _access: keel_exports::delegations::GateAccess,
+    ) -> Result<(), keel_exports::delegations::Recalling> {
+        Ok(())
+    }
+
+    fn lock_refused(&self, _handle: &[u8], _exclusive: bool, _range: keel_store::LockRange) -> bool {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.holder.lock().unwrap().take().is_some()
+    }
+}
+
+/// An NFSv4.1 courtesy client's lock (its lease expired) does not hold
+/// off an NLM lock: the refused lock asks the gate, which lets the client
+/// go, and is granted at once, blocking or not. A lock held by someone
+/// live is still denied.
+#[test]
+fn a_lock_refused_by_a_courtesy_client_s_lock_lets_the_client_go_and_is_granted() {
+    use keel_store::{LockFile, LockKind, LockRange};
+    let store = Arc::new(SimStore::new(7));
+    let root_dir = store.lookup_path(1, b"/").unwrap();
+    let who = store.act_as(&Cred::ROOT).unwrap();
+    let file = store.create(&who, &root_dir, b"f", CreateMode::Unchecked, &SetAttrs::default(), false).unwrap();
+    let fh = file.object.handle().clone();
+    let opts = ClientOptions { access: Access::ReadWrite, squash: Squash::None, secure: false, ..Default::default() };
+    let exports =
+        Arc::new(ExportTable::new(store.clone(), vec![(1, vec![ClientRule { host: HostMatch::Any, options: opts }])]));
+    let courtesy_lock = || {
+        let holder = store.open_for_locks(&who, &file.object).unwrap();
+        assert_eq!(holder.try_lock(LockKind::Exclusive, LockRange::new(0, 10)).unwrap(), None);
+        holder
+    };
+    let gate = Arc::new(Courtesy { holder: Mutex::new(Some(courtesy_lock())), asked: Default::default() });
+    exports.set_delegation_gate(gate.clone());
+    let dir = nsm_dir("courtesy");
+    let lm = LockManager::new(exports, LockConfig::new(dir.clone())).unwrap();
+    lm.set_courier(Box::new(Recorder::default()));
+    let cred = root();
+    let ask = |host: &str, svid: i32, block: bool| lockargs(lock(&fh, host, svid, 5, 10), block, false);
+
+    assert_eq!(lm.lock(&ctx(A, &cred), &ask("a", 1, false), true), Nlm4Stats::Granted, "not blocking");
+    assert_eq!(gate.asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // Held by a live NLM owner now: denied, the gate asked in vain.
+    assert_eq!(lm.lock(&ctx(B, &cred), &ask("b", 2, false), true), Nlm4Stats::Denied);
+    assert_eq!(gate.asked.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let unlock = Nlm4Unlockargs { cookie: "c".into(), alock: lock(&fh, "a", 1, 5, 10) };
+    assert_eq!(lm.unlock(&ctx(A, &cred), &unlock), Nlm4Stats::Granted);
+
+    *gate.holder.lock().unwrap() = Some(courtesy_lock());
+    assert_eq!(lm.lock(&ctx(B, &cred), &ask("b", 2, true), true), Nlm4Stats::Granted, "blocking");
+    assert_eq!(lm.stats().waiters, 0, "nothing was left waiting");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -40,6 +40,15 @@ pub trait Backchannel: Send + Sync {
     }
 }
 
+/// Told when the transport closes a connection, once, after its last
+/// call was answered: a program that bound state to it (NFSv4.1's
+/// sessions and backchannel) lets go of it. Called from the transport's
+/// worker with none of the program's locks held; it must not block on
+/// anything the transport itself might wait for.
+pub trait ConnectionWatcher: Send + Sync {
+    fn connection_closed(&self, id: ConnectionId);
+}
+
 /// Why a call was not queued on a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum BackchannelError {

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use keel_store::pipe::FilePipe;
 use keel_xdr::{Decoder, Encoder, Segment};
 
-use crate::connection::CallConnection;
+use crate::connection::{CallConnection, ConnectionId, ConnectionWatcher};
 use crate::cred::Credential;
 use crate::drc::{CacheLookup, DrcKey, ReplyCache};
 use crate::gss::wire::RPCSEC_GSS;
@@ -121,6 +121,8 @@ pub struct Dispatcher {
     /// Where replies to the calls sent back on connections go; without
     /// one they are dropped.
     replies: Option<Arc<ReplyRouter>>,
+    /// Told when a connection closes.
+    watchers: Vec<Arc<dyn ConnectionWatcher>>,
 }
 
 /// Two programs given to one [`Dispatcher`] serve the same version of a
@@ -150,7 +152,7 @@ impl Dispatcher {
                 }
             }
         }
-        Ok(Dispatcher { programs, cache, gss: None, replies: None })
+        Ok(Dispatcher { programs, cache, gss: None, replies: None, watchers: Vec::new() })
     }
 
     /// Also serves RPCSEC_GSS, with `gss`'s key and contexts.
@@ -168,6 +170,19 @@ impl Dispatcher {
     pub fn with_reply_router(mut self, router: Arc<ReplyRouter>) -> Self {
         self.replies = Some(router);
         self
+    }
+
+    /// Tells `watcher` of every connection the transport closes.
+    pub fn with_connection_watcher(mut self, watcher: Arc<dyn ConnectionWatcher>) -> Self {
+        self.watchers.push(watcher);
+        self
+    }
+
+    /// The transport closed connection `id`: the watchers are told.
+    pub fn connection_closed(&self, id: ConnectionId) {
+        for w in &self.watchers {
+            w.connection_closed(id);
+        }
     }
 
     /// The program serving version `vers` of program `prog`, or how the

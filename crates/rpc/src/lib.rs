@@ -24,7 +24,7 @@ mod replies;
 mod report;
 mod table;
 
-pub use connection::{Backchannel, BackchannelError, CallConnection, ConnectionId};
+pub use connection::{Backchannel, BackchannelError, CallConnection, ConnectionId, ConnectionWatcher};
 pub use cred::{Credential, Flavor, Principal, SecurityContext};
 pub use dispatch::{
     AcceptError, CallContext, Dispatcher, REPLY_HEADER_BYTES_MAX, REPLY_RESULTS_BYTES_DEFAULT, ReplySegments,

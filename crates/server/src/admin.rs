@@ -205,6 +205,9 @@ pub struct Nfs4ClientListing {
     pub principal: String,
     /// The implementation the client names: `DOMAIN NAME`.
     pub implementation: Option<String>,
+    /// The highest minor version of NFSv4 its COMPOUNDs used (1 or 2), as
+    /// knfsd's `minor version`.
+    pub minor_version: u32,
     /// `unconfirmed`, `confirmed` or `courtesy` (its lease expired; it
     /// keeps its state until a conflict).
     pub status: String,
@@ -257,6 +260,7 @@ fn nfs4_listing(c: &keel_nfs4_state::ClientInfo) -> Nfs4ClientListing {
             Principal::Gss { name } => format!("krb5:{}", printable(name)),
         },
         implementation: c.implementation.as_ref().map(|(domain, name)| format!("{domain} {name}")),
+        minor_version: c.minor_version,
         status: status.into(),
         lease_remaining_seconds: remaining,
         callback: match c.callback {

@@ -320,7 +320,13 @@ async fn serve(
         }
         cache = cache.with_journal(Arc::new(journal));
     }
-    let dispatcher = Arc::new(dispatcher_of(programs, cache, gss.as_ref())?.with_reply_router(reply_router));
+    let mut dispatcher = dispatcher_of(programs, cache, gss.as_ref())?.with_reply_router(reply_router);
+    // Connections are the TCP transport's: only its dispatcher is told
+    // when one closes (NFSv4.1 binds sessions to them).
+    if let Some(nfs4) = &nfs4 {
+        dispatcher = dispatcher.with_connection_watcher(nfs4.clone());
+    }
+    let dispatcher = Arc::new(dispatcher);
     let conns = Connections::new(server.max_connections, server.idle_timeout, server.stall_timeout);
     let budget = Budget::new(server.max_inflight_bytes, server.max_inflight_bytes_per_connection);
     let admitting = exports.clone();

@@ -584,12 +584,16 @@ fn nfs4_clients_and_their_state_show_in_keel_clients_status_and_the_metrics() {
         }),
     });
     v4.ok(vec![keel_testkit::nfs4::putfh(&fh), lock]);
+    // It made its session in 4.1 and now speaks 4.2.
+    v4.minor = 2;
+    v4.ok(vec![]);
 
     let text = keel_ok(&server, &["clients"]);
     for want in [
         "address: 127.0.0.1\n",
         "name: \"admin-test\\x01\"\n",
         "principal: none\n",
+        "minor version: 2\n",
         "status: confirmed (lease: ",
         "callback: up\n",
         "sessions: 1\n",
@@ -604,6 +608,7 @@ fn nfs4_clients_and_their_state_show_in_keel_clients_status_and_the_metrics() {
     let listed = listed.as_array().expect("a list");
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0]["owner"], "admin-test\\x01");
+    assert_eq!(listed[0]["minor_version"], 2, "the highest minor version its COMPOUNDs used");
     assert_eq!(listed[0]["sessions"][0]["id"].as_str().unwrap().len(), 32, "{listed:?}");
     assert_eq!((listed[0]["opens"].as_u64(), listed[0]["lock_states"].as_u64()), (Some(1), Some(1)));
 

@@ -47,6 +47,8 @@ pub struct V4 {
     pub recalled: Vec<Stateid4>,
     /// CB_NULL calls answered.
     pub probes: u32,
+    /// The minor version of the COMPOUNDs it sends (1 unless set).
+    pub minor: u32,
 }
 
 impl V4 {
@@ -55,7 +57,7 @@ impl V4 {
     pub fn connect(server: &TestServer, owner: &'static [u8]) -> V4 {
         let stream = reserved_stream(server.addr);
         stream.set_read_timeout(Some(WAIT)).unwrap();
-        let mut c = V4 { stream, xid: 0, session: [0; 16], seq: 0, recalled: Vec::new(), probes: 0 };
+        let mut c = V4 { stream, xid: 0, session: [0; 16], seq: 0, recalled: Vec::new(), probes: 0, minor: 1 };
         let eid = ExchangeId4Args {
             eia_clientowner: ClientOwner4 { co_verifier: [7; 8], co_ownerid: Opaque(Bytes::from_static(owner)) },
             eia_flags: 0,
@@ -102,7 +104,7 @@ impl V4 {
             verf: OpaqueAuth::default(),
         };
         header.encode(&mut enc);
-        Compound4Args { tag: Tag4::default(), minorversion: 1, argarray: ops }.encode(&mut enc);
+        Compound4Args { tag: Tag4::default(), minorversion: self.minor, argarray: ops }.encode(&mut enc);
         write_record(&mut self.stream, &enc.into_bytes());
         loop {
             let record = read_record(&mut self.stream);

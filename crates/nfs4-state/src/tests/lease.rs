@@ -85,6 +85,43 @@ fn a_courtesy_clients_conflicting_lock_is_released() {
     assert_eq!(st.clients(late).len(), 1);
 }
 
+/// A courtesy client holding byte-range locks is let go of sooner
+/// ([`COURTESY_LOCKS_MAX_DEFAULT`]): a local process may wait for them,
+/// unseen. One holding only opens keeps knfsd's 24 hours; `keel clients`
+/// says when each goes.
+#[test]
+fn a_courtesy_client_holding_locks_is_let_go_of_sooner() {
+    let t0 = Instant::now();
+    let mut st = state(t0);
+    let (a, _) = connect(&mut st, ip(1), "a", t0);
+    let (b, _) = connect(&mut st, ip(2), "b", t0);
+    let oa = open(&mut st, a, "o", 10, OPEN4_SHARE_ACCESS_BOTH, 0, t0).unwrap();
+    open(&mut st, b, "o", 11, OPEN4_SHARE_ACCESS_READ, 0, t0).unwrap();
+    lock_new(&mut st, a, (10, oa), "la", range(0, 100), 41, t0).unwrap();
+    let locks_end = t0 + LEASE + COURTESY_LOCKS_MAX_DEFAULT;
+    assert_eq!(st.next_due(), Some(locks_end));
+    let before = locks_end - Duration::from_secs(1);
+    let ends_in: Vec<_> = st
+        .clients(before)
+        .iter()
+        .map(|c| match c.lease {
+            LeaseState::Courtesy { ends_in, .. } => ends_in,
+            other => panic!("not a courtesy client: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        ends_in,
+        vec![Duration::from_secs(1), COURTESY_MAX_DEFAULT - COURTESY_LOCKS_MAX_DEFAULT + Duration::from_secs(1)]
+    );
+    assert_eq!(st.reap(before), 0);
+    st.take_released();
+    assert_eq!(st.reap(locks_end), 1);
+    let released = st.take_released();
+    assert_eq!(why_ended(&released), vec![(a, ExpiryReason::CourtesyOver)]);
+    assert!(released.iter().any(|r| matches!(r, Released::LockHolder { holder: 41, .. })));
+    assert_eq!(st.next_due(), Some(t0 + LEASE + COURTESY_MAX_DEFAULT), "the other keeps knfsd's 24 hours");
+}
+
 /// Courtesy has an end ([`StateConfig::courtesy_max`], knfsd's 24 hours);
 /// an unconfirmed record ends after a lease; a client without state ends
 /// with its lease.

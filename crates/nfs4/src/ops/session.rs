@@ -28,7 +28,12 @@ pub(super) fn exchange_id<S: Store>(
 ) -> Result<ExchangeId4ResOk, Nfsstat4> {
     let now = c.now;
     let caller = c.caller();
-    let ok = c.program.with_state(|s| s.exchange_id(&caller, &args, now))?;
+    let minor = c.minor;
+    let ok = c.program.with_state(|s| {
+        let ok = s.exchange_id(&caller, &args, now)?;
+        s.minor_version_used(ok.clientid, minor);
+        Ok::<_, Nfsstat4>(ok)
+    })?;
     let owner = c.program.server_owner.clone();
     Ok(ExchangeId4ResOk {
         eir_clientid: ok.clientid.0,
@@ -51,7 +56,12 @@ pub(super) fn create_session<S: Store>(
 ) -> Result<CreateSession4ResOk, Nfsstat4> {
     let now = c.now;
     let caller = c.caller();
-    c.program.with_state(|s| s.create_session(&caller, &args, now))
+    let minor = c.minor;
+    c.program.with_state(|s| {
+        let ok = s.create_session(&caller, &args, now)?;
+        s.minor_version_used(ClientId(args.csa_clientid), minor);
+        Ok(ok)
+    })
 }
 
 /// DESTROY_SESSION (RFC 8881 section 18.37): of the COMPOUND's own

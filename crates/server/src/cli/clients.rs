@@ -23,6 +23,7 @@ pub fn list(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
         outln!("address: {}", c.address);
         outln!("name: \"{}\"", c.owner);
         outln!("principal: {}", c.principal);
+        outln!("minor version: {}", c.minor_version);
         if let Some(implementation) = &c.implementation {
             outln!("implementation: {implementation}");
         }

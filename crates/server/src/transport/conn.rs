@@ -821,6 +821,9 @@ impl Connection {
                 .unwrap_or_else(|| "closed by the client".into()),
         };
         tracing::info!(peer = %self.peer, reason = %why, "connection closed");
+        // What the programs bound to it (NFSv4.1's sessions, their
+        // backchannel) is let go of.
+        sh.dispatcher.connection_closed(self.call_connection.id());
         sh.free_slot(self.slot);
     }
 

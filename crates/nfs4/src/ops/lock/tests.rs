@@ -254,6 +254,28 @@ fn a_courtesy_client_s_lock_gives_way_and_is_released() {
     assert_eq!(nlm.try_lock(LockKind::Exclusive, LockRange::new(0, 0)).unwrap(), None, "A's description was closed");
 }
 
+/// An NLM lock refused by a courtesy client's lock (the gate NLM asks,
+/// `deleg.rs`) expires that client, whose description closes; not before
+/// its lease expired, and not for a lock its ranges do not conflict with.
+#[test]
+fn an_nlm_lock_refused_by_a_courtesy_client_s_lock_expires_it() {
+    let rig = Rig::new(false);
+    let f = rig.file("f", b"");
+    let mut a = rig.client("a");
+    let oa = rig.open(&a, "oa", &f, OPEN4_SHARE_ACCESS_BOTH);
+    granted(do_lock(&rig, &mut a, &f, W, (0, 10), new_owner(oa, "la")));
+    let nlm = other_description(&rig, &f);
+    let lease = rig.program.with_state(|s| s.config().lease);
+    let later = Instant::now() + lease + Duration::from_secs(5);
+    let expire = |exclusive, range, now| crate::deleg::expire_courtesy_lockers(&rig.program, &f, exclusive, range, now);
+    assert!(!expire(true, LockRange::new(5, 1), Instant::now()), "its lease runs");
+    assert!(!expire(true, LockRange::new(10, 0), later), "no conflict past its range");
+    assert!(nlm.try_lock(LockKind::Exclusive, LockRange::new(5, 1)).unwrap().is_some(), "still held");
+    assert!(expire(false, LockRange::new(5, 1), later), "a shared lock conflicts with its write lock");
+    assert_eq!(nlm.try_lock(LockKind::Exclusive, LockRange::new(0, 0)).unwrap(), None, "its description closed");
+    assert!(rig.program.clients().is_empty(), "the client is gone");
+}
+
 /// RFC 8881 sections 8.4.2 and 18.10.4: after a restart, while a client
 /// of the earlier instance may still reclaim, its reclaims are granted and
 /// new locks and LOCKT are NFS4ERR_GRACE, for it and for everyone else.

@@ -1,0 +1,204 @@
+//! NFSv4.1 state against the `keel` binary over TCP, with keel-testkit's
+//! v4.1 client (built from keel-nfs4-proto; its connection is its
+//! backchannel too, as the Linux client's is): what a closed connection
+//! does to the sessions bound to it, and a client's open, lock and
+//! acknowledged data across a power cut (durability.rs's method: kill -9,
+//! then the XFS under the state directory and the export shut down
+//! without flushing its log).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use keel_nfs4_proto::*;
+use keel_testkit::disk::XfsDisk;
+use keel_testkit::nfs::reserved_stream;
+use keel_testkit::nfs4::{V4, WAIT, data_of, putfh, read};
+use keel_testkit::server::{ExportOpts, TestServer, keel_bin, require_root};
+use keel_xdr::Opaque;
+use serde_json::Value;
+
+const PATH_DOWN: u32 = SEQ4_STATUS_CB_PATH_DOWN | SEQ4_STATUS_CB_PATH_DOWN_SESSION;
+
+/// `keel clients --json`.
+fn clients(server: &TestServer) -> Value {
+    let mut cmd = Command::new(keel_bin());
+    cmd.args(["clients", "--json"]).arg("--config").arg(&server.config);
+    let out = keel_testkit::procs::run_timeout(&mut cmd, WAIT);
+    assert!(out.status.success(), "keel clients: {}", out.text());
+    serde_json::from_str(&out.stdout).expect("keel clients --json is JSON")
+}
+
+/// The first client's first session: its connections and those with the
+/// backchannel.
+fn session_connections(server: &TestServer) -> (u64, u64) {
+    let listed = clients(server);
+    let s = &listed[0]["sessions"][0];
+    (s["connections"].as_u64().unwrap(), s["back_connections"].as_u64().unwrap())
+}
+
+/// A new connection for the client (the old one is closed when dropped).
+fn reconnect(server: &TestServer, v4: &mut V4) -> std::net::TcpStream {
+    let stream = reserved_stream(server.addr);
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    std::mem::replace(&mut v4.stream, stream)
+}
+
+/// RFC 8881 sections 2.10.3.1 and 18.46.3: when the connection carrying a
+/// session's backchannel closes, the session lets go of it, and SEQUENCE
+/// on the client's other connection says CB_PATH_DOWN and
+/// CB_PATH_DOWN_SESSION; the client binds its backchannel again with
+/// BIND_CONN_TO_SESSION, which is probed, and the flags clear. A session
+/// whose every connection closed lives on: a new connection just uses it.
+#[test]
+fn a_closed_connection_takes_the_backchannel_with_it_and_the_session_lives_on() {
+    let server = TestServer::start("nfs4-conn-close", vec![ExportOpts::rw(1, "export")], "nfs_versions = [\"4.1\"]");
+    let mut v4 = V4::connect(&server, b"conn-close-test");
+    v4.wait_for_callback_path();
+
+    // A second connection, bound to the fore channel by its first
+    // SEQUENCE (SP4_NONE); the first one still carries the backchannel.
+    let first = reconnect(&server, &mut v4);
+    let (flags, _) = v4.run(vec![]);
+    assert_eq!(flags & PATH_DOWN, 0, "flags {flags:#x}");
+    assert_eq!(session_connections(&server), (2, 1));
+
+    drop(first);
+    let start = Instant::now();
+    loop {
+        let (flags, _) = v4.run(vec![]);
+        if flags & PATH_DOWN == PATH_DOWN {
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "the closed backchannel was never noticed (flags {flags:#x})");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(session_connections(&server), (1, 0), "the closed connection is bound to nothing");
+
+    // The client binds its backchannel to the connection it has.
+    let bind = BindConnToSession4Args {
+        bctsa_sessid: v4.session,
+        bctsa_dir: ChannelDirFromClient4::Cdfc4BackOrBoth,
+        bctsa_use_conn_in_rdma_mode: false,
+    };
+    let probes = v4.probes;
+    let res = v4.compound(vec![NfsArgop4::BindConnToSession(bind)]);
+    assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
+    v4.wait_for_callback_path();
+    assert!(v4.probes > probes, "the new backchannel was probed");
+    assert_eq!(session_connections(&server), (1, 1));
+
+    // Every connection of the session closes; it is still there for a
+    // new one.
+    drop(reconnect(&server, &mut v4));
+    let start = Instant::now();
+    while session_connections(&server) != (0, 0) {
+        assert!(start.elapsed() < WAIT, "the last connection's close was never noticed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (flags, res) = v4.run(vec![]);
+    assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
+    assert_eq!(flags & PATH_DOWN, PATH_DOWN, "flags {flags:#x}");
+}
+
+fn open_args(owner: &'static [u8], claim: OpenClaim4) -> NfsArgop4 {
+    NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_BOTH,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: Opaque(bytes::Bytes::from_static(owner)) },
+        openhow: Openflag4::Open4Nocreate,
+        claim,
+    })
+}
+
+fn lock_args(open_stateid: Stateid4, owner: &'static [u8], reclaim: bool) -> NfsArgop4 {
+    NfsArgop4::Lock(Lock4Args {
+        locktype: NfsLockType4::WriteLt,
+        reclaim,
+        offset: 0,
+        length: 100,
+        locker: Locker4::OpenOwner(OpenToLockOwner4 {
+            open_seqid: 0,
+            open_stateid,
+            lock_seqid: 0,
+            lock_owner: LockOwner4 { clientid: 0, owner: Opaque(bytes::Bytes::from_static(owner)) },
+        }),
+    })
+}
+
+fn opened(res: &NfsResop4) -> Stateid4 {
+    let NfsResop4::Open(Nfs4Result::Ok(open)) = res else { panic!("OPEN: {res:?}") };
+    open.stateid
+}
+
+/// Issue 29's restart proof with a power cut instead of a kill -9: a
+/// client holding an open and a write lock, with data it wrote FILE_SYNC,
+/// loses the server and the file system's unflushed log at once. After
+/// the restart it reclaims both (its record in the state directory
+/// survived), another client gets NFS4ERR_GRACE meanwhile and, once the
+/// grace period ended with the reclaimer's RECLAIM_COMPLETE, is denied
+/// the lock; the acknowledged data is there.
+#[test]
+fn a_v4_client_reclaims_its_open_and_lock_after_a_power_cut_and_its_synced_data_is_there() {
+    require_root();
+    let mut disk = XfsDisk::new("nfs4-power-cut");
+    let mut server = TestServer::start_in(
+        "nfs4-power-cut",
+        &disk.mnt,
+        vec![ExportOpts::rw(1, "export")],
+        "nfs_versions = [\"3\", \"4.1\"]",
+    );
+    let file = server.export_dir(1).join("f");
+    std::fs::write(&file, b"").unwrap();
+    // The client's calls are AUTH_NONE (the anonymous user).
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    disk.syncfs();
+
+    let mut a = V4::connect(&server, b"power-cut-a");
+    let mut path = vec![NfsArgop4::Putrootfh(())];
+    for part in server.export_path(1).split('/').filter(|p| !p.is_empty()) {
+        path.push(NfsArgop4::Lookup(Lookup4Args { objname: part.into() }));
+    }
+    let mut ops = path.clone();
+    ops.extend([open_args(b"open-a", OpenClaim4::ClaimNull("f".into())), NfsArgop4::Getfh(())]);
+    let res = a.ok(ops);
+    let n = res.len();
+    let open = opened(&res[n - 2]);
+    let NfsResop4::Getfh(Nfs4Result::Ok(fh)) = &res[n - 1] else { panic!("GETFH: {res:?}") };
+    let fh = fh.object.0.clone();
+    let data = bytes::Bytes::from_static(b"acknowledged before the power cut");
+    let write =
+        NfsArgop4::Write(Write4Args { stateid: open, offset: 0, stable: StableHow4::FileSync4, data: data.clone() });
+    let res = a.ok(vec![putfh(&fh), write]);
+    let NfsResop4::Write(Nfs4Result::Ok(w)) = &res[2] else { panic!("WRITE: {res:?}") };
+    assert_eq!((w.count as usize, w.committed), (data.len(), StableHow4::FileSync4));
+    a.ok(vec![putfh(&fh), lock_args(open, b"lock-a", false)]);
+
+    server.kill9();
+    disk.power_cut();
+    disk.mount();
+    server.start_again();
+
+    // The same client (owner and verifier) comes back and reclaims.
+    let mut a = V4::connect(&server, b"power-cut-a");
+    let res =
+        a.ok(vec![putfh(&fh), open_args(b"open-a", OpenClaim4::ClaimPrevious(OpenDelegationType4::OpenDelegateNone))]);
+    let open = opened(&res[2]);
+    a.ok(vec![putfh(&fh), lock_args(open, b"lock-a", true)]);
+
+    // Another client in between: the grace period holds it off.
+    let mut b = V4::connect(&server, b"power-cut-b");
+    let mut ops = path.clone();
+    ops.push(open_args(b"open-b", OpenClaim4::ClaimNull("f".into())));
+    let (_, res) = b.run(ops.clone());
+    assert_eq!(res.status, Nfsstat4::Grace, "{res:?}");
+
+    a.ok(vec![NfsArgop4::ReclaimComplete(ReclaimComplete4Args { rca_one_fs: false })]);
+    let res = b.ok(ops);
+    let open_b = opened(res.last().unwrap());
+    let (_, res) = b.run(vec![putfh(&fh), lock_args(open_b, b"lock-b", false)]);
+    assert_eq!(res.status, Nfsstat4::Denied, "the reclaimed lock is held: {res:?}");
+
+    let res = a.ok(vec![putfh(&fh), read(open)]);
+    assert_eq!(data_of(&res[2]), data);
+}
