@@ -804,6 +804,18 @@ fn fail_over_checked(
                 at("sent tickle ACKs", tickles_before),
                 at(&kernel_peer, reconnects_before)
             );
+            // Its connections on both nodes since the lab started (a
+            // reconnection from a port an earlier one used may meet
+            // what is left of that one).
+            for node in Node::ALL {
+                let log = std::fs::read_to_string(lab.log_dir(node).join(format!("keel/{GROUP}-keel.log")))
+                    .unwrap_or_default();
+                let peers: Vec<&str> = log
+                    .lines()
+                    .filter(|l| l.contains(&kernel_peer) || l.contains(&format!("closed peer={KERNEL_CLIENT_IP}:")))
+                    .collect();
+                eprintln!("{what}: the kernel client's connections on {}:\n{}", node.name(), peers.join("\n"));
+            }
             Duration::from_secs_f64((second_of_day(Some(&over)) - fault_second).rem_euclid(86_400.0))
         });
         lock_stop.store(true, Ordering::Relaxed);
