@@ -9,7 +9,11 @@
 //! between two writes), `keel verify check` (every acknowledged byte is
 //! there) and the kernel client's data read back and on the disk. And
 //! active/active: two services, one preferring each node, both on one
-//! node after the other crashes, one given back when it returns. Root only; skipped where Pacemaker is not installed.
+//! node after the other crashes, one given back when it returns. With an
+//! NFSv4.1 kernel client (`*_nfs41`, or every case with
+//! KEEL_HA_KERNEL_VERS=4.1), whose writer holds a POSIX lock through the
+//! fault, a second client must never get that lock. Root only; skipped
+//! where Pacemaker is not installed.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
