@@ -9,7 +9,12 @@
 # acknowledged byte was lost.
 #
 #   sudo bench/ha.sh [--trials N] [--token-ms MS] [--cases "server_crash ..."]
-#                    [--out DIR]
+#                    [--vers 3|4.1] [--out DIR]
+#
+# --vers 4.1: the kernel client mounts with NFSv4.1 and writes from a
+# process that holds a POSIX lock on its file through each fault; a
+# second client (NLM) must be denied that lock before, during and after
+# the grace period (KEEL_HA_KERNEL_VERS; default 3).
 #
 # Cases: server_crash server_hang heartbeat_link_loss public_link_loss
 # primary_fence_device_failure primary_fence_device_hung
@@ -18,7 +23,7 @@
 # scripts/test.sh installs; one lab at a time, on a quiet machine.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-trials=5; token_ms=1000
+trials=5; token_ms=1000; vers=3
 cases="server_crash server_hang heartbeat_link_loss public_link_loss primary_fence_device_failure"
 cases="$cases primary_fence_device_hung primary_fence_device_slow storage_path_loss"
 out=$repo/bench/results/ha-$(date -u +%Y%m%dT%H%M%SZ)
@@ -27,20 +32,22 @@ while [ $# -gt 0 ]; do
     --trials) trials=$2; shift 2;;
     --token-ms) token_ms=$2; shift 2;;
     --cases) cases=$2; shift 2;;
+    --vers) vers=$2; shift 2;;
     --out) out=$2; shift 2;;
-    *) echo "usage: $0 [--trials N] [--token-ms MS] [--cases \"...\"] [--out DIR]" >&2; exit 2;;
+    *) echo "usage: $0 [--trials N] [--token-ms MS] [--cases \"...\"] [--vers 3|4.1] [--out DIR]" >&2; exit 2;;
   esac
 done
 mkdir -p "$out"
 cd "$repo"
-cargo build -p keel --tests --quiet
+# keel verify is keel-tools'.
+cargo build -p keel --tests --quiet && cargo build -p keel-tools --quiet
 {
-  echo "# bench/ha.sh --trials $trials --token-ms $token_ms, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD)"
+  echo "# bench/ha.sh --trials $trials --token-ms $token_ms --vers $vers, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD)"
   echo "# $(nproc) cores, $(uname -r)"
 } >"$out/summary.txt"
 for c in $cases; do
   echo "== $c" >&2
-  KEEL_HA_TRIALS=$trials KEEL_HA_TOKEN_MS=$token_ms \
+  KEEL_HA_TRIALS=$trials KEEL_HA_TOKEN_MS=$token_ms KEEL_HA_KERNEL_VERS=$vers \
     cargo test -p keel --test ha_failover --quiet -- --exact "$c" --nocapture --test-threads 1 \
     >"$out/$c.log" 2>&1 || { echo "$c failed: see $out/$c.log" >&2; exit 1; }
   grep -h '^ha_failover summary' "$out/$c.log" | tee -a "$out/summary.txt"

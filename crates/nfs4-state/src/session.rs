@@ -595,6 +595,26 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         }
     }
 
+    /// The end of a request SEQUENCE started that gets no reply at all
+    /// (under `[ha]`, its export's storage failed: the client retransmits,
+    /// to whichever node serves by then): the slot is free again and
+    /// takes the same sequence ID as a new request, so that a
+    /// retransmission here runs again instead of finding a reply that
+    /// never went out.
+    pub fn sequence_abandoned(&mut self, grant: &SlotGrant, now: Instant) {
+        let Some(s) = self.sessions.get_mut(&grant.sessionid) else { return };
+        let Some(slot) = s.slots.get_mut(grant.slotid as usize) else { return };
+        if slot.seqid != grant.sequenceid || slot.in_use.take().is_none() {
+            return;
+        }
+        slot.seqid = grant.sequenceid.wrapping_sub(1);
+        let client = s.client;
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.in_flight -= 1;
+            c.renewed = now;
+        }
+    }
+
     /// BACKCHANNEL_CTL (RFC 8881 section 18.33): new callback program and
     /// security parameters for the session.
     pub fn backchannel_ctl(

@@ -368,6 +368,23 @@ pub(crate) fn run<S: Store>(
     }
     let status = out.status();
     let count = out.count();
+    if status == Nfsstat4::Io
+        && let Some(export) = ctx.report.export()
+        && let Some(e) = program.exports.storage_failure(export)
+    {
+        // As NFSv3's calls (keel-nfs3): no reply, and the slot takes the
+        // retransmission as new, so that the client neither sees the
+        // error nor gets it replayed; it retransmits once the service
+        // has moved (the new node's sessions send it to reclaim first).
+        tracing::warn!(
+            export, error = %e,
+            "the export's storage fails: no reply to an NFSv4 COMPOUND, the client retransmits (to the node that takes over)"
+        );
+        if let Some(grant) = c.slot.take() {
+            program.with_state(|s| s.sequence_abandoned(&grant, now));
+        }
+        return Err(keel_rpc::AcceptError::Drop);
+    }
     if c.slot.as_ref().is_some_and(|g| g.cachethis) {
         let mut cached = Encoder::new();
         out.finish(&mut cached);

@@ -939,3 +939,69 @@ fn a_kerberos_call_is_admitted_where_its_flavor_is_listed() {
     assert_eq!(stopped_at(&res), (2, OpNum::Lookup, Nfsstat4::Wrongsec));
     integrity.ok(vec![NfsArgop4::Putrootfh(()), lookup("only"), lookup("k"), getattr(&[FATTR4_TYPE])]);
 }
+
+/// A COMPOUND's answer, or the dispatcher's reason for giving none.
+fn try_call(
+    p: &Program,
+    peer: &str,
+    cred: &Credential,
+    args: &Compound4Args,
+) -> Result<Compound4Res, keel_rpc::AcceptError> {
+    let ctx = CallContext {
+        xid: 1,
+        vers: 4,
+        proc_: NFSPROC4_COMPOUND,
+        cred,
+        peer: peer.parse().unwrap(),
+        local: "127.0.0.1:2049".parse().unwrap(),
+        connection: None,
+        report: Default::default(),
+    };
+    let mut enc = Encoder::new();
+    args.encode(&mut enc);
+    let mut reply = Encoder::new();
+    p.run(&ctx, &mut Decoder::new(enc.into_bytes()), &mut reply)?;
+    Ok(Compound4Res::decode(&mut Decoder::new(reply.into_bytes())).expect("the reply decodes"))
+}
+
+/// Under [ha], a COMPOUND that fails with NFS4ERR_IO while its export's
+/// storage fails as a whole gets no reply, as NFSv3's calls: the client
+/// retransmits, to the node that takes over (the HA lab's v4.1 client got
+/// EIO from fsync at a storage path loss, and lost its lock). Its slot
+/// takes the retransmission as a new request: it runs again, and is not
+/// answered from a cache or as misordered.
+#[test]
+fn in_an_ha_pair_a_compound_failing_with_the_export_s_storage_gets_no_reply_and_runs_again() {
+    use keel_store::sim::{SimAction, SimFault, SimPoint};
+    let store = Arc::new(SimStore::with_exports(7, &[(1, "/srv/a")]));
+    let rules = vec![(1, vec![rule(HostMatch::Any, Access::ReadWrite, Squash::None)])];
+    let held = ExportTable::new(store.clone(), rules.clone()).holding_calls_when_storage_fails();
+    let plain = ExportTable::new(store.clone(), rules);
+    // Two flushes fail: the WRITE's, then the export's own check.
+    let export_fails = SimFault { point: SimPoint::Sync, fileid: None, action: SimAction::Fail(libc::EIO), count: 2 };
+    for (exports, held) in [(held, true), (plain, false)] {
+        let p = program_over(Arc::new(exports), StateConfig::default());
+        let mut a = Client::new(&p, CLIENT_A, if held { "held" } else { "plain" });
+        let res = a.ok(vec![
+            NfsArgop4::Putrootfh(()),
+            lookup("srv"),
+            lookup("a"),
+            open_create(if held { "f" } else { "g" }, "o1", OPEN4_SHARE_ACCESS_BOTH, 0),
+            NfsArgop4::Getfh(()),
+        ]);
+        let (stateid, fh) = (stateid_of(&res[4]), handle_of(&res[5]));
+        let ops = compound(2, vec![a.sequence(false), putfh(&fh), write(stateid, 0, b"data")]);
+        store.inject(export_fails);
+        let first = try_call(&p, CLIENT_A, &root(), &ops);
+        if !held {
+            // Outside an HA pair every I/O error is answered, as knfsd does.
+            assert_eq!(first.unwrap().status, Nfsstat4::Io);
+            continue;
+        }
+        assert!(matches!(first, Err(keel_rpc::AcceptError::Drop)), "no reply: the client retransmits: {first:?}");
+        let again = try_call(&p, CLIENT_A, &root(), &ops).expect("the retransmission is answered");
+        assert_eq!(again.status, Nfsstat4::Ok, "the retransmission runs again: {again:?}");
+        // The slot moved on as after any request.
+        assert_eq!(a.status(vec![putfh(&fh), read(stateid, 100)]), Nfsstat4::Ok);
+    }
+}

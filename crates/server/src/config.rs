@@ -126,9 +126,10 @@ impl fmt::Display for NfsVersions {
 }
 
 impl NfsVersions {
-    /// The default under `[ha]`: a failover of NFSv4.1 clients (their
-    /// reclaim through the floating address) is not proven in the HA lab
-    /// yet, so an HA pair serves NFSv4 only when `nfs_versions` says so.
+    /// The default under `[ha]`: NFSv4.1 clients fail over with their
+    /// locks and data (the HA lab's `*_nfs41` cases), but after a public
+    /// link loss some waited over 5 s (docs/ha.md, "NFSv4.1 clients"), so
+    /// an HA pair serves NFSv4 only when `nfs_versions` says so.
     pub const V3_ONLY: NfsVersions = NfsVersions { v3: true, v41: false, v42: false };
 }
 

@@ -9,7 +9,11 @@
 //! between two writes), `keel verify check` (every acknowledged byte is
 //! there) and the kernel client's data read back and on the disk. And
 //! active/active: two services, one preferring each node, both on one
-//! node after the other crashes, one given back when it returns. Root only; skipped where Pacemaker is not installed.
+//! node after the other crashes, one given back when it returns. With an
+//! NFSv4.1 kernel client (`*_nfs41`, or every case with
+//! KEEL_HA_KERNEL_VERS=4.1), whose writer holds a POSIX lock through the
+//! fault, a second client must never get that lock. Root only; skipped
+//! where Pacemaker is not installed.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -32,6 +36,8 @@ const AGENT_INSTALLED: &str = "/usr/lib/ocf/resource.d/keel/keel";
 const FAILOVER_TIMEOUT: Duration = Duration::from_secs(60);
 const RUN_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/kernel-nfs-client/run.sh");
 const FAILOVER_WRITER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kernel/failover_writer.sh");
+/// The guest's lock-holding writer for the NFSv4.1 cases.
+const V4LOCK_C: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kernel/v4lock.c");
 /// The kernel client VM's address on the public network.
 const KERNEL_CLIENT_IP: &str = "10.77.1.20";
 /// Corosync's token timeout in the plan (KEEL_HA_TOKEN_MS overrides it).
@@ -388,6 +394,49 @@ struct KernelClient {
     seen: Vec<String>,
     service: Service,
     dir: String,
+    vers: KernelVers,
+}
+
+/// What the kernel client mounts and does in the failure table's cases.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum KernelVers {
+    /// NFSv3, writing with `dd ... conv=fsync`.
+    V3,
+    /// NFSv4.1, writing with fsync from one process that holds a POSIX
+    /// lock on the file through the fault (`v4lock lockwrite`): it must
+    /// reclaim the lock from the new node and carry on.
+    V41,
+}
+
+impl KernelVers {
+    /// The version of the table's cases: KEEL_HA_KERNEL_VERS ("3", the
+    /// default, or "4.1": `bench/ha.sh --vers 4.1`).
+    fn from_env() -> KernelVers {
+        match std::env::var("KEEL_HA_KERNEL_VERS").as_deref() {
+            Ok("4.1") => KernelVers::V41,
+            Ok("3") | Err(_) => KernelVers::V3,
+            Ok(other) => panic!("KEEL_HA_KERNEL_VERS={other}: 3 or 4.1"),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            KernelVers::V3 => "NFSv3",
+            KernelVers::V41 => "NFSv4.1",
+        }
+    }
+
+    /// The service's Keel configuration for this client: NFSv4.1 served
+    /// (not yet `[ha]`'s default), as `keel ha init` wrote it otherwise.
+    fn config(self, generated: String) -> String {
+        match self {
+            KernelVers::V3 => generated,
+            KernelVers::V41 => {
+                assert!(generated.contains("[server]\n"), "{generated}");
+                generated.replace("[server]\n", "[server]\nnfs_versions = [\"3\", \"4.1\", \"4.2\"]\n")
+            }
+        }
+    }
 }
 
 impl Drop for KernelClient {
@@ -398,6 +447,121 @@ impl Drop for KernelClient {
     }
 }
 
+/// What a lock prober's LOCK call got: None when no answer came (the
+/// service moving).
+type LockTry = (Instant, Option<keel_nlm_proto::nlm4::Nlm4Stats>);
+
+/// A second locker, another client: from the client's namespace, NLM LOCK
+/// calls (not blocking, exclusive, the whole file) on `fh` every 200 ms,
+/// through the floating address, until `stop` and an answer after it
+/// (bounded). A lock it is granted is given back at once (and the test
+/// fails on it). Every call and its answer.
+fn lock_prober(lab: &HaLab, fh: Vec<u8>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<LockTry>> {
+    use keel_nlm_proto::nlm4::{
+        NLM_PROGRAM, NLM_V4, Nlm4Lock, Nlm4Lockargs, Nlm4Proc, Nlm4Res, Nlm4Stats, Nlm4Unlockargs,
+    };
+    use keel_rpc_client::{Proc, Retry, bind_from, call};
+    use keel_xdr::{Decode, Decoder, Opaque};
+    let fh = bytes::Bytes::from(fh);
+    in_client_netns(lab, move || {
+        let sock = bind_from(CLIENT_IP.parse().unwrap()).unwrap();
+        let host = "lock-prober";
+        let alock = Nlm4Lock {
+            caller_name: Opaque(bytes::Bytes::from(host)),
+            fh: Opaque(fh),
+            oh: Opaque(bytes::Bytes::from(format!("{host}:1"))),
+            svid: 1,
+            l_offset: 0,
+            l_len: 0,
+        };
+        let server: std::net::SocketAddr = format!("{FLOATING_IP}:2049").parse().unwrap();
+        let proc_ = |p: Nlm4Proc| Proc { prog: NLM_PROGRAM, vers: NLM_V4, proc_: p as u32 };
+        let retry = Retry { timeout: Duration::from_millis(500), tries: 1 };
+        let mut tries = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(180);
+        while Instant::now() < deadline {
+            let stopping = stop.load(Ordering::Relaxed);
+            let args = Nlm4Lockargs {
+                cookie: "p".into(),
+                block: false,
+                exclusive: true,
+                alock: alock.clone(),
+                reclaim: false,
+                state: 1,
+            };
+            let at = Instant::now();
+            let stat = call(&sock, server, proc_(Nlm4Proc::Lock), &args, retry)
+                .ok()
+                .and_then(|res| Nlm4Res::decode(&mut Decoder::new(res)).ok())
+                .map(|r| r.stat);
+            if stat == Some(Nlm4Stats::Granted) {
+                let unlock = Nlm4Unlockargs { cookie: "u".into(), alock: alock.clone() };
+                let _ = call(
+                    &sock,
+                    server,
+                    proc_(Nlm4Proc::Unlock),
+                    &unlock,
+                    Retry { timeout: Duration::from_secs(1), tries: 3 },
+                );
+            }
+            tries.push((at, stat));
+            if stopping && stat.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        tries
+    })
+}
+
+/// What the second locker found through a fault.
+#[derive(Clone, Copy, Debug)]
+struct LockOutcome {
+    /// From the fault to the new node's "grace period over" (None: the
+    /// service did not move, so there was no grace period).
+    grace_over: Option<Duration>,
+    /// Its LOCK calls answered DENIED_GRACE_PERIOD, DENIED and GRANTED
+    /// from the fault on.
+    in_grace: usize,
+    denied: usize,
+    granted: usize,
+}
+
+/// The "grace period over" lines in the log of Keel on `node`.
+fn grace_over_lines(lab: &HaLab, node: Node) -> Vec<String> {
+    let log = std::fs::read_to_string(lab.log_dir(node).join(format!("keel/{GROUP}-keel.log"))).unwrap_or_default();
+    log.lines().filter(|l| l.contains("grace period over")).map(str::to_string).collect()
+}
+
+/// When, from the fault, Keel on `node` logged lines that contain `what`
+/// (from its `skip`th such line on).
+fn logged_after(lab: &HaLab, node: Node, what: &str, skip: usize, fault_second: f64) -> Vec<Duration> {
+    let log = std::fs::read_to_string(lab.log_dir(node).join(format!("keel/{GROUP}-keel.log"))).unwrap_or_default();
+    log.lines()
+        .filter(|l| l.contains(what))
+        .skip(skip)
+        .map(|l| Duration::from_secs_f64((second_of_day(Some(l)) - fault_second).rem_euclid(86_400.0)))
+        .collect()
+}
+
+/// Seconds since midnight UTC of a log line's timestamp
+/// (`2026-11-27T12:57:39.414895Z ...`), or of now.
+fn second_of_day(line: Option<&str>) -> f64 {
+    match line {
+        Some(l) => {
+            let time =
+                l.split_whitespace().next().and_then(|t| t.split_once('T')).map(|(_, t)| t.trim_end_matches('Z'));
+            let hms: Vec<f64> = time.unwrap_or_default().split(':').filter_map(|f| f.parse().ok()).collect();
+            assert_eq!(hms.len(), 3, "a timestamp in {l}");
+            hms[0] * 3600.0 + hms[1] * 60.0 + hms[2]
+        }
+        None => {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+            now.as_secs_f64() % 86_400.0
+        }
+    }
+}
+
 /// What the kernel client saw.
 struct KernelOutcome {
     /// Its longest wait between two completed (fsynced) writes.
@@ -405,16 +569,24 @@ struct KernelOutcome {
 }
 
 impl KernelClient {
-    fn start(lab: &HaLab, service: Service) -> KernelClient {
+    fn start(lab: &HaLab, service: Service, vers: KernelVers) -> KernelClient {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let dir = format!("kclient-{}", N.fetch_add(1, Ordering::SeqCst));
         let script = lab.dir().join(format!("{dir}.sh"));
         std::fs::write(&script, std::fs::read_to_string(FAILOVER_WRITER).unwrap().replace("DIR", &dir)).unwrap();
         let tap = "kclient0";
         let ns = lab.public_tap(tap);
-        let mut child = ns
-            .cmd(&[RUN_SH, "--tap", tap, "--ip", KERNEL_CLIENT_IP, "--server", service.ip])
-            .args(["--hostname", "kclient", "--port", "2049", "--timeout", "400", "--export", service.export])
+        let mut cmd = ns.cmd(&[RUN_SH, "--tap", tap, "--ip", KERNEL_CLIENT_IP, "--server", service.ip]);
+        cmd.args(["--hostname", "kclient", "--port", "2049", "--timeout", "400", "--export", service.export]);
+        if vers == KernelVers::V41 {
+            // With /opt/v4lock the guest's writer holds a lock.
+            let v4lock = lab.dir().join("v4lock");
+            if !v4lock.exists() {
+                keel_testkit::procs::build_static_c(Path::new(V4LOCK_C), &v4lock);
+            }
+            cmd.args(["--vers", "4.1", "--file"]).arg(&v4lock);
+        }
+        let mut child = cmd
             .arg(&script)
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .stdout(Stdio::piped())
@@ -436,7 +608,7 @@ impl KernelClient {
                 }
             });
         }
-        KernelClient { child, lines, seen: Vec::new(), service, dir }
+        KernelClient { child, lines, seen: Vec::new(), service, dir, vers }
     }
 
     /// The value of the guest's `RESULT key=value` line, waiting up to
@@ -462,6 +634,26 @@ impl KernelClient {
         if self.result("writing", Duration::from_secs(180)).is_none() {
             panic!("the kernel client did not start writing:\n{}", self.seen.join("\n"));
         }
+        if self.vers == KernelVers::V41 {
+            let mounted = self.seen.iter().find(|l| l.starts_with("KCLIENT-MOUNTED")).cloned().unwrap_or_default();
+            assert!(mounted.contains("vers=4.1"), "the kernel client mounted with NFSv4.1: {mounted}");
+            assert!(self.result("locked", Duration::ZERO).is_some(), "the kernel client holds its lock");
+        }
+    }
+
+    /// The NFSv3 handle of the file the guest writes (and locks), looked
+    /// up from the client's namespace.
+    fn data_handle(&self, lab: &HaLab) -> Vec<u8> {
+        let (export, dir) = (self.service.export, self.dir.clone());
+        let addr: std::net::SocketAddr = format!("{}:2049", self.service.ip).parse().unwrap();
+        in_client_netns(lab, move || {
+            let mut nfs = Nfs::connect(addr).expect("connect");
+            let root = nfs.mount(export).expect("MNT");
+            let dir = nfs.lookup(&root, &dir).expect("LOOKUP of the guest's directory");
+            nfs.lookup(&dir, "data").expect("LOOKUP of the guest's file")
+        })
+        .join()
+        .unwrap()
     }
 
     /// Tells the guest to stop writing (through the file system of the
@@ -504,6 +696,8 @@ struct Outcome {
     interruption: Option<Duration>,
     /// The kernel client's longest wait between two writes, if it ran.
     kernel: Option<Duration>,
+    /// With the NFSv4.1 kernel client: what a second locker found.
+    lock: Option<LockOutcome>,
 }
 
 /// Who writes through a fault.
@@ -512,7 +706,7 @@ enum Clients {
     /// `keel verify` and the prober.
     Own,
     /// Those and the Linux kernel client.
-    WithKernel,
+    WithKernel(KernelVers),
 }
 
 /// Where the service must be after the fault.
@@ -530,8 +724,8 @@ enum Expect {
 /// injects `fault` once some data is acknowledged, waits for the service
 /// where `expect` says, lets the writers finish and checks every
 /// acknowledged byte.
-fn fail_over(lab: &HaLab, what: &str, expect: Expect, fault: &dyn Fn(&HaLab)) -> Outcome {
-    let (outcome, check) = fail_over_checked(lab, what, expect, Clients::WithKernel, fault);
+fn fail_over(lab: &HaLab, what: &str, expect: Expect, vers: KernelVers, fault: &dyn Fn(&HaLab)) -> Outcome {
+    let (outcome, check) = fail_over_checked(lab, what, expect, Clients::WithKernel(vers), fault);
     assert!(check.status.success(), "{what}: acknowledged data lost:\n{check:?}");
     assert!(outcome.interruption.is_some(), "{what}: the prober never wrote after the fault");
     outcome
@@ -546,11 +740,25 @@ fn fail_over_checked(
     clients: Clients,
     fault: &dyn Fn(&HaLab),
 ) -> (Outcome, keel_testkit::procs::Output) {
-    let kernel = (clients == Clients::WithKernel).then(|| {
-        let mut k = KernelClient::start(lab, NFS);
-        k.wait_writing();
-        k
-    });
+    let kernel = match clients {
+        Clients::WithKernel(vers) => {
+            let mut k = KernelClient::start(lab, NFS, vers);
+            k.wait_writing();
+            Some(k)
+        }
+        Clients::Own => None,
+    };
+    // The NFSv4.1 client's lock: a second client tries to take it from
+    // before the fault to after the grace period.
+    let lock_stop = Arc::new(AtomicBool::new(false));
+    let locker = kernel
+        .as_ref()
+        .filter(|k| k.vers == KernelVers::V41)
+        .map(|k| lock_prober(lab, k.data_handle(lab), lock_stop.clone()));
+    let graces_before = grace_over_lines(lab, Node::B).len();
+    let kernel_peer = format!("connection opened peer={KERNEL_CLIENT_IP}:");
+    let log_b = |what: &str| logged_after(lab, Node::B, what, 0, 0.0).len();
+    let (reconnects_before, tickles_before) = (log_b(&kernel_peer), log_b("sent tickle ACKs"));
     let journal = lab.dir().join(format!("{}.journal", what.replace(' ', "-")));
     let stop = Stop::default();
     let probe = prober(lab, NFS, stop.clone());
@@ -559,6 +767,8 @@ fn fail_over_checked(
     let fenced_before = lab.power_actions(Node::A).len();
 
     let t = Instant::now();
+    // The fault by the clock of the nodes' logs.
+    let fault_second = second_of_day(None);
     fault(lab);
     let failover = match expect {
         Expect::StaysOnA => {
@@ -574,7 +784,75 @@ fn fail_over_checked(
     stop.set();
     let ok = probe.join().unwrap();
     let check = check_journal(lab, &journal);
+    let lock = locker.map(|locker| {
+        // The new node's grace period ends once the guest has reclaimed
+        // (it is the only client on record); the locker goes on until
+        // an answer after that.
+        let grace_over = failover.map(|_| {
+            let deadline = Instant::now() + Duration::from_secs(90);
+            let over = loop {
+                if let Some(l) = grace_over_lines(lab, Node::B).get(graces_before) {
+                    break l.clone();
+                }
+                assert!(Instant::now() < deadline, "{what}: no end of the grace period on B\n{}", lab.diagnostics());
+                std::thread::sleep(Duration::from_millis(100));
+            };
+            eprintln!("{what}: on B: {over}");
+            // What the kernel client's interruption is made of.
+            let at = |what: &str, skip| {
+                let times = logged_after(lab, Node::B, what, skip, fault_second);
+                times.first().map_or("-".into(), |d| format!("+{d:.1?}"))
+            };
+            eprintln!(
+                "{what}: on B: tickle ACKs sent {}, the kernel client connected {} after the fault",
+                at("sent tickle ACKs", tickles_before),
+                at(&kernel_peer, reconnects_before)
+            );
+            // Its connections on both nodes since the lab started (a
+            // reconnection from a port an earlier one used may meet
+            // what is left of that one).
+            for node in Node::ALL {
+                let log = std::fs::read_to_string(lab.log_dir(node).join(format!("keel/{GROUP}-keel.log")))
+                    .unwrap_or_default();
+                let peers: Vec<&str> = log
+                    .lines()
+                    .filter(|l| l.contains(&kernel_peer) || l.contains(&format!("closed peer={KERNEL_CLIENT_IP}:")))
+                    .collect();
+                eprintln!("{what}: the kernel client's connections on {}:\n{}", node.name(), peers.join("\n"));
+            }
+            Duration::from_secs_f64((second_of_day(Some(&over)) - fault_second).rem_euclid(86_400.0))
+        });
+        lock_stop.store(true, Ordering::Relaxed);
+        let tries = locker.join().unwrap();
+        (grace_over, tries)
+    });
+    // The guest's own account first: an error it saw explains the rest.
     let kernel = kernel.map(|k| k.finish(lab, what).max_gap);
+    let lock = lock.map(|(grace_over, tries)| {
+        use keel_nlm_proto::nlm4::Nlm4Stats;
+        let after: Vec<_> = tries.iter().filter(|(at, _)| *at >= t).filter_map(|(_, s)| *s).collect();
+        let count = |s: Nlm4Stats| after.iter().filter(|a| **a == s).count();
+        let before: Vec<_> = tries.iter().filter(|(at, _)| *at < t).filter_map(|(_, s)| *s).collect();
+        assert!(
+            !before.is_empty() && before.iter().all(|s| *s == Nlm4Stats::Denied),
+            "{what}: before the fault a second client's lock is denied: {before:?}"
+        );
+        let outcome = LockOutcome {
+            grace_over,
+            in_grace: count(Nlm4Stats::DeniedGracePeriod),
+            denied: count(Nlm4Stats::Denied),
+            granted: count(Nlm4Stats::Granted),
+        };
+        assert!(
+            // (A node whose storage fails may answer FAILED: not a grant.)
+            after.iter().all(|s| *s != Nlm4Stats::Granted),
+            "{what}: the kernel client's lock was taken by a second client through the fault: {outcome:?} \
+             {after:?}\n{}",
+            lab.diagnostics()
+        );
+        assert_eq!(after.last(), Some(&Nlm4Stats::Denied), "{what}: after the grace period the lock is held");
+        outcome
+    });
 
     let fenced: Vec<_> =
         lab.power_actions(Node::A).into_iter().skip(fenced_before).filter(|e| e.action != "on").collect();
@@ -599,9 +877,9 @@ fn fail_over_checked(
             assert!(fenced.iter().all(|e| !e.answered), "{what}: A was not fenced: {fenced:?}")
         }
     }
-    let outcome = Outcome { failover, interruption: interruption(&ok, t), kernel };
+    let outcome = Outcome { failover, interruption: interruption(&ok, t), kernel, lock };
     eprintln!(
-        "ha_failover: {what}: {}; client writes interrupted for {:?}{}; keel verify check: {}",
+        "ha_failover: {what}: {}; client writes interrupted for {:?}{}{}; keel verify check: {}",
         match outcome.failover {
             Some(d) => format!("Keel started on B {d:.1?} after the fault"),
             None => "the service stayed on A".into(),
@@ -609,6 +887,17 @@ fn fail_over_checked(
         outcome.interruption,
         match outcome.kernel {
             Some(g) => format!(", the kernel client's for {g:.1?} (its data read back intact)"),
+            None => String::new(),
+        },
+        match outcome.lock {
+            Some(l) => format!(
+                "; its lock kept (a second client's LOCK: {} DENIED_GRACE_PERIOD, {} DENIED, {} GRANTED from the \
+                 fault on; grace period over {})",
+                l.in_grace,
+                l.denied,
+                l.granted,
+                l.grace_over.map_or("-: no restart".into(), |g| format!("{g:.1?} after the fault"))
+            ),
             None => String::new(),
         },
         if check.status.success() { "every acknowledged byte there" } else { "DATA LOST" }
@@ -624,17 +913,23 @@ fn ha_status(lab: &HaLab, node: Node) -> keel_testkit::procs::Output {
 /// Trials of one row of the NSS7.0-HA paper's failure table (docs/benchmarks.md,
 /// "Reference systems"): KEEL_HA_TRIALS of them
 /// (default 1), each from the service on A; between two, `repair` and the
-/// service's return to A (it prefers A). Prints p50 and p99.
+/// service's return to A (it prefers A). Prints p50 and p99. The kernel
+/// client mounts the version KEEL_HA_KERNEL_VERS says (NFSv3 by default).
 fn case(what: &str, expect: Expect, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaLab)) -> HaLab {
+    case_with(what, expect, KernelVers::from_env(), fault, repair)
+}
+
+/// `case` with the kernel client on `vers`.
+fn case_with(what: &str, expect: Expect, vers: KernelVers, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaLab)) -> HaLab {
     let trials: usize = std::env::var("KEEL_HA_TRIALS").ok().and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
-    let (lab, config) = lab_serving_from_a();
+    let (lab, config) = lab_serving_from_a_with(|c| vers.config(c));
     let mut outcomes = Vec::new();
     for trial in 0..trials {
         if trial > 0 {
             repair(&lab);
             lab.wait_until_running_on(GROUP, Node::A, FAILOVER_TIMEOUT);
         }
-        outcomes.push(fail_over(&lab, what, expect, fault));
+        outcomes.push(fail_over(&lab, what, expect, vers, fault));
     }
     let pct = |mut v: Vec<Duration>, p: f64| {
         v.sort();
@@ -648,13 +943,26 @@ fn case(what: &str, expect: Expect, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaL
         format!("failover p50 {:.1?} p99 {:.1?}", pct(moves.clone(), 0.5), pct(moves, 0.99))
     };
     let kernel: Vec<Duration> = outcomes.iter().filter_map(|o| o.kernel).collect();
+    let locks: Vec<LockOutcome> = outcomes.iter().filter_map(|o| o.lock).collect();
+    let graces: Vec<Duration> = locks.iter().filter_map(|l| l.grace_over).collect();
+    let lock = match (locks.len(), graces.is_empty()) {
+        (0, _) => String::new(),
+        (n, true) => format!(", lock kept in {n} of {n}"),
+        (n, false) => format!(
+            ", lock kept in {n} of {n}, grace period over p50 {:.1?} max {:.1?} after the fault",
+            pct(graces.clone(), 0.5),
+            pct(graces, 1.0)
+        ),
+    };
     eprintln!(
         "ha_failover summary: {what}: {trials} trial(s), {server}, client interruption p50 {:.1?} p99 {:.1?}, \
-         kernel client's p50 {:.1?} p99 {:.1?}, 0 bytes lost",
+         kernel client's ({}) p50 {:.1?} p99 {:.1?} max {:.1?}{lock}, 0 bytes lost",
         pct(gaps.clone(), 0.5),
         pct(gaps, 0.99),
+        vers.name(),
         pct(kernel.clone(), 0.5),
-        pct(kernel, 0.99)
+        pct(kernel.clone(), 0.99),
+        pct(kernel, 1.0)
     );
     let _ = std::fs::remove_file(config);
     lab
@@ -678,6 +986,29 @@ fn server_crash() {
     assert!(after.stdout.contains("before that by keel-ha-a"), "{after:?}");
     assert!(after.stdout.contains("of keel-ha-a by keel-ha-b"), "the fencing is shown: {after:?}");
     assert!(after.stdout.contains("keel-ha-a OFFLINE"), "{after:?}");
+}
+
+/// The failure table's first row with the NFSv4.1 kernel client: it
+/// writes with fsync from a process that holds a POSIX lock on its file
+/// through a crash of A. On B it reclaims its open and its lock (its
+/// record in state_dir/nfs4-clients, on the shared disk, says it may, and
+/// B presents the same server scope), sends RECLAIM_COMPLETE, which ends
+/// the grace period, and carries on without an error; a second client is
+/// denied the lock before, during and after the grace period; every
+/// fsynced byte is there.
+#[test]
+fn server_crash_nfs41() {
+    if skip() {
+        return;
+    }
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    case_with(
+        "server crash, NFSv4.1 client with a lock",
+        Expect::FencedBy(Switch::Ipmi),
+        KernelVers::V41,
+        &|lab| lab.crash(Node::A),
+        &power_on_a,
+    );
 }
 
 #[test]
@@ -798,6 +1129,27 @@ fn storage_path_loss() {
     });
 }
 
+/// Storage path loss with the NFSv4.1 kernel client holding a lock: A's
+/// Keel answers nothing that failed with its storage (no NFS4ERR_IO, so
+/// no EIO from the guest's fsync), and the client reclaims from B.
+#[test]
+fn storage_path_loss_nfs41() {
+    if skip() {
+        return;
+    }
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    case_with(
+        "storage path loss, NFSv4.1 client with a lock",
+        Expect::MovedUnfenced,
+        KernelVers::V41,
+        &|lab| lab.storage_path_loss(Node::A),
+        &|lab| {
+            lab.storage_path_repair(Node::A);
+            lab.crm(Node::A, &["resource", "cleanup", GROUP]);
+        },
+    );
+}
+
 /// As in the NSS7.0-HA paper: with the private switch gone, neither node can fence the
 /// other, and the service goes on where it is. Not repaired: both nodes'
 /// queued fencing would then reach the switches.
@@ -807,8 +1159,9 @@ fn heartbeat_switch_loss() {
         return;
     }
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let (lab, config) = lab_serving_from_a();
-    fail_over(&lab, "heartbeat switch loss", Expect::StaysOnA, &|lab| lab.heartbeat_switch_down());
+    let vers = KernelVers::from_env();
+    let (lab, config) = lab_serving_from_a_with(|c| vers.config(c));
+    fail_over(&lab, "heartbeat switch loss", Expect::StaysOnA, vers, &|lab| lab.heartbeat_switch_down());
     let _ = std::fs::remove_file(config);
 }
 

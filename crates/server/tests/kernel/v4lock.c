@@ -15,6 +15,15 @@
  *                                 creates HELD, waits for GO (at most 180
  *                                 s), writes and fsyncs another line,
  *                                 unlocks and closes: every call checked
+ *   v4lock lockwrite FILE SRC BLOCKS CONTROL
+ *                                 takes a POSIX write lock on FILE (made if
+ *                                 need be) and, holding it, writes 64 KiB
+ *                                 blocks of SRC, each made stable by fsync
+ *                                 before the next, cycling over BLOCKS, until
+ *                                 CONTROL reads "stop" (at most 150 s); then
+ *                                 unlocks: the HA lab's writer (as
+ *                                 failover_writer.sh's dd loop) with a lock
+ *                                 held through the failover
  *   v4lock alloc FILE OFF LEN     fallocate(2): space for the range (FILE
  *                                 made if need be)
  *   v4lock punch FILE OFF LEN     fallocate(2): PUNCH_HOLE | KEEP_SIZE
@@ -29,7 +38,12 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#define BLOCK (64 * 1024)
+/* lockwrite gives up after this long (the host then finds no "stopped"). */
+#define LOCKWRITE_SECONDS 150
 
 /* Takes (or, with `unlock`, releases) the whole-file write lock. */
 static int lock(const char *how, int fd, int wait, int unlock) {
@@ -46,8 +60,66 @@ static int fail(const char *key) {
   return 1;
 }
 
+/* CLOCK_MONOTONIC in centiseconds. */
+static long long now_cs(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 100LL + t.tv_nsec / 10000000;
+}
+
+/* Whether CONTROL says "stop" (opened anew each time: close-to-open
+   makes each open see the host's change). */
+static int told_to_stop(const char *control) {
+  char buf[8] = { 0 };
+  int fd = open(control, O_RDONLY);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  return n >= 4 && !strncmp(buf, "stop", 4);
+}
+
+static int lockwrite(const char *file, const char *src, long blocks, const char *control) {
+  static char data[BLOCK];
+  int in = open(src, O_RDONLY);
+  int fd = open(file, O_RDWR | O_CREAT, 0644);
+  if (in < 0 || fd < 0) return fail("error=open");
+  if (lock("posix", fd, 1, 0) < 0) return fail("error=lock");
+  printf("RESULT locked=1\nRESULT writing=1\n");
+  long long start = now_cs(), last = start, max = 0, n = 0;
+  while (now_cs() - start < LOCKWRITE_SECONDS * 100LL) {
+    long i = n % blocks;
+    if (pread(in, data, BLOCK, (off_t)i * BLOCK) != BLOCK) return fail("error=read source");
+    if (pwrite(fd, data, BLOCK, (off_t)i * BLOCK) != BLOCK) {
+      printf("RESULT error=write block %ld: errno %d\n", i, errno);
+      return 1;
+    }
+    if (fsync(fd) < 0) {
+      printf("RESULT error=fsync block %ld: errno %d\n", i, errno);
+      return 1;
+    }
+    long long t = now_cs(), gap = t - last;
+    if (gap > max) max = gap;
+    last = t;
+    if (gap > 50) printf("slow write at %lld cs: %lld cs\n", t - start, gap);
+    if (n % 500 == 0) printf("write %lld at %lld cs\n", n, t - start);
+    n++;
+    if (told_to_stop(control)) {
+      printf("RESULT stopped=1\n");
+      break;
+    }
+  }
+  printf("RESULT writes=%lld\nRESULT max_gap_cs=%lld\n", n, max);
+  if (lock("posix", fd, 0, 1) < 0) return fail("error=unlock");
+  if (close(fd) < 0) return fail("error=close");
+  printf("RESULT unlocked=1\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 4) return 2;
+  /* The console is a pipe: each line as it comes. */
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (!strcmp(argv[1], "lockwrite") && argc == 6) return lockwrite(argv[2], argv[3], atol(argv[4]), argv[5]);
   const char *op = argv[1];
   if (!strcmp(op, "try") && argc == 5) {
     int fd = open(argv[3], O_RDWR);
