@@ -59,23 +59,10 @@ while [ $# -gt 0 ]; do
     *) echo "krb5.sh: unknown option $1 (see the header of $0)" >&2; exit 2;;
   esac
 done
-[ "$(id -u)" -eq 0 ] || { echo "krb5.sh: run as root" >&2; exit 1; }
-[ -x "$keel" ] || { echo "krb5.sh: no server binary $keel: cargo build --release -p keel, or give --keel" >&2; exit 1; }
-if [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
-  echo "krb5.sh: $out already holds results; give another --out" >&2; exit 2
-fi
-mkdir -p "$out"
-run=$(mktemp -d /var/tmp/keel-krb5-bench.XXXXXX)
-chmod 700 "$run"
-lab=$run/lab keel_pid=
-cleanup() {
-  [ -n "$keel_pid" ] && kill "$keel_pid" 2>/dev/null && wait "$keel_pid" 2>/dev/null
-  "$repo/tools/krb5-lab/stop.sh" "$lab" >/dev/null 2>&1 || true
-  rm -rf "$run"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+name=krb5
+. "$here/kclient/lib.sh"
+lab=$run/lab
+cleanup_also='"$repo/tools/krb5-lab/stop.sh" "$lab" >/dev/null 2>&1 || true'
 "$repo/tools/krb5-lab/setup.sh" "$lab" --port "$(free_port)" >/dev/null
 
 port=$(free_port)
@@ -97,15 +84,14 @@ insecure = true
 sec = ["sys", "krb5", "krb5i", "krb5p"]
 clients = [{ host = "*" }]
 CONF
-KRB5_CONFIG=$lab/krb5.conf "$keel" serve --config "$run/keel.toml" > "$out/keel.out" 2> "$out/keel.log" &
-keel_pid=$!
-for _ in $(seq 100); do bash -c "echo > /dev/tcp/127.0.0.1/$port" 2>/dev/null && break; sleep 0.2; done
+keel_start "$port" "$run/keel.toml" KRB5_CONFIG="$lab/krb5.conf"
 
 printf 'rounds=%s\nmib=%s\nreads=%s\nsyncs=%s\nport=%s\nexport=%s\n' "$rounds" "$mib" "$reads" "$syncs" "$port" "$run/export" > "$run/bench.env"
-{ uname -a; nproc; grep -m1 'model name' /proc/cpuinfo; uptime; "$keel" --version 2>/dev/null || true; } > "$out/machine.txt"
+machine_txt
 "$repo/tools/kernel-nfs-client/run.sh" --guest debian --krb5 "$lab/guest" \
   --hostname client.keel.test --server-name server.keel.test --port "$port" \
   --export "$run/export" --opts sec=sys --timeout 3000 --file "$run/bench.env" \
+  --file "$here/kclient/guest-lib.sh" \
   "$here/krb5/guest.sh" > "$out/guest.log" 2>&1 || { tail -40 "$out/guest.log" >&2; exit 1; }
 grep -q 'RESULT done=1' "$out/guest.log" || { tail -40 "$out/guest.log" >&2; exit 1; }
 

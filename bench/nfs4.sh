@@ -45,23 +45,9 @@ while [ $# -gt 0 ]; do
     *) echo "nfs4.sh: unknown option $1 (see the header of $0)" >&2; exit 2;;
   esac
 done
-[ "$(id -u)" -eq 0 ] || { echo "nfs4.sh: run as root" >&2; exit 1; }
-[ -x "$keel" ] || { echo "nfs4.sh: no server binary $keel: cargo build --release -p keel, or give --keel" >&2; exit 1; }
-if [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
-  echo "nfs4.sh: $out already holds results; give another --out" >&2; exit 2
-fi
-mkdir -p "$out"
-run=$(mktemp -d /var/tmp/keel-nfs4-bench.XXXXXX)
-chmod 700 "$run"
-keel_pid=
-cleanup() {
-  [ -n "$keel_pid" ] && kill "$keel_pid" 2>/dev/null && wait "$keel_pid" 2>/dev/null
-  mountpoint -q "$run/export" && umount "$run/export"
-  rm -rf "$run"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+name=nfs4
+. "$here/kclient/lib.sh"
+cleanup_also='mountpoint -q "$run/export" && umount "$run/export"'
 truncate -s 2G "$run/xfs.img"
 mkfs.xfs -q -f "$run/xfs.img"
 mkdir "$run/export"
@@ -83,14 +69,12 @@ access = "rw"
 insecure = true
 clients = [{ host = "*" }]
 CONF
-"$keel" serve --config "$run/keel.toml" > "$out/keel.out" 2> "$out/keel.log" &
-keel_pid=$!
-for _ in $(seq 100); do bash -c "echo > /dev/tcp/127.0.0.1/$port" 2>/dev/null && break; sleep 0.2; done
+keel_start "$port" "$run/keel.toml"
 
 printf 'rounds=%s\nfiles=%s\nmib=%s\nreads=%s\nport=%s\nexport=%s\n' "$rounds" "$files" "$mib" "$reads" "$port" "$run/export" > "$run/bench.env"
-{ uname -a; nproc; grep -m1 'model name' /proc/cpuinfo; uptime; "$keel" --version 2>/dev/null || true; } > "$out/machine.txt"
+machine_txt
 "$repo/tools/kernel-nfs-client/run.sh" --guest debian --vers 3 --port "$port" \
-  --export "$run/export" --timeout 3000 --file "$run/bench.env" \
+  --export "$run/export" --timeout 3000 --file "$run/bench.env" --file "$here/kclient/guest-lib.sh" \
   "$here/nfs4/guest.sh" > "$out/guest.log" 2>&1 || { tail -40 "$out/guest.log" >&2; exit 1; }
 grep -q 'RESULT done=1' "$out/guest.log" || { tail -40 "$out/guest.log" >&2; exit 1; }
 # The server's side: calls and latency per procedure and v4 operation.

@@ -3,41 +3,21 @@
 # /opt/bench.env: rounds, mib, reads, syncs, port, export.
 exec </dev/null
 . /opt/bench.env
-result() { echo "RESULT $1=$2"; }
-drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+. /opt/guest-lib.sh
 o="vers=3,proto=tcp,port=$port,mountport=$port,mountproto=tcp,nolock"
 for f in krb5 krb5i krb5p; do
   mkdir -p /mnt/$f
   timeout 120 mount -t nfs -o "$o,sec=$f" "server.keel.test:$export" /mnt/$f || { result mount_$f failed; exit 1; }
 done
 dir() { [ "$1" = sys ] && echo /mnt/nfs || echo "/mnt/$1"; }
-# MiB/s of a dd run, from its last line ("... bytes ... copied, S s, ...").
-rate() { sed -n '$s/^\([0-9]*\) bytes.* copied, \([0-9.]*\) s.*/\1 \2/p' | awk '{printf "%.1f", $1 / 1048576 / $2}'; }
 for round in $(seq "$rounds"); do
   # Every round starts with the next flavor.
   k=$(( (round - 1) % 4 ))
   order=$(echo sys krb5 krb5i krb5p sys krb5 krb5i krb5p | cut -d' ' -f$((k + 1))-$((k + 4)))
   for f in $order; do
     d=$(dir "$f")
-    rm -f "$d/seq-$f"
-    drop_caches
-    w=$(dd if=/dev/zero of="$d/seq-$f" bs=1M count="$mib" conv=fsync 2>&1 | rate)
-    result row "$f $round write $w"
-    drop_caches
-    r=$(dd if="$d/seq-$f" of=/dev/null bs=1M 2>&1 | rate)
-    result row "$f $round read $r"
-    start=$(date +%s%N)
-    perl -e '
-      use Fcntl;
-      my ($file, $n) = @ARGV;
-      sysopen(my $fh, $file, O_RDONLY | O_DIRECT) or die "$file: $!";
-      my $blocks = int((-s $file) / 4096); my $buf;
-      for (1 .. $n) {
-        sysseek($fh, int(rand($blocks)) * 4096, 0) or die "seek: $!";
-        sysread($fh, $buf, 4096) == 4096 or die "read: $!";
-      }' "$d/seq-$f" "$reads"
-    iops=$(( reads * 1000000000 / ($(date +%s%N) - start) ))
-    result row "$f $round rand4k $iops"
+    seq_write_read "$f" "$round" "$d/seq-$f" "$mib"
+    rand4k "$f" "$round" "$d/seq-$f" "$reads"
     # One call in flight: 4 KiB O_DIRECT reads, then 4 KiB O_DIRECT|O_DSYNC
     # writes (each a stable WRITE), at random offsets; microseconds each.
     for op in read4k_us write4k_us; do

@@ -3,15 +3,12 @@
 # /opt/bench.env: rounds, mib, reads, files, port, export.
 exec </dev/null
 . /opt/bench.env
-result() { echo "RESULT $1=$2"; }
-drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+. /opt/guest-lib.sh
 for v in 4.1 4.2; do
   mkdir -p /mnt/v$v
   timeout 120 mount -t nfs -o "vers=$v,proto=tcp,port=$port" "10.0.2.2:$export" /mnt/v$v || { result mount_$v failed; exit 1; }
 done
 dir() { [ "$1" = 3 ] && echo /mnt/nfs || echo "/mnt/v$1"; }
-# MiB/s of a dd run, from its last line ("... bytes ... copied, S s, ...").
-rate() { sed -n '$s/^\([0-9]*\) bytes.* copied, \([0-9.]*\) s.*/\1 \2/p' | awk '{printf "%.1f", $1 / 1048576 / $2}'; }
 # Files per second of one metadata phase over FILES files in DIR, in one
 # process, as mdtest does with one task: create (creat(), as mdtest; O_EXCL
 # would make NFSv3's an exclusive CREATE plus a SETATTR), then close; stat
@@ -42,25 +39,8 @@ for round in $(seq "$rounds"); do
       result row "$v $round $phase $r"
     done
     rmdir "$d/meta-$v"
-    rm -f "$d/seq-$v"
-    drop_caches
-    w=$(dd if=/dev/zero of="$d/seq-$v" bs=1M count="$mib" conv=fsync 2>&1 | rate)
-    result row "$v $round write $w"
-    drop_caches
-    r=$(dd if="$d/seq-$v" of=/dev/null bs=1M 2>&1 | rate)
-    result row "$v $round read $r"
-    start=$(date +%s%N)
-    perl -e '
-      use Fcntl;
-      my ($file, $n) = @ARGV;
-      sysopen(my $fh, $file, O_RDONLY | O_DIRECT) or die "$file: $!";
-      my $blocks = int((-s $file) / 4096); my $buf;
-      for (1 .. $n) {
-        sysseek($fh, int(rand($blocks)) * 4096, 0) or die "seek: $!";
-        sysread($fh, $buf, 4096) == 4096 or die "read: $!";
-      }' "$d/seq-$v" "$reads"
-    iops=$(( reads * 1000000000 / ($(date +%s%N) - start) ))
-    result row "$v $round rand4k $iops"
+    seq_write_read "$v" "$round" "$d/seq-$v" "$mib"
+    rand4k "$v" "$round" "$d/seq-$v" "$reads"
   done
 done
 for v in 4.1 4.2; do umount /mnt/v$v; done

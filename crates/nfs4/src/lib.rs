@@ -39,6 +39,7 @@ mod deleg;
 mod deleg_tests;
 mod errno;
 mod ops;
+mod owners;
 mod program;
 #[cfg(test)]
 mod tests;
@@ -46,6 +47,7 @@ mod tests;
 pub use callback::CallbackCounters;
 pub use compound::{Compound, ExportFh, Filehandle};
 pub use ops::{OpEntry, OpFlags, operation_names};
+pub use owners::{NameDatabase, OwnerNames};
 pub use program::{MinorVersions, Nfs4Config, Nfs4Program, OpObserver};
 
 /// Largest READ and WRITE (`maxread`, `maxwrite`): NFSv3's, 1 MiB.

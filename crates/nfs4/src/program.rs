@@ -19,6 +19,7 @@ use keel_store::{Object, Store, Time};
 use keel_xdr::{Decode, Decoder, Encoder, XdrError};
 
 use crate::compound;
+use crate::owners::OwnerNames;
 
 /// The minor versions of NFSv4 served (nfs.conf's `vers4.1`, `vers4.2`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +93,9 @@ pub struct Nfs4Program<S: Store> {
     export_roots: Mutex<HashMap<u32, Bytes>>,
     /// The backchannel: probes and recalls (`callback.rs`).
     pub(crate) callbacks: crate::callback::Callbacks,
+    /// Owner names taken in SETATTR, OPEN and CREATE: `None` takes numbers
+    /// only.
+    pub(crate) owner_names: Option<OwnerNames>,
 }
 
 impl<S: Store> Nfs4Program<S> {
@@ -137,6 +141,7 @@ impl<S: Store> Nfs4Program<S> {
             started,
             export_roots: Mutex::new(HashMap::new()),
             callbacks,
+            owner_names: None,
         }
     }
 
@@ -153,6 +158,13 @@ impl<S: Store> Nfs4Program<S> {
     /// Offers read delegations on OPEN (`deleg.rs` says when; off by
     /// default: a local process's write to a delegated file is not seen).
     /// Needs [`Nfs4Program::with_reply_router`] to recall them.
+    /// Also takes `name@domain` owners of `names`' domain (numbers are
+    /// always taken).
+    pub fn with_owner_names(mut self, names: OwnerNames) -> Self {
+        self.owner_names = Some(names);
+        self
+    }
+
     pub fn with_read_delegations(mut self, on: bool) -> Self {
         self.callbacks.set_read_delegations(on);
         self

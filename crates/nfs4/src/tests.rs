@@ -56,6 +56,10 @@ fn program() -> Arc<Program> {
 }
 
 fn program_over(exports: Arc<ExportTable<SimStore>>, state: StateConfig) -> Arc<Program> {
+    Arc::new(unshared_program_over(exports, state))
+}
+
+fn unshared_program_over(exports: Arc<ExportTable<SimStore>>, state: StateConfig) -> Program {
     let config = Nfs4Config {
         minors: MinorVersions { v41: true, v42: true },
         state,
@@ -64,7 +68,7 @@ fn program_over(exports: Arc<ExportTable<SimStore>>, state: StateConfig) -> Arc<
         pseudo_key: PseudoKey::from_bytes([9; 16]),
         server_owner: Bytes::from_static(b"test-server"),
     };
-    Arc::new(Nfs4Program::new(exports, config, Box::new(MemoryRecords::new())).unwrap())
+    Nfs4Program::new(exports, config, Box::new(MemoryRecords::new())).unwrap()
 }
 
 /// One COMPOUND call from `peer` as `cred`: the reply.
@@ -496,6 +500,45 @@ fn read_only_and_squashing_exports_hold_as_for_nfsv3() {
     let chown = NfsArgop4::Setattr(Setattr4Args { stateid: Stateid4::ANONYMOUS, obj_attributes: named });
     let res = a.run(vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a"), chown]);
     assert_eq!(res.status, Nfsstat4::Badowner);
+}
+
+#[test]
+fn owner_names_of_the_configured_domain_are_the_database_s_ids() {
+    struct Names;
+    impl crate::NameDatabase for Names {
+        fn uid(&self, user: &str) -> Option<u32> {
+            (user == "alice").then_some(1001)
+        }
+        fn gid(&self, group: &str) -> Option<u32> {
+            (group == "staff").then_some(50)
+        }
+    }
+    let store = Arc::new(SimStore::with_exports(7, &[(1, "/srv/a")]));
+    let exports = ExportTable::new(store, vec![(1, vec![rule(net("10.0.0.0", 8), Access::ReadWrite, Squash::None)])]);
+    let program = unshared_program_over(Arc::new(exports), StateConfig::default())
+        .with_owner_names(crate::OwnerNames::new("example.org", Arc::new(Names)));
+    let p = Arc::new(program);
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let file = || vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a"), lookup("f")];
+    a.ok(vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a"), open_create("f", "o", OPEN4_SHARE_ACCESS_BOTH, 0)]);
+    let chown = |owner: &str, group: &str| {
+        let attrs = Attrs4 { owner: Some(owner.into()), owner_group: Some(group.into()), ..Attrs4::default() };
+        NfsArgop4::Setattr(Setattr4Args {
+            stateid: Stateid4::ANONYMOUS,
+            obj_attributes: attrs.to_fattr4(&Attrs4::known()),
+        })
+    };
+    let mut ops = file();
+    ops.extend([chown("alice@EXAMPLE.org", "staff@example.org"), getattr(&[FATTR4_OWNER, FATTR4_OWNER_GROUP])]);
+    let res = a.ok(ops);
+    let attrs = attrs_of(res.last().unwrap());
+    assert_eq!((attrs.owner.unwrap().as_str(), attrs.owner_group.unwrap().as_str()), (Some("1001"), Some("50")));
+    // Another domain, an unknown user, a user's name as a group.
+    for (owner, group) in [("alice@example.com", "50"), ("mallory@example.org", "50"), ("1001", "alice@example.org")] {
+        let mut ops = file();
+        ops.push(chown(owner, group));
+        assert_eq!(a.run(ops).status, Nfsstat4::Badowner, "{owner} {group}");
+    }
 }
 
 #[test]

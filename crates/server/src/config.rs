@@ -101,6 +101,10 @@ pub struct ServerConfig {
     /// when an NFSv3 or another v4 client writes). Off by default: a
     /// local process's write to an exported file does not recall them.
     pub nfs4_read_delegations: bool,
+    /// The domain of NFSv4 owner names (idmapd.conf's `Domain`): a client's
+    /// `user@DOMAIN` or `group@DOMAIN` is that user or group of the system's
+    /// database. `None`: owners are numbers only.
+    pub nfs4_idmap_domain: Option<String>,
 }
 
 /// The NFS versions served. NFSv4.0 is not among them: it has another
@@ -273,6 +277,7 @@ impl Default for ServerConfig {
             principal_users: HashMap::new(),
             nfs_versions: NfsVersions::default(),
             nfs4_read_delegations: false,
+            nfs4_idmap_domain: None,
         }
     }
 }
@@ -635,6 +640,16 @@ impl Checker<'_> {
         }
         if let Some(v) = raw.fault_injection {
             s.fault_injection = v;
+        }
+        if let Some(v) = &raw.nfs4_idmap_domain {
+            let d = v.get_ref();
+            let valid = !d.is_empty() && !d.contains(|c: char| c.is_whitespace() || c == '@' || c == '/');
+            if valid {
+                s.nfs4_idmap_domain = Some(d.clone());
+            } else {
+                let msg = format!("nfs4_idmap_domain {d:?} is not a domain: give a name such as \"example.org\"");
+                self.error(&v.span(), msg);
+            }
         }
         if let Some(v) = raw.nfs4_read_delegations {
             s.nfs4_read_delegations = v;

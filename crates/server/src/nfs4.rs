@@ -74,6 +74,9 @@ pub fn program(
         .map_err(|e| anyhow::anyhow!("cannot start NFSv4: {e}"))?
         .with_reply_router(reply_router)
         .with_read_delegations(config.server.nfs4_read_delegations);
+    if let Some(domain) = &config.server.nfs4_idmap_domain {
+        program = program.with_owner_names(keel_nfs4::OwnerNames::new(domain, Arc::new(crate::sys::SystemUsers)));
+    }
     if let Some(counter) = calls.operations(crate::stats::NFS4_OPERATIONS) {
         program = program.with_observer(Arc::new(CountedOps(counter)));
     }

@@ -261,9 +261,48 @@ pub fn die_of_sigpipe() -> ! {
     std::process::exit(128 + libc::SIGPIPE)
 }
 
-/// The system's user database through NSS (getpwnam_r(3), getgrouplist(3)),
-/// for RPCSEC_GSS's principal-to-user mapping.
+/// The system's user database through NSS (getpwnam_r(3), getgrnam_r(3),
+/// getgrouplist(3)), for RPCSEC_GSS's principal-to-user mapping and
+/// NFSv4's owner names.
 pub struct SystemUsers;
+
+/// Bytes for the strings of one passwd or group entry (a group's member
+/// list can be long; an entry that does not fit is not found).
+const NSS_ENTRY_BYTES_MAX: usize = 64 << 10;
+
+impl SystemUsers {
+    /// User `name`'s uid and primary gid.
+    fn passwd(name: &std::ffi::CStr) -> Option<(libc::uid_t, libc::gid_t)> {
+        let mut pwd: libc::passwd = unsafe_zeroed_passwd();
+        let mut buf = vec![0 as libc::c_char; NSS_ENTRY_BYTES_MAX];
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: getpwnam_r(3) writes one `passwd` into `pwd`, its strings
+        // into `buf` (whose length it is given) and a pointer to `pwd` (or
+        // null) into `found`; all are live locals, and `name` is a
+        // NUL-terminated string that outlives the call.
+        let rc = unsafe { libc::getpwnam_r(name.as_ptr(), &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) };
+        (rc == 0 && !found.is_null()).then_some((pwd.pw_uid, pwd.pw_gid))
+    }
+}
+
+impl keel_nfs4::NameDatabase for SystemUsers {
+    fn uid(&self, user: &str) -> Option<u32> {
+        Self::passwd(&std::ffi::CString::new(user).ok()?).map(|(uid, _)| uid)
+    }
+
+    fn gid(&self, group: &str) -> Option<u32> {
+        let cname = std::ffi::CString::new(group).ok()?;
+        // SAFETY: `group` is plain C data (integers and pointers) for which
+        // all-zero bytes are a valid value; getgrnam_r fills it.
+        let mut grp: libc::group = unsafe { std::mem::zeroed() };
+        let mut buf = vec![0 as libc::c_char; NSS_ENTRY_BYTES_MAX];
+        let mut found: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: as getpwnam_r above: every pointer is to a live local of
+        // the size given, and `cname` is NUL-terminated.
+        let rc = unsafe { libc::getgrnam_r(cname.as_ptr(), &mut grp, buf.as_mut_ptr(), buf.len(), &mut found) };
+        (rc == 0 && !found.is_null()).then_some(grp.gr_gid)
+    }
+}
 
 /// Groups looked up for one user at most (the rest are ignored, as the
 /// store's identity holds no more).
@@ -272,18 +311,7 @@ const USER_GROUPS_MAX: usize = keel_store::GROUPS_MAX;
 impl keel_rpc::gss::UserDatabase for SystemUsers {
     fn user(&self, name: &str) -> Option<keel_store::Cred> {
         let cname = std::ffi::CString::new(name).ok()?;
-        let mut pwd: libc::passwd = unsafe_zeroed_passwd();
-        let mut buf = vec![0 as libc::c_char; 16 << 10];
-        let mut found: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: getpwnam_r(3) writes one `passwd` into `pwd`, its strings
-        // into `buf` (whose length it is given) and a pointer to `pwd` (or
-        // null) into `found`; all are live locals, and `cname` is a
-        // NUL-terminated string that outlives the call.
-        let rc = unsafe { libc::getpwnam_r(cname.as_ptr(), &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) };
-        if rc != 0 || found.is_null() {
-            return None;
-        }
-        let (uid, gid) = (pwd.pw_uid, pwd.pw_gid);
+        let (uid, gid) = Self::passwd(&cname)?;
         let mut groups = vec![0 as libc::gid_t; USER_GROUPS_MAX];
         let mut n = groups.len() as libc::c_int;
         // SAFETY: getgrouplist(3) writes at most `n` gids into `groups`

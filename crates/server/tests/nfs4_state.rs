@@ -202,3 +202,38 @@ fn a_v4_client_reclaims_its_open_and_lock_after_a_power_cut_and_its_synced_data_
     let res = a.ok(vec![putfh(&fh), read(open)]);
     assert_eq!(data_of(&res[2]), data);
 }
+
+/// `id -u NAME` or `id -g NAME`.
+fn id_of(flag: &str, name: &str) -> u32 {
+    let out = Command::new("id").args([flag, name]).output().expect("id");
+    String::from_utf8_lossy(&out.stdout).trim().parse().expect("a number")
+}
+
+#[test]
+fn owner_names_of_the_id_mapping_domain_are_the_system_s_users_and_groups() {
+    // no_root_squash: root may give a file away.
+    let export = ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"no_root_squash\"");
+    let server = TestServer::start("nfs4-idmap", vec![export], "nfs4_idmap_domain = \"keel.test\"");
+    std::fs::write(server.export_dir(1).join("f"), b"").unwrap();
+    let mut v4 = V4::connect(&server, b"idmap-test");
+    v4.cred = keel_rpc::msg::AuthSys { uid: 0, gid: 0, ..Default::default() }.to_opaque();
+    let (_, fh) = v4.open_read(&server, 1, b"o", "f");
+    let chown = |owner: &str, group: &str| {
+        let attrs = Attrs4 { owner: Some(owner.into()), owner_group: Some(group.into()), ..Attrs4::default() };
+        NfsArgop4::Setattr(Setattr4Args {
+            stateid: Stateid4::ANONYMOUS,
+            obj_attributes: attrs.to_fattr4(&Attrs4::known()),
+        })
+    };
+    // daemon and its group are in every Debian's base passwd and group.
+    v4.ok(vec![putfh(&fh), chown("daemon@KEEL.test", "daemon@keel.test")]);
+    let meta = std::fs::metadata(server.export_dir(1).join("f")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((meta.uid(), meta.gid()), (id_of("-u", "daemon"), id_of("-g", "daemon")));
+    for (owner, group) in
+        [("daemon@other.test", "0"), ("no-such-user-keel@keel.test", "0"), ("0", "no-such-group-keel@keel.test")]
+    {
+        let (_, res) = v4.run(vec![putfh(&fh), chown(owner, group)]);
+        assert_eq!(res.status, Nfsstat4::Badowner, "{owner} {group}");
+    }
+}

@@ -49,6 +49,8 @@ pub struct V4 {
     pub probes: u32,
     /// The minor version of the COMPOUNDs it sends (1 unless set).
     pub minor: u32,
+    /// The credential of its COMPOUNDs (AUTH_NONE unless set).
+    pub cred: OpaqueAuth,
 }
 
 impl V4 {
@@ -57,7 +59,16 @@ impl V4 {
     pub fn connect(server: &TestServer, owner: &'static [u8]) -> V4 {
         let stream = reserved_stream(server.addr);
         stream.set_read_timeout(Some(WAIT)).unwrap();
-        let mut c = V4 { stream, xid: 0, session: [0; 16], seq: 0, recalled: Vec::new(), probes: 0, minor: 1 };
+        let mut c = V4 {
+            stream,
+            xid: 0,
+            session: [0; 16],
+            seq: 0,
+            recalled: Vec::new(),
+            probes: 0,
+            minor: 1,
+            cred: OpaqueAuth::default(),
+        };
         let eid = ExchangeId4Args {
             eia_clientowner: ClientOwner4 { co_verifier: [7; 8], co_ownerid: Opaque(Bytes::from_static(owner)) },
             eia_flags: 0,
@@ -100,7 +111,7 @@ impl V4 {
             prog: NFS4_PROGRAM,
             vers: NFS_V4,
             proc_: NFSPROC4_COMPOUND,
-            cred: OpaqueAuth::default(),
+            cred: self.cred.clone(),
             verf: OpaqueAuth::default(),
         };
         header.encode(&mut enc);

@@ -10,6 +10,7 @@ use keel_store::{Attrs, FileType, Object, SetAttrs, SetTime, Store, Time};
 
 use crate::compound::{Compound, ExportFh, Filehandle};
 use crate::errno::status;
+use crate::owners::{OwnerKind, OwnerNames, owner_id};
 use crate::{DIR_REPLY_BYTES_MAX, IO_BYTES_MAX};
 
 /// The attributes Keel serves (`supported_attrs`): every REQUIRED one and
@@ -98,9 +99,9 @@ fn owner(id: u32) -> Utf8StrMixed {
     id.to_string().as_str().into()
 }
 
-/// A numeric owner string; names are refused (no id mapping yet).
-fn parse_owner(s: &Utf8StrMixed) -> Result<u32, Nfsstat4> {
-    s.as_str().and_then(|s| s.parse::<u32>().ok()).ok_or(Nfsstat4::Badowner)
+/// The id an owner string names (`owners.rs`); NFS4ERR_BADOWNER if none.
+fn parse_owner(s: &Utf8StrMixed, kind: OwnerKind, names: Option<&OwnerNames>) -> Result<u32, Nfsstat4> {
+    s.as_str().and_then(|s| owner_id(s, kind, names)).ok_or(Nfsstat4::Badowner)
 }
 
 /// The attributes common to every object (what the server and the
@@ -277,7 +278,7 @@ pub(super) fn nverify<S: Store>(c: &mut Compound<'_, S>, args: Nverify4Args) -> 
 
 /// The changes an attribute list asks for (SETATTR, OPEN's and CREATE's
 /// initial attributes), and the attributes it sets.
-pub(crate) fn set_attrs(fattr: &Fattr4) -> Result<(SetAttrs, Bitmap4), Nfsstat4> {
+pub(crate) fn set_attrs(fattr: &Fattr4, names: Option<&OwnerNames>) -> Result<(SetAttrs, Bitmap4), Nfsstat4> {
     let a = Attrs4::from_fattr4(fattr, AttrUse::Set).map_err(|e| e.status())?;
     if a.time_create.is_some() || a.sec_label.is_some() {
         return Err(Nfsstat4::Attrnotsupp);
@@ -294,8 +295,8 @@ pub(crate) fn set_attrs(fattr: &Fattr4) -> Result<(SetAttrs, Bitmap4), Nfsstat4>
     }
     let set = SetAttrs {
         mode: a.mode.map(|m| m & 0o7777),
-        uid: a.owner.as_ref().map(parse_owner).transpose()?,
-        gid: a.owner_group.as_ref().map(parse_owner).transpose()?,
+        uid: a.owner.as_ref().map(|s| parse_owner(s, OwnerKind::User, names)).transpose()?,
+        gid: a.owner_group.as_ref().map(|s| parse_owner(s, OwnerKind::Group, names)).transpose()?,
         size: a.size,
         atime: settime(&a.time_access_set),
         mtime: settime(&a.time_modify_set),
@@ -314,7 +315,7 @@ pub(super) fn setattr<S: Store>(c: &mut Compound<'_, S>, args: Setattr4Args) -> 
 
 fn do_setattr<S: Store>(c: &mut Compound<'_, S>, args: &Setattr4Args) -> Result<Bitmap4, Nfsstat4> {
     let fh = c.current_export(Nfsstat4::Rofs)?;
-    let (set, bits) = set_attrs(&args.obj_attributes)?;
+    let (set, bits) = set_attrs(&args.obj_attributes, c.program.owner_names.as_ref())?;
     fh.writable()?;
     crate::deleg::before_change(c, fh.handle())?;
     if set.size.is_some() {

@@ -160,7 +160,7 @@ fn cinfo(before: u64, after: u64) -> ChangeInfo4 {
 pub(super) fn create<S: Store>(c: &mut Compound<'_, S>, args: Create4Args) -> Result<Create4ResOk, Nfsstat4> {
     let dir = export_dir(c)?;
     let n = name(&args.objname)?.to_vec();
-    let (set, attrset) = set_attrs(&args.createattrs)?;
+    let (set, attrset) = set_attrs(&args.createattrs, c.program.owner_names.as_ref())?;
     if set.size.is_some() {
         return Err(Nfsstat4::Inval);
     }

@@ -135,18 +135,18 @@ fn by_name<S: Store>(
             return Ok(Opened { file: fh, cinfo, attrset: Bitmap4::new() });
         }
         Openflag4::Open4Create(Createhow4::Unchecked4(attrs)) => {
-            let (set, bits) = set_attrs(attrs)?;
+            let (set, bits) = set_attrs(attrs, c.program.owner_names.as_ref())?;
             (CreateMode::Unchecked, set, bits)
         }
         Openflag4::Open4Create(Createhow4::Guarded4(attrs)) => {
-            let (set, bits) = set_attrs(attrs)?;
+            let (set, bits) = set_attrs(attrs, c.program.owner_names.as_ref())?;
             (CreateMode::Guarded, set, bits)
         }
         Openflag4::Open4Create(Createhow4::Exclusive4(verf)) => {
             (CreateMode::Exclusive(*verf), SetAttrs::default(), Bitmap4::new())
         }
         Openflag4::Open4Create(Createhow4::Exclusive4_1(cva)) => {
-            let (set, bits) = set_attrs(&cva.cva_attrs)?;
+            let (set, bits) = set_attrs(&cva.cva_attrs, c.program.owner_names.as_ref())?;
             // Only what suppattr_exclcreat lists (RFC 8881 section
             // 18.16.3): the verifier lives in the times.
             let allowed = Bitmap4::from_bits(super::attr::EXCLCREAT.iter().copied());

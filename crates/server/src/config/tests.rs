@@ -178,6 +178,7 @@ clients = [{{ host = "192.0.2.7" }}]
             principal_users: HashMap::new(),
             nfs_versions: NfsVersions { v3: true, v41: false, v42: true },
             nfs4_read_delegations: false,
+            nfs4_idmap_domain: None,
         }
     );
     let export_wide = ClientOptions {
@@ -1142,6 +1143,17 @@ fn principal_users_map_whole_principals_to_user_names_and_refuse_anything_else()
     ] {
         let err = parse_err(&format!("[server]\nprincipal_users = {entry}\n"));
         assert!(err.contains(message), "{entry}: {err}");
+    }
+}
+
+#[test]
+fn nfs4_idmap_domain_is_a_domain_or_refused() {
+    let config = parse_ok("export = []\n[server]\nnfs4_idmap_domain = \"example.org\"\n");
+    assert_eq!(config.server.nfs4_idmap_domain.as_deref(), Some("example.org"));
+    assert_eq!(parse_ok("export = []\n").server.nfs4_idmap_domain, None, "numbers only unless given");
+    for bad in ["", "alice@example.org", "example org"] {
+        let err = parse_err(&format!("[server]\nnfs4_idmap_domain = \"{bad}\"\n"));
+        assert!(err.contains(&format!("nfs4_idmap_domain {bad:?} is not a domain")), "{bad}: {err}");
     }
 }
 
