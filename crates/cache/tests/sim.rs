@@ -918,10 +918,16 @@ fn readers_racing_a_writer_never_see_data_older_than_an_acknowledged_write() {
         let acked = AtomicU64::new(0);
         let done = AtomicBool::new(false);
         let hits_before = rig.stats().read_cache_hits;
+        // Reads done: the writer starts once the readers are reading (on a
+        // loaded machine it could otherwise finish before they began).
+        let reads = AtomicU64::new(0);
         std::thread::scope(|s| {
             s.spawn(|| {
                 let c = rig.c();
                 let who = c.act_as(&ROOT).unwrap();
+                while reads.load(Ordering::SeqCst) < 4 {
+                    std::thread::yield_now();
+                }
                 for i in 1..=1500u64 {
                     c.write(&who, &f, 0, &stamp(i, 8192), Stability::FileSync).unwrap();
                     acked.store(i, Ordering::SeqCst);
@@ -933,7 +939,7 @@ fn readers_racing_a_writer_never_see_data_older_than_an_acknowledged_write() {
                 done.store(true, Ordering::SeqCst);
             });
             for r in 0..2 {
-                let (rig, f, acked, done) = (&rig, &f, &acked, &done);
+                let (rig, f, acked, done, reads) = (&rig, &f, &acked, &done, &reads);
                 s.spawn(move || {
                     let c = rig.c();
                     let who = c.act_as(&ROOT).unwrap();
@@ -944,6 +950,7 @@ fn readers_racing_a_writer_never_see_data_older_than_an_acknowledged_write() {
                             let n = stamp_of(half);
                             assert!(n >= floor, "{mode:?} reader {r}: read {n} after {floor} was acknowledged");
                         }
+                        reads.fetch_add(1, Ordering::SeqCst);
                     }
                 });
             }
