@@ -1,7 +1,6 @@
 //! The program driven with whole COMPOUND calls, as a client sends them,
 //! over a simulated store.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -73,22 +72,7 @@ fn unshared_program_over(exports: Arc<ExportTable<SimStore>>, state: StateConfig
 
 /// One COMPOUND call from `peer` as `cred`: the reply.
 fn call(p: &Program, peer: &str, cred: &Credential, args: &Compound4Args) -> Compound4Res {
-    let peer: SocketAddr = peer.parse().unwrap();
-    let ctx = CallContext {
-        xid: 1,
-        vers: 4,
-        proc_: NFSPROC4_COMPOUND,
-        cred,
-        peer,
-        local: "127.0.0.1:2049".parse().unwrap(),
-        connection: None,
-        report: Default::default(),
-    };
-    let mut enc = Encoder::new();
-    args.encode(&mut enc);
-    let mut reply = Encoder::new();
-    p.run(&ctx, &mut Decoder::new(enc.into_bytes()), &mut reply).expect("a COMPOUND is answered");
-    let res = Compound4Res::decode(&mut Decoder::new(reply.into_bytes())).expect("the reply decodes");
+    let res = try_call(p, peer, cred, args).expect("a COMPOUND is answered");
     if let Some(last) = res.resarray.last() {
         assert_eq!(res.status, last.status(), "a COMPOUND's status is its last result's");
     }
