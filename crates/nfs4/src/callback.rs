@@ -6,20 +6,25 @@
 //!
 //! Calls go out through the connection's [`Backchannel`] and their replies
 //! come back through the [`ReplyRouter`]; the router's waiter only posts
-//! the reply in a mailbox, and everything else happens in [`pump`]
-//! (`Callbacks::pump`), which the end of every COMPOUND and the callback
-//! thread ([`Nfs4Program::start_callbacks`]) call: replies are read and
-//! their outcome given to the state, callbacks past their timeout make
-//! the callback path down (SEQUENCE then says SEQ4_STATUS_CB_PATH_DOWN and
-//! the client binds a connection again, which probes again), the state's
-//! recalls are sent, one at a time per session (its one backchannel
-//! slot).
+//! the reply in a mailbox (on the transport's read path, before the
+//! client's next call on that connection is read), and everything else
+//! happens in [`pump`] (`Callbacks::pump`), which the end of every
+//! COMPOUND and the callback thread ([`Nfs4Program::start_callbacks`])
+//! call: replies are read and their outcome given to the state, callbacks
+//! past their timeout make the callback path down (SEQUENCE then says
+//! SEQ4_STATUS_CB_PATH_DOWN and the client binds a connection again,
+//! which probes again), the state's recalls are sent, one at a time per
+//! session (its one backchannel slot). A COMPOUND first answers the
+//! replies posted and not answered yet (`Callbacks::before_compound`): a
+//! client that answered the probe and then sent an OPEN gets the OPEN
+//! run with its path up, whether or not the callback thread got there
+//! first.
 //!
 //! Lock order: the engine, then the state; never the engine while the
 //! state is held.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -62,11 +67,17 @@ pub(crate) fn callback_timeout(lease: Duration) -> Duration {
 #[derive(Default)]
 pub(crate) struct Mailbox {
     replies: Mutex<Vec<(u64, Bytes)>>,
+    /// Replies posted whose outcome the state does not know yet: counted
+    /// up before a reply is posted, down once it was answered (with the
+    /// engine held), so a COMPOUND that finds none has nothing to wait
+    /// for, even while the callback thread answers what it took.
+    unanswered: AtomicUsize,
     wake: Condvar,
 }
 
 impl Mailbox {
     fn post(&self, token: u64, reply: Bytes) {
+        self.unanswered.fetch_add(1, Ordering::SeqCst);
         self.replies.lock().unwrap_or_else(|e| e.into_inner()).push((token, reply));
         self.wake.notify_all();
     }
@@ -160,6 +171,20 @@ impl Callbacks {
         }
     }
 
+    /// Before a COMPOUND runs: the replies that came before it (on its
+    /// connection, before its call) are answered, so that it sees their
+    /// outcome (a probe answered: the path is up). Nothing is locked
+    /// while no reply waits.
+    pub(crate) fn before_compound<S: Store>(&self, program: &Nfs4Program<S>, now: Instant) {
+        if self.router.is_none() || self.mailbox.unanswered.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        // The callback thread may be answering replies it took: the
+        // engine is had once it is done.
+        let mut e = self.engine();
+        self.answer_replies(program, &mut e, now);
+    }
+
     /// At the end of a COMPOUND: sends the probes it asked for and the
     /// recalls it caused. Skipped (no lock taken) while no delegation was
     /// ever granted and no probe waits: replies and timeouts are the
@@ -239,12 +264,7 @@ impl Callbacks {
     pub(crate) fn pump<S: Store>(&self, program: &Nfs4Program<S>, now: Instant) {
         let Some(router) = &self.router else { return };
         let mut e = self.engine();
-        for (token, reply) in self.mailbox.take() {
-            if let Some(f) = e.in_flight.remove(&token) {
-                self.count(|c| c.replies += 1);
-                self.answered(program, &mut e, f, reply, now);
-            }
-        }
+        self.answer_replies(program, &mut e, now);
         let overdue: Vec<u64> = e.in_flight.iter().filter(|(_, f)| f.deadline <= now).map(|(t, _)| *t).collect();
         for token in overdue {
             let f = e.in_flight.remove(&token).expect("listed above");
@@ -264,6 +284,19 @@ impl Callbacks {
             self.send_probe(program, &mut e, router, client, now);
         }
         self.send_recalls(program, &mut e, router, now);
+    }
+
+    /// Gives the outcome of the replies posted to the state.
+    fn answer_replies<S: Store>(&self, program: &Nfs4Program<S>, e: &mut Engine, now: Instant) {
+        let replies = self.mailbox.take();
+        let taken = replies.len();
+        for (token, reply) in replies {
+            if let Some(f) = e.in_flight.remove(&token) {
+                self.count(|c| c.replies += 1);
+                self.answered(program, e, f, reply, now);
+            }
+        }
+        self.mailbox.unanswered.fetch_sub(taken, Ordering::SeqCst);
     }
 
     /// Sends `call` (header and arguments after the xid the router gives)

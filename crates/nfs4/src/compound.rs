@@ -296,6 +296,9 @@ pub(crate) fn run<S: Store>(
     }
     let now = Instant::now();
     program.reap_if_due(now);
+    // Replies the client sent before this call (its CB_NULL answered)
+    // count for it.
+    program.callbacks.before_compound(program, now);
     let mut c = Compound::new(program, ctx, head.minorversion, now);
     let mut ops = CompoundOps::new(&head);
     let mut out = Compound4ResEncoder::new(head.tag.clone());

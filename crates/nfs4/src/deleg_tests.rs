@@ -198,9 +198,10 @@ impl Client {
             .collect()
     }
 
-    /// Answers a callback as the client would: CB_NULL, or CB_SEQUENCE
-    /// and `recall` for a CB_RECALL.
-    fn answer(&mut self, header: &CallHeader, args: Option<&CbCompound4Args>, recall: Nfsstat4) {
+    /// Replies to a callback as the client would: CB_NULL, or CB_SEQUENCE
+    /// and `recall` for a CB_RECALL. The reply is routed, as the transport
+    /// does before it reads the client's next call; nothing else runs.
+    fn reply(&mut self, header: &CallHeader, args: Option<&CbCompound4Args>, recall: Nfsstat4) {
         let mut enc = Encoder::new();
         encode_reply_header(&mut enc, header.xid, ReplyStat::Accepted(AcceptStat::Success));
         if let Some(args) = args {
@@ -222,6 +223,12 @@ impl Client {
         }
         let routed = self.router.route(Some(self.conn.id()), enc.into_bytes(), Instant::now());
         assert_eq!(routed, keel_rpc::Routed::Delivered);
+    }
+
+    /// Answers a callback, and the server takes the reply (the callback
+    /// thread's pump).
+    fn answer(&mut self, header: &CallHeader, args: Option<&CbCompound4Args>, recall: Nfsstat4) {
+        self.reply(header, args, recall);
         self.p.callbacks.pump(&self.p, Instant::now());
     }
 
@@ -308,6 +315,22 @@ fn a_read_delegation_is_offered_only_once_the_backchannel_answered_its_probe() {
     a.answer_probe();
     let (o, _) = open_in_dir(&mut a, "f", "o1", OPEN4_SHARE_ACCESS_READ);
     assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNone);
+}
+
+#[test]
+fn an_open_right_after_the_probe_s_reply_gets_a_read_delegation_before_the_callback_thread_runs() {
+    let w = world(true);
+    let mut a = Client::new(&w, "10.0.0.5:700", 1, "a");
+    let calls = a.callbacks();
+    assert_eq!(calls[0].0.proc_, CB_NULL, "the probe");
+    // The client answers the probe and sends its OPEN at once: the
+    // server's callback thread has not run (these tests have none), the
+    // OPEN is the first to look at the reply.
+    a.reply(&calls[0].0, None, Nfsstat4::Ok);
+    let (o, _) = open_in_dir(&mut a, "f", "o1", OPEN4_SHARE_ACCESS_READ);
+    assert!(read_delegation(&o).is_some(), "{:?}", o.delegation);
+    assert_eq!(w.p.callback_counters().replies, 1);
+    assert_eq!(a.flags() & (SEQ4_STATUS_CB_PATH_DOWN | SEQ4_STATUS_BACKCHANNEL_FAULT), 0);
 }
 
 #[test]

@@ -235,6 +235,25 @@ impl Dispatcher {
         self.handle_call(record, peer, local, Some(connection))
     }
 
+    /// Takes `record` if it is a reply (to a call sent back on
+    /// `connection`): routed to its call's waiter, and true. The transport
+    /// calls this on its read path, before it reads the connection's next
+    /// record, so that what a reply tells (NFSv4.1's backchannel is up) is
+    /// known before the client's next call runs; a reply takes no call
+    /// slot.
+    pub fn take_reply(&self, record: &Bytes, connection: &CallConnection) -> bool {
+        if !is_reply(record) {
+            return false;
+        }
+        match &self.replies {
+            Some(router) => {
+                router.route(Some(connection.id()), record.clone(), std::time::Instant::now());
+            }
+            None => tracing::debug!(connection = ?connection.id(), "a reply, and no calls sent back; dropped"),
+        }
+        true
+    }
+
     fn handle_call(
         &self,
         record: Bytes,

@@ -22,7 +22,9 @@ use crate::connection::ConnectionId;
 pub const REPLIES_WAITING_MAX: usize = 4096;
 
 /// What receives a reply: called once, with the whole reply message
-/// (from its xid on), on the worker that received it.
+/// (from its xid on), on the worker that received it, in its
+/// connection's read turn ([`crate::Dispatcher::take_reply`]): it must not
+/// block, the connection reads nothing else meanwhile.
 pub type ReplyWaiter = Box<dyn FnOnce(Bytes) + Send>;
 
 struct Waiting {

@@ -31,21 +31,10 @@ fn an_nfsv3_write_recalls_a_read_delegation_and_the_v4_client_then_reads_the_new
     std::fs::write(server.export_dir(1).join("f"), b"old data").unwrap();
 
     let mut v4 = V4::connect(&server, b"deleg-test");
-    v4.wait_for_callback_path();
-    // The server marks the backchannel up when its callback thread takes
-    // the probe's reply, which may come after the client's next call:
-    // until then an OPEN gets no delegation (and is closed again).
-    let start = std::time::Instant::now();
-    let (open, fh) = loop {
-        let (open, fh) = v4.open_read(&server, 1, b"owner", "f");
-        if matches!(open.delegation, OpenDelegation4::OpenDelegateRead(_)) {
-            break (open, fh);
-        }
-        assert!(start.elapsed() < WAIT, "no read delegation: {:?}", open.delegation);
-        v4.ok(vec![putfh(&fh), NfsArgop4::Close(Close4Args { seqid: 0, open_stateid: open.stateid })]);
-        std::thread::sleep(std::time::Duration::from_millis(50));
+    let (open, fh) = v4.open_read(&server, 1, b"owner", "f");
+    let OpenDelegation4::OpenDelegateRead(deleg) = &open.delegation else {
+        panic!("no read delegation: {:?}", open.delegation)
     };
-    let OpenDelegation4::OpenDelegateRead(deleg) = &open.delegation else { unreachable!("checked above") };
     let deleg = deleg.stateid;
     let res = v4.ok(vec![putfh(&fh), read(open.stateid)]);
     assert_eq!(&data_of(&res[2])[..], b"old data");
@@ -70,6 +59,37 @@ fn an_nfsv3_write_recalls_a_read_delegation_and_the_v4_client_then_reads_the_new
     v3.write(&fh, 0, b"NEW", stable_how::FILE_SYNC).unwrap();
     let res = v4.ok(vec![putfh(&fh), read(open.stateid)]);
     assert_eq!(&data_of(&res[2])[..], b"NEW data");
+}
+
+/// Fresh sessions opened one after another, in
+/// [`a_fresh_session_s_first_open_gets_a_read_delegation_every_time`].
+const FRESH_SESSIONS: usize = 20;
+
+#[test]
+fn a_fresh_session_s_first_open_gets_a_read_delegation_every_time() {
+    keel_testkit::server::require_root();
+    let server = TestServer::start(
+        "nfs4-deleg-fresh",
+        vec![ExportOpts::rw(1, "export")],
+        "nfs_versions = [\"4.1\"]\nnfs4_read_delegations = true",
+    );
+    std::fs::write(server.export_dir(1).join("f"), b"data").unwrap();
+    for i in 0..FRESH_SESSIONS {
+        let owner: &'static [u8] = format!("fresh-{i}").leak().as_bytes();
+        // The backchannel's probe comes before CREATE_SESSION's reply;
+        // the client's answer goes out with its OPEN, in one write on the
+        // same connection: the server reads both at once, and the OPEN
+        // must see the path up, whether or not the server's callback
+        // thread has taken the answer yet.
+        let mut v4 = V4::connect_answering_with_calls(&server, owner);
+        assert_eq!(v4.probes, 1, "the probe was answered before the OPEN was sent");
+        let (open, _) = v4.open_read(&server, 1, b"owner", "f");
+        assert!(
+            matches!(open.delegation, OpenDelegation4::OpenDelegateRead(_)),
+            "session {i}: no read delegation: {:?}",
+            open.delegation
+        );
+    }
 }
 
 const RUN_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/kernel-nfs-client/run.sh");

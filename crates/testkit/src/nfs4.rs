@@ -18,8 +18,13 @@ use crate::server::TestServer;
 pub const WAIT: Duration = Duration::from_secs(20);
 
 pub fn write_record(stream: &mut TcpStream, record: &[u8]) {
+    stream.write_all(&marked(record)).unwrap();
+}
+
+/// `record` after its record mark (one fragment).
+fn marked(record: &[u8]) -> Vec<u8> {
     let mark = (record.len() as u32 | 0x8000_0000).to_be_bytes();
-    stream.write_all(&[&mark[..], record].concat()).unwrap();
+    [&mark[..], record].concat()
 }
 
 pub fn read_record(stream: &mut TcpStream) -> Bytes {
@@ -51,12 +56,27 @@ pub struct V4 {
     pub minor: u32,
     /// The credential of its COMPOUNDs (AUTH_NONE unless set).
     pub cred: OpaqueAuth,
+    /// Answers to callbacks kept to go out in one write with the next
+    /// call (records, marked), when [`V4::connect_answering_with_calls`]
+    /// made it.
+    held_answers: Option<Vec<u8>>,
 }
 
 impl V4 {
     /// EXCHANGE_ID as `owner`, and CREATE_SESSION with the backchannel
     /// on the same connection.
     pub fn connect(server: &TestServer, owner: &'static [u8]) -> V4 {
+        Self::connect_with(server, owner, None)
+    }
+
+    /// [`V4::connect`], for a client whose answers to callbacks go out in
+    /// one write with its next call (the backchannel probe's answer with
+    /// the call after CREATE_SESSION): the server reads them together.
+    pub fn connect_answering_with_calls(server: &TestServer, owner: &'static [u8]) -> V4 {
+        Self::connect_with(server, owner, Some(Vec::new()))
+    }
+
+    fn connect_with(server: &TestServer, owner: &'static [u8], held_answers: Option<Vec<u8>>) -> V4 {
         let stream = reserved_stream(server.addr);
         stream.set_read_timeout(Some(WAIT)).unwrap();
         let mut c = V4 {
@@ -68,6 +88,7 @@ impl V4 {
             probes: 0,
             minor: 1,
             cred: OpaqueAuth::default(),
+            held_answers,
         };
         let eid = ExchangeId4Args {
             eia_clientowner: ClientOwner4 { co_verifier: [7; 8], co_ownerid: Opaque(Bytes::from_static(owner)) },
@@ -116,7 +137,15 @@ impl V4 {
         };
         header.encode(&mut enc);
         Compound4Args { tag: Tag4::default(), minorversion: self.minor, argarray: ops }.encode(&mut enc);
-        write_record(&mut self.stream, &enc.into_bytes());
+        let call = enc.into_bytes();
+        match &mut self.held_answers {
+            Some(held) => {
+                held.extend_from_slice(&marked(&call));
+                self.stream.write_all(held).unwrap();
+                held.clear();
+            }
+            None => write_record(&mut self.stream, &call),
+        }
         loop {
             let record = read_record(&mut self.stream);
             if record.get(4..8) == Some(&[0, 0, 0, 0]) {
@@ -161,7 +190,11 @@ impl V4 {
             }
             CbCompound4Res { status: Nfsstat4::Ok, tag: args.tag, resarray }.encode(&mut enc);
         }
-        write_record(&mut self.stream, &enc.into_bytes());
+        let answer = enc.into_bytes();
+        match &mut self.held_answers {
+            Some(held) => held.extend_from_slice(&marked(&answer)),
+            None => write_record(&mut self.stream, &answer),
+        }
     }
 
     /// SEQUENCE and `ops`.

@@ -421,5 +421,10 @@ fn replies_on_a_connection_reach_the_call_sent_back_there_and_nothing_else() {
     assert_eq!(got.lock().unwrap().as_slice(), &[reply(xid)]);
     let stats = router.stats();
     assert_eq!((stats.delivered, stats.unknown, stats.waiting), (1, 3, 0));
+    // The transport's read path: a reply is taken (routed: answered
+    // already, so counted unknown), a call is left to run.
+    assert!(d.take_reply(&reply(xid), &ours));
+    assert!(!d.take_reply(&call(1, 7, 1, 12, sys(0), &[]), &ours));
+    assert_eq!(router.stats().unknown, 4);
     assert_eq!(echo.executions.load(Ordering::SeqCst), 0, "no program ran");
 }

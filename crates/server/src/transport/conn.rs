@@ -371,6 +371,14 @@ impl Connection {
                     }
                 },
             };
+            // A reply to a call sent back is routed here, before the
+            // client's next call is read (which may then run at once on
+            // another worker): it answers the server, so it needs no slot.
+            if sh.dispatcher.take_reply(&call, &self.call_connection) {
+                // The bytes charged while a large one came are not needed.
+                rd.receiving = None;
+                continue;
+            }
             if self.in_flight.load(Ordering::SeqCst) >= sh.requests_per_connection {
                 rd.call = Some(call);
                 if self.park(PARKED_SLOTS, || self.in_flight.load(Ordering::SeqCst) < sh.requests_per_connection) {

@@ -6,7 +6,7 @@ use std::net::TcpStream;
 use bytes::Bytes;
 use keel_rpc::msg::{AcceptStat, CallHeader, OpaqueAuth, ReplyStat, decode_reply_header};
 use keel_rpc::record::record_mark;
-use keel_rpc::{AcceptError, BackchannelError, CallConnection, CallContext, ReplyCache, RpcProgram};
+use keel_rpc::{AcceptError, BackchannelError, CallConnection, CallContext, ReplyCache, ReplyRouter, RpcProgram};
 use keel_xdr::{Decoder, Encoder};
 
 use super::conn::{BACKCHANNEL_CALL_BYTES_MAX, BACKCHANNEL_CALLS_QUEUED_MAX};
@@ -20,11 +20,18 @@ const CALLBACKS_MAX: u32 = 100_000;
 
 /// Procedure 1 keeps its call's connection and sends a call back on it
 /// before it answers; 2 sends calls back until one is refused and answers
-/// how many went and why the next did not ([`refusal`]).
+/// how many went and why the next did not ([`refusal`]); 3 waits for
+/// [`CallsBack::replied`] (at most [`REPLY_WAIT`]) and answers whether it
+/// came.
 #[derive(Default)]
 struct CallsBack {
     kept: Mutex<Option<CallConnection>>,
+    /// Set by the waiter of a reply the test expects.
+    replied: (Mutex<bool>, std::sync::Condvar),
 }
+
+/// How long procedure 3 waits for a reply.
+const REPLY_WAIT: Duration = Duration::from_secs(5);
 
 fn callback(body_bytes: usize) -> Bytes {
     let mut enc = Encoder::new();
@@ -72,6 +79,13 @@ impl RpcProgram for CallsBack {
                 }
                 Err(AcceptError::SystemErr)
             }
+            3 => {
+                let (replied, came) = &self.replied;
+                let replied = replied.lock().unwrap();
+                let (replied, _) = came.wait_timeout_while(replied, REPLY_WAIT, |r| !*r).unwrap();
+                reply.u32(u32::from(*replied));
+                Ok(())
+            }
             _ => Err(AcceptError::ProcUnavail),
         }
     }
@@ -89,13 +103,22 @@ fn refusal(e: BackchannelError) -> u32 {
 }
 
 fn start(program: Arc<CallsBack>, connection_bytes_max: usize) -> (Transport, SocketAddr) {
+    start_with(program, connection_bytes_max, 4, Arc::default())
+}
+
+fn start_with(
+    program: Arc<CallsBack>,
+    connection_bytes_max: usize,
+    requests_per_connection: usize,
+    router: Arc<ReplyRouter>,
+) -> (Transport, SocketAddr) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let dispatcher = Dispatcher::new(vec![program], ReplyCache::new(16, 1 << 20)).unwrap();
+    let dispatcher = Dispatcher::new(vec![program], ReplyCache::new(16, 1 << 20)).unwrap().with_reply_router(router);
     let transport = Transport::start(TransportConfig {
         workers: 2,
         poll_spin: Duration::ZERO,
-        requests_per_connection: 4,
+        requests_per_connection,
         dispatcher: Arc::new(dispatcher),
         budget: Budget::new(64 << 20, connection_bytes_max),
         conns: Connections::new(16, Duration::from_secs(60), Duration::from_secs(60)),
@@ -197,4 +220,35 @@ fn calls_sent_back_are_charged_to_the_connection_s_budget() {
     // Four calls sent back fit, with the call that sends them.
     let (_, refused) = fill_the_backchannel(256 << 10);
     assert_eq!(refused, OVER_BUDGET);
+}
+
+#[test]
+fn a_reply_from_the_client_is_taken_while_its_calls_hold_every_slot() {
+    let program = Arc::new(CallsBack::default());
+    let router = Arc::new(ReplyRouter::default());
+    let (transport, addr) = start_with(program.clone(), 16 << 20, 1, router.clone());
+    let mut stream = connect(addr);
+    send_call(&mut stream, 5, 1);
+    assert_eq!(callback_xid(read_record(&mut stream)), Some(CALLBACK_XID));
+    read_record(&mut stream);
+    let kept = program.kept.lock().unwrap().clone().expect("the connection was kept");
+    let p = program.clone();
+    let waiter = Box::new(move |_| {
+        *p.replied.0.lock().unwrap() = true;
+        p.replied.1.notify_all();
+    });
+    let xid = router.expect(kept.id(), Duration::from_secs(60), Instant::now(), waiter).unwrap();
+    // A call that takes the connection's one slot until the reply has
+    // been taken, then the reply.
+    send_call(&mut stream, 6, 3);
+    let mut enc = Encoder::new();
+    keel_rpc::msg::encode_reply_header(&mut enc, xid, ReplyStat::Accepted(AcceptStat::Success));
+    let reply = enc.into_bytes();
+    stream.write_all(&record_mark(reply.len())).unwrap();
+    stream.write_all(&reply).unwrap();
+    let mut answer = Decoder::new(read_record(&mut stream));
+    assert_eq!(decode_reply_header(&mut answer).unwrap(), (6, ReplyStat::Accepted(AcceptStat::Success)));
+    assert_eq!(answer.u32().unwrap(), 1, "the reply was taken while the call held the slot");
+    assert_eq!(router.stats().delivered, 1);
+    transport.stop(Duration::from_secs(1), Duration::ZERO);
 }
