@@ -77,6 +77,8 @@ pub struct ExportTable<S: Store> {
     hold_on_storage_failure: bool,
     /// NFSv4.1's delegations, when served: see [`ExportTable::before_access`].
     delegations: std::sync::OnceLock<Arc<dyn crate::delegations::DelegationGate>>,
+    /// Directory changes in flight, by every protocol.
+    dir_changes: crate::dir_changes::DirChanges,
 }
 
 impl<S: Store> ExportTable<S> {
@@ -84,7 +86,19 @@ impl<S: Store> ExportTable<S> {
     /// `store` must have one.
     pub fn new(store: Arc<S>, rules: Vec<(u32, Vec<ClientRule>)>) -> Self {
         let served = RwLock::new(Self::pair(&*store, rules));
-        ExportTable { store, served, hold_on_storage_failure: false, delegations: std::sync::OnceLock::new() }
+        ExportTable {
+            store,
+            served,
+            hold_on_storage_failure: false,
+            delegations: std::sync::OnceLock::new(),
+            dir_changes: Default::default(),
+        }
+    }
+
+    /// Directory changes in flight: whether one's before and after
+    /// attributes bracket it alone ([`crate::dir_changes`]).
+    pub fn dir_changes(&self) -> &crate::dir_changes::DirChanges {
+        &self.dir_changes
     }
 
     /// Installs the gate NFSv3 and NLM ask before accesses that could

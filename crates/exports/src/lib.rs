@@ -14,6 +14,8 @@
 //!   the directories leading to the exports that admit it (by
 //!   [`ExportTable::client_options`], as MNT), with MAC'd handles, fileids,
 //!   READDIR cookies and a change attribute that survive reloads.
+//! - [`dir_changes`]: which changes of a directory overlapped others, for
+//!   the atomicity NFSv3's wcc data and NFSv4's `change_info4` claim.
 //! - [`claims`]: what one client address may make the server hold of a
 //!   server-wide pool (locks, lock-holding descriptions, client records,
 //!   NFSv4.1 state).
@@ -27,6 +29,7 @@
 mod admit;
 pub mod claims;
 pub mod delegations;
+pub mod dir_changes;
 pub mod policy;
 pub mod pseudo;
 

@@ -22,6 +22,7 @@ use keel_xdr::{Decode, Decoder, Encode, Encoder};
 /// A server over a simulated store with one export, "/sim" (id 1).
 pub struct Server {
     pub store: Arc<SimStore>,
+    exports: Arc<ExportTable<SimStore>>,
     nfs: Nfs3Program<SimStore>,
     mount: MountProgram<SimStore>,
 }
@@ -53,7 +54,7 @@ impl Server {
     ) -> Self {
         let store = Arc::new(SimStore::new(seed));
         let svc = Arc::new(edit(ExportTable::new(store.clone(), vec![(1, rules)])));
-        Server { store, nfs: Nfs3Program::new(svc.clone()), mount: MountProgram::new(svc) }
+        Server { store, exports: svc.clone(), nfs: Nfs3Program::new(svc.clone()), mount: MountProgram::new(svc) }
     }
 
     /// A client calling as `uid` from a reserved port.
@@ -435,6 +436,33 @@ fn wcc_data_and_sizes_follow_truncation_and_writes() {
     let before = wcc.before.unwrap();
     assert_eq!((before.mtime, before.ctime), (dir.mtime, dir.ctime), "pre-op attributes are the directory's before");
     assert!(wcc.after.unwrap().mtime > dir.mtime);
+}
+
+/// Pre-op attributes say the change was the directory's only one (the
+/// client then keeps what it cached of it): a change that another change,
+/// of any protocol, overlapped gets none, and the client looks again.
+#[test]
+fn a_change_another_overlapped_gets_no_pre_op_attributes() {
+    let srv = Server::new(9, rw());
+    let c = srv.client(0);
+    let root = c.root();
+    let dir = srv.store.lookup_path(1, b"/").unwrap();
+    let running = srv.exports.dir_changes().begin(&dir);
+    let made = c.create(&root, "f", Createhow3::Unchecked(Sattr3::default())).ok().unwrap();
+    assert!(made.dir_wcc.before.is_none() && made.dir_wcc.after.is_some(), "{:?}", made.dir_wcc);
+    let mv: Rename3Res = c.call(Nfs3Proc::Rename, &Rename3Args { from: at(&root, "f"), to: at(&root, "g") });
+    let mv = mv.ok().unwrap();
+    assert!(mv.fromdir_wcc.before.is_none() && mv.todir_wcc.before.is_none());
+    drop(running);
+    let rm: Remove3Res = c.call(Nfs3Proc::Remove, &Remove3Args { object: at(&root, "g") });
+    assert!(rm.ok().unwrap().dir_wcc.before.is_some(), "alone again");
+    let made = c.create(&root, "h", Createhow3::Unchecked(Sattr3::default())).ok().unwrap();
+    assert!(made.dir_wcc.before.is_some());
+    // A rename within one directory is one change of it.
+    let mv: Rename3Res = c.call(Nfs3Proc::Rename, &Rename3Args { from: at(&root, "h"), to: at(&root, "i") });
+    let mv = mv.ok().unwrap();
+    assert!(mv.fromdir_wcc.before.is_some() && mv.fromdir_wcc == mv.todir_wcc, "{mv:?}");
+    assert_eq!(srv.exports.dir_changes().in_flight(), 0);
 }
 
 #[test]

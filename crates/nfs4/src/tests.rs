@@ -660,6 +660,53 @@ fn an_exclusive_create_is_exactly_once_and_sets_only_what_it_may() {
     assert_eq!(a.status(ops), Nfsstat4::Inval, "not in suppattr_exclcreat");
 }
 
+/// A change of a directory that no other change overlapped says so
+/// (`atomic`), and its `before` is the last change's `after`: the Linux
+/// client then keeps its cached names and permissions of the directory
+/// instead of looking each name up again. One that another change (of any
+/// protocol) overlapped does not.
+#[test]
+fn a_directory_change_alone_is_atomic_and_one_overlapping_another_is_not() {
+    let p = program();
+    let mut a = Client::new(&p, CLIENT_A, "a");
+    let dir = || vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a")];
+    let mut ops = dir();
+    ops.push(open_create("f", "o1", OPEN4_SHARE_ACCESS_BOTH, 0));
+    let res = a.ok(ops);
+    let NfsResop4::Open(Nfs4Result::Ok(opened)) = &res[4] else { panic!() };
+    assert!(opened.cinfo.atomic, "{:?}", opened.cinfo);
+    assert_ne!(opened.cinfo.before, opened.cinfo.after);
+    let mut ops = dir();
+    ops.push(NfsArgop4::Remove(Remove4Args { target: "f".into() }));
+    let res = a.ok(ops);
+    let NfsResop4::Remove(Nfs4Result::Ok(removed)) = &res[4] else { panic!() };
+    assert!(removed.cinfo.atomic, "{:?}", removed.cinfo);
+    assert_eq!(removed.cinfo.before, opened.cinfo.after);
+    assert_ne!(removed.cinfo.after, removed.cinfo.before);
+    // Another change of the directory is running (an NFSv3 CREATE, say).
+    let root = p.exports.store.lookup_path(1, b"/").unwrap();
+    let running = p.exports.dir_changes().begin(&root);
+    let mut ops = dir();
+    ops.push(open_create("g", "o1", OPEN4_SHARE_ACCESS_BOTH, 0));
+    let res = a.ok(ops);
+    let NfsResop4::Open(Nfs4Result::Ok(opened)) = &res[4] else { panic!() };
+    assert!(!opened.cinfo.atomic, "overlapped: {:?}", opened.cinfo);
+    let mut ops = dir();
+    ops.extend([NfsArgop4::Savefh(()), NfsArgop4::Rename(Rename4Args { oldname: "g".into(), newname: "h".into() })]);
+    let res = a.ok(ops);
+    let NfsResop4::Rename(Nfs4Result::Ok(renamed)) = &res[5] else { panic!() };
+    assert!(!renamed.source_cinfo.atomic && !renamed.target_cinfo.atomic, "{renamed:?}");
+    drop(running);
+    // A rename within one directory is one change of it, not two.
+    let mut ops = dir();
+    ops.extend([NfsArgop4::Savefh(()), NfsArgop4::Rename(Rename4Args { oldname: "h".into(), newname: "i".into() })]);
+    let res = a.ok(ops);
+    let NfsResop4::Rename(Nfs4Result::Ok(renamed)) = &res[5] else { panic!() };
+    assert!(renamed.source_cinfo.atomic, "{renamed:?}");
+    assert_eq!(renamed.source_cinfo, renamed.target_cinfo);
+    assert_eq!(p.exports.dir_changes().in_flight(), 0);
+}
+
 /// Every prefix of a COMPOUND, and the COMPOUND with any one word
 /// replaced, gets an answer (results or GARBAGE_ARGS), never a panic.
 #[test]

@@ -112,6 +112,12 @@ impl FileHandle {
     pub fn as_bytes(&self) -> &Bytes {
         &self.0
     }
+
+    /// The file system and kernel handle: the same file's handle in every
+    /// export (`keel_store::Object::file_key`).
+    pub fn file_key(&self) -> &[u8] {
+        &self.0[8..self.0.len() - MAC_BYTES]
+    }
 }
 
 /// The contents of a handle whose MAC checked out.

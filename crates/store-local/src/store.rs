@@ -33,6 +33,10 @@ impl keel_store::Object for LocalObject {
         self.0.handle.as_bytes()
     }
 
+    fn file_key(&self) -> &[u8] {
+        self.0.handle.file_key()
+    }
+
     fn export_id(&self) -> u32 {
         self.0.export.id
     }

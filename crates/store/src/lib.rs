@@ -82,6 +82,11 @@ pub type Verifier = [u8; 8];
 pub trait Object: Clone + Send + Sync + 'static {
     /// The handle clients present for it (at most [`HANDLE_BYTES_MAX`]).
     fn handle(&self) -> &Bytes;
+    /// Bytes that name the file whichever export it is reached through
+    /// (nested exports give one file a handle per export).
+    fn file_key(&self) -> &[u8] {
+        self.handle()
+    }
     /// The id of the export it belongs to.
     fn export_id(&self) -> u32;
     fn file_type(&self) -> FileType;

@@ -63,11 +63,11 @@ pub(super) fn write<S: Store>(r: &Request<S>, a: Write3Args) -> Write3Res {
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
     if let Err(s) = caller.writable().and_then(|()| r.delegations(&inode, GateAccess::Write)) {
-        return NfsResult::Fail(s, Write3ResFail { file_wcc: r.wcc(None, &inode) });
+        return NfsResult::Fail(s, Write3ResFail { file_wcc: r.wcc_unchanged(&inode) });
     }
     let count = a.count as usize;
     if count > a.data.len() {
-        return NfsResult::Fail(Nfsstat3::Inval, Write3ResFail { file_wcc: r.wcc(None, &inode) });
+        return NfsResult::Fail(Nfsstat3::Inval, Write3ResFail { file_wcc: r.wcc_unchanged(&inode) });
     }
     let stability = match (caller.opts.sync, a.stable) {
         (false, _) | (true, StableHow::Unstable) => Stability::Unstable,
@@ -87,7 +87,7 @@ pub(super) fn write<S: Store>(r: &Request<S>, a: Write3Args) -> Write3Res {
                 verf: out.verifier,
             })
         }
-        Err(e) => NfsResult::Fail(status(&e), Write3ResFail { file_wcc: r.wcc(None, &inode) }),
+        Err(e) => NfsResult::Fail(status(&e), Write3ResFail { file_wcc: r.wcc_unchanged(&inode) }),
     }
 }
 
@@ -100,10 +100,10 @@ pub(super) fn commit<S: Store>(r: &Request<S>, a: Commit3Args) -> Commit3Res {
         Ok(x) => x,
         Err(s) => return NfsResult::Fail(s, Default::default()),
     };
-    let before = r.pre(&inode);
+    let before = r.attrs_before(&inode);
     let done =
         caller.writable().and_then(|()| r.store().commit(caller.who, &inode, caller.opts.sync).map_err(|e| status(&e)));
-    let file_wcc = r.wcc(before, &inode);
+    let file_wcc = WccData { before, after: r.post(&inode) };
     match done {
         Ok(verf) => NfsResult::Ok(Commit3ResOk { file_wcc, verf }),
         Err(s) => NfsResult::Fail(s, Commit3ResFail { file_wcc }),

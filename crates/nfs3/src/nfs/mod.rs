@@ -10,6 +10,7 @@ mod remove;
 use std::cell::{Cell, OnceCell};
 use std::sync::Arc;
 
+use keel_exports::dir_changes::DirChange;
 use keel_exports::{AdmitError, Admitted, ClientOptions, ExportTable, SecFlavor};
 use keel_nfs3_proto::nfs3::{
     NFSPATH_MAX, NfsFh3, NfsResult, Nfsstat3, PostOpAttr, PreOpAttr, Read3Args, Readdir3Args, Readdirplus3Args, WccData,
@@ -174,7 +175,7 @@ pub struct Request<'a, S: Store> {
     too_weak: Cell<bool>,
 }
 
-impl<S: Store> Request<'_, S> {
+impl<'a, S: Store> Request<'a, S> {
     fn store(&self) -> &S {
         &self.exports.store
     }
@@ -241,13 +242,37 @@ impl<S: Store> Request<'_, S> {
         self.store().getattr(obj).ok().map(|a| fattr(&a))
     }
 
-    fn pre(&self, obj: &S::Object) -> PreOpAttr {
+    /// The attributes of `obj` before a change of it starts, with the
+    /// change's window: see [`Request::wcc`].
+    fn pre(&self, obj: &S::Object) -> Pre<'a> {
+        let change = self.exports.dir_changes().begin(obj);
+        Pre { change, attrs: self.attrs_before(obj) }
+    }
+
+    fn attrs_before(&self, obj: &S::Object) -> PreOpAttr {
         self.store().getattr(obj).ok().map(|a| wcc_attr(&a))
     }
 
-    fn wcc(&self, before: PreOpAttr, obj: &S::Object) -> WccData {
-        WccData { before, after: self.post(obj) }
+    /// The wcc data of a change: the attributes before it only if no other
+    /// change of the object through this server overlapped it (RFC 1813:
+    /// pre-op attributes are for a client to tell whether the change was
+    /// its own alone; [`keel_exports::dir_changes`]).
+    fn wcc(&self, pre: Pre<'a>, obj: &S::Object) -> WccData {
+        let after = self.post(obj);
+        let before = if pre.change.end() { pre.attrs } else { None };
+        WccData { before, after }
     }
+
+    /// The wcc data of a call that changed nothing of `obj`.
+    fn wcc_unchanged(&self, obj: &S::Object) -> WccData {
+        WccData { before: None, after: self.post(obj) }
+    }
+}
+
+/// See [`Request::pre`].
+struct Pre<'a> {
+    change: DirChange<'a>,
+    attrs: PreOpAttr,
 }
 
 fn fh(obj: &impl keel_store::Object) -> NfsFh3 {

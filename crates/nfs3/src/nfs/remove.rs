@@ -43,9 +43,13 @@ pub(super) fn rename<S: Store>(r: &Request<S>, a: Rename3Args) -> Rename3Res {
     };
     let (to, _) = match r.authorize(&a.to.dir) {
         Ok(x) => x,
-        Err(s) => return NfsResult::Fail(s, Rename3ResFail { fromdir_wcc: r.wcc(None, &from), ..Default::default() }),
+        Err(s) => {
+            return NfsResult::Fail(s, Rename3ResFail { fromdir_wcc: r.wcc_unchanged(&from), ..Default::default() });
+        }
     };
-    let (from_before, to_before) = (r.pre(&from), r.pre(&to));
+    // One directory: one change of it, not two overlapping ones.
+    let one_dir = keel_store::Object::file_key(&from) == keel_store::Object::file_key(&to);
+    let (from_before, to_before) = (r.pre(&from), (!one_dir).then(|| r.pre(&to)));
     let done = caller.writable().and_then(|()| {
         r.delegations_of_name(caller.who, &from, a.from.name.as_bytes())?;
         r.delegations_of_name(caller.who, &to, a.to.name.as_bytes())?;
@@ -53,7 +57,13 @@ pub(super) fn rename<S: Store>(r: &Request<S>, a: Rename3Args) -> Rename3Res {
             .rename(caller.who, &from, a.from.name.as_bytes(), &to, a.to.name.as_bytes(), caller.opts.sync)
             .map_err(|e| status(&e))
     });
-    let (fromdir_wcc, todir_wcc) = (r.wcc(from_before, &from), r.wcc(to_before, &to));
+    let (fromdir_wcc, todir_wcc) = match to_before {
+        Some(to_before) => (r.wcc(from_before, &from), r.wcc(to_before, &to)),
+        None => {
+            let wcc = r.wcc(from_before, &from);
+            (wcc, wcc)
+        }
+    };
     match done {
         Ok(()) => NfsResult::Ok(Rename3ResOk { fromdir_wcc, todir_wcc }),
         Err(s) => NfsResult::Fail(s, Rename3ResFail { fromdir_wcc, todir_wcc }),

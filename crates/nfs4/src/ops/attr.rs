@@ -324,6 +324,10 @@ fn do_setattr<S: Store>(c: &mut Compound<'_, S>, args: &Setattr4Args) -> Result<
         }
         super::io::check_stateid(c, &args.stateid, &fh, IoAccess::Write)?;
     }
+    // A change of a directory's attributes overlaps a change of its
+    // entries as much as another entry's change does.
+    let program: &crate::Nfs4Program<S> = c.program;
+    let _change = program.exports.dir_changes().begin(&fh.object);
     let store = c.store();
     let who = c.act(&fh)?;
     store.setattr(who, &fh.object, &set, None, fh.options.sync).map_err(|e| status(&e))?;

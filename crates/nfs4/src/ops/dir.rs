@@ -6,6 +6,7 @@
 
 use bytes::Bytes;
 use keel_exports::Reached;
+use keel_exports::dir_changes::DirChange;
 use keel_exports::pseudo::ExportParent;
 use keel_nfs4_proto::*;
 use keel_store::{Attrs, FileType, NAME_BYTES_MAX, NodeKind, Object, Store};
@@ -152,9 +153,26 @@ fn dir_change<S: Store>(c: &Compound<'_, S>, dir: &S::Object) -> u64 {
     c.store().getattr(dir).map_or(0, |a| change(&a))
 }
 
-fn cinfo(before: u64, after: u64) -> ChangeInfo4 {
-    // Not atomic: other changes may fall between the two reads.
-    ChangeInfo4 { atomic: false, before, after }
+/// A directory's change attribute before a change of it, with the change's
+/// window ([`keel_exports::dir_changes`]): see [`cinfo`].
+pub(super) struct DirBefore<'a> {
+    change: DirChange<'a>,
+    before: u64,
+}
+
+/// A change of `dir` starts: its change attribute before it.
+pub(super) fn dir_before<'a, S: Store>(c: &Compound<'a, S>, dir: &S::Object) -> DirBefore<'a> {
+    let program: &'a crate::Nfs4Program<S> = c.program;
+    let change = program.exports.dir_changes().begin(dir);
+    DirBefore { change, before: dir_change(c, dir) }
+}
+
+/// The change of `dir` that `before` started is done: atomic if no other
+/// change of the directory through this server overlapped it (a client
+/// then keeps its cached names and permissions of the directory).
+pub(super) fn cinfo<S: Store>(c: &Compound<'_, S>, before: DirBefore<'_>, dir: &S::Object) -> ChangeInfo4 {
+    let after = dir_change(c, dir);
+    ChangeInfo4 { atomic: before.change.end(), before: before.before, after }
 }
 
 pub(super) fn create<S: Store>(c: &mut Compound<'_, S>, args: Create4Args) -> Result<Create4ResOk, Nfsstat4> {
@@ -165,7 +183,7 @@ pub(super) fn create<S: Store>(c: &mut Compound<'_, S>, args: Create4Args) -> Re
         return Err(Nfsstat4::Inval);
     }
     dir.writable()?;
-    let before = dir_change(c, &dir.object);
+    let before = dir_before(c, &dir.object);
     let store = c.store();
     let sync = dir.options.sync;
     let who = c.act(&dir)?;
@@ -189,10 +207,10 @@ pub(super) fn create<S: Store>(c: &mut Compound<'_, S>, args: Create4Args) -> Re
         Createtype4::Other(_) => return Err(Nfsstat4::Badtype),
     }
     .map_err(|e| status(&e))?;
-    let after = dir_change(c, &dir.object);
+    let cinfo = cinfo(c, before, &dir.object);
     c.current = Some(Filehandle::Export(ExportFh { object: created.object, options: dir.options, cred: dir.cred }));
     c.stateid.clear();
-    Ok(Create4ResOk { cinfo: cinfo(before, after), attrset })
+    Ok(Create4ResOk { cinfo, attrset })
 }
 
 /// The saved filehandle as an object of the same export as `current`
@@ -217,11 +235,11 @@ pub(super) fn link<S: Store>(c: &mut Compound<'_, S>, args: Link4Args) -> Result
     let n = name(&args.newname)?.to_vec();
     dir.writable()?;
     crate::deleg::before_change(c, file.handle())?;
-    let before = dir_change(c, &dir.object);
+    let before = dir_before(c, &dir.object);
     let store = c.store();
     let who = c.act(&dir)?;
     store.link(who, &file.object, &dir.object, &n, dir.options.sync).map_err(|e| status(&e))?;
-    Ok(Link4ResOk { cinfo: cinfo(before, dir_change(c, &dir.object)) })
+    Ok(Link4ResOk { cinfo: cinfo(c, before, &dir.object) })
 }
 
 /// NFS4ERR_GRACE during a grace period: a file removed or renamed over
@@ -238,7 +256,7 @@ pub(super) fn remove<S: Store>(c: &mut Compound<'_, S>, args: Remove4Args) -> Re
     dir.writable()?;
     outside_grace(c)?;
     crate::deleg::before_change_of_name(c, &dir, &n)?;
-    let before = dir_change(c, &dir.object);
+    let before = dir_before(c, &dir.object);
     let store = c.store();
     let who = c.act(&dir)?;
     let (object, _) = store.lookup(who, &dir.object, &n).map_err(|e| status(&e))?;
@@ -248,7 +266,7 @@ pub(super) fn remove<S: Store>(c: &mut Compound<'_, S>, args: Remove4Args) -> Re
         store.remove(who, &dir.object, &n, dir.options.sync)
     }
     .map_err(|e| status(&e))?;
-    Ok(Remove4ResOk { cinfo: cinfo(before, dir_change(c, &dir.object)) })
+    Ok(Remove4ResOk { cinfo: cinfo(c, before, &dir.object) })
 }
 
 pub(super) fn rename<S: Store>(c: &mut Compound<'_, S>, args: Rename4Args) -> Result<Rename4ResOk, Nfsstat4> {
@@ -260,14 +278,19 @@ pub(super) fn rename<S: Store>(c: &mut Compound<'_, S>, args: Rename4Args) -> Re
     outside_grace(c)?;
     crate::deleg::before_change_of_name(c, &from_dir, &from)?;
     crate::deleg::before_change_of_name(c, &to_dir, &to)?;
-    let (from_before, to_before) = (dir_change(c, &from_dir.object), dir_change(c, &to_dir.object));
+    // One directory: one change of it, not two overlapping ones.
+    let one_dir = from_dir.object.file_key() == to_dir.object.file_key();
+    let from_before = dir_before(c, &from_dir.object);
+    let to_before = (!one_dir).then(|| dir_before(c, &to_dir.object));
     let store = c.store();
     let who = c.act(&to_dir)?;
     store.rename(who, &from_dir.object, &from, &to_dir.object, &to, to_dir.options.sync).map_err(|e| status(&e))?;
-    Ok(Rename4ResOk {
-        source_cinfo: cinfo(from_before, dir_change(c, &from_dir.object)),
-        target_cinfo: cinfo(to_before, dir_change(c, &to_dir.object)),
-    })
+    let source_cinfo = cinfo(c, from_before, &from_dir.object);
+    let target_cinfo = match to_before {
+        Some(to_before) => cinfo(c, to_before, &to_dir.object),
+        None => source_cinfo,
+    };
+    Ok(Rename4ResOk { source_cinfo, target_cinfo })
 }
 
 /// Bytes of a READDIR result besides its entries: operation number,

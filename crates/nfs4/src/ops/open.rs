@@ -123,7 +123,6 @@ fn by_name<S: Store>(
     }
     let n = super::dir::name(name)?.to_vec();
     let store = c.store();
-    let before = store.getattr(&dir.object).map_or(0, |a| change(&a));
     let (mode, set, bits) = match how {
         Openflag4::Open4Nocreate => {
             let who = c.act(&dir)?;
@@ -131,7 +130,9 @@ fn by_name<S: Store>(
             let fh = ExportFh { object, options: dir.options, cred: dir.cred };
             regular(fh.object.file_type())?;
             check_access(c, &fh, share)?;
-            let cinfo = ChangeInfo4 { atomic: false, before, after: before };
+            // Nothing changed: one read is both.
+            let now = store.getattr(&dir.object).map_or(0, |a| change(&a));
+            let cinfo = ChangeInfo4 { atomic: true, before: now, after: now };
             return Ok(Opened { file: fh, cinfo, attrset: Bitmap4::new() });
         }
         Openflag4::Open4Create(Createhow4::Unchecked4(attrs)) => {
@@ -157,6 +158,7 @@ fn by_name<S: Store>(
         }
     };
     dir.writable()?;
+    let before = super::dir::dir_before(c, &dir.object);
     let who = c.act(&dir)?;
     let existed = store.lookup(who, &dir.object, &n).is_ok();
     let created = store.create(who, &dir.object, &n, mode, &set, dir.options.sync).map_err(|e| status(&e))?;
@@ -174,8 +176,8 @@ fn by_name<S: Store>(
         // caller just made may be opened whatever mode it was made with.
         check_access(c, &fh, share)?;
     }
-    let after = store.getattr(&dir.object).map_or(0, |a| change(&a));
-    Ok(Opened { file: fh, cinfo: ChangeInfo4 { atomic: false, before, after }, attrset })
+    let cinfo = super::dir::cinfo(c, before, &dir.object);
+    Ok(Opened { file: fh, cinfo, attrset })
 }
 
 /// The current filehandle's handle, the file an open state is on.
