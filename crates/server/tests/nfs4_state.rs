@@ -210,15 +210,23 @@ fn id_of(flag: &str, name: &str) -> u32 {
     String::from_utf8_lossy(&out.stdout).trim().parse().expect("a number")
 }
 
+/// A server with `server_extra` in its `[server]` and a `no_root_squash`
+/// export holding an empty file "f"; a v4.1 client calling as root, and
+/// the file's handle.
+fn root_with_file_f(name: &str, server_extra: &str) -> (TestServer, V4, bytes::Bytes) {
+    let export = ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"no_root_squash\"");
+    let server = TestServer::start(name, vec![export], server_extra);
+    std::fs::write(server.export_dir(1).join("f"), b"").unwrap();
+    let mut v4 = V4::connect(&server, b"root-test");
+    v4.cred = keel_rpc::msg::AuthSys { uid: 0, gid: 0, ..Default::default() }.to_opaque();
+    let (_, fh) = v4.open_read(&server, 1, b"o", "f");
+    (server, v4, fh)
+}
+
 #[test]
 fn owner_names_of_the_id_mapping_domain_are_the_system_s_users_and_groups() {
     // no_root_squash: root may give a file away.
-    let export = ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"no_root_squash\"");
-    let server = TestServer::start("nfs4-idmap", vec![export], "nfs4_idmap_domain = \"keel.test\"");
-    std::fs::write(server.export_dir(1).join("f"), b"").unwrap();
-    let mut v4 = V4::connect(&server, b"idmap-test");
-    v4.cred = keel_rpc::msg::AuthSys { uid: 0, gid: 0, ..Default::default() }.to_opaque();
-    let (_, fh) = v4.open_read(&server, 1, b"o", "f");
+    let (server, mut v4, fh) = root_with_file_f("nfs4-idmap", "nfs4_idmap_domain = \"keel.test\"");
     let chown = |owner: &str, group: &str| {
         let attrs = Attrs4 { owner: Some(owner.into()), owner_group: Some(group.into()), ..Attrs4::default() };
         NfsArgop4::Setattr(Setattr4Args {
@@ -248,12 +256,7 @@ fn owner_names_of_the_id_mapping_domain_are_the_system_s_users_and_groups() {
 /// XFS, btrfs and tmpfs; an older kernel fails this test).
 #[test]
 fn the_change_attribute_moves_with_every_change_within_one_clock_tick() {
-    let export = ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"no_root_squash\"");
-    let server = TestServer::start("nfs4-change", vec![export], "");
-    std::fs::write(server.export_dir(1).join("f"), b"").unwrap();
-    let mut v4 = V4::connect(&server, b"change-test");
-    v4.cred = keel_rpc::msg::AuthSys { uid: 0, gid: 0, ..Default::default() }.to_opaque();
-    let (_, file) = v4.open_read(&server, 1, b"o", "f");
+    let (server, mut v4, file) = root_with_file_f("nfs4-change", "");
     let (_, dir) = {
         let mut ops = vec![NfsArgop4::Putrootfh(())];
         for part in server.export_path(1).split('/').filter(|p| !p.is_empty()) {
