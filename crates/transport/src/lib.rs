@@ -57,9 +57,16 @@
 //! from batches, which hold slots; calls in flight per connection and
 //! bytes in flight overall are bounded by the slots and the budget.
 
+// Every `unsafe` of this crate is in `sys`.
+#![deny(unsafe_code)]
+
+mod budget;
 mod conn;
+mod conns;
 mod places;
 mod poller;
+#[allow(unsafe_code)]
+mod sys;
 #[cfg(test)]
 mod tests;
 
@@ -75,9 +82,10 @@ use std::time::{Duration, Instant};
 
 use keel_rpc::{ConnectionId, Dispatcher};
 
-use crate::budget::Budget;
-use crate::conns::{CloseReason, Connections};
+pub use budget::Budget;
 use conn::{Connection, Reply, TakenCall};
+use conns::CloseReason;
+pub use conns::Connections;
 use places::{Places, Watch};
 use poller::{Poller, Token};
 
@@ -199,7 +207,8 @@ impl PoolProbe {
         usage
     }
 
-    #[cfg(test)]
+    /// A probe of no pool, which reads every count as 0 (for the server's
+    /// tests, which have statistics but no transport).
     pub fn none() -> PoolProbe {
         PoolProbe { shared: Weak::new() }
     }
