@@ -341,6 +341,9 @@ async fn serve(
         admits: Box::new(move |ip| admitting.admits(ip)),
         listeners,
         datagrams,
+        // A handler that panicked may have left its caller's identity on
+        // the worker's thread.
+        reset_after_panic: keel_store_local::ident::reset,
     })?;
     let stats = Arc::new(ServerStats {
         calls,

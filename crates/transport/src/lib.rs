@@ -148,6 +148,11 @@ pub struct TransportConfig {
     pub listeners: Vec<(TcpListener, Admit)>,
     /// UDP sockets, each with the dispatcher of the programs served on it.
     pub datagrams: Vec<(UdpSocket, Arc<Dispatcher>)>,
+    /// Called on a worker thread after a handler panicked, to put the
+    /// thread back in the state every call starts from. The server says
+    /// what that is (the local store's identity, `ident::reset`): the
+    /// transport knows no store.
+    pub reset_after_panic: fn() -> io::Result<()>,
 }
 
 /// What the worker pool is doing now (statistics: `keel stat`, metrics).
@@ -236,6 +241,7 @@ pub(crate) struct Shared {
     requests_per_connection: usize,
     listeners: Vec<(TcpListener, Admit)>,
     datagrams: Vec<(UdpSocket, Arc<Dispatcher>)>,
+    reset_after_panic: fn() -> io::Result<()>,
     /// Open connections by the slot in their tokens.
     table: Mutex<Table>,
     /// The id of the next connection accepted (ids are never reused,
@@ -353,6 +359,7 @@ impl Transport {
             admits,
             listeners,
             datagrams,
+            reset_after_panic,
         } = config;
         let poller = Poller::new()?;
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
@@ -374,6 +381,7 @@ impl Transport {
             requests_per_connection,
             listeners,
             datagrams,
+            reset_after_panic,
             table: Mutex::default(),
             next_connection_id: AtomicU64::new(1),
             ready: Mutex::default(),
