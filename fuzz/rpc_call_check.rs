@@ -32,7 +32,7 @@ use keel_rpc::msg::{AUTH_SYS, AuthSys, CallHeader, CallHeaderError, decode_reply
 use keel_rpc::record::{LAST_FRAGMENT, RecordAssembler, RecordError};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
-/// The server's record limit (`RECORD_BYTES_MAX` in crates/server/src/transport/mod.rs).
+/// The server's record limit (`RECORD_BYTES_MAX` in crates/transport/src/lib.rs).
 pub const SERVER_RECORD_BYTES_MAX: usize = (1 << 20) + (64 << 10);
 
 /// `RecordAssembler`'s limit on the fragments of one record

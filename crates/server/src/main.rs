@@ -6,11 +6,9 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod admin;
-mod budget;
 mod cache;
 mod cli;
 mod config;
-mod conns;
 mod ha;
 mod kerberos;
 mod metrics;
@@ -28,7 +26,6 @@ mod stats;
 mod sys;
 mod tickle;
 mod tools;
-mod transport;
 mod validate;
 
 fn main() -> std::process::ExitCode {

@@ -16,20 +16,18 @@ use keel_nlm::{LockConfig, LockManager, NlmProgram, NsmProgram};
 use keel_rpc::{Dispatcher, ReplyCache, RpcProgram};
 use keel_store::Store;
 use keel_store_local::{Export, ExportSpec, HandleKey, LocalStore};
+use keel_transport::{Admit, Budget, Connections, Transport, TransportConfig};
 
 use crate::cache::Served;
 use std::net::{TcpListener, UdpSocket};
 use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
-use crate::budget::Budget;
 use crate::config::{Config, PortmapMode};
-use crate::conns::Connections;
 use crate::notify::notify;
 use crate::portmap::{self, PortmapProgram};
 use crate::reload::{Overrides, Reloader};
 use crate::stats::{ReloadCounts, ServerStats};
-use crate::transport::{self, Admit, Transport, TransportConfig};
 use crate::{metrics, sys};
 
 /// Open objects kept cached (each holds one or two descriptors).
@@ -157,7 +155,7 @@ pub fn run(
     let stopped = runtime.block_on(serve(&config, exports, stateful, calls, reloader, gss, banner))?;
     // Calls in flight finish and their replies go out before the file
     // systems are synced.
-    let linger = if config.ha { transport::LINGER_HA } else { transport::LINGER };
+    let linger = if config.ha { keel_transport::LINGER_HA } else { keel_transport::LINGER };
     stopped.transport.stop(DRAIN_TIMEOUT, linger);
     locks.stop();
     lock_threads.join();
@@ -343,6 +341,9 @@ async fn serve(
         admits: Box::new(move |ip| admitting.admits(ip)),
         listeners,
         datagrams,
+        // A handler that panicked may have left its caller's identity on
+        // the worker's thread.
+        reset_after_panic: keel_store_local::ident::reset,
     })?;
     let stats = Arc::new(ServerStats {
         calls,

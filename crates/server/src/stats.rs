@@ -23,12 +23,10 @@ use keel_stats::{
     ReplyCacheSnapshot, ServerInfo, Snapshot, WorkersSnapshot,
 };
 use keel_store::Store;
+use keel_transport::{Budget, Connections, PoolProbe};
 
-use crate::budget::Budget;
 use crate::cache::Served;
-use crate::conns::Connections;
 use crate::portmap::PortmapProgram;
-use crate::transport::PoolProbe;
 
 static NFS_STATUSES: LazyLock<Vec<(u32, &'static str)>> =
     LazyLock::new(|| Nfsstat3::ALL.iter().map(|s| (*s as u32, s.name())).collect());

@@ -27,7 +27,7 @@ const MOUNT: u32 = 100_005;
 const PORTMAP: u32 = 100_000;
 
 const LAST_FRAGMENT: u32 = 1 << 31;
-/// The server's record limit (`RECORD_BYTES_MAX` in crates/server/src/transport/mod.rs).
+/// The server's record limit (`RECORD_BYTES_MAX` in crates/transport/src/lib.rs).
 const RECORD_BYTES_MAX: usize = (1 << 20) + (64 << 10);
 /// FSINFO rtmax / wtmax and the READDIR reply limit (`keel_nfs3::IO_BYTES_MAX`).
 const IO_BYTES_MAX: usize = 1 << 20;

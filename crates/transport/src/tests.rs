@@ -22,7 +22,7 @@ const CALLBACKS_MAX: u32 = 100_000;
 /// before it answers; 2 sends calls back until one is refused and answers
 /// how many went and why the next did not ([`refusal`]); 3 waits for
 /// [`CallsBack::replied`] (at most [`REPLY_WAIT`]) and answers whether it
-/// came.
+/// came; 4 panics.
 #[derive(Default)]
 struct CallsBack {
     kept: Mutex<Option<CallConnection>>,
@@ -86,6 +86,7 @@ impl RpcProgram for CallsBack {
                 reply.u32(u32::from(*replied));
                 Ok(())
             }
+            4 => panic!("procedure 4 panics"),
             _ => Err(AcceptError::ProcUnavail),
         }
     }
@@ -125,9 +126,20 @@ fn start_with(
         admits: Box::new(|_| true),
         listeners: vec![(listener, Admit::Anyone)],
         datagrams: Vec::new(),
+        reset_after_panic: count_reset,
     })
     .unwrap();
     (transport, addr)
+}
+
+/// The resets the test servers' workers made after a panic.
+static WORKER_RESETS: AtomicUsize = AtomicUsize::new(0);
+
+fn count_reset() -> io::Result<()> {
+    if std::thread::current().name().is_some_and(|n| n.starts_with("keel-worker-")) {
+        WORKER_RESETS.fetch_add(1, Ordering::SeqCst);
+    }
+    Ok(())
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {
@@ -250,5 +262,21 @@ fn a_reply_from_the_client_is_taken_while_its_calls_hold_every_slot() {
     assert_eq!(decode_reply_header(&mut answer).unwrap(), (6, ReplyStat::Accepted(AcceptStat::Success)));
     assert_eq!(answer.u32().unwrap(), 1, "the reply was taken while the call held the slot");
     assert_eq!(router.stats().delivered, 1);
+    transport.stop(Duration::from_secs(1), Duration::ZERO);
+}
+
+#[test]
+fn a_handler_that_panics_gets_system_err_and_its_worker_is_reset_for_the_next_call() {
+    let (transport, addr) = start(Arc::new(CallsBack::default()), 16 << 20);
+    let mut stream = connect(addr);
+    send_call(&mut stream, 7, 4);
+    let mut reply = Decoder::new(read_record(&mut stream));
+    assert_eq!(decode_reply_header(&mut reply).unwrap(), (7, ReplyStat::Accepted(AcceptStat::SystemErr)));
+    assert_eq!(WORKER_RESETS.load(Ordering::SeqCst), 1, "the server's reset ran on the worker");
+    // The connection still serves.
+    send_call(&mut stream, 8, 1);
+    assert_eq!(callback_xid(read_record(&mut stream)), Some(CALLBACK_XID));
+    let mut reply = Decoder::new(read_record(&mut stream));
+    assert_eq!(decode_reply_header(&mut reply).unwrap(), (8, ReplyStat::Accepted(AcceptStat::Success)));
     transport.stop(Duration::from_secs(1), Duration::ZERO);
 }

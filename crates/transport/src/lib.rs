@@ -57,9 +57,16 @@
 //! from batches, which hold slots; calls in flight per connection and
 //! bytes in flight overall are bounded by the slots and the budget.
 
+// Every `unsafe` of this crate is in `sys`.
+#![deny(unsafe_code)]
+
+mod budget;
 mod conn;
+mod conns;
 mod places;
 mod poller;
+#[allow(unsafe_code)]
+mod sys;
 #[cfg(test)]
 mod tests;
 
@@ -75,9 +82,10 @@ use std::time::{Duration, Instant};
 
 use keel_rpc::{ConnectionId, Dispatcher};
 
-use crate::budget::Budget;
-use crate::conns::{CloseReason, Connections};
+pub use budget::Budget;
 use conn::{Connection, Reply, TakenCall};
+use conns::CloseReason;
+pub use conns::Connections;
 use places::{Places, Watch};
 use poller::{Poller, Token};
 
@@ -140,6 +148,11 @@ pub struct TransportConfig {
     pub listeners: Vec<(TcpListener, Admit)>,
     /// UDP sockets, each with the dispatcher of the programs served on it.
     pub datagrams: Vec<(UdpSocket, Arc<Dispatcher>)>,
+    /// Called on a worker thread after a handler panicked, to put the
+    /// thread back in the state every call starts from. The server says
+    /// what that is (the local store's identity, `ident::reset`): the
+    /// transport knows no store.
+    pub reset_after_panic: fn() -> io::Result<()>,
 }
 
 /// What the worker pool is doing now (statistics: `keel stat`, metrics).
@@ -199,7 +212,8 @@ impl PoolProbe {
         usage
     }
 
-    #[cfg(test)]
+    /// A probe of no pool, which reads every count as 0 (for the server's
+    /// tests, which have statistics but no transport).
     pub fn none() -> PoolProbe {
         PoolProbe { shared: Weak::new() }
     }
@@ -227,6 +241,7 @@ pub(crate) struct Shared {
     requests_per_connection: usize,
     listeners: Vec<(TcpListener, Admit)>,
     datagrams: Vec<(UdpSocket, Arc<Dispatcher>)>,
+    reset_after_panic: fn() -> io::Result<()>,
     /// Open connections by the slot in their tokens.
     table: Mutex<Table>,
     /// The id of the next connection accepted (ids are never reused,
@@ -344,6 +359,7 @@ impl Transport {
             admits,
             listeners,
             datagrams,
+            reset_after_panic,
         } = config;
         let poller = Poller::new()?;
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
@@ -365,6 +381,7 @@ impl Transport {
             requests_per_connection,
             listeners,
             datagrams,
+            reset_after_panic,
             table: Mutex::default(),
             next_connection_id: AtomicU64::new(1),
             ready: Mutex::default(),

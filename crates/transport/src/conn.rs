@@ -586,9 +586,10 @@ impl Connection {
             }
             Ok(None) => return None,
             Err(_) => {
-                // Whatever identity the handler left behind, the next call
-                // starts from root.
-                if let Err(e) = keel_store_local::ident::reset() {
+                // Whatever the handler left on this thread (for the local
+                // store, its caller's identity), the server's reset undoes
+                // before the next call.
+                if let Err(e) = (sh.reset_after_panic)() {
                     tracing::error!(error = %e, "cannot reset the worker's identity after a panic");
                 }
                 tracing::error!(%peer, xid, "a request handler panicked; answered SYSTEM_ERR");

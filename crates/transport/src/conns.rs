@@ -283,7 +283,7 @@ impl Connections {
 
     /// Connections open now.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().open.len()
     }
 }
