@@ -180,7 +180,7 @@ for target, _layout, _round, procs, device, writes, us_write, kib_write, flushes
         continue
     role = "loop" if device == loop else "disk"
     runs.setdefault((target, int(procs), role), []).append(
-        (float(us_write), float(kib_write), float(us_flush), int(writes) / max(int(flushes), 1)))
+        (float(us_write), float(kib_write), float(us_flush), int(writes) / int(flushes) if int(flushes) else None))
 print()
 print("Below XFS, medians over layouts and rounds (each run's create, stat and remove): the loop device's "
       "µs per write and per flush and KiB per write; the disk under the image file: µs per flush, writes per flush.")
@@ -189,8 +189,9 @@ print("| target | procs | loop µs/write | loop KiB/write | loop µs/flush | dis
 print("|---|---|---|---|---|---|---|")
 # Targets whose runs wrote nothing to the loop device (Ganesha) are left out.
 for target, procs in dict.fromkeys((k[0], k[1]) for k in sorted(runs, key=lambda k: (k[1], k[0])) if k[2] == "loop"):
-    lo = [statistics.median(c) for c in zip(*runs[(target, procs, "loop")])]
-    di = [statistics.median(c) for c in zip(*runs.get((target, procs, "disk"), [(0, 0, 0, 0)]))]
-    print(f"| {target} | {procs} | {lo[0]:.0f} | {lo[1]:.1f} | {lo[2]:.0f} | {di[2]:.0f} | {di[3]:.2f} |")
+    med = lambda runs: [statistics.median(v) if (v := [x for x in c if x is not None]) else None for c in zip(*runs)]
+    lo, di = med(runs[(target, procs, "loop")]), med(runs.get((target, procs, "disk"), [(None,) * 4]))
+    cell = lambda x, fmt: "-" if x is None else format(x, fmt)
+    print(f"| {target} | {procs} | {lo[0]:.0f} | {lo[1]:.1f} | {lo[2]:.0f} | {cell(di[2], '.0f')} | {cell(di[3], '.2f')} |")
 PY
 echo "results in $out"
