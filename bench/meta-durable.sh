@@ -12,6 +12,9 @@
 # Every run also counts, per file, the XFS log forces asked for, the log
 # writes done and the device's cache flushes (nfsmeta, NFSMETA_XFS_DEV):
 # what made the files durable, and how many files shared one log write.
+# devices.tsv adds, per run (create, stat and remove together), what the
+# loop device and the disk under its image file report (/proc/diskstats):
+# how long a log write and a flush took below XFS, and their size.
 #
 #   sudo bench/meta-durable.sh [--rounds N] [--procs "1 2 8"] [--layouts "own shared"]
 #                              [--files N] [--out DIR] [--lock FILE] [--async] KEEL...
@@ -62,6 +65,7 @@ mountpoint -q "$data" && umount "$data"
 rm -f "$img"; truncate -s 4G "$img"; mkfs.xfs -q -f "$img"
 mkdir -p "$data"; mount -o loop "$img" "$data"
 dev=$(basename "$(findmnt -no SOURCE "$data")")
+backing=$(basename "$(findmnt -no SOURCE -T "$(dirname "$img")")")
 extra_cleanup="umount -l '$data'; rm -f '$img'"
 . "$here/servers.sh"
 servers_start "$data" "$out"
@@ -72,6 +76,10 @@ echo "$(machine_line) ($dev); ganesha $ganesha_version; rounds $rounds; $files f
 
 results=$out/results.tsv
 printf 'target\tlayout\tround\tprocs\tphase\tfiles_s\tlog_forces\tlog_writes\tflushes\tserver_us\tmachine_us\tload\n' > "$results"
+devices=$out/devices.tsv
+printf 'target\tlayout\tround\tprocs\tdevice\twrites\tus_per_write\tkib_per_write\tflushes\tus_per_flush\n' > "$devices"
+# A device's writes, ms writing, flushes, ms flushing and sectors written.
+disk_counters() { awk -v d="$1" '$3 == d {print $8, $11, $19, $20, $10}' /proc/diskstats; }
 # Every nfsmeta run of a target: a line per phase into results.tsv.
 meta_runs() { # label round target [pid] [durable]
   local label=$1 round=$2 target=$3 pid=${4:-} durable=${5:-} layout procs
@@ -89,6 +97,8 @@ meta_run() { # label layout round procs target pid [durable] [shared]
   # writes back everything and empties the log.
   sync; xfs_freeze -f "$data"; xfs_freeze -u "$data"
   load=$(cut -d' ' -f1 /proc/loadavg)
+  local before_loop before_backing
+  before_loop=$(disk_counters "$dev"); before_backing=$(disk_counters "$backing")
   # "create 2490 files/s  CPU per file: clients 53 us, server 0 us, rest 162
   # us, machine 215 us; busy 30 %; per file: log forces 1.00, log writes
   # 1.00, flushes 2.00"
@@ -97,6 +107,14 @@ meta_run() { # label layout round procs target pid [durable] [shared]
     awk -v l="$label" -v y="$layout" -v r="$round" -v p="$procs" -v ld="$load" '{
       gsub(/,/, ""); printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l, y, r, p, $1, $2, $(NF-5), $(NF-2), $NF, $11, $17, ld }' |
     tee -a "$results"
+  local d before
+  for d in "$dev" "$backing"; do
+    if [ "$d" = "$dev" ]; then before=$before_loop; else before=$before_backing; fi
+    echo "$before $(disk_counters "$d")" | awk -v l="$label" -v y="$layout" -v r="$round" -v p="$procs" -v d="$d" '{
+      w = $6 - $1; f = $8 - $3
+      printf "%s\t%s\t%s\t%s\t%s\t%d\t%.1f\t%.1f\t%d\t%.1f\n", l, y, r, p, d, w, w ? ($7 - $2) * 1000 / w : 0,
+        w ? ($10 - $5) / 2 / w : 0, f, f ? ($9 - $4) * 1000 / f : 0 }' >> "$devices"
+  done
 }
 [ -n "$lock" ] && flock -u "$lock_fd"
 for round in $(seq "$rounds"); do
@@ -151,5 +169,29 @@ for layout in dict.fromkeys(k[0] for k in runs):
             base = med.get("local-durable", [0])[0]
             ratios = [f"{med[t][0] / base:.2f}" if base and t in med else "-" for t in keels]
             print(f"| {layout} | {phase} | {procs} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+PY
+python3 - "$devices" "$dev" <<'PY' | tee -a "$out/table.md"
+import statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])][1:]
+loop = sys.argv[2]
+runs = {}
+for target, _layout, _round, procs, device, writes, us_write, kib_write, flushes, us_flush in rows:
+    if int(writes) == 0 and int(flushes) == 0:
+        continue
+    role = "loop" if device == loop else "disk"
+    runs.setdefault((target, int(procs), role), []).append(
+        (float(us_write), float(kib_write), float(us_flush), int(writes) / int(flushes) if int(flushes) else None))
+print()
+print("Below XFS, medians over layouts and rounds (each run's create, stat and remove): the loop device's "
+      "µs per write and per flush and KiB per write; the disk under the image file: µs per flush, writes per flush.")
+print()
+print("| target | procs | loop µs/write | loop KiB/write | loop µs/flush | disk µs/flush | disk writes/flush |")
+print("|---|---|---|---|---|---|---|")
+# Targets whose runs wrote nothing to the loop device (Ganesha) are left out.
+for target, procs in dict.fromkeys((k[0], k[1]) for k in sorted(runs, key=lambda k: (k[1], k[0])) if k[2] == "loop"):
+    med = lambda runs: [statistics.median(v) if (v := [x for x in c if x is not None]) else None for c in zip(*runs)]
+    lo, di = med(runs[(target, procs, "loop")]), med(runs.get((target, procs, "disk"), [(None,) * 4]))
+    cell = lambda x, fmt: "-" if x is None else format(x, fmt)
+    print(f"| {target} | {procs} | {lo[0]:.0f} | {lo[1]:.1f} | {lo[2]:.0f} | {cell(di[2], '.0f')} | {cell(di[3], '.2f')} |")
 PY
 echo "results in $out"

@@ -22,9 +22,10 @@
 //!   `BATCH_STALL`. So a batch never waits behind one call's disk.
 //! - A worker about to sleep while every other worker sleeps polls first
 //!   (`poll_spin_us`): at one call in flight it takes the client's next
-//!   call without a sleep and a wake-up. Not after a large reply
-//!   (`POLL_AFTER_REPLY_BYTES_MAX`), which the client takes longer to
-//!   receive than the poll lasts.
+//!   call without a sleep and a wake-up. Between polls it yields its
+//!   CPU, which the client its reply woke may be waiting for. Not after a
+//!   large reply (`POLL_AFTER_REPLY_BYTES_MAX`), which the client takes
+//!   longer to receive than the poll lasts.
 //! - At most as many workers as CPUs are active (`places.rs`); the rest
 //!   park where arriving calls do not wake them. A larger pool in
 //!   `epoll_wait` cost a wake-up per call under load: epoll wakes a
@@ -576,9 +577,13 @@ impl Shared {
     /// `poll_spin`: at one call in flight the client's next call arrives
     /// within a round trip, and the worker that answered the last one
     /// takes it without a sleep and a wake-up; under load, calls queued
-    /// for the ready queue need no wake-up while someone spins. Not right
-    /// after a large reply (`POLL_AFTER_REPLY_BYTES_MAX`). True if it
-    /// found work (and did it).
+    /// for the ready queue need no wake-up while someone spins. Between
+    /// polls it yields: a poll that held its CPU kept waiting what the
+    /// kernel had woken there, the client its reply woke or the log's
+    /// kernel work (with the yield, `sync` creates and removes from one
+    /// process 1-23 % faster, stat calls from two 1.3-2.3 ×;
+    /// docs/benchmarks.md). Not right after a large reply
+    /// (`POLL_AFTER_REPLY_BYTES_MAX`). True if it found work (and did it).
     fn spin(self: &Arc<Self>, events: &mut poller::Events, batch: &Batch) -> bool {
         let after_large_reply = batch.sent_bytes.swap(0, Ordering::Relaxed) >= POLL_AFTER_REPLY_BYTES_MAX;
         if self.poll_spin.is_zero()
@@ -598,7 +603,7 @@ impl Shared {
             if event.is_some() {
                 break;
             }
-            std::hint::spin_loop();
+            std::thread::yield_now();
         }
         // Stopped before looking at the ready queue again (see push_ready).
         self.spinning.store(false, Ordering::SeqCst);
