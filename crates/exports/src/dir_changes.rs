@@ -59,8 +59,8 @@ impl DirChanges {
         DirChange { table: self, key, alone_at_start, started_as: entry.started, ended: false }
     }
 
-    /// Changes in flight now (tests, and a bound check: it is at most the
-    /// calls running).
+    /// Directories with changes in flight now (at most the calls
+    /// running): for tests.
     pub fn in_flight(&self) -> usize {
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).len()
     }

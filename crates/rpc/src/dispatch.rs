@@ -245,13 +245,17 @@ impl Dispatcher {
         if !is_reply(record) {
             return false;
         }
+        self.route_reply(Some(connection.id()), record.clone());
+        true
+    }
+
+    fn route_reply(&self, connection: Option<ConnectionId>, record: Bytes) {
         match &self.replies {
             Some(router) => {
-                router.route(Some(connection.id()), record.clone(), std::time::Instant::now());
+                router.route(connection, record, std::time::Instant::now());
             }
-            None => tracing::debug!(connection = ?connection.id(), "a reply, and no calls sent back; dropped"),
+            None => tracing::debug!(?connection, "a reply, and no calls sent back; dropped"),
         }
-        true
     }
 
     fn handle_call(
@@ -265,8 +269,7 @@ impl Dispatcher {
         let header = match CallHeader::decode(&mut dec) {
             Ok(h) => h,
             Err(CallHeaderError::NotACall { .. }) if self.replies.is_some() && is_reply(&record) => {
-                let router = self.replies.as_ref().expect("checked");
-                router.route(connection.map(CallConnection::id), record, std::time::Instant::now());
+                self.route_reply(connection.map(CallConnection::id), record);
                 return None;
             }
             Err(CallHeaderError::NoXid) | Err(CallHeaderError::NotACall { .. }) => {

@@ -327,11 +327,15 @@ impl Connection {
     }
 
     /// The read turn: take the next call, and the calls buffered behind it
-    /// (up to `BATCH_CALLS_MAX`), then pass the turn on; the caller runs
+    /// (up to `BATCH_CALLS_MAX` calls and replies), then pass the turn on; the caller runs
     /// what was taken. Only one worker at a time holds a connection's read
     /// turn.
     pub(super) fn read_turn(self: &Arc<Self>, sh: &Arc<Shared>, taken: &mut Vec<TakenCall>) {
         let mut rd = self.read.lock().expect("read side lock");
+        // Replies need no slot, so nothing else bounds how many one turn
+        // takes: they count towards the batch, or a client streaming
+        // replies would keep this worker to itself.
+        let mut replies = 0;
         loop {
             if self.reading_done.load(Ordering::SeqCst) {
                 return;
@@ -377,6 +381,10 @@ impl Connection {
             if sh.dispatcher.take_reply(&call, &self.call_connection) {
                 // The bytes charged while a large one came are not needed.
                 rd.receiving = None;
+                replies += 1;
+                if taken.len() + replies >= super::BATCH_CALLS_MAX {
+                    break;
+                }
                 continue;
             }
             if self.in_flight.load(Ordering::SeqCst) >= sh.requests_per_connection {

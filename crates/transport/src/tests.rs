@@ -265,6 +265,49 @@ fn a_reply_from_the_client_is_taken_while_its_calls_hold_every_slot() {
     transport.stop(Duration::from_secs(1), Duration::ZERO);
 }
 
+/// Replies take no slot, so a client streaming them (to no call: each is
+/// dropped) must still give its turn up after a batch: two such clients,
+/// one per worker, leave a third client's call answered while they stream.
+#[test]
+fn clients_streaming_replies_do_not_keep_the_workers_from_another_client() {
+    let (transport, addr) = start(Arc::new(CallsBack::default()), 16 << 20);
+    let mut enc = Encoder::new();
+    keel_rpc::msg::encode_reply_header(&mut enc, 0x7777_0000, ReplyStat::Accepted(AcceptStat::Success));
+    let reply = enc.into_bytes();
+    let record = [&record_mark(reply.len())[..], &reply[..]].concat();
+    let chunk: Vec<u8> = record.iter().copied().cycle().take(record.len() * 32_768).collect();
+    let streaming = Arc::new(AtomicBool::new(true));
+    let streamers: Vec<_> = (0..2)
+        .map(|_| {
+            let mut s = connect(addr);
+            s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+            let (chunk, streaming) = (chunk.clone(), streaming.clone());
+            std::thread::spawn(move || {
+                let until = Instant::now() + Duration::from_secs(20);
+                while streaming.load(Ordering::SeqCst) && Instant::now() < until {
+                    if s.write_all(&chunk).is_err() {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+    // Both streams flowing.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut other = connect(addr);
+    other.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    send_call(&mut other, 9, 5);
+    let mut mark = [0; 4];
+    let answered = other.read_exact(&mut mark).is_ok();
+    let still_streaming = streamers.iter().all(|t| !t.is_finished());
+    streaming.store(false, Ordering::SeqCst);
+    for t in streamers {
+        t.join().unwrap();
+    }
+    assert!(answered && still_streaming, "the other client's call was answered while the replies streamed");
+    transport.stop(Duration::from_secs(1), Duration::ZERO);
+}
+
 #[test]
 fn a_handler_that_panics_gets_system_err_and_its_worker_is_reset_for_the_next_call() {
     let (transport, addr) = start(Arc::new(CallsBack::default()), 16 << 20);
