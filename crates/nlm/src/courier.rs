@@ -124,6 +124,14 @@ fn deliver<S: Store>(lm: Weak<LockManager<S>>, rx: Receiver<Outbound>) {
             Outbound::Notify { host, from, state } => {
                 let args = StatChge { mon_name: Opaque(Bytes::from(from.to_string())), state };
                 let sent = call_client(from, host.addr, SM_PROGRAM, SM_V1, SmProc::Notify as u32, &args);
+                if let Err(keel_rpc_client::CallError::Io(e)) = &sent
+                    && e.kind() == std::io::ErrorKind::AddrNotAvailable
+                {
+                    // The floating address is not up yet (under [ha] it
+                    // comes up after the server): not a try.
+                    lm.notify_unsent(&host);
+                    continue;
+                }
                 if let Err(e) = &sent {
                     tracing::info!(client = %host.addr, error = %e, "SM_NOTIFY not answered");
                 } else {

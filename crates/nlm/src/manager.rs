@@ -1185,6 +1185,15 @@ impl<S: Store> LockManager<S> {
         }
     }
 
+    /// An SM_NOTIFY that could not be sent at all (its source address is
+    /// not this host's yet): sent again at the next tick, not counted.
+    pub fn notify_unsent(&self, host: &HostKey) {
+        let mut t = self.table();
+        let Some(p) = t.recovery.as_mut().and_then(|r| r.pending.get_mut(host)) else { return };
+        p.tries = p.tries.saturating_sub(1);
+        p.last_try = None;
+    }
+
     /// Periodic work (the lock manager's thread): waiters blocked by
     /// locks Keel did not see go (local processes), the grace period and
     /// its SM_NOTIFY rounds.

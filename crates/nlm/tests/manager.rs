@@ -254,6 +254,31 @@ fn a_notified_client_that_goes_quiet_ends_the_grace_period() {
     std::fs::remove_dir_all(&s.dir).unwrap();
 }
 
+#[test]
+fn an_sm_notify_that_could_not_be_sent_is_sent_at_the_next_tick_and_not_counted() {
+    let (s, store) = setup("unsent", |_| {});
+    let auth = root();
+    let a = ctx(A, &auth);
+    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 0, 10), false, false), true), Nlm4Stats::Granted);
+    let (dir, fh) = (s.dir.clone(), s.fh.clone());
+    drop(s);
+    let s = setup_in(dir, store, fh, |_| {});
+    let host = keel_owner(A, "a", 1).host;
+    let notifies = || s.sent.lock().unwrap().iter().filter(|o| matches!(o, Outbound::Notify { .. })).count();
+    // Under [ha] the floating address comes up after the server: far
+    // more ticks than there are rounds go by without it.
+    for round in 1..=10 {
+        s.lm.tick();
+        assert_eq!(notifies(), round, "sent again at once, round {round}");
+        s.lm.notify_unsent(&host);
+    }
+    // Unanswered tries still count, and only they end the client's wait.
+    s.lm.tick();
+    s.lm.notified(&host, false);
+    assert!(s.lm.stats().in_grace, "one unanswered try does not make the client gone");
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
 fn call(prog: u32, vers: u32, proc_: u32, args: &[u8]) -> Bytes {
     let mut enc = Encoder::new();
     CallHeader { xid: 9, rpc_version: 2, prog, vers, proc_, cred: OpaqueAuth::default(), verf: OpaqueAuth::default() }

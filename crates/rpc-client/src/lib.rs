@@ -87,6 +87,8 @@ pub fn bind_from(local: IpAddr) -> io::Result<UdpSocket> {
         match UdpSocket::bind(SocketAddr::new(local, port)) {
             Ok(s) => return Ok(s),
             Err(e) if e.kind() == io::ErrorKind::PermissionDenied => break,
+            // Not this host's address (yet): no port will do.
+            Err(e) if e.kind() == io::ErrorKind::AddrNotAvailable => return Err(e),
             Err(_) => continue,
         }
     }

@@ -129,14 +129,6 @@ impl fmt::Display for NfsVersions {
     }
 }
 
-impl NfsVersions {
-    /// The default under `[ha]`: NFSv4.1 clients fail over with their
-    /// locks and data (the HA lab's `*_nfs41` cases), but after a public
-    /// link loss some waited over 5 s (docs/ha.md, "NFSv4.1 clients"), so
-    /// an HA pair serves NFSv4 only when `nfs_versions` says so.
-    pub const V3_ONLY: NfsVersions = NfsVersions { v3: true, v41: false, v42: false };
-}
-
 impl Default for NfsVersions {
     /// Every version served, as knfsd's: a client that asks for none gets
     /// NFSv4.2.
@@ -463,9 +455,6 @@ fn parse_inner(
     let cache = cx.cache(raw.cache.as_ref());
     let exports = cx.exports(raw.export.as_ref(), &cache);
     let ha = raw.ha.as_ref().is_some_and(|h| h.get_ref().enabled.unwrap_or(false));
-    if ha && raw.server.as_ref().is_none_or(|s| s.nfs_versions.is_none()) {
-        server.nfs_versions = NfsVersions::V3_ONLY;
-    }
     if ha {
         cx.ha_exports(&exports);
         if server.listen.iter().any(|a| a.ip().is_unspecified()) {

@@ -221,11 +221,11 @@ async fn serve(
     let admin_listener = admin::bind(&server.state_dir)?;
     let mut nfs_listeners = Vec::new();
     for addr in &server.listen {
-        nfs_listeners.push(listen(*addr).with_context(|| format!("cannot listen on {addr}"))?);
+        nfs_listeners.push(listen(*addr, config.ha).with_context(|| format!("cannot listen on {addr}"))?);
     }
     let mut mount_listeners = Vec::new();
     for addr in &server.mount_listen {
-        mount_listeners.push(listen(*addr).with_context(|| format!("cannot listen on {addr}"))?);
+        mount_listeners.push(listen(*addr, config.ha).with_context(|| format!("cannot listen on {addr}"))?);
     }
     let metrics_listener = match server.metrics_listen {
         Some(addr) => Some(metrics::bind(addr).await?),
@@ -259,7 +259,7 @@ async fn serve(
         gss.as_ref(),
     )?);
     for addr in &bound {
-        let udp = UdpSocket::bind(addr).with_context(|| format!("cannot listen on UDP {addr}"))?;
+        let udp = bind_udp(*addr, config.ha).with_context(|| format!("cannot listen on UDP {addr}"))?;
         datagrams.push((udp, udp_dispatcher.clone()));
     }
     let serves_v3 = server.nfs_versions.v3;
@@ -290,7 +290,7 @@ async fn serve(
     // find NLM through it.
     let mut portmapped = true;
     let mut portmap_listeners = Vec::new();
-    match start_portmap(server.portmap, &bound, &mappings).await? {
+    match start_portmap(server.portmap, &bound, &mappings, config.ha).await? {
         PortmapRole::Serving(program, sockets) => {
             let udp_dispatcher = Arc::new(dispatcher_of(
                 vec![calls.counted(program.clone() as Arc<dyn RpcProgram>)],
@@ -402,6 +402,9 @@ async fn serve(
     Ok(Stopped { transport, registered })
 }
 
+/// How long the tickles wait for this node to hold a floating address.
+const ADDRESS_WAIT: Duration = Duration::from_secs(60);
+
 /// Tickles the last server's clients (see `tickle`) at once and again over
 /// the next two seconds: a client answers the first ones to the old node's
 /// hardware address until the floating address's gratuitous ARPs reach it,
@@ -409,6 +412,13 @@ async fn serve(
 /// port only answers with a duplicate ACK.
 async fn tickle_rounds(connections: Vec<tickle::Connection>) {
     const ROUNDS_AFTER_MS: [u64; 4] = [0, 500, 1000, 2000];
+    // Keel listens before the floating address is up (`keel ha init`
+    // starts the address after the server): the rounds start with it.
+    let servers: Vec<IpAddr> = connections.iter().map(|c| c.1.ip()).collect();
+    let deadline = std::time::Instant::now() + ADDRESS_WAIT;
+    while !servers.iter().any(|ip| tickle::holds(*ip)) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let mut waited = 0;
     for at in ROUNDS_AFTER_MS {
         tokio::time::sleep(Duration::from_millis(at - waited)).await;
@@ -481,6 +491,7 @@ async fn start_portmap(
     mode: PortmapMode,
     bound: &[SocketAddr],
     mappings: &[keel_nfs3_proto::portmap::Mapping],
+    freebind: bool,
 ) -> anyhow::Result<PortmapRole> {
     if mode == PortmapMode::Off {
         return Ok(PortmapRole::None);
@@ -488,7 +499,7 @@ async fn start_portmap(
     if mode != PortmapMode::Register {
         let mut ips: Vec<IpAddr> = bound.iter().map(|a| a.ip()).collect();
         ips.dedup();
-        match bind_portmap(&ips) {
+        match bind_portmap(&ips, freebind) {
             Ok(sockets) => {
                 let mut all = mappings.to_vec();
                 all.extend(portmap::self_mappings());
@@ -514,20 +525,41 @@ async fn start_portmap(
 
 /// A TCP listener with room for a burst of connections (a cluster's
 /// clients mounting at once) in its backlog.
-fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+/// `freebind` (under `[ha]`): the floating address may not be this
+/// node's yet; Keel listens on it before it comes up, so that no client
+/// finds the address without a listener (refused, the Linux client waits
+/// 3 s before it connects again).
+fn listen(addr: SocketAddr, freebind: bool) -> std::io::Result<TcpListener> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
+    if freebind {
+        set_freebind(&socket, addr)?;
+    }
     socket.bind(&addr.into())?;
     socket.listen(LISTEN_BACKLOG)?;
     Ok(socket.into())
 }
 
-fn bind_portmap(ips: &[IpAddr]) -> anyhow::Result<Vec<(TcpListener, UdpSocket)>> {
+fn bind_udp(addr: SocketAddr, freebind: bool) -> std::io::Result<UdpSocket> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
+    if freebind {
+        set_freebind(&socket, addr)?;
+    }
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+fn set_freebind(socket: &socket2::Socket, addr: SocketAddr) -> std::io::Result<()> {
+    if addr.is_ipv4() { socket.set_freebind_v4(true) } else { socket.set_freebind_v6(true) }
+}
+
+fn bind_portmap(ips: &[IpAddr], freebind: bool) -> anyhow::Result<Vec<(TcpListener, UdpSocket)>> {
     let mut out = Vec::new();
     for ip in ips {
         let addr = SocketAddr::new(*ip, keel_nfs3_proto::PMAP_PORT);
-        out.push((listen(addr)?, UdpSocket::bind(addr)?));
+        out.push((listen(addr, freebind)?, bind_udp(addr, freebind)?));
     }
     Ok(out)
 }

@@ -127,6 +127,11 @@ fn ack_segment(server: SocketAddr, client: SocketAddr) -> [u8; 20] {
     s
 }
 
+/// Whether this node holds `ip` now (a socket binds to it).
+pub fn holds(ip: IpAddr) -> bool {
+    std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+}
+
 /// Sends the tickles; how many connections were tickled. A connection whose
 /// server address this node does not hold now is skipped (the kernel would
 /// not send from it).

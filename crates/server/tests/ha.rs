@@ -565,6 +565,31 @@ fn serve_in(ns: &keel_testkit::netns::Netns, config: &Path, service: std::net::S
     child
 }
 
+/// `keel serve --config FILE` (under `[ha]`) in `ns`, which does not hold
+/// the listen address yet: once its administration socket answers, its
+/// monitor's probe passes and says why it called nothing.
+fn serve_before_the_address(ns: &keel_testkit::netns::Netns, config: &Path) -> std::process::Child {
+    let keel = keel_bin();
+    let keel = keel.to_str().unwrap();
+    let config = config.to_str().unwrap();
+    let mut cmd = ns.cmd(&[keel, "serve", "--config", config]);
+    let mut child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ns.run(&[keel, "status", "--config", config, "--timeout", "1"]).status.success() {
+        if let Ok(Some(exit)) = child.try_wait() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            panic!("keel in {} could not start before its address came up ({exit}): {err}", ns.name);
+        }
+        assert!(Instant::now() < deadline, "keel in {} did not start", ns.name);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let probe = ns.run(&[keel, "probe", "--config", config, "--timeout", "1"]);
+    assert!(probe.status.success(), "{probe:?}");
+    assert!(probe.stdout.contains("not on this node (yet): not probed"), "{probe:?}");
+    child
+}
+
 /// The old node vanishes without closing its connections (its link goes
 /// down before it dies, as in a power cut); the new node holds the same
 /// address and the same state_dir. With [ha] it tickles the client, whose
@@ -626,8 +651,21 @@ fn a_new_node_tickles_the_old_nodes_clients_into_reconnecting() {
         // IPaddr2 announces the address's new owner (gratuitous ARP).
         client.run_ok(&["ip", "neigh", "flush", "all"]);
 
-        let new = node("tkn", &bridge, &format!("ktn{id}{round}"), "10.77.0.100/24");
-        let mut keel_new = serve_in(&new, file, service);
+        let new_veth = format!("ktn{id}{round}");
+        let (new, mut keel_new) = if tickled {
+            // As `keel ha init`'s group starts it: the server first, the
+            // floating address after it. Keel listens on the address
+            // before this node holds it, its monitor's probe passes
+            // meanwhile, and the tickles wait for the address.
+            let new = node("tkn", &bridge, &new_veth, "10.77.0.2/24");
+            let keel_new = serve_before_the_address(&new, file);
+            new.run_ok(&["ip", "addr", "add", "10.77.0.100/24", "dev", &new_veth]);
+            (new, keel_new)
+        } else {
+            let new = node("tkn", &bridge, &new_veth, "10.77.0.100/24");
+            let keel_new = serve_in(&new, file, service);
+            (new, keel_new)
+        };
         go.send(()).unwrap();
         let reset = client_thread.join().unwrap();
         keel_new.kill().unwrap();

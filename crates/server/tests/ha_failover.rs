@@ -425,18 +425,6 @@ impl KernelVers {
             KernelVers::V41 => "NFSv4.1",
         }
     }
-
-    /// The service's Keel configuration for this client: NFSv4.1 served
-    /// (not yet `[ha]`'s default), as `keel ha init` wrote it otherwise.
-    fn config(self, generated: String) -> String {
-        match self {
-            KernelVers::V3 => generated,
-            KernelVers::V41 => {
-                assert!(generated.contains("[server]\n"), "{generated}");
-                generated.replace("[server]\n", "[server]\nnfs_versions = [\"3\", \"4.1\", \"4.2\"]\n")
-            }
-        }
-    }
 }
 
 impl Drop for KernelClient {
@@ -922,7 +910,7 @@ fn case(what: &str, expect: Expect, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaL
 /// `case` with the kernel client on `vers`.
 fn case_with(what: &str, expect: Expect, vers: KernelVers, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaLab)) -> HaLab {
     let trials: usize = std::env::var("KEEL_HA_TRIALS").ok().and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
-    let (lab, config) = lab_serving_from_a_with(|c| vers.config(c));
+    let (lab, config) = lab_serving_from_a();
     let mut outcomes = Vec::new();
     for trial in 0..trials {
         if trial > 0 {
@@ -1160,7 +1148,7 @@ fn heartbeat_switch_loss() {
     }
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let vers = KernelVers::from_env();
-    let (lab, config) = lab_serving_from_a_with(|c| vers.config(c));
+    let (lab, config) = lab_serving_from_a();
     fail_over(&lab, "heartbeat switch loss", Expect::StaysOnA, vers, &|lab| lab.heartbeat_switch_down());
     let _ = std::fs::remove_file(config);
 }

@@ -1159,10 +1159,10 @@ fn nfs4_idmap_domain_is_a_domain_or_refused() {
 
 #[test]
 fn nfs_versions_list_what_is_served_and_refuse_anything_else() {
-    // Every version by default; NFSv3 alone under [ha] unless listed.
+    // Every version by default, under [ha] too (its lab's NFSv4.1 cases).
     assert_eq!(parse_ok(SIMPLE_EXPORT).server.nfs_versions, NfsVersions { v3: true, v41: true, v42: true });
     let ha = "[ha]\nenabled = true\n[[export]]\npath = \"/\"\nid = 1\nclients = [{ host = \"10.0.0.0/8\" }]\n";
-    assert_eq!(parse_ok(ha).server.nfs_versions, NfsVersions::V3_ONLY);
+    assert_eq!(parse_ok(ha).server.nfs_versions, NfsVersions { v3: true, v41: true, v42: true });
     let listed = format!("[server]\nnfs_versions = [\"3\", \"4.2\"]\n{ha}");
     assert_eq!(parse_ok(&listed).server.nfs_versions, NfsVersions { v3: true, v41: false, v42: true });
     let config = parse_ok(&format!("[server]\nnfs_versions = [\"3\", \"4.1\", \"4.2\"]\n{SIMPLE_EXPORT}"));

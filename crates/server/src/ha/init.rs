@@ -527,9 +527,11 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
              op start timeout=60s op stop timeout=60s on-fail=fence \\\n    op monitor interval={mon}s timeout=20s",
             crm_value(&keel_config_path(n).display().to_string())?
         );
-        // Storage, then the address, then the server (which listens on
-        // it); stopped in the reverse order. (GROUP_MEMBERS counts them.)
-        let _ = writeln!(c, "group {n} {n}-fs {n}-ip {n}-keel");
+        // Storage, then the server (listening on the address before it
+        // exists), then the address: a client never finds the address
+        // without a listener. Stopped in the reverse order.
+        // (GROUP_MEMBERS counts them.)
+        let _ = writeln!(c, "group {n} {n}-fs {n}-keel {n}-ip");
         if let Some(prefer) = &s.prefer {
             let _ = writeln!(c, "location {n}-prefers-{prefer} {n} {PREFER_SCORE}: {prefer}");
         }
@@ -670,7 +672,7 @@ mod tests {
             "{crm}"
         );
         assert!(crm.contains("location fence-nss-a-1-not-on-nss-a fence-nss-a-1 -inf: nss-a"), "{crm}");
-        assert!(crm.contains("group home home-fs home-ip home-keel"), "{crm}");
+        assert!(crm.contains("group home home-fs home-keel home-ip"), "{crm}");
         assert!(crm.contains("location home-prefers-nss-a home 1000: nss-a"), "{crm}");
         assert!(crm.contains("resource-stickiness=100"), "{crm}");
         assert!(crm.contains("OCF_CHECK_LEVEL=20"), "the storage path is monitored: {crm}");
