@@ -12,6 +12,11 @@
 # - --reads 4 KiB reads at random offsets of that file, one in flight,
 #   O_DIRECT.
 #
+# --procs N (default 1) runs the metadata phases and the random reads from
+# N processes at once (N calls in flight; each process creates, stats and
+# removes FILES/N files in a directory of its own, and reads READS/N
+# times); the 1 MiB sequential write and read stay one process.
+#
 # The goals: v4.1 metadata at least 0.9x v3's rate, its I/O at v3's rate.
 # The table shows medians over the rounds and each v4 figure as a share of
 # v3's.
@@ -21,7 +26,7 @@
 # client (open state, compounds) costs the guest more CPU per call than v3's.
 # Read the ratios as what this client gets, not as Keel's ceiling.
 #
-#   sudo bench/nfs4.sh [--keel BINARY] [--rounds N] [--files N] [--mib M] [--reads N] [--out DIR]
+#   sudo bench/nfs4.sh [--keel BINARY] [--rounds N] [--files N] [--mib M] [--reads N] [--procs N] [--out DIR]
 #
 # --keel: the server binary (default target/release/keel; build it with
 #         cargo build --release -p keel).
@@ -33,7 +38,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 keel=$repo/target/release/keel
 out=$repo/bench/results/nfs4-$(date -u +%Y%m%dT%H%M%SZ)
-rounds=3 files=1000 mib=64 reads=2000
+rounds=3 files=1000 mib=64 reads=2000 procs=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --keel) keel=$(realpath "$2"); shift 2;;
@@ -41,6 +46,7 @@ while [ $# -gt 0 ]; do
     --files) files=$2; shift 2;;
     --mib) mib=$2; shift 2;;
     --reads) reads=$2; shift 2;;
+    --procs) procs=$2; shift 2;;
     --out) out=$2; shift 2;;
     *) echo "nfs4.sh: unknown option $1 (see the header of $0)" >&2; exit 2;;
   esac
@@ -71,8 +77,9 @@ clients = [{ host = "*" }]
 CONF
 keel_start "$port" "$run/keel.toml"
 
-printf 'rounds=%s\nfiles=%s\nmib=%s\nreads=%s\nport=%s\nexport=%s\n' "$rounds" "$files" "$mib" "$reads" "$port" "$run/export" > "$run/bench.env"
+printf 'rounds=%s\nfiles=%s\nmib=%s\nreads=%s\nprocs=%s\nport=%s\nexport=%s\n' "$rounds" "$files" "$mib" "$reads" "$procs" "$port" "$run/export" > "$run/bench.env"
 machine_txt
+cat "$run/bench.env" >> "$out/machine.txt"
 "$repo/tools/kernel-nfs-client/run.sh" --guest debian --vers 3 --port "$port" \
   --export "$run/export" --timeout 3000 --file "$run/bench.env" --file "$here/kclient/guest-lib.sh" \
   "$here/nfs4/guest.sh" > "$out/guest.log" 2>&1 || { tail -40 "$out/guest.log" >&2; exit 1; }

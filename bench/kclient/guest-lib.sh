@@ -18,19 +18,26 @@ seq_write_read() {
   result row "$label $round read $r"
 }
 
-# rand4k LABEL ROUND FILE N: N 4 KiB O_DIRECT reads of FILE at random
-# offsets, one in flight (perl: fio is not in the guest's image); an IOPS row.
+# rand4k LABEL ROUND FILE N [PROCS]: N 4 KiB O_DIRECT reads of FILE at
+# random offsets, one in flight per process, from PROCS processes (default
+# 1) of N/PROCS reads each (perl: fio is not in the guest's image); an
+# IOPS row.
 rand4k() {
-  local label=$1 round=$2 file=$3 n=$4 start
+  local label=$1 round=$2 file=$3 procs=${5:-1} start pids="" p
+  local each=$(( $4 / procs ))
   start=$(date +%s%N)
-  perl -e '
-    use Fcntl;
-    my ($file, $n) = @ARGV;
-    sysopen(my $fh, $file, O_RDONLY | O_DIRECT) or die "$file: $!";
-    my $blocks = int((-s $file) / 4096); my $buf;
-    for (1 .. $n) {
-      sysseek($fh, int(rand($blocks)) * 4096, 0) or die "seek: $!";
-      sysread($fh, $buf, 4096) == 4096 or die "read: $!";
-    }' "$file" "$n"
-  result row "$label $round rand4k $(( n * 1000000000 / ($(date +%s%N) - start) ))"
+  for p in $(seq "$procs"); do
+    perl -e '
+      use Fcntl;
+      my ($file, $n) = @ARGV;
+      sysopen(my $fh, $file, O_RDONLY | O_DIRECT) or die "$file: $!";
+      my $blocks = int((-s $file) / 4096); my $buf;
+      for (1 .. $n) {
+        sysseek($fh, int(rand($blocks)) * 4096, 0) or die "seek: $!";
+        sysread($fh, $buf, 4096) == 4096 or die "read: $!";
+      }' "$file" "$each" &
+    pids="$pids $!"
+  done
+  for p in $pids; do wait "$p" || return 1; done
+  result row "$label $round rand4k $(( each * procs * 1000000000 / ($(date +%s%N) - start) ))"
 }

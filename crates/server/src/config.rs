@@ -451,7 +451,7 @@ fn parse_inner(
         problems: Vec::new(),
         warnings: Vec::new(),
     };
-    let mut server = cx.server(raw.server.as_ref());
+    let server = cx.server(raw.server.as_ref());
     let cache = cx.cache(raw.cache.as_ref());
     let exports = cx.exports(raw.export.as_ref(), &cache);
     let ha = raw.ha.as_ref().is_some_and(|h| h.get_ref().enabled.unwrap_or(false));
