@@ -235,9 +235,10 @@ fn after_a_restart_only_reclaims_are_granted_until_the_clients_are_done() {
     std::fs::remove_dir_all(&s.dir).unwrap();
 }
 
-#[test]
-fn a_notified_client_that_goes_quiet_ends_the_grace_period() {
-    let (s, store) = setup("quiet", |_| {});
+/// A server restarted (its state on disk kept) after client A took a
+/// lock; A's host, whose reclaim the new server waits for.
+fn restarted_after_a_lock(tag: &str) -> (Setup, keel_nlm::nsm_store::HostKey) {
+    let (s, store) = setup(tag, |_| {});
     let auth = root();
     let a = ctx(A, &auth);
     assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 0, 10), false, false), true), Nlm4Stats::Granted);
@@ -245,6 +246,12 @@ fn a_notified_client_that_goes_quiet_ends_the_grace_period() {
     drop(s);
     let s = setup_in(dir, store, fh, |_| {});
     let host = keel_owner(A, "a", 1).host;
+    (s, host)
+}
+
+#[test]
+fn a_notified_client_that_goes_quiet_ends_the_grace_period() {
+    let (s, host) = restarted_after_a_lock("quiet");
     s.lm.notified(&host, true);
     s.lm.tick();
     assert!(s.lm.stats().in_grace);
@@ -256,14 +263,7 @@ fn a_notified_client_that_goes_quiet_ends_the_grace_period() {
 
 #[test]
 fn an_sm_notify_that_could_not_be_sent_is_sent_at_the_next_tick_and_not_counted() {
-    let (s, store) = setup("unsent", |_| {});
-    let auth = root();
-    let a = ctx(A, &auth);
-    assert_eq!(s.lm.lock(&a, &lockargs(lock(&s.fh, "a", 1, 0, 10), false, false), true), Nlm4Stats::Granted);
-    let (dir, fh) = (s.dir.clone(), s.fh.clone());
-    drop(s);
-    let s = setup_in(dir, store, fh, |_| {});
-    let host = keel_owner(A, "a", 1).host;
+    let (s, host) = restarted_after_a_lock("unsent");
     let notifies = || s.sent.lock().unwrap().iter().filter(|o| matches!(o, Outbound::Notify { .. })).count();
     // Under [ha] the floating address comes up after the server: far
     // more ticks than there are rounds go by without it.
