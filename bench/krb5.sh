@@ -35,7 +35,12 @@
 # ceiling.
 #
 #   sudo bench/krb5.sh [--keel BINARY] [--rounds N] [--mib M] [--reads N] [--syncs N]
-#                      [--no-per-call] [--out DIR]
+#                      [--guest-cpu MODEL] [--no-per-call] [--out DIR]
+#
+# --guest-cpu MODEL: the guest's qemu CPU model (tools/kernel-nfs-client's
+#         --cpu): `max` gives the client AES-NI (emulated) and its kernel's
+#         AES-NI and SHA-1 drivers, as a client on real hardware has; the
+#         guest log names the drivers its Kerberos used.
 #
 # --keel: the server binary (default target/release/keel; build it with
 #         cargo build --release -p keel).
@@ -46,7 +51,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 keel=$repo/target/release/keel
 out=$repo/bench/results/krb5-$(date -u +%Y%m%dT%H%M%SZ)
-rounds=3 mib=64 reads=2000 syncs=500 per_call=1
+rounds=3 mib=64 reads=2000 syncs=500 per_call=1 guest_cpu=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --keel) keel=$(realpath "$2"); shift 2;;
@@ -55,6 +60,7 @@ while [ $# -gt 0 ]; do
     --reads) reads=$2; shift 2;;
     --syncs) syncs=$2; shift 2;;
     --no-per-call) per_call=""; shift;;
+    --guest-cpu) guest_cpu=$2; shift 2;;
     --out) out=$2; shift 2;;
     *) echo "krb5.sh: unknown option $1 (see the header of $0)" >&2; exit 2;;
   esac
@@ -88,7 +94,8 @@ keel_start "$port" "$run/keel.toml" KRB5_CONFIG="$lab/krb5.conf"
 
 printf 'rounds=%s\nmib=%s\nreads=%s\nsyncs=%s\nport=%s\nexport=%s\n' "$rounds" "$mib" "$reads" "$syncs" "$port" "$run/export" > "$run/bench.env"
 machine_txt
-"$repo/tools/kernel-nfs-client/run.sh" --guest debian --krb5 "$lab/guest" \
+echo "guest_cpu=${guest_cpu:-qemu default}" >> "$out/machine.txt"
+"$repo/tools/kernel-nfs-client/run.sh" --guest debian --krb5 "$lab/guest" ${guest_cpu:+--cpu "$guest_cpu"} \
   --hostname client.keel.test --server-name server.keel.test --port "$port" \
   --export "$run/export" --opts sec=sys --timeout 3000 --file "$run/bench.env" \
   --file "$here/kclient/guest-lib.sh" \

@@ -10,6 +10,8 @@ for f in krb5 krb5i krb5p; do
   timeout 120 mount -t nfs -o "$o,sec=$f" "server.keel.test:$export" /mnt/$f || { result mount_$f failed; exit 1; }
 done
 dir() { [ "$1" = sys ] && echo /mnt/nfs || echo "/mnt/$1"; }
+# The drivers the client's Kerberos crypto runs on (the highest priority wins).
+echo "CRYPTO drivers: $(grep '^driver' /proc/crypto | grep -E 'aes|sha1' | sed 's/.*: //' | sort -u | tr '\n' ' ')"
 for round in $(seq "$rounds"); do
   # Every round starts with the next flavor.
   k=$(( (round - 1) % 4 ))

@@ -5,7 +5,7 @@
 # rpc.gssd before mounting, so `--opts sec=krb5|krb5i|krb5p` mounts with
 # Kerberos; the guest script runs there, as root, under /bin/sh (dash).
 # Uses run.sh's variables: here work M script export_path tries server
-# server_name guest_ip guest_name statd krb5_dir no_mount.
+# server_name guest_ip guest_name statd krb5_dir no_mount cpu.
 
 image=$("$here/debian-root.sh") || exit 3
 
@@ -19,6 +19,14 @@ for m in lib/crc16 fs/mbcache fs/jbd2/jbd2 crypto/crc32c_generic fs/ext4/ext4 dr
   grep -qx "$(basename $m).ko" $work/lib/modules/order && continue
   cp $M/kernel/$m.ko $work/lib/modules/ && echo $(basename $m).ko >> $work/lib/modules/order || exit 3
 done
+# With --cpu (a model with AES-NI and SSSE3/AVX2): the drivers that use them,
+# which the kernel prefers to its generic AES and SHA-1 once loaded.
+if [ -n "$cpu" ]; then
+  for m in crypto/cryptd crypto/crypto_simd arch/x86/crypto/aesni-intel arch/x86/crypto/sha1-ssse3; do
+    grep -qx "$(basename $m).ko" $work/lib/modules/order && continue
+    cp $M/kernel/$m.ko $work/lib/modules/ && echo $(basename $m).ko >> $work/lib/modules/order || exit 3
+  done
+fi
 
 # What the Debian root gets on top of the image: the guest script, --file's
 # files, the Kerberos files of --krb5 (tools/krb5-lab/setup.sh's DIR/guest),
