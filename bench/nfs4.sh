@@ -6,7 +6,8 @@
 #
 # - metadata: --files files created (creat(), as mdtest does; then close), stat'ed after
 #   the guest's caches are dropped, and removed, from one process (perl),
-#   in a fresh directory: files/s per phase,
+#   in a fresh directory: files/s per phase, timed by the process itself
+#   (as mdtest; not its start),
 # - a 1 MiB sequential write of --mib MiB (dd bs=1M, conv=fsync),
 # - its sequential read after the caches are dropped (dd bs=1M),
 # - --reads 4 KiB reads at random offsets of that file, one in flight,
