@@ -93,6 +93,8 @@ pub struct Nfs4Program<S: Store> {
     export_roots: Mutex<HashMap<u32, Bytes>>,
     /// The backchannel: probes and recalls (`callback.rs`).
     pub(crate) callbacks: crate::callback::Callbacks,
+    /// The read leases backing the delegations granted (`deleg.rs`).
+    pub(crate) leases: crate::deleg::DelegationLeases<S::ReadLease>,
     /// Owner names taken in SETATTR, OPEN and CREATE: `None` takes numbers
     /// only.
     pub(crate) owner_names: Option<OwnerNames>,
@@ -141,6 +143,7 @@ impl<S: Store> Nfs4Program<S> {
             started,
             export_roots: Mutex::new(HashMap::new()),
             callbacks,
+            leases: crate::deleg::DelegationLeases::new(),
             owner_names: None,
         }
     }
@@ -211,7 +214,8 @@ impl<S: Store> Nfs4Program<S> {
 
     /// Runs `f` on the state, then drains what the state let go of (and
     /// drops it once the state is unlocked: closing a lock-holding
-    /// description releases its locks).
+    /// description releases its locks, dropping a delegation's lease
+    /// releases the lease).
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State<S>) -> R) -> R {
         let (r, released, grace_end) = {
             let mut state = self.lock_state();
@@ -228,8 +232,13 @@ impl<S: Store> Nfs4Program<S> {
             );
         }
         for r in released {
-            if let Released::Client { clientid, why, .. } = &r {
-                tracing::debug!(clientid = clientid.0, ?why, "NFSv4.1 client ended");
+            match &r {
+                Released::Client { clientid, why, .. } => {
+                    tracing::debug!(clientid = clientid.0, ?why, "NFSv4.1 client ended");
+                }
+                // Its lease goes: a breaker waiting for it goes on.
+                Released::Delegation { stateid, .. } => drop(self.leases.release(stateid)),
+                _ => {}
             }
         }
         r
