@@ -627,3 +627,37 @@ fn no_delegation_is_offered_on_a_file_a_local_process_has_open_for_writing() {
     let (o, _) = open_in_dir(&mut a, "g", "oa3", OPEN4_SHARE_ACCESS_READ);
     assert!(read_delegation(&o).is_some(), "the writer closed: offered again");
 }
+
+#[test]
+fn the_holder_s_own_lock_releases_its_delegation_s_lease_and_is_granted_while_the_delegation_is_recalled() {
+    let (w, mut a, _b, fh, deleg) = a_delegated();
+    let store = w.p.exports.store.clone();
+    let f = object(&w, &fh);
+    let mut ops = dir();
+    ops.extend([open("f", "oa-lock", OPEN4_SHARE_ACCESS_READ)]);
+    let res = a.ok(ops);
+    let NfsResop4::Open(Nfs4Result::Ok(o)) = &res[4] else { panic!("OPEN: {res:?}") };
+    // A locks (as the Linux client does with the locks it kept locally
+    // while it returns its delegation): the store's lock description
+    // would break A's own lease. The lease goes instead, the delegation is
+    // recalled, and the lock is granted at once.
+    let lock = NfsArgop4::Lock(Lock4Args {
+        locktype: NfsLockType4::ReadLt,
+        reclaim: false,
+        offset: 0,
+        length: 10,
+        locker: Locker4::OpenOwner(OpenToLockOwner4 {
+            open_seqid: 0,
+            open_stateid: o.stateid,
+            lock_seqid: 0,
+            lock_owner: LockOwner4 { clientid: 0, owner: Opaque(Bytes::from_static(b"lo")) },
+        }),
+    });
+    a.ok(vec![putfh(&fh), lock]);
+    assert_eq!(store.leases_held(&f), 0, "the holder's own lock released its lease");
+    tick(&w, Instant::now());
+    let calls = a.callbacks();
+    assert_eq!(calls.len(), 1, "recalled");
+    a.answer(&calls[0].0, Some(calls[0].1.as_ref().unwrap()), Nfsstat4::Ok);
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+}

@@ -1,7 +1,8 @@
 //! Read leases of the simulated store (see [`crate::lease`]), as Linux
 //! keeps them: one can be had while no writer has the file open; an open
 //! for writing (a simulated local process's, [`SimStore::open_for_write_locally`])
-//! or a write, truncation or allocation through the store breaks every
+//! or a write, truncation, allocation or lock description through the
+//! store breaks every
 //! lease on the file, and the store's own verb then fails with EAGAIN (as
 //! the local store's non-blocking open does) until they are dropped. Not
 //! modelled: the store's own descriptors held open for writing (the local

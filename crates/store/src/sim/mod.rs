@@ -715,6 +715,8 @@ impl crate::Store for SimStore {
         if !(rules::owner_overrides(&who.cred, n.meta.uid) || fs::may(&who.cred, n, R)) {
             return Err(StoreError::errno(libc::EACCES));
         }
+        // The local store opens it for writing.
+        leases::before_store_write(&self.leases, obj.ino)?;
         Ok(SimLockFile::open(&self.locks, obj.ino))
     }
 
