@@ -33,7 +33,8 @@ use keel_nfs4_proto::{
     OpenClaim4, OpenDelegation4, OpenNoneDelegation4, OpenReadDelegation4, OpenWriteDelegation4, Stateid4,
 };
 use keel_nfs4_state::{
-    Accessor, ByteRange, ClientId, ConflictAccess, DelegationKind, DelegationOffer, LockKind, ShareAccess,
+    Accessor, ByteRange, CallbackState, ClientId, ConflictAccess, DelegationKind, DelegationOffer, LockKind,
+    ShareAccess,
 };
 use keel_store::lock::LOCK_OFFSET_MAX;
 use keel_store::{LockRange, ReadLease, Store};
@@ -66,6 +67,11 @@ pub(crate) fn on_open<S: Store>(
             OpenDelegation4::OpenDelegateNoneExt(why)
         }
     };
+    // No lease is taken (a few system calls) for a client whose callback
+    // path is not up: the state would decline.
+    if c.program.with_state(|s| s.callback_state(client)) != Some(CallbackState::Up) {
+        return declined(OpenNoneDelegation4::Wnd4Resource(false));
+    }
     // The lease first: a file open for writing somewhere gets none.
     let lease = match c.store().read_lease(object) {
         Ok(lease) => lease,

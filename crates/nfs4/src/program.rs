@@ -158,9 +158,6 @@ impl<S: Store> Nfs4Program<S> {
         self
     }
 
-    /// Offers read delegations on OPEN (`deleg.rs` says when; off by
-    /// default: a local process's write to a delegated file is not seen).
-    /// Needs [`Nfs4Program::with_reply_router`] to recall them.
     /// Also takes `name@domain` owners of `names`' domain (numbers are
     /// always taken).
     pub fn with_owner_names(mut self, names: OwnerNames) -> Self {
@@ -168,6 +165,10 @@ impl<S: Store> Nfs4Program<S> {
         self
     }
 
+    /// Offers read delegations on OPEN (`deleg.rs` says when: each backed
+    /// by the store's read lease on the file; off by default: a local
+    /// process's attribute change does not break a lease).
+    /// Needs [`Nfs4Program::with_reply_router`] to recall them.
     pub fn with_read_delegations(mut self, on: bool) -> Self {
         self.callbacks.set_read_delegations(on);
         self

@@ -226,7 +226,9 @@ pub(super) fn lockt<S: Store>(c: &mut Compound<'_, S>, args: Lockt4Args) -> Resu
         None => {
             let open = || store.open_for_locks(who, &fh.object);
             let holder = match open() {
-                Err(e) if crate::deleg::is_eagain(&e) && crate::deleg::release_own_lease(program, client, file, now) => {
+                Err(e)
+                    if crate::deleg::is_eagain(&e) && crate::deleg::release_own_lease(program, client, file, now) =>
+                {
                     open()
                 }
                 r => r,
