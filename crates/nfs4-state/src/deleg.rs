@@ -243,10 +243,19 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     /// itself opens the file for writing or truncates it): the delegation
     /// is recalled if it was not, and revoked unless returned by `now +
     /// within` (its breaker waits that long at most), or a lease after the
-    /// recall if that comes first. Nothing for a delegation that is gone
-    /// or revoked already.
+    /// recall if that comes first. A courtesy client's is not waited for:
+    /// the client is expired. Nothing for a delegation that is gone or
+    /// revoked already.
     pub fn delegation_lease_broken(&mut self, client: ClientId, stateid: &Stateid4, within: Duration, now: Instant) {
         let Ok(key) = self.find_state(client, stateid, StateType::Delegation, None) else { return };
+        if self.is_courtesy(client, now) {
+            let file = self.states.get(&key).map(|s| s.file.clone());
+            self.expire_client(client, ExpiryReason::Conflict, now);
+            if let Some(file) = file {
+                self.note_conflict(&file, now);
+            }
+            return;
+        }
         let Some(s) = self.states.get_mut(&key) else { return };
         let StateKind::Delegation(d) = &mut s.kind else { return };
         if d.revoked {

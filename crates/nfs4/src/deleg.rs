@@ -82,14 +82,18 @@ pub(crate) fn on_open<S: Store>(
     };
     let now = c.now;
     let leases = &c.program.leases;
-    let offer = c.program.with_state(|s| {
+    let (offer, unused) = c.program.with_state(|s| {
         let offer = s.offer_delegation(client, file, &share, now);
         if let DelegationOffer::Granted { stateid, .. } = &offer {
             // Held while the state is: its end (drained after) finds it.
             leases.hold(client, *stateid, file.clone(), lease);
+            (offer, None)
+        } else {
+            (offer, Some(lease))
         }
-        offer
     });
+    // Released once the state is unlocked.
+    drop(unused);
     match offer {
         DelegationOffer::Granted { stateid, kind: DelegationKind::Read } => {
             callbacks.delegation_granted();

@@ -661,3 +661,19 @@ fn the_holder_s_own_lock_releases_its_delegation_s_lease_and_is_granted_while_th
     a.answer(&calls[0].0, Some(calls[0].1.as_ref().unwrap()), Nfsstat4::Ok);
     a.ok(vec![putfh(&fh), delegreturn(deleg)]);
 }
+
+#[test]
+fn a_courtesy_client_s_delegation_whose_lease_breaks_is_let_go_of_at_once() {
+    let (w, _a, mut b, fh, _deleg) = a_delegated();
+    let store = w.p.exports.store.clone();
+    let f = object(&w, &fh);
+    // A stops renewing its lease: past it, A is a courtesy client (B
+    // renews).
+    let later = Instant::now() + LEASE + Duration::from_secs(1);
+    b.flags();
+    assert!(w.p.with_state(|s| s.clients(later)).len() == 2);
+    store.open_for_write_locally(&f);
+    crate::deleg::recall_broken_leases(&w.p, later);
+    assert_eq!(store.leases_held(&f), 0, "the courtesy client is expired: the local writer goes on");
+    assert_eq!(w.p.with_state(|s| s.clients(later)).len(), 1, "A is gone");
+}
