@@ -20,6 +20,7 @@ impl<S: Store> Store for CacheStore<S> {
     type Object = S::Object;
     type Caller = S::Caller;
     type LockFile = S::LockFile;
+    type ReadLease = S::ReadLease;
 
     fn exports(&self) -> Vec<ExportInfo> {
         self.shared.inner.exports()
@@ -312,6 +313,18 @@ impl<S: Store> Store for CacheStore<S> {
 
     fn open_for_locks(&self, who: &S::Caller, obj: &S::Object) -> StoreResult<S::LockFile> {
         self.shared.inner.open_for_locks(who, obj)
+    }
+
+    /// The back end's, for an export the tier does not cache. None in
+    /// front of a cached one (or of a file with data in the log): the tier
+    /// writes the back end's files whenever it destages, which would break
+    /// the lease, and what it caches would not see a local process's
+    /// write anyway.
+    fn read_lease(&self, obj: &S::Object) -> StoreResult<S::ReadLease> {
+        if self.shared.mode(obj.export_id()) != crate::CacheMode::Off || self.shared.index.get(obj.handle()).is_some() {
+            return Err(crate::errno(libc::EINVAL));
+        }
+        self.shared.inner.read_lease(obj)
     }
 }
 

@@ -35,6 +35,11 @@ impl Store for Paused {
     type Object = SimObject;
     type Caller = SimCaller;
     type LockFile = SimLockFile;
+    type ReadLease = keel_store::sim::SimReadLease;
+
+    fn read_lease(&self, obj: &SimObject) -> StoreResult<keel_store::sim::SimReadLease> {
+        self.sim.read_lease(obj)
+    }
 
     fn check_io(&self, who: &SimCaller, obj: &SimObject, write: bool) -> StoreResult<Attrs> {
         let r = self.sim.check_io(who, obj, write);

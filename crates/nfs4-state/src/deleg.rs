@@ -4,7 +4,7 @@
 //! ([`NfsState::take_recalls`]).
 
 use std::hash::Hash;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use keel_nfs4_proto::{
     Nfsstat4, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WANT_CANCEL, OPEN4_SHARE_ACCESS_WANT_DELEG_MASK,
@@ -80,6 +80,10 @@ pub enum DelegationOffer {
 pub(crate) struct Delegation {
     pub(crate) kind: DelegationKind,
     pub(crate) recalled_at: Option<Instant>,
+    /// Revoked at this time if not returned, when sooner than a lease
+    /// after the recall: the store's lease backing it is being broken, and
+    /// its breaker waits only so long ([`NfsState::delegation_lease_broken`]).
+    pub(crate) revoke_by: Option<Instant>,
     /// Revoked (not returned in time): the stateid stays, answering
     /// NFS4ERR_DELEG_REVOKED, until the client frees it.
     pub(crate) revoked: bool,
@@ -166,7 +170,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
 
     fn grant_delegation(&mut self, client: ClientId, file: &F, kind: DelegationKind, now: Instant) -> Option<Stateid4> {
         self.claim(client, Resource::Delegations, 1, now).ok()?;
-        let d = Delegation { kind, recalled_at: None, revoked: false };
+        let d = Delegation { kind, recalled_at: None, revoke_by: None, revoked: false };
         let key = self.insert_state(client, file.clone(), StateKind::Delegation(d));
         self.files.entry(file.clone()).or_default().delegations.insert(key);
         Some(self.stateid(key))
@@ -203,8 +207,8 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                 courtesy.push(s.client);
                 continue;
             }
-            match d.recalled_at {
-                Some(at) if now >= at + lease => revoke.push(k),
+            match s.recall_deadline(lease) {
+                Some(at) if now >= at => revoke.push(k),
                 Some(_) => wait = true,
                 None => {
                     recall.push(k);
@@ -232,6 +236,41 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             self.note_conflict(file, now);
         }
         if wait { Err(Nfsstat4::Delay) } else { Ok(()) }
+    }
+
+    /// The lease on the file that backs `client`'s delegation `stateid`
+    /// is being broken (a local process, another file server or the store
+    /// itself opens the file for writing or truncates it): the delegation
+    /// is recalled if it was not, and revoked unless returned by `now +
+    /// within` (its breaker waits that long at most), or a lease after the
+    /// recall if that comes first. A courtesy client's is not waited for:
+    /// the client is expired. Nothing for a delegation that is gone or
+    /// revoked already.
+    pub fn delegation_lease_broken(&mut self, client: ClientId, stateid: &Stateid4, within: Duration, now: Instant) {
+        let Ok(key) = self.find_state(client, stateid, StateType::Delegation, None) else { return };
+        if self.is_courtesy(client, now) {
+            let file = self.states.get(&key).map(|s| s.file.clone());
+            self.expire_client(client, ExpiryReason::Conflict, now);
+            if let Some(file) = file {
+                self.note_conflict(&file, now);
+            }
+            return;
+        }
+        let Some(s) = self.states.get_mut(&key) else { return };
+        let StateKind::Delegation(d) = &mut s.kind else { return };
+        if d.revoked {
+            return;
+        }
+        let by = now + within;
+        d.revoke_by = Some(d.revoke_by.map_or(by, |r| r.min(by)));
+        let file = s.file.clone();
+        if d.recalled_at.is_none() {
+            d.recalled_at = Some(now);
+            let r = Recall { clientid: s.client, stateid: self.stateid(key), file: file.clone() };
+            self.recalls.push(r);
+            self.counters.recalls += 1;
+        }
+        self.note_conflict(&file, now);
     }
 
     /// No delegation is offered on `file` for a lease.

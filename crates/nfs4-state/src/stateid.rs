@@ -50,7 +50,9 @@ impl<F, L> State<F, L> {
 
     pub(crate) fn recall_deadline(&self, lease: Duration) -> Option<Instant> {
         match &self.kind {
-            StateKind::Delegation(d) if !d.revoked => d.recalled_at.map(|at| at + lease),
+            StateKind::Delegation(d) if !d.revoked => {
+                d.recalled_at.map(|at| d.revoke_by.map_or(at + lease, |by| by.min(at + lease)))
+            }
             _ => None,
         }
     }

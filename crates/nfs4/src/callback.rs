@@ -552,13 +552,15 @@ fn call_header(xid: u32, program: u32, proc_: u32, cred: &OpaqueAuth) -> CallHea
 }
 
 /// The callback thread: pumps when a reply comes and at least every
-/// [`CALLBACK_TICK`], and reaps the state (leases, recall deadlines,
-/// grace) when due; it ends once the program is gone.
+/// [`CALLBACK_TICK`], recalls the delegations whose file lease is being
+/// broken, and reaps the state (leases, recall deadlines, grace) when due;
+/// it ends once the program is gone.
 pub(crate) fn run_thread<S: Store>(program: Weak<Nfs4Program<S>>, mailbox: Arc<Mailbox>) {
     loop {
         mailbox.wait(CALLBACK_TICK);
         let Some(p) = program.upgrade() else { return };
         let now = Instant::now();
+        crate::deleg::recall_broken_leases(&p, now);
         p.reap_if_due(now);
         p.callbacks.pump(&p, now);
     }

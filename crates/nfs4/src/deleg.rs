@@ -2,10 +2,16 @@
 //! the gate through which NFSv3 (and NLM) accesses recall them, and an
 //! NLM lock refused by a courtesy client's lock expires that client.
 //!
-//! Offered only when the server is told to ([`Nfs4Program::with_read_delegations`]):
-//! a local process writing a file under an export is not seen (Keel
-//! takes no file leases), so a client holding a read delegation would
-//! keep reading what it cached. Offered for an OPEN of CLAIM_NULL or
+//! Offered only when the server is told to ([`Nfs4Program::with_read_delegations`]),
+//! and each backed by a read lease the store takes on the file
+//! ([`Store::read_lease`], a Linux file lease, as knfsd's): none if the
+//! lease cannot be had (the file is open for writing somewhere). A local
+//! process (or another file server) that opens the file for writing breaks
+//! the lease and waits; the callback thread finds the broken leases
+//! ([`DelegationLeases::take_broken`], every [`CALLBACK_TICK`]) and the
+//! delegation is recalled, and revoked unless returned before the breaker
+//! would stop waiting; its lease is dropped when it ends, which lets the
+//! breaker go on. Offered for an OPEN of CLAIM_NULL or
 //! CLAIM_FH for reading only, as knfsd, when keel-nfs4-state allows
 //! ([`NfsState::offer_delegation`]: the callback path is up, nobody else
 //! has the file open for writing, nobody conflicted on it lately, outside
@@ -14,21 +20,24 @@
 //! have to recall them first.
 //!
 //! [`NfsState::offer_delegation`]: keel_nfs4_state::NfsState::offer_delegation
+//! [`CALLBACK_TICK`]: crate::callback::CALLBACK_TICK
 
-use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use keel_exports::delegations::{DelegationGate, GateAccess, Recalling};
 use keel_nfs4_proto::{
     Nfsace4, OPEN4_SHARE_ACCESS_WANT_DELEG_MASK, OPEN4_SHARE_ACCESS_WANT_NO_PREFERENCE, OPEN4_SHARE_ACCESS_WRITE,
-    OpenClaim4, OpenDelegation4, OpenReadDelegation4, OpenWriteDelegation4,
+    OpenClaim4, OpenDelegation4, OpenNoneDelegation4, OpenReadDelegation4, OpenWriteDelegation4, Stateid4,
 };
 use keel_nfs4_state::{
-    Accessor, ByteRange, ClientId, ConflictAccess, DelegationKind, DelegationOffer, LockKind, ShareAccess,
+    Accessor, ByteRange, CallbackState, ClientId, ConflictAccess, DelegationKind, DelegationOffer, LockKind,
+    ShareAccess,
 };
 use keel_store::lock::LOCK_OFFSET_MAX;
-use keel_store::{LockRange, Store};
+use keel_store::{LockRange, ReadLease, Store};
 
 use crate::compound::Compound;
 use crate::program::Nfs4Program;
@@ -39,6 +48,7 @@ pub(crate) fn on_open<S: Store>(
     c: &Compound<'_, S>,
     client: ClientId,
     file: &Bytes,
+    object: &S::Object,
     share: ShareAccess,
     claim: &OpenClaim4,
     none: OpenDelegation4,
@@ -50,8 +60,41 @@ pub(crate) fn on_open<S: Store>(
     if !matches!(claim, OpenClaim4::ClaimNull(_) | OpenClaim4::ClaimFh) {
         return none;
     }
+    let declined = |why| {
+        if share.want & OPEN4_SHARE_ACCESS_WANT_DELEG_MASK == OPEN4_SHARE_ACCESS_WANT_NO_PREFERENCE {
+            none.clone()
+        } else {
+            OpenDelegation4::OpenDelegateNoneExt(why)
+        }
+    };
+    // No lease is taken (a few system calls) for a client whose callback
+    // path is not up: the state would decline.
+    if c.program.with_state(|s| s.callback_state(client)) != Some(CallbackState::Up) {
+        return declined(OpenNoneDelegation4::Wnd4Resource(false));
+    }
+    // The lease first: a file open for writing somewhere gets none.
+    let lease = match c.store().read_lease(object) {
+        Ok(lease) => lease,
+        Err(e) => {
+            tracing::debug!(error = %e, "no read lease: no delegation");
+            return declined(OpenNoneDelegation4::Wnd4Contention(false));
+        }
+    };
     let now = c.now;
-    match c.program.with_state(|s| s.offer_delegation(client, file, &share, now)) {
+    let leases = &c.program.leases;
+    let (offer, unused) = c.program.with_state(|s| {
+        let offer = s.offer_delegation(client, file, &share, now);
+        if let DelegationOffer::Granted { stateid, .. } = &offer {
+            // Held while the state is: its end (drained after) finds it.
+            leases.hold(client, *stateid, file.clone(), lease);
+            (offer, None)
+        } else {
+            (offer, Some(lease))
+        }
+    });
+    // Released once the state is unlocked.
+    drop(unused);
+    match offer {
         DelegationOffer::Granted { stateid, kind: DelegationKind::Read } => {
             callbacks.delegation_granted();
             OpenDelegation4::OpenDelegateRead(OpenReadDelegation4 {
@@ -75,14 +118,113 @@ pub(crate) fn on_open<S: Store>(
                 permissions: Nfsace4::default(),
             })
         }
-        DelegationOffer::Declined(why) => {
-            if share.want & OPEN4_SHARE_ACCESS_WANT_DELEG_MASK == OPEN4_SHARE_ACCESS_WANT_NO_PREFERENCE {
-                none
-            } else {
-                OpenDelegation4::OpenDelegateNoneExt(why)
+        DelegationOffer::Declined(why) => declined(why),
+    }
+}
+
+/// Time kept between revoking a delegation whose lease is being broken
+/// and the moment its breaker would stop waiting (and the system take the
+/// lease away): the callback thread's tick, and some.
+pub const LEASE_BREAK_MARGIN: Duration = Duration::from_secs(3);
+
+/// The store's read leases backing the delegations granted, by stateid.
+pub(crate) struct DelegationLeases<L> {
+    held: Mutex<HashMap<[u8; 12], HeldLease<L>>>,
+}
+
+struct HeldLease<L> {
+    client: ClientId,
+    stateid: Stateid4,
+    file: Bytes,
+    lease: L,
+    /// Found broken (and told to the state) already.
+    broken: bool,
+}
+
+impl<L: ReadLease> DelegationLeases<L> {
+    pub(crate) fn new() -> Self {
+        DelegationLeases { held: Mutex::new(HashMap::new()) }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 12], HeldLease<L>>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn hold(&self, client: ClientId, stateid: Stateid4, file: Bytes, lease: L) {
+        self.held().insert(stateid.other, HeldLease { client, stateid, file, lease, broken: false });
+    }
+
+    /// The lease of `client`'s delegation on `file`, if it holds one,
+    /// taken out: its stateid and the lease.
+    fn take_of(&self, client: ClientId, file: &Bytes) -> Option<(Stateid4, L)> {
+        let mut held = self.held();
+        let key = held.iter().find(|(_, h)| h.client == client && h.file == *file).map(|(k, _)| *k)?;
+        held.remove(&key).map(|h| (h.stateid, h.lease))
+    }
+
+    /// The lease of delegation `stateid`, which ended (returned, revoked,
+    /// its client gone): the caller drops it, which releases it.
+    pub(crate) fn release(&self, stateid: &Stateid4) -> Option<L> {
+        self.held().remove(&stateid.other).map(|h| h.lease)
+    }
+
+    /// The delegations whose lease began to break since the last call,
+    /// with how long their breaker will wait for them now.
+    pub(crate) fn take_broken(&self) -> Vec<(ClientId, Stateid4, Duration)> {
+        let mut held = self.held();
+        let mut out = Vec::new();
+        for h in held.values_mut() {
+            if !h.broken && h.lease.is_broken() {
+                h.broken = true;
+                out.push((h.client, h.stateid, h.lease.break_wait().saturating_sub(LEASE_BREAK_MARGIN)));
             }
         }
+        out
     }
+
+    /// Leases held.
+    pub(crate) fn len(&self) -> usize {
+        self.held().len()
+    }
+}
+
+/// A store verb of `client` on `file` answered EAGAIN: if this client's
+/// own delegation's lease stood in the way (the client reclaims its locks
+/// or writes back while it returns the delegation, or writes through an
+/// open of its own), the lease goes, and the delegation is recalled if it
+/// was not (knfsd does not break a lease for the client that holds it).
+/// True if so: the verb is worth trying once more.
+pub(crate) fn release_own_lease<S: Store>(p: &Nfs4Program<S>, client: ClientId, file: &Bytes, now: Instant) -> bool {
+    let Some((stateid, lease)) = p.leases.take_of(client, file) else { return false };
+    let within = lease.break_wait().saturating_sub(LEASE_BREAK_MARGIN);
+    p.with_state(|s| s.delegation_lease_broken(client, &stateid, within, now));
+    drop(lease);
+    true
+}
+
+/// Whether `e` is EAGAIN: what the store answers for a write it would have
+/// to wait for a lease for.
+pub(crate) fn is_eagain(e: &keel_store::StoreError) -> bool {
+    e.raw_os_error() == Some(libc::EAGAIN)
+}
+
+/// Recalls the delegations whose lease began to break: the callback
+/// thread's, every tick (the kernel's SIGIO is ignored: see keel-store-local's
+/// `lease.rs`).
+pub(crate) fn recall_broken_leases<S: Store>(p: &Nfs4Program<S>, now: Instant) {
+    if p.leases.len() == 0 {
+        return;
+    }
+    let broken = p.leases.take_broken();
+    if broken.is_empty() {
+        return;
+    }
+    p.with_state(|s| {
+        for (client, stateid, within) in &broken {
+            tracing::debug!(client = client.0, "a delegation's lease is being broken: recalled");
+            s.delegation_lease_broken(*client, stateid, *within, now);
+        }
+    });
 }
 
 /// Before a COMPOUND changes `file` otherwise than by WRITE (whose

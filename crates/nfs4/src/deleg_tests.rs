@@ -541,3 +541,139 @@ fn a_recall_the_client_answers_with_delay_is_sent_again_on_the_slot_s_next_seque
     // `answer` checks the CB_SEQUENCE moved on to the slot's next sequence.
     a.answer(&calls[0].0, Some(args), Nfsstat4::Ok);
 }
+
+/// The simulated store's object behind `fh`.
+fn object(w: &World, fh: &Bytes) -> keel_store::sim::SimObject {
+    use keel_store::Store;
+    w.p.exports.store.resolve(fh, |_| Ok::<_, keel_store::StoreError>(())).unwrap().0
+}
+
+/// What the callback thread does on its tick: finds the broken leases,
+/// reaps, sends the recalls.
+fn tick(w: &World, now: Instant) {
+    crate::deleg::recall_broken_leases(&w.p, now);
+    w.p.with_state(|s| s.reap(now));
+    w.p.callbacks.pump(&w.p, now);
+}
+
+#[test]
+fn a_local_writer_breaks_the_delegation_s_lease_which_is_recalled_and_released_once_returned() {
+    let (w, mut a, mut b, fh, deleg) = a_delegated();
+    let store = w.p.exports.store.clone();
+    let f = object(&w, &fh);
+    assert_eq!(store.leases_held(&f), 1, "the delegation holds a lease");
+    // A local process opens f for writing: it waits for the one lease.
+    assert_eq!(store.open_for_write_locally(&f), 1);
+    tick(&w, Instant::now());
+    let calls = a.callbacks();
+    assert_eq!(calls.len(), 1, "the broken lease recalled the delegation");
+    let args = calls[0].1.as_ref().expect("a CB_COMPOUND");
+    let NfsCbArgop4::CbRecall(recall) = &args.argarray[1] else { panic!("CB_RECALL: {args:?}") };
+    assert_eq!((recall.stateid, &recall.fh.0), (deleg, &fh));
+    a.answer(&calls[0].0, Some(args), Nfsstat4::Ok);
+    // Recalled: another client's write waits too; the next tick recalls
+    // nothing more.
+    let mut ops = dir();
+    ops.push(open("f", "ob", OPEN4_SHARE_ACCESS_WRITE));
+    assert_eq!(b.run(ops).1.status, Nfsstat4::Delay);
+    tick(&w, Instant::now());
+    assert!(a.callbacks().is_empty());
+    assert_eq!(store.leases_held(&f), 1, "held until returned: the local writer waits");
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    assert_eq!(store.leases_held(&f), 0, "returned: the lease is released, the local writer goes on");
+}
+
+#[test]
+fn a_delegation_whose_lease_breaks_and_is_not_returned_is_revoked_before_the_breaker_stops_waiting() {
+    let (w, mut a, _b, fh, deleg) = a_delegated();
+    let store = w.p.exports.store.clone();
+    let f = object(&w, &fh);
+    store.open_for_write_locally(&f);
+    let broken = Instant::now();
+    tick(&w, broken);
+    assert_eq!(a.callbacks().len(), 1, "recalled");
+    // A never returns it. The breaker waits SIM_LEASE_BREAK_WAIT at most
+    // (shorter than the v4 lease, the usual recall deadline): the
+    // delegation is revoked, and its lease released, before that.
+    assert!(keel_store::sim::SIM_LEASE_BREAK_WAIT < LEASE);
+    let revoke_at = broken + keel_store::sim::SIM_LEASE_BREAK_WAIT - crate::deleg::LEASE_BREAK_MARGIN;
+    // (A's lease is renewed meanwhile: it is not expired.)
+    a.flags();
+    w.p.with_state(|s| s.reap(revoke_at - Duration::from_secs(1)));
+    assert_eq!(store.leases_held(&f), 1, "not revoked yet");
+    a.flags();
+    w.p.with_state(|s| s.reap(revoke_at));
+    assert_eq!(store.leases_held(&f), 0, "revoked: the lease is released, the local writer goes on");
+    assert_ne!(a.flags() & SEQ4_STATUS_RECALLABLE_STATE_REVOKED, 0);
+    let (_, res) = a.run(vec![putfh(&fh), delegreturn(deleg)]);
+    assert_eq!(res.status, Nfsstat4::DelegRevoked);
+}
+
+#[test]
+fn no_delegation_is_offered_on_a_file_a_local_process_has_open_for_writing() {
+    let w = world(true);
+    let mut a = Client::new(&w, "10.0.0.5:700", 1, "a");
+    a.answer_probe();
+    let (o, fh) = open_in_dir(&mut a, "g", "oa", OPEN4_SHARE_ACCESS_READ);
+    let deleg = read_delegation(&o).expect("a read delegation");
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    let store = w.p.exports.store.clone();
+    let g = object(&w, &fh);
+    assert_eq!(store.open_for_write_locally(&g), 0, "no lease to wait for");
+    let (o, _) = open_in_dir(&mut a, "g", "oa2", OPEN4_SHARE_ACCESS_READ);
+    assert!(read_delegation(&o).is_none(), "no lease, no delegation: {:?}", o.delegation);
+    assert_eq!(store.leases_held(&g), 0);
+    store.close_local_writer(&g);
+    let (o, _) = open_in_dir(&mut a, "g", "oa3", OPEN4_SHARE_ACCESS_READ);
+    assert!(read_delegation(&o).is_some(), "the writer closed: offered again");
+}
+
+#[test]
+fn the_holder_s_own_lock_releases_its_delegation_s_lease_and_is_granted_while_the_delegation_is_recalled() {
+    let (w, mut a, _b, fh, deleg) = a_delegated();
+    let store = w.p.exports.store.clone();
+    let f = object(&w, &fh);
+    let mut ops = dir();
+    ops.extend([open("f", "oa-lock", OPEN4_SHARE_ACCESS_READ)]);
+    let res = a.ok(ops);
+    let NfsResop4::Open(Nfs4Result::Ok(o)) = &res[4] else { panic!("OPEN: {res:?}") };
+    // A locks (as the Linux client does with the locks it kept locally
+    // while it returns its delegation): the store's lock description
+    // would break A's own lease. The lease goes instead, the delegation is
+    // recalled, and the lock is granted at once.
+    let lock = NfsArgop4::Lock(Lock4Args {
+        locktype: NfsLockType4::ReadLt,
+        reclaim: false,
+        offset: 0,
+        length: 10,
+        locker: Locker4::OpenOwner(OpenToLockOwner4 {
+            open_seqid: 0,
+            open_stateid: o.stateid,
+            lock_seqid: 0,
+            lock_owner: LockOwner4 { clientid: 0, owner: Opaque(Bytes::from_static(b"lo")) },
+        }),
+    });
+    a.ok(vec![putfh(&fh), lock]);
+    assert_eq!(store.leases_held(&f), 0, "the holder's own lock released its lease");
+    tick(&w, Instant::now());
+    let calls = a.callbacks();
+    assert_eq!(calls.len(), 1, "recalled");
+    a.answer(&calls[0].0, Some(calls[0].1.as_ref().unwrap()), Nfsstat4::Ok);
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+}
+
+#[test]
+fn a_courtesy_client_s_delegation_whose_lease_breaks_is_let_go_of_at_once() {
+    let (w, _a, mut b, fh, _deleg) = a_delegated();
+    let store = w.p.exports.store.clone();
+    let f = object(&w, &fh);
+    // A stops renewing its lease: past it, A is a courtesy client (B
+    // renews).
+    let later = Instant::now() + LEASE + Duration::from_secs(1);
+    b.flags();
+    assert!(w.p.with_state(|s| s.clients(later)).len() == 2);
+    store.open_for_write_locally(&f);
+    crate::deleg::recall_broken_leases(&w.p, later);
+    assert_eq!(store.leases_held(&f), 0, "the courtesy client is expired: the local writer goes on");
+    assert_eq!(w.p.with_state(|s| s.clients(later)).len(), 1, "A is gone");
+}

@@ -93,6 +93,8 @@ pub struct Nfs4Program<S: Store> {
     export_roots: Mutex<HashMap<u32, Bytes>>,
     /// The backchannel: probes and recalls (`callback.rs`).
     pub(crate) callbacks: crate::callback::Callbacks,
+    /// The read leases backing the delegations granted (`deleg.rs`).
+    pub(crate) leases: crate::deleg::DelegationLeases<S::ReadLease>,
     /// Owner names taken in SETATTR, OPEN and CREATE: `None` takes numbers
     /// only.
     pub(crate) owner_names: Option<OwnerNames>,
@@ -141,6 +143,7 @@ impl<S: Store> Nfs4Program<S> {
             started,
             export_roots: Mutex::new(HashMap::new()),
             callbacks,
+            leases: crate::deleg::DelegationLeases::new(),
             owner_names: None,
         }
     }
@@ -155,9 +158,6 @@ impl<S: Store> Nfs4Program<S> {
         self
     }
 
-    /// Offers read delegations on OPEN (`deleg.rs` says when; off by
-    /// default: a local process's write to a delegated file is not seen).
-    /// Needs [`Nfs4Program::with_reply_router`] to recall them.
     /// Also takes `name@domain` owners of `names`' domain (numbers are
     /// always taken).
     pub fn with_owner_names(mut self, names: OwnerNames) -> Self {
@@ -165,6 +165,10 @@ impl<S: Store> Nfs4Program<S> {
         self
     }
 
+    /// Offers read delegations on OPEN (`deleg.rs` says when: each backed
+    /// by the store's read lease on the file; off by default: a local
+    /// process's attribute change does not break a lease).
+    /// Needs [`Nfs4Program::with_reply_router`] to recall them.
     pub fn with_read_delegations(mut self, on: bool) -> Self {
         self.callbacks.set_read_delegations(on);
         self
@@ -211,7 +215,8 @@ impl<S: Store> Nfs4Program<S> {
 
     /// Runs `f` on the state, then drains what the state let go of (and
     /// drops it once the state is unlocked: closing a lock-holding
-    /// description releases its locks).
+    /// description releases its locks, dropping a delegation's lease
+    /// releases the lease).
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State<S>) -> R) -> R {
         let (r, released, grace_end) = {
             let mut state = self.lock_state();
@@ -228,8 +233,13 @@ impl<S: Store> Nfs4Program<S> {
             );
         }
         for r in released {
-            if let Released::Client { clientid, why, .. } = &r {
-                tracing::debug!(clientid = clientid.0, ?why, "NFSv4.1 client ended");
+            match &r {
+                Released::Client { clientid, why, .. } => {
+                    tracing::debug!(clientid = clientid.0, ?why, "NFSv4.1 client ended");
+                }
+                // Its lease goes: a breaker waiting for it goes on.
+                Released::Delegation { stateid, .. } => drop(self.leases.release(stateid)),
+                _ => {}
             }
         }
         r

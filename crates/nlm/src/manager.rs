@@ -717,7 +717,12 @@ impl<S: Store> LockManager<S> {
     fn open(&self, obj: &S::Object, cred: &keel_store::Cred) -> Result<S::LockFile, Nlm4Stats> {
         let store = &self.exports.store;
         let who = store.act_as(cred).map_err(|e| stat_of(&e))?;
-        store.open_for_locks(&who, obj).map_err(|e| stat_of(&e))
+        store.open_for_locks(&who, obj).map_err(|e| match e.raw_os_error() {
+            // A lease on the file (an NFSv4.1 read delegation's) is being
+            // broken: lockd retries a lock denied for the grace period.
+            Some(libc::EAGAIN) => Nlm4Stats::DeniedGracePeriod,
+            _ => stat_of(&e),
+        })
     }
 
     /// Monitors `host` (durably, on disk) if it is not yet.

@@ -98,8 +98,10 @@ pub struct ServerConfig {
     /// The NFS versions served (nfs.conf's `vers3`, `vers4.1`, `vers4.2`).
     pub nfs_versions: NfsVersions,
     /// Whether NFSv4.1 clients are offered read delegations (recalled
-    /// when an NFSv3 or another v4 client writes). Off by default: a
-    /// local process's write to an exported file does not recall them.
+    /// when an NFSv3 or another v4 client writes, or a local process opens
+    /// the file for writing: each is backed by a file lease). Off by
+    /// default: a local process's chmod, chown, utimes or rename does not
+    /// break a file lease, so it does not recall them.
     pub nfs4_read_delegations: bool,
     /// The domain of NFSv4 owner names (idmapd.conf's `Domain`): a client's
     /// `user@DOMAIN` or `group@DOMAIN` is that user or group of the system's

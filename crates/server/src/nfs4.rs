@@ -45,6 +45,21 @@ pub fn served(config: &Config) -> bool {
 /// The NFSv4 program as the server builds it.
 pub type Nfs4 = Nfs4Program<Served>;
 
+/// The state's configuration: at most `delegations_max` delegations (each
+/// holds a descriptor for its file lease: the server's descriptor budget
+/// counts them); none granted (read delegations off), the default bound.
+fn state_config(config: &Config, delegations_max: usize) -> StateConfig {
+    let defaults = StateConfig::default();
+    let mut limits = defaults.limits.clone();
+    if delegations_max > 0 {
+        let total = limits.delegations.total.min(delegations_max);
+        // One address holds a quarter at most (keel-exports' claims).
+        let per_address = limits.delegations.per_address.min((total / 4).max(1));
+        limits.delegations = keel_nfs4_state::Bound { total, per_address };
+    }
+    StateConfig { grace_max: config.server.grace_max, limits, ..defaults }
+}
+
 /// The NFSv4 program, if the configuration serves a minor version of it:
 /// its clients of earlier starts are `records` (the client records in the
 /// state directory), which `grace` (shared with NLM) waits for.
@@ -55,6 +70,7 @@ pub fn program(
     reply_router: Arc<ReplyRouter>,
     records: FileClientRecords,
     grace: SharedGrace,
+    delegations_max: usize,
 ) -> anyhow::Result<Option<Arc<Nfs4>>> {
     let versions = config.server.nfs_versions;
     let minors = MinorVersions { v41: versions.v41, v42: versions.v42 };
@@ -64,7 +80,7 @@ pub fn program(
     let state_dir = &config.server.state_dir;
     let nfs4 = Nfs4Config {
         minors,
-        state: StateConfig { grace_max: config.server.grace_max, ..StateConfig::default() },
+        state: state_config(config, delegations_max),
         epoch: boot_epoch(state_dir, SystemTime::now())?,
         session_key: random_bytes()?,
         pseudo_key: pseudo_key(state_dir)?,

@@ -107,7 +107,12 @@ pub fn run(
     }
     let rules = config.exports.iter().map(|e| (e.id, e.clients.clone())).collect();
     let lock_files_max = lock_files_max(nofile);
-    let cached_max = cached_inodes_max(nofile, config.server.max_connections + lock_files_max + 2 * READ_PIPES_MAX);
+    // Each read delegation holds a descriptor for its file lease.
+    let delegations_max = if config.server.nfs4_read_delegations { lock_files_max } else { 0 };
+    let cached_max = cached_inodes_max(
+        nofile,
+        config.server.max_connections + lock_files_max + delegations_max + 2 * READ_PIPES_MAX,
+    );
     tracing::info!(open_files_limit = nofile, cached_inodes_max = cached_max, "descriptor budget");
     let mut store = LocalStore::new(opened, key.clone(), cached_max)?;
     match store.splice_reads(READ_PIPES_MAX, keel_nfs3::IO_BYTES_MAX as usize) {
@@ -149,6 +154,7 @@ pub fn run(
         reply_router.clone(),
         recovery.nfs4_records,
         recovery.grace,
+        delegations_max,
     )?;
     let lock_threads = keel_nlm::courier::start(&locks)?;
     let stateful = Stateful { locks: locks.clone(), nfs4, reply_router };

@@ -61,6 +61,93 @@ fn an_nfsv3_write_recalls_a_read_delegation_and_the_v4_client_then_reads_the_new
     assert_eq!(&data_of(&res[2])[..], b"NEW data");
 }
 
+/// Delegations the server's clients hold (`keel clients --json`).
+fn delegations_held(server: &TestServer) -> u64 {
+    let mut cmd = Command::new(keel_testkit::server::keel_bin());
+    cmd.args(["clients", "--json"]).arg("--config").arg(&server.config);
+    let out = keel_testkit::procs::run_timeout(&mut cmd, WAIT);
+    assert!(out.status.success(), "keel clients: {}", out.text());
+    let listed: serde_json::Value = serde_json::from_str(&out.stdout).expect("keel clients --json is JSON");
+    listed.as_array().expect("a list").iter().map(|c| c["delegations"].as_u64().unwrap_or(0)).sum()
+}
+
+/// Opens `path` for writing and writes `data` at its start, as a local
+/// process on the server would, on a thread of its own (the open waits
+/// while a lease on the file is held): the receiver gets the outcome.
+fn local_write(path: std::path::PathBuf, data: &'static [u8]) -> std::sync::mpsc::Receiver<std::io::Result<()>> {
+    let (done, written) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, data));
+        let _ = done.send(r);
+    });
+    written
+}
+
+#[test]
+fn a_local_process_s_write_recalls_a_read_delegation_and_the_v4_client_then_reads_the_new_data() {
+    keel_testkit::server::require_root();
+    let server = TestServer::start(
+        "nfs4-deleg-local",
+        vec![ExportOpts::rw(1, "export")],
+        "nfs_versions = [\"4.1\"]\nnfs4_read_delegations = true",
+    );
+    let path = server.export_dir(1).join("f");
+    std::fs::write(&path, b"old data").unwrap();
+    let mut v4 = V4::connect(&server, b"deleg-local");
+    let (open, fh) = v4.open_read(&server, 1, b"owner", "f");
+    let OpenDelegation4::OpenDelegateRead(deleg) = &open.delegation else {
+        panic!("no read delegation: {:?}", open.delegation)
+    };
+    let deleg = deleg.stateid;
+    let res = v4.ok(vec![putfh(&fh), read(open.stateid)]);
+    assert_eq!(&data_of(&res[2])[..], b"old data");
+
+    // A local process opens f for writing: the server's lease on it
+    // breaks, the delegation is recalled, and the process waits.
+    let written = local_write(path.clone(), b"NEW");
+    let start = Instant::now();
+    while v4.recalled.is_empty() {
+        assert!(start.elapsed() < WAIT, "no CB_RECALL after a local open for writing");
+        v4.run(vec![]);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(v4.recalled, vec![deleg]);
+    assert!(written.try_recv().is_err(), "the local writer waits for the delegation's return");
+    assert_eq!(std::fs::read(&path).unwrap(), b"old data", "not written yet");
+    v4.ok(vec![putfh(&fh), NfsArgop4::Delegreturn(Delegreturn4Args { deleg_stateid: deleg })]);
+
+    // Returned: the local write goes through, and the client reads it.
+    written.recv_timeout(WAIT).expect("the local writer went on once the delegation was returned").unwrap();
+    let res = v4.ok(vec![putfh(&fh), read(open.stateid)]);
+    assert_eq!(&data_of(&res[2])[..], b"NEW data");
+}
+
+#[test]
+fn no_read_delegation_is_offered_on_a_file_a_local_process_has_open_for_writing() {
+    keel_testkit::server::require_root();
+    let server = TestServer::start(
+        "nfs4-deleg-busy",
+        vec![ExportOpts::rw(1, "export")],
+        "nfs_versions = [\"4.1\"]\nnfs4_read_delegations = true",
+    );
+    let path = server.export_dir(1).join("f");
+    std::fs::write(&path, b"data").unwrap();
+    let writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let mut v4 = V4::connect(&server, b"deleg-busy");
+    let (open, _) = v4.open_read(&server, 1, b"owner", "f");
+    assert!(
+        matches!(open.delegation, OpenDelegation4::OpenDelegateNone | OpenDelegation4::OpenDelegateNoneExt(_)),
+        "a delegation on a file open for writing: {:?}",
+        open.delegation
+    );
+    drop(writer);
+    let (open, _) = v4.open_read(&server, 1, b"owner2", "f");
+    assert!(matches!(open.delegation, OpenDelegation4::OpenDelegateRead(_)), "{:?}", open.delegation);
+}
+
 /// Fresh sessions opened one after another, in
 /// [`a_fresh_session_s_first_open_gets_a_read_delegation_every_time`].
 const FRESH_SESSIONS: usize = 20;
@@ -160,6 +247,46 @@ fn the_kernel_client_returns_its_read_delegation_when_an_nfsv3_client_writes_and
         assert_eq!(get("first"), "old", "{output}");
         assert_eq!(get("signal"), "go", "{output}");
         assert_eq!(get("after"), "new", "a stale read after the write was acknowledged:\n{output}");
+        assert_eq!(get("after_fd"), "new", "a stale read through the open descriptor:\n{output}");
+    });
+}
+
+#[test]
+fn the_kernel_client_returns_its_read_delegation_when_a_local_process_writes_and_reads_no_stale_data() {
+    let export = ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"no_root_squash\"\ninsecure = true");
+    let server = TestServer::start(
+        "nfs4-deleg-kernel-local",
+        vec![export],
+        "nfs_versions = [\"3\", \"4.1\", \"4.2\"]\nnfs4_read_delegations = true",
+    );
+    let dir = server.export_dir(1);
+    std::fs::write(dir.join("f"), b"old").unwrap();
+    std::fs::write(dir.join("signal"), b"no").unwrap();
+    std::thread::scope(|scope| {
+        let guest = scope.spawn(|| run_guest(&server, "nfs4_deleg.sh"));
+        // The guest has opened and read f (and holds a read delegation).
+        let start = Instant::now();
+        while !dir.join("ready").exists() {
+            assert!(!guest.is_finished(), "the guest ended before it was ready");
+            assert!(start.elapsed() < Duration::from_secs(u64::from(BOOT_TIMEOUT_S)), "the guest never got ready");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let held = delegations_held(&server);
+        assert!(held >= 1, "the guest holds no delegation (on f): {held}");
+        // A local process on the server writes f: its open waits until the
+        // guest returned the delegation the lease backs.
+        let written = local_write(dir.join("f"), b"new");
+        written.recv_timeout(Duration::from_secs(120)).expect("the local write never went through").unwrap();
+        assert_eq!(std::fs::read(dir.join("f")).unwrap(), b"new");
+        let mut v3 = Nfs::connect(server.addr).unwrap();
+        let root = v3.mount(&server.export_path(1)).unwrap();
+        v3_write_retrying(&mut v3, &root, "signal", b"go");
+        let (code, output, results) = guest.join().unwrap();
+        let get = |k: &str| results.get(k).map_or("", String::as_str).to_string();
+        assert!(code == Some(0) && get("done") == "1", "guest failed:\n{output}\nserver log:\n{}", server.log_text());
+        assert_eq!(get("first"), "old", "{output}");
+        assert_eq!(get("signal"), "go", "{output}");
+        assert_eq!(get("after"), "new", "a stale read after a local write:\n{output}");
         assert_eq!(get("after_fd"), "new", "a stale read through the open descriptor:\n{output}");
     });
 }

@@ -246,6 +246,20 @@ pub fn as_root<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// Runs `f` with fsuid `uid`, then puts back the fsuid the thread had
+/// (the kernel drops the file-system capabilities while it is not 0 and
+/// gives them back when it is again), also when `f` panics.
+pub(crate) fn as_fsuid<T>(uid: u32, f: impl FnOnce() -> T) -> T {
+    struct Restore(u32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            sys::setfsuid(self.0);
+        }
+    }
+    let _restore = Restore(sys::setfsuid(uid));
+    f()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -76,7 +76,7 @@ impl Inode {
         if let Some(w) = self.writer.get() {
             return Ok(w.as_fd());
         }
-        let fd = ident::as_root(|| sys::open_by_handle(self.export.root_fd(), &self.kernel, libc::O_RDWR))?;
+        let fd = self.open_for_writing()?;
         // A concurrent first write may have won; either descriptor will do.
         let _ = self.writer.set(fd);
         Ok(self.writer.get().expect("set above").as_fd())
@@ -89,9 +89,18 @@ impl Inode {
         let idle = self.sync_writers.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let fd = match idle {
             Some(fd) => fd,
-            None => ident::as_root(|| sys::open_by_handle(self.export.root_fd(), &self.kernel, libc::O_RDWR))?,
+            None => self.open_for_writing()?,
         };
         Ok(SyncWriter { inode: self, fd: Some(fd) })
+    }
+
+    /// A new read-write description of the object (as root: permission is
+    /// the caller's business). It does not wait on a read lease on the file
+    /// (see `lease.rs`): EAGAIN while one stands, which it breaks.
+    pub(crate) fn open_for_writing(&self) -> std::io::Result<OwnedFd> {
+        let fd = self.open_description(libc::O_RDWR | libc::O_NONBLOCK)?;
+        sys::clear_nonblock(fd.as_fd())?;
+        Ok(fd)
     }
 
     /// A new open file description of the object (as root: permission is

@@ -17,6 +17,7 @@ mod group_commit;
 pub mod handle;
 pub mod ident;
 mod inode;
+mod lease;
 mod locks;
 mod store;
 #[allow(unsafe_code)]
@@ -29,6 +30,7 @@ pub use fs::LocalStore;
 pub use handle::{FileHandle, HandleKey};
 pub use ident::Acting;
 pub use inode::Inode;
+pub use lease::LocalReadLease;
 pub use locks::LocalLockFile;
 pub use store::LocalObject;
 pub use verifier::WriteVerifier;

@@ -54,6 +54,11 @@ impl Store for LocalStore {
     type Object = LocalObject;
     type Caller = Acting;
     type LockFile = crate::LocalLockFile;
+    type ReadLease = crate::LocalReadLease;
+
+    fn read_lease(&self, obj: &LocalObject) -> StoreResult<crate::LocalReadLease> {
+        crate::LocalReadLease::take(&obj.0)
+    }
 
     fn open_for_locks(&self, who: &Acting, obj: &LocalObject) -> StoreResult<crate::LocalLockFile> {
         LocalStore::open_for_locks(self, who, &obj.0)

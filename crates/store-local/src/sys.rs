@@ -674,3 +674,41 @@ pub fn ofd_lock(
     }
     Ok(None)
 }
+
+/// fcntl F_SETLEASE: takes (F_RDLCK, F_WRLCK) or releases (F_UNLCK) a
+/// lease on the open file description of `fd`. Needs the caller's fsuid to
+/// own the file, or CAP_LEASE.
+pub fn set_lease(fd: BorrowedFd, kind: libc::c_int) -> io::Result<()> {
+    // SAFETY: fd is valid; F_SETLEASE takes an int argument.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETLEASE, kind) }).map(drop)
+}
+
+/// fcntl F_GETLEASE: the lease held on `fd`'s description (F_RDLCK,
+/// F_WRLCK, F_UNLCK), or while it is being broken the kind it is to be
+/// downgraded to.
+pub fn get_lease(fd: BorrowedFd) -> io::Result<libc::c_int> {
+    // SAFETY: fd is valid; F_GETLEASE takes no argument.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETLEASE) })
+}
+
+/// Clears O_NONBLOCK on `fd`'s description (it was opened with it only so
+/// that the open would not wait on a lease).
+pub fn clear_nonblock(fd: BorrowedFd) -> io::Result<()> {
+    // SAFETY: fd is valid; F_GETFL and F_SETFL take and give ints.
+    let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) }).map(drop)
+}
+
+/// Ignores SIGIO in the whole process: the kernel sends it to a lease's
+/// holder when the lease is broken, and its default action ends the
+/// process. Lease holders ask F_GETLEASE instead.
+pub fn ignore_sigio() -> io::Result<()> {
+    // SAFETY: a zeroed sigaction with SIG_IGN and an empty mask is valid;
+    // ignoring a signal touches no memory of ours.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = libc::SIG_IGN;
+        libc::sigemptyset(&mut act.sa_mask);
+        cvt(libc::sigaction(libc::SIGIO, &act, std::ptr::null_mut())).map(drop)
+    }
+}

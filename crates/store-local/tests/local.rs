@@ -704,3 +704,63 @@ fn xfs_holes_allocation_and_reflinked_copies() {
     let extents = String::from_utf8_lossy(&extents.stdout);
     assert!(extents.contains("shared"), "COPY reflinked the blocks on XFS:\n{extents}");
 }
+
+/// Waits (at most `WAIT_S` seconds) until `done`.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    const WAIT_S: u64 = 20;
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(WAIT_S), "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_read_lease_holds_a_local_writer_until_dropped_and_the_store_never_waits_on_its_own() {
+    let fx = Fixture::new("lease");
+    let path = fx.export_dir.join("f");
+    std::fs::write(&path, b"old").unwrap();
+    // Owned by someone else than the callers: the store takes the lease
+    // as the owner (Keel asks for no CAP_LEASE).
+    std::os::unix::fs::chown(&path, Some(4242), Some(4242)).unwrap();
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        let f = act(user(1000), |w| vfs.lookup(w, &root, b"f")).unwrap().0;
+        let lease = act(user(1000), |_| vfs.read_lease(&f)).unwrap();
+        assert!(!lease.is_broken());
+        assert!(lease.break_wait() > std::time::Duration::ZERO);
+
+        // A local process opens f for writing: it waits for the lease.
+        let (done, opened) = std::sync::mpsc::channel();
+        let writer_path = path.clone();
+        let writer = std::thread::spawn(move || {
+            // A root process (this thread would inherit the caller's fsuid).
+            keel_store_local::ident::reset().unwrap();
+            let mut file = std::fs::OpenOptions::new().write(true).truncate(true).open(&writer_path).unwrap();
+            std::io::Write::write_all(&mut file, b"new").unwrap();
+            done.send(()).unwrap();
+        });
+        wait_until("the lease is broken", || lease.is_broken());
+        assert!(opened.try_recv().is_err(), "the writer waits while the lease is held");
+        // The store's own write does not wait on the lease: EAGAIN.
+        let e = act(ROOT, |w| vfs.write(w, &f, 0, b"keel", Stability::FileSync)).unwrap_err();
+        assert_eq!(errno(&e), Some(libc::EAGAIN));
+        assert!(opened.try_recv().is_err(), "still waiting");
+        drop(lease);
+        opened.recv_timeout(std::time::Duration::from_secs(20)).expect("the writer goes on once the lease is dropped");
+        writer.join().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+
+        // A file open for writing somewhere gets no lease.
+        let held = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        assert_eq!(errno(&vfs.read_lease(&f).unwrap_err()), Some(libc::EAGAIN));
+        drop(held);
+        drop(vfs.read_lease(&f).unwrap());
+        // Nor one the store itself keeps open for writing.
+        act(ROOT, |w| vfs.write(w, &f, 0, b"NEW", Stability::FileSync)).unwrap();
+        assert_eq!(errno(&vfs.read_lease(&f).unwrap_err()), Some(libc::EAGAIN));
+        // Nor a directory.
+        assert_eq!(errno(&vfs.read_lease(&root).unwrap_err()), Some(libc::EINVAL));
+    });
+}

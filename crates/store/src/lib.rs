@@ -38,6 +38,7 @@ pub mod attr;
 pub mod blocking;
 mod cred;
 mod error;
+pub mod lease;
 pub mod lock;
 pub mod pipe;
 pub mod rules;
@@ -50,6 +51,7 @@ use bytes::Bytes;
 pub use attr::{Attrs, FileType, FsStat, Limits, SetAttrs, SetTime, Time, access};
 pub use cred::{Cred, GROUPS_MAX};
 pub use error::{StoreError, StoreResult};
+pub use lease::ReadLease;
 pub use lock::{LockConflict, LockFile, LockKind, LockRange};
 pub use rules::check_name;
 pub use types::{
@@ -114,6 +116,8 @@ pub trait Store: Send + Sync + 'static {
     type Caller: Caller;
     /// An open file description holding byte-range locks (see [`lock`]).
     type LockFile: LockFile;
+    /// A read lease on a file (see [`lease`]).
+    type ReadLease: ReadLease;
 
     /// The exports this store serves.
     fn exports(&self) -> Vec<ExportInfo>;
@@ -332,4 +336,11 @@ pub trait Store: Send + Sync + 'static {
     /// or owns it (knfsd's rule for NLM). Locks taken through it exclude
     /// those of every other description, a local process's included.
     fn open_for_locks(&self, who: &Self::Caller, obj: &Self::Object) -> StoreResult<Self::LockFile>;
+
+    /// A read lease on the regular file `obj`, on an open file description
+    /// of its own (see [`lease`]): EAGAIN when the file is open for writing
+    /// (by anyone, the store included), EINVAL where the file system takes
+    /// no leases. For whoever already may read the file: no permission is
+    /// checked.
+    fn read_lease(&self, obj: &Self::Object) -> StoreResult<Self::ReadLease>;
 }

@@ -83,8 +83,17 @@ pub(super) fn write<S: Store>(c: &mut Compound<'_, S>, args: Write4Args) -> Resu
         (true, StableHow4::FileSync4) => Stability::FileSync,
     };
     let store = c.store();
+    let (program, now, client) = (c.program, c.now, c.slot.as_ref().map(|g| g.clientid));
     let who = c.act(&fh)?;
-    let out = store.write(who, &fh.object, args.offset, &args.data, stability).map_err(|e| status(&e))?;
+    let write = || store.write(who, &fh.object, args.offset, &args.data, stability);
+    let out = match write() {
+        Err(e) if crate::deleg::is_eagain(&e) => {
+            let own = client.is_some_and(|id| crate::deleg::release_own_lease(program, id, fh.handle(), now));
+            if own { write() } else { Err(e) }
+        }
+        r => r,
+    }
+    .map_err(|e| status(&e))?;
     c.ctx.report.add_write_bytes(args.data.len() as u64);
     Ok(Write4ResOk { count: args.data.len() as u32, committed: args.stable, writeverf: out.verifier })
 }

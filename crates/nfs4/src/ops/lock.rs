@@ -138,6 +138,9 @@ enum Attempt {
     /// Refused by this lock, held through another description; the asking
     /// lock owner.
     Conflict(LockConflict, Box<[u8]>),
+    /// No description open for writing could be had: a lease on the
+    /// file (maybe the client's own delegation's) stands in the way.
+    Leased,
 }
 
 /// LOCK (RFC 8881 section 18.10).
@@ -165,7 +168,10 @@ pub(super) fn lock<S: Store>(c: &mut Compound<'_, S>, args: Lock4Args) -> Result
                     Some(conflict) => Ok(Attempt::Conflict(conflict, plan.owner().into())),
                 },
                 LockPlan::New(plan) => {
-                    let holder = store.open_for_locks(who, &fh.object).map_err(|e| status(&e))?;
+                    let holder = match store.open_for_locks(who, &fh.object) {
+                        Err(e) if crate::deleg::is_eagain(&e) => return Ok(Attempt::Leased),
+                        r => r.map_err(|e| status(&e))?,
+                    };
                     match holder.try_lock(want, at).map_err(|e| lock_status(&e))? {
                         None => Ok(Attempt::Granted(plan.granted(holder))),
                         // The new description goes, holding nothing.
@@ -176,6 +182,12 @@ pub(super) fn lock<S: Store>(c: &mut Compound<'_, S>, args: Lock4Args) -> Result
         })
     };
     let mut outcome = attempt()?;
+    if let Attempt::Leased = outcome
+        && crate::deleg::release_own_lease(program, client, file, now)
+    {
+        // The client locks while it returns its delegation.
+        outcome = attempt()?;
+    }
     if let Attempt::Conflict(..) = outcome
         && program.with_state(|s| s.expire_courtesy_lock_conflicts(file, kind, range, now)) > 0
     {
@@ -188,6 +200,8 @@ pub(super) fn lock<S: Store>(c: &mut Compound<'_, S>, args: Lock4Args) -> Result
             Ok(Lock4ResOk { lock_stateid: stateid })
         }
         Attempt::Conflict(conflict, owner) => Err(Refused::Denied(denied(program, file, conflict, (client, &owner)))),
+        // Another's lease, being broken: the client tries again.
+        Attempt::Leased => Err(Refused::Status(Nfsstat4::Delay)),
     }
 }
 
@@ -209,7 +223,18 @@ pub(super) fn lockt<S: Store>(c: &mut Compound<'_, S>, args: Lockt4Args) -> Resu
     })?;
     let found = match tested {
         Some(found) => found,
-        None => store.open_for_locks(who, &fh.object).and_then(|holder| holder.test(want, at)),
+        None => {
+            let open = || store.open_for_locks(who, &fh.object);
+            let holder = match open() {
+                Err(e)
+                    if crate::deleg::is_eagain(&e) && crate::deleg::release_own_lease(program, client, file, now) =>
+                {
+                    open()
+                }
+                r => r,
+            };
+            holder.and_then(|holder| holder.test(want, at))
+        }
     };
     match found.map_err(|e| lock_status(&e))? {
         None => Ok(()),

@@ -52,6 +52,7 @@ pub(super) fn open<S: Store>(c: &mut Compound<'_, S>, args: Open4Args) -> Result
     let now = c.now;
     let owner = args.owner.owner.as_bytes().to_vec();
     let file = opened.file.handle().clone();
+    let object = opened.file.object.clone();
     let ok = c.program.with_state(|s| s.open(client, &owner, &file, share, claim, now))?;
     c.current = Some(Filehandle::Export(opened.file));
     c.stateid.set(ok.stateid);
@@ -60,7 +61,7 @@ pub(super) fn open<S: Store>(c: &mut Compound<'_, S>, args: Open4Args) -> Result
         cinfo: opened.cinfo,
         rflags: OPEN4_RESULT_LOCKTYPE_POSIX,
         attrset: opened.attrset,
-        delegation: crate::deleg::on_open(c, client, &file, share, &args.claim, no_delegation(share.want)),
+        delegation: crate::deleg::on_open(c, client, &file, &object, share, &args.claim, no_delegation(share.want)),
     })
 }
 

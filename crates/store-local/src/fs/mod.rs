@@ -112,7 +112,7 @@ impl LocalStore {
         if !owner {
             sys::access(inode.fd(), libc::R_OK)?;
         }
-        let (fd, writable) = match inode.open_description(libc::O_RDWR) {
+        let (fd, writable) = match inode.open_for_writing() {
             Ok(fd) => (fd, true),
             Err(e) if matches!(e.raw_os_error(), Some(libc::EROFS | libc::ETXTBSY | libc::EACCES | libc::EPERM)) => {
                 (inode.open_description(libc::O_RDONLY)?, false)

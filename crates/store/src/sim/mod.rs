@@ -44,6 +44,7 @@
 
 mod faults;
 mod fs;
+mod leases;
 mod locks;
 mod rng;
 
@@ -55,6 +56,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 pub use faults::{SimAction, SimFault, SimFaultRate, SimPoint};
 use fs::{Body, Dir, Meta, Node, R, Table, W, X};
+pub use leases::{SIM_LEASE_BREAK_WAIT, SimReadLease};
 pub use locks::SimLockFile;
 pub use rng::Rng;
 
@@ -160,9 +162,30 @@ pub struct SimStore {
     /// Byte-range locks: not file system state, so outside `state` (a
     /// crash of the store does not model a crash of the lock manager).
     locks: locks::SharedLocks,
+    /// Read leases, as the kernel keeps them (outside `state`, as locks).
+    leases: leases::SharedLeases,
 }
 
 impl SimStore {
+    /// A simulated local process opens `obj` for writing: every lease on
+    /// it breaks, and no new one can be had until
+    /// [`SimStore::close_local_writer`]. How many leases stand: the opener
+    /// waits until they are dropped (or for the lease-break time).
+    pub fn open_for_write_locally(&self, obj: &SimObject) -> usize {
+        leases::local_writer(&self.leases, obj.ino, true);
+        leases::break_all(&self.leases, obj.ino)
+    }
+
+    /// The simulated local process closes what it opened.
+    pub fn close_local_writer(&self, obj: &SimObject) {
+        leases::local_writer(&self.leases, obj.ino, false);
+    }
+
+    /// Read leases held on `obj` now.
+    pub fn leases_held(&self, obj: &SimObject) -> usize {
+        leases::held(&self.leases, obj.ino)
+    }
+
     /// One export, id 1 at "/sim", its root a directory of mode 0777.
     pub fn new(seed: u64) -> Self {
         SimStore::with_exports(seed, &[(1, "/sim")])
@@ -203,7 +226,7 @@ impl SimStore {
             st.live.insert(root, node);
             st.exports.push(SimExport { info: ExportInfo { id, path: PathBuf::from(path), fsid }, root });
         }
-        SimStore { seed, state: Mutex::new(st), locks: Default::default() }
+        SimStore { seed, state: Mutex::new(st), locks: Default::default(), leases: Default::default() }
     }
 
     /// The seed this store runs from: print it when a test fails.
@@ -675,6 +698,15 @@ impl crate::Store for SimStore {
     type Object = SimObject;
     type Caller = SimCaller;
     type LockFile = SimLockFile;
+    type ReadLease = SimReadLease;
+
+    fn read_lease(&self, obj: &SimObject) -> StoreResult<SimReadLease> {
+        let st = self.lock();
+        if st.node(obj)?.ftype != FileType::Regular {
+            return Err(StoreError::errno(libc::EINVAL));
+        }
+        leases::take(&self.leases, obj.ino)
+    }
 
     fn open_for_locks(&self, who: &SimCaller, obj: &SimObject) -> StoreResult<SimLockFile> {
         let st = self.lock();
@@ -683,6 +715,8 @@ impl crate::Store for SimStore {
         if !(rules::owner_overrides(&who.cred, n.meta.uid) || fs::may(&who.cred, n, R)) {
             return Err(StoreError::errno(libc::EACCES));
         }
+        // The local store opens it for writing.
+        leases::before_store_write(&self.leases, obj.ino)?;
         Ok(SimLockFile::open(&self.locks, obj.ino))
     }
 
@@ -761,6 +795,9 @@ impl crate::Store for SimStore {
     ) -> StoreResult<()> {
         let mut st = self.lock();
         st.node(obj)?;
+        if set.size.is_some() {
+            leases::before_store_write(&self.leases, obj.ino)?;
+        }
         st.strike(SimPoint::Setattr, obj.ino)?;
         rules::check_guard(guard, || Ok(st.attrs(obj.ino)?.ctime))?;
         st.apply(&who.cred, obj.ino, set)?;
@@ -882,6 +919,7 @@ impl crate::Store for SimStore {
         let n = st.node(obj)?;
         require_regular(n)?;
         permit_io(&who.cred, n, W)?;
+        leases::before_store_write(&self.leases, obj.ino)?;
         let before = st.attrs(obj.ino)?;
         rules::check_write_extent(offset, data.len())?;
         let verifier = st.verifier.to_be_bytes();
@@ -1165,6 +1203,7 @@ impl crate::Store for SimStore {
         let n = st.node(obj)?;
         require_regular(n)?;
         permit_io(&who.cred, n, W)?;
+        leases::before_store_write(&self.leases, obj.ino)?;
         rules::check_space_extent(offset, len)?;
         st.strike(SimPoint::Write, obj.ino)?;
         let now = st.now();
@@ -1203,6 +1242,7 @@ impl crate::Store for SimStore {
         require_regular(d)?;
         permit_io(&who.cred, s, R)?;
         permit_io(&who.cred, d, W)?;
+        leases::before_store_write(&self.leases, dst.ino)?;
         rules::check_copy(src.ino == dst.ino, src_offset, dst_offset, len)?;
         let n = rules::copy_len(s.size(), src_offset, len);
         if n == 0 {
