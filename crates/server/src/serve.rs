@@ -542,9 +542,23 @@ fn listen(addr: SocketAddr, freebind: bool) -> std::io::Result<TcpListener> {
     if freebind {
         set_freebind(&socket, addr)?;
     }
-    socket.bind(&addr.into())?;
+    socket.bind(&addr.into()).map_err(not_this_hosts)?;
     socket.listen(LISTEN_BACKLOG)?;
     Ok(socket.into())
+}
+
+/// A bind to an address this host does not hold says what to do about it.
+fn not_this_hosts(e: std::io::Error) -> std::io::Error {
+    if e.kind() != std::io::ErrorKind::AddrNotAvailable {
+        return e;
+    }
+    std::io::Error::new(
+        e.kind(),
+        format!(
+            "{e}: not an address of this host (a floating address needs [ha] enabled = true, which listens on \
+             it before it comes up)"
+        ),
+    )
 }
 
 fn bind_udp(addr: SocketAddr, freebind: bool) -> std::io::Result<UdpSocket> {
@@ -553,7 +567,7 @@ fn bind_udp(addr: SocketAddr, freebind: bool) -> std::io::Result<UdpSocket> {
     if freebind {
         set_freebind(&socket, addr)?;
     }
-    socket.bind(&addr.into())?;
+    socket.bind(&addr.into()).map_err(not_this_hosts)?;
     Ok(socket.into())
 }
 

@@ -590,6 +590,34 @@ fn serve_before_the_address(ns: &keel_testkit::netns::Netns, config: &Path) -> s
     child
 }
 
+/// Without `[ha]` a listen address this host does not hold is an error at
+/// start that says what to do (under `[ha]` Keel listens on it before it
+/// comes up: see the tickle test).
+#[test]
+fn without_ha_a_listen_address_this_host_does_not_hold_stops_the_start_and_says_why() {
+    require_root();
+    let _mounts = MOUNTS.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("keel-ha-nothere-{}", std::process::id()));
+    let config = ha_config(&dir, &dir.join("state"), &dir.join("export"), 2049);
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("enabled = true", "enabled = false").replace("127.0.0.1:2049", "10.77.9.9:2049"),
+    )
+    .unwrap();
+    let ns = keel_testkit::netns::Netns::new("nothere");
+    let keel = keel_bin();
+    let mut cmd = ns.cmd(&[keel.to_str().unwrap(), "serve", "--config", config.to_str().unwrap()]);
+    let out = run_timeout(&mut cmd, CMD_TIMEOUT);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stderr.contains("cannot listen on 10.77.9.9:2049"), "{out:?}");
+    assert!(
+        out.stderr.contains("not an address of this host") && out.stderr.contains("[ha] enabled = true"),
+        "{out:?}"
+    );
+}
+
 /// The old node vanishes without closing its connections (its link goes
 /// down before it dies, as in a power cut); the new node holds the same
 /// address and the same state_dir. With [ha] it tickles the client, whose
