@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use bytes::Bytes;
+use keel_rpc::gss::sealer::{self, Sealer};
 use keel_rpc::gss::server::results_in_clear;
 use keel_rpc::gss::wire::{GssCred, GssInitRes, GssProc, GssService, IntegData, MAXSEQ, RPCSEC_GSS};
-use keel_rpc::gss::{Acceptor, ContextLimits, GssServer, IdentityCache, UserDatabase};
+use keel_rpc::gss::{AcceptContext, Acceptor, ContextLimits, GssServer, IdentityCache, UserDatabase};
 use keel_rpc::msg::{AUTH_NONE, AcceptStat, AuthStat, CallHeader, OpaqueAuth, RejectStat, ReplyStat};
 use keel_rpc::{AcceptError, CallContext, Dispatcher, ReplyCache, RpcProgram};
 use keel_store::Cred;
@@ -198,12 +199,16 @@ fn gss_name(principal: &str) -> Name {
 /// A client context for `principal` (its key from the lab's client keytab)
 /// to the lab's nfs/localhost, before any token went.
 fn client_ctx(principal: &str) -> ClientCtx {
+    let target = Name::new(b"nfs@localhost", Some(GSS_NT_HOSTBASED_SERVICE)).unwrap();
+    let flags = CtxFlags::GSS_C_MUTUAL_FLAG | CtxFlags::GSS_C_INTEG_FLAG | CtxFlags::GSS_C_CONF_FLAG;
+    client_ctx_to(principal, target, flags)
+}
+
+fn client_ctx_to(principal: &str, target: Name, flags: CtxFlags) -> ClientCtx {
     let mut mechs = OidSet::new();
     mechs.add(GSS_MECH_KRB5).unwrap();
     let cred = GssCred_::acquire(Some(&gss_name(principal)), None, CredUsage::Initiate, Some(&mechs))
         .unwrap_or_else(|e| panic!("{principal}'s initial credentials from the lab's keytab: {e}"));
-    let target = Name::new(b"nfs@localhost", Some(GSS_NT_HOSTBASED_SERVICE)).unwrap();
-    let flags = CtxFlags::GSS_C_MUTUAL_FLAG | CtxFlags::GSS_C_INTEG_FLAG | CtxFlags::GSS_C_CONF_FLAG;
     ClientCtx::new(Some(cred), target, flags, Some(GSS_MECH_KRB5))
 }
 
@@ -340,6 +345,102 @@ fn krb5_krb5i_and_krb5p_calls_reach_the_program_as_the_mapped_user() {
     let mut bob = Client::establish(&server, "bob", peer());
     assert_eq!(bob.echo(&server, GssService::Integrity, b"x").0, 1002);
     assert_eq!(server.gss.contexts(), 2);
+    // Both contexts are aes256-cts-hmac-sha1-96 (the lab's default): Keel
+    // made and checked their tokens itself, and MIT's initiator read them.
+    assert_eq!(server.gss.counts().snapshot().sealed_in_process, 2);
+}
+
+/// A context with `service` established by MIT's initiator (as alice,
+/// with mutual authentication or not) and Keel's acceptor, and the
+/// acceptor's sealer.
+fn sealed_context(service: &str, mutual: bool) -> (ClientCtx, Box<dyn Sealer>) {
+    lab();
+    let acceptor = Acceptor::acquire(&format!("{service}@{REALM}")).expect("the service's key from the lab's keytab");
+    let target = Name::new(format!("{service}@{REALM}").as_bytes(), Some(GSS_NT_KRB5_PRINCIPAL)).unwrap();
+    let mut flags = CtxFlags::GSS_C_INTEG_FLAG | CtxFlags::GSS_C_CONF_FLAG;
+    if mutual {
+        flags |= CtxFlags::GSS_C_MUTUAL_FLAG;
+    }
+    let mut client = client_ctx_to("alice", target, flags);
+    let mut server = AcceptContext::default();
+    let token = client.step(None, None).unwrap().expect("an AP-REQ");
+    let step = acceptor.step(&mut server, &token).expect("Keel's acceptor takes the AP-REQ");
+    assert!(step.complete);
+    if !step.token.is_empty() {
+        assert!(client.step(Some(&step.token), None).unwrap().is_none());
+    }
+    assert!(client.is_complete());
+    (client, sealer::for_context(server).expect("a usable context"))
+}
+
+/// MIT's initiator and Keel's acceptor read each other's MIC and Wrap
+/// tokens, and neither takes a token with a bit flipped.
+fn tokens_interoperate(client: &mut ClientCtx, server: &mut dyn Sealer) {
+    let long: Vec<u8> = (0..100_000u32).map(|i| (i * 31 % 251) as u8).collect();
+    for message in [&b"\0\0\0\x07"[..], b"seventeen bytes!!", &long] {
+        let mic = client.get_mic(message).unwrap();
+        assert!(server.verify_mic(message, &mic), "Keel verifies MIT's MIC");
+        let mut flipped = mic.to_vec();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert!(!server.verify_mic(message, &flipped), "a flipped bit in MIT's MIC");
+        let mut changed = message.to_vec();
+        changed[0] ^= 0x80;
+        assert!(!server.verify_mic(&changed, &mic), "another message");
+        for conf in [true, false] {
+            let token = client.wrap(conf, message).unwrap();
+            if conf {
+                assert_eq!(token[4..8], [0; 4], "MIT's sealed Wrap tokens: EC and RRC 0");
+            }
+            assert_eq!(server.unwrap(&token).as_deref(), Some(message), "Keel unwraps MIT's token (conf {conf})");
+            let mut flipped = token.to_vec();
+            let at = flipped.len() / 2;
+            flipped[at] ^= 0x10;
+            assert_eq!(server.unwrap(&flipped), None, "a flipped bit in MIT's token (conf {conf})");
+        }
+        // Several of each: the server's sequence numbers advance.
+        for _ in 0..3 {
+            let mic = server.get_mic(message).unwrap();
+            client.verify_mic(message, &mic).expect("MIT verifies Keel's MIC");
+            let mut flipped = mic.clone();
+            flipped[20] ^= 4;
+            assert!(client.verify_mic(message, &flipped).is_err(), "MIT refuses a flipped bit in Keel's MIC");
+            let token = server.wrap(message).unwrap();
+            assert_eq!(token[4..8], [0; 4], "Keel's sealed Wrap tokens: EC and RRC 0, as MIT's");
+            assert_eq!(&client.unwrap(&token).expect("MIT unwraps Keel's token")[..], message);
+            let mut flipped = token.clone();
+            let at = flipped.len() / 2;
+            flipped[at] ^= 0x10;
+            assert!(client.unwrap(&flipped).is_err(), "MIT refuses a flipped bit in Keel's token");
+        }
+    }
+}
+
+#[test]
+fn keel_s_own_aes256_and_aes128_tokens_interoperate_with_mit_s() {
+    use kerberos::lab::AES128_SERVICE;
+    // aes256-cts-hmac-sha1-96 with an acceptor subkey: what the Linux
+    // client gets.
+    let (mut client, mut server) = sealed_context(kerberos::lab::SERVICE, true);
+    assert!(server.in_process(), "Keel makes the tokens");
+    assert_eq!(server.enctype(), Some(18));
+    tokens_interoperate(&mut client, server.as_mut());
+    // Without mutual authentication there is no acceptor subkey: the
+    // initiator's subkey, of the session key's enctype, aes128 here.
+    for (service, mutual, enctype) in [(AES128_SERVICE, false, 17), (kerberos::lab::SERVICE, false, 18)] {
+        let (mut client, mut server) = sealed_context(service, mutual);
+        assert!(server.in_process(), "{service}");
+        assert_eq!(server.enctype(), Some(enctype), "{service}");
+        tokens_interoperate(&mut client, server.as_mut());
+    }
+}
+
+#[test]
+fn a_context_of_another_enctype_keeps_gss_api_s_tokens() {
+    // aes256-cts-hmac-sha384-192 (RFC 8009), which Keel does not do.
+    let (mut client, mut server) = sealed_context(kerberos::lab::AES_SHA2_SERVICE, false);
+    assert!(!server.in_process(), "GSS-API makes the tokens");
+    assert_eq!(server.enctype(), Some(20));
+    tokens_interoperate(&mut client, server.as_mut());
 }
 
 #[test]

@@ -32,13 +32,9 @@ use std::time::Instant;
 use bytes::Bytes;
 use keel_store::Cred;
 use keel_xdr::{Decoder, Encoder};
-use libgssapi::context::{SecurityContext as _, ServerCtx};
-use libgssapi::credential::{Cred as GssCred_, CredUsage};
-use libgssapi::error::Error as GssError;
-use libgssapi::name::Name;
-use libgssapi::oid::{GSS_MECH_KRB5, GSS_NT_HOSTBASED_SERVICE, GSS_NT_KRB5_PRINCIPAL, OidSet};
 
 use super::idmap::IdentityCache;
+use super::sealer::{self, Sealer};
 use super::stats::{AuthFailure, GssCounts};
 use super::window::{SEQ_WINDOW, SeqWindow};
 use super::wire::{
@@ -49,6 +45,7 @@ use crate::Privileged;
 use crate::cred::{Credential, SecurityContext};
 use crate::dispatch::ReplySegments;
 use crate::msg::{AcceptStat, AuthStat, CallHeader, OpaqueAuth, ReplyStat, encode_reply_header_with};
+use crate::sys::{AcceptContext, AcceptStep, AcceptorCred, GssStatus, NameKind};
 
 /// GSS_S_CONTINUE_NEEDED, for an RPCSEC_GSS_INIT reply (RFC 2743).
 const GSS_S_CONTINUE_NEEDED: u32 = 1;
@@ -82,16 +79,16 @@ impl Default for ContextLimits {
 #[derive(Debug, thiserror::Error)]
 pub enum AcceptorError {
     #[error("{principal:?} is not a principal GSS-API can read: {error}")]
-    BadName { principal: String, error: GssError },
+    BadName { principal: String, error: GssStatus },
     #[error("no key for {principal:?} in the keytab (GSS-API: {error})")]
-    NoKey { principal: String, error: GssError },
+    NoKey { principal: String, error: GssStatus },
 }
 
 /// The server's Kerberos credential: its key for `principal`, from the
 /// keytab GSS-API was pointed at (the server binary registers the
 /// configured keytab before this is made).
 pub struct Acceptor {
-    cred: GssCred_,
+    cred: AcceptorCred,
     principal: String,
 }
 
@@ -99,22 +96,28 @@ impl Acceptor {
     /// `principal` as configured: `service/host` (a host-based service
     /// name: any realm's key for it in the keytab) or `service/host@REALM`.
     pub fn acquire(principal: &str) -> Result<Acceptor, AcceptorError> {
-        let bad_name = |error| AcceptorError::BadName { principal: principal.to_owned(), error };
-        let name = match principal.split_once('/') {
+        let cred = match principal.split_once('/') {
             Some((service, host)) if !principal.contains('@') => {
-                Name::new(format!("{service}@{host}").as_bytes(), Some(GSS_NT_HOSTBASED_SERVICE)).map_err(bad_name)?
+                AcceptorCred::acquire(&format!("{service}@{host}"), NameKind::HostBasedService)
             }
-            _ => Name::new(principal.as_bytes(), Some(GSS_NT_KRB5_PRINCIPAL)).map_err(bad_name)?,
+            _ => AcceptorCred::acquire(principal, NameKind::Principal),
         };
-        let mut mechs = OidSet::new();
-        mechs.add(GSS_MECH_KRB5).map_err(bad_name)?;
-        let cred = GssCred_::acquire(Some(&name), None, CredUsage::Accept, Some(&mechs))
-            .map_err(|error| AcceptorError::NoKey { principal: principal.to_owned(), error })?;
-        Ok(Acceptor { cred, principal: principal.to_owned() })
+        let principal = principal.to_owned();
+        match cred {
+            Ok(cred) => Ok(Acceptor { cred, principal }),
+            Err((error, true)) => Err(AcceptorError::BadName { principal, error }),
+            Err((error, false)) => Err(AcceptorError::NoKey { principal, error }),
+        }
     }
 
     pub fn principal(&self) -> &str {
         &self.principal
+    }
+
+    /// One step of GSS-API's establishment of `context` with the client's
+    /// `token`.
+    pub fn step(&self, context: &mut AcceptContext, token: &[u8]) -> Result<AcceptStep, GssStatus> {
+        context.step(&self.cred, token)
     }
 }
 
@@ -163,15 +166,16 @@ impl GssCall {
         body.extend_from_slice(&self.seq_num.to_be_bytes());
         body.extend_from_slice(results);
         let mut inner = self.context.inner.lock().expect("context lock");
+        let sealer = &mut inner.established.as_mut()?.sealer;
         let mut enc = Encoder::with_capacity(body.len() + 128);
         match self.service {
             GssService::None => return Some(Bytes::copy_from_slice(results)),
             GssService::Integrity => {
-                let checksum = inner.gss.get_mic(&body).ok()?;
-                IntegData { databody: Bytes::from(body), checksum: Bytes::copy_from_slice(&checksum) }.encode(&mut enc);
+                let checksum = sealer.get_mic(&body)?;
+                IntegData { databody: Bytes::from(body), checksum: Bytes::from(checksum) }.encode(&mut enc);
             }
             GssService::Privacy => {
-                let token = inner.gss.wrap(true, &body).ok()?;
+                let token = sealer.wrap(&body)?;
                 enc.opaque(&token);
             }
         }
@@ -216,7 +220,9 @@ struct Context {
 }
 
 struct ContextInner {
-    gss: ServerCtx,
+    /// GSS-API's context while it is established; its keys then go to
+    /// the established context's sealer.
+    accepting: Option<AcceptContext>,
     window: SeqWindow,
     established: Option<Established>,
 }
@@ -226,6 +232,7 @@ struct Established {
     principal: String,
     ids: Option<Cred>,
     expires: Instant,
+    sealer: Box<dyn Sealer>,
 }
 
 #[derive(Default)]
@@ -360,8 +367,11 @@ impl GssServer {
         if inner.established.is_some() {
             return self.deny(AuthFailure::BadCred, AuthStat::BadCred);
         }
+        let Some(accepting) = inner.accepting.as_mut() else {
+            return self.deny(AuthFailure::BadCred, AuthStat::BadCred);
+        };
         let mut step = None;
-        (self.privileged)(&mut || step = Some(inner.gss.step(&token, None)));
+        (self.privileged)(&mut || step = Some(self.acceptor.step(accepting, &token)));
         let step = step.expect("privileged runs its closure");
         let mut res = GssInitRes { handle: Bytes::copy_from_slice(&context.handle), ..Default::default() };
         let mut verf = OpaqueAuth::default();
@@ -371,34 +381,41 @@ impl GssServer {
                 self.counts.failed(AuthFailure::BadToken);
                 drop(inner);
                 self.table.lock().expect("context table lock").remove(&context.handle);
-                res = GssInitRes { gss_major: e.major.bits(), gss_minor: e.minor, ..Default::default() };
+                res = GssInitRes { gss_major: e.major, gss_minor: e.minor, ..Default::default() };
             }
             Ok(out) => {
-                res.gss_token = out.map(|t| Bytes::copy_from_slice(&t)).unwrap_or_default();
-                if !inner.gss.is_complete() {
+                res.gss_token = Bytes::from(out.token);
+                if !out.complete {
                     res.gss_major = GSS_S_CONTINUE_NEEDED;
                 } else {
                     // GSS-API reads krb5.conf again to name the peer, and
                     // the user database is read: as the server too.
+                    let mut accepting = inner.accepting.take();
                     let mut completed = None;
-                    (self.privileged)(&mut || completed = Some(self.complete(&mut inner)));
+                    (self.privileged)(&mut || completed = accepting.take().map(|a| self.complete(a)));
                     match completed.expect("privileged runs its closure") {
-                        Ok(established) => {
-                            let Ok(mic) = inner.gss.get_mic(&SEQ_WINDOW.to_be_bytes()) else {
+                        Ok(mut established) => {
+                            let Some(mic) = established.sealer.get_mic(&SEQ_WINDOW.to_be_bytes()) else {
                                 return GssVerdict::Drop;
                             };
-                            tracing::debug!(%peer, principal = %established.principal, "GSS context established");
+                            let in_process = established.sealer.in_process();
+                            let enctype = established.sealer.enctype();
+                            let principal = &established.principal;
+                            tracing::debug!(%peer, %principal, in_process, ?enctype, "GSS context established");
+                            if in_process {
+                                self.counts.sealed_in_process();
+                            }
                             inner.established = Some(established);
                             self.counts.established();
                             res.seq_window = SEQ_WINDOW;
-                            verf = OpaqueAuth { flavor: RPCSEC_GSS, body: Bytes::copy_from_slice(&mic) };
+                            verf = OpaqueAuth { flavor: RPCSEC_GSS, body: Bytes::from(mic) };
                         }
                         Err(e) => {
                             tracing::debug!(%peer, error = %e, "GSS context unusable");
                             self.counts.failed(AuthFailure::BadToken);
                             drop(inner);
                             self.table.lock().expect("context table lock").remove(&context.handle);
-                            res = GssInitRes { gss_major: e.major.bits(), gss_minor: e.minor, ..Default::default() };
+                            res = GssInitRes { gss_major: e.major, gss_minor: e.minor, ..Default::default() };
                         }
                     }
                 }
@@ -410,13 +427,15 @@ impl GssServer {
         GssVerdict::Reply(enc.finish())
     }
 
-    /// Who a completed context names and until when it holds.
-    fn complete(&self, inner: &mut ContextInner) -> Result<Established, GssError> {
-        let source = inner.gss.source_name()?.to_string();
-        let target = inner.gss.target_name()?.to_string();
-        let lifetime = inner.gss.lifetime()?;
-        let ids = mapped_user(&source, &target, &self.principal_users).and_then(|user| self.identities.lookup(user));
-        Ok(Established { principal: source, ids, expires: Instant::now() + lifetime })
+    /// Who a completed context names, until when it holds, and what
+    /// makes its tokens from now on.
+    fn complete(&self, accepting: AcceptContext) -> Result<Established, GssStatus> {
+        let names = accepting.names()?;
+        let ids = mapped_user(&names.source, &names.target, &self.principal_users)
+            .and_then(|user| self.identities.lookup(user));
+        let expires = Instant::now().checked_add(names.lifetime).unwrap_or_else(far_future);
+        let sealer = sealer::for_context(accepting)?;
+        Ok(Established { principal: names.source, ids, expires, sealer })
     }
 
     fn new_context(&self, client: IpAddr) -> Arc<Context> {
@@ -429,7 +448,7 @@ impl GssServer {
             client,
             last_used_ms: AtomicU64::new(self.now_ms()),
             inner: Mutex::new(ContextInner {
-                gss: ServerCtx::new(Some(self.acceptor.cred.clone())),
+                accepting: Some(AcceptContext::default()),
                 window: SeqWindow::default(),
                 established: None,
             }),
@@ -468,7 +487,8 @@ impl GssServer {
             return self.deny(AuthFailure::BadVerifier, AuthStat::BadVerf);
         }
         let mut inner = context.inner.lock().expect("context lock");
-        let Some(established) = &inner.established else {
+        let ContextInner { window, established, .. } = &mut *inner;
+        let Some(established) = established else {
             return self.deny(AuthFailure::UnknownContext, AuthStat::GssCredProblem);
         };
         if established.expires <= Instant::now() {
@@ -477,19 +497,20 @@ impl GssServer {
             return self.deny(AuthFailure::Expired, AuthStat::GssCredProblem);
         }
         let (principal, ids) = (established.principal.clone(), established.ids);
+        let sealer = &mut established.sealer;
         let checked = header_bytes_through_cred(header.cred.body.len());
-        if record.len() < checked || !mic_verifies(&mut inner.gss, &record[..checked], &header.verf.body) {
+        if record.len() < checked || !sealer.verify_mic(&record[..checked], &header.verf.body) {
             return self.deny(AuthFailure::BadChecksum, AuthStat::GssCredProblem);
         }
         if cred.seq_num >= MAXSEQ {
             return self.deny(AuthFailure::SequenceExhausted, AuthStat::GssCtxProblem);
         }
-        if !inner.window.accept(cred.seq_num) {
+        if !window.accept(cred.seq_num) {
             self.counts.failed(AuthFailure::Replayed);
             return GssVerdict::Drop;
         }
-        let Ok(mic) = inner.gss.get_mic(&cred.seq_num.to_be_bytes()) else { return GssVerdict::Drop };
-        let verf = OpaqueAuth { flavor: RPCSEC_GSS, body: Bytes::copy_from_slice(&mic) };
+        let Some(mic) = sealer.get_mic(&cred.seq_num.to_be_bytes()) else { return GssVerdict::Drop };
+        let verf = OpaqueAuth { flavor: RPCSEC_GSS, body: Bytes::from(mic) };
         if cred.proc_ == GssProc::Destroy {
             drop(inner);
             self.table.lock().expect("context table lock").remove(&context.handle);
@@ -499,14 +520,14 @@ impl GssServer {
         }
         let args = match cred.service {
             GssService::None => args,
-            GssService::Integrity => match unwrap_integ(&mut inner.gss, args, cred.seq_num) {
+            GssService::Integrity => match unwrap_integ(sealer.as_mut(), args, cred.seq_num) {
                 Some(args) => args,
                 None => {
                     self.counts.failed(AuthFailure::BadBody);
                     return GssVerdict::GarbageArgs(verf);
                 }
             },
-            GssService::Privacy => match unwrap_priv(&mut inner.gss, args, cred.seq_num) {
+            GssService::Privacy => match unwrap_priv(sealer.as_mut(), args, cred.seq_num) {
                 Some(args) => args,
                 None => {
                     self.counts.failed(AuthFailure::BadBody);
@@ -520,38 +541,31 @@ impl GssServer {
     }
 }
 
-/// Whether `mic` is `message`'s. A status with supplementary bits only (a
-/// token out of GSS-API's own order, for a client that asked GSS-API for
-/// sequencing) verifies: RPCSEC_GSS keeps its own window.
-fn mic_verifies(gss: &mut ServerCtx, message: &[u8], mic: &[u8]) -> bool {
-    const GSS_ERROR_BITS: u32 = 0xffff_0000;
-    match gss.verify_mic(message, mic) {
-        Ok(()) => true,
-        Err(e) => e.major.bits() & GSS_ERROR_BITS == 0,
-    }
+/// A lifetime past what an Instant holds (GSS_C_INDEFINITE): a century.
+fn far_future() -> Instant {
+    Instant::now() + std::time::Duration::from_secs(100 * 365 * 86_400)
 }
 
 /// The arguments of an integrity body whose checksum verifies and whose
 /// sequence number is the credential's.
-fn unwrap_integ(gss: &mut ServerCtx, body: Bytes, seq_num: u32) -> Option<Bytes> {
+fn unwrap_integ(sealer: &mut dyn Sealer, body: Bytes, seq_num: u32) -> Option<Bytes> {
     let len = body.len();
     let integ = IntegData::decode(body, len).ok()?;
-    mic_verifies(gss, &integ.databody, &integ.checksum).then_some(())?;
+    sealer.verify_mic(&integ.databody, &integ.checksum).then_some(())?;
     let (seq, args) = split_seq_num(integ.databody).ok()?;
     (seq == seq_num).then_some(args)
 }
 
 /// The arguments of a privacy body that unwraps, with the credential's
 /// sequence number. Whether the token was sealed or only signed is not
-/// known here (libgssapi does not return GSS_Unwrap's conf_state, nor
-/// does knfsd check it): a token of either kind needs the context's key,
-/// so only the client itself could send its arguments unencrypted; the
-/// reply is always sealed.
-fn unwrap_priv(gss: &mut ServerCtx, body: Bytes, seq_num: u32) -> Option<Bytes> {
+/// checked (nor does knfsd check it): a token of either kind needs the
+/// context's key, so only the client itself could send its arguments
+/// unencrypted; the reply is always sealed.
+fn unwrap_priv(sealer: &mut dyn Sealer, body: Bytes, seq_num: u32) -> Option<Bytes> {
     let len = body.len();
     let token = decode_priv_data(body, len).ok()?;
-    let clear = gss.unwrap(&token).ok()?;
-    let (seq, args) = split_seq_num(Bytes::copy_from_slice(&clear)).ok()?;
+    let clear = sealer.unwrap(&token)?;
+    let (seq, args) = split_seq_num(Bytes::from(clear)).ok()?;
     (seq == seq_num).then_some(args)
 }
 

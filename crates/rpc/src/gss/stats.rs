@@ -58,6 +58,7 @@ impl AuthFailure {
 #[derive(Debug, Default)]
 pub struct GssCounts {
     established: AtomicU64,
+    sealed_in_process: AtomicU64,
     evicted: AtomicU64,
     failures: [AtomicU64; AuthFailure::ALL.len()],
 }
@@ -65,6 +66,10 @@ pub struct GssCounts {
 impl GssCounts {
     pub(super) fn established(&self) {
         self.established.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn sealed_in_process(&self) {
+        self.sealed_in_process.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(super) fn evicted(&self) {
@@ -78,6 +83,7 @@ impl GssCounts {
     pub fn snapshot(&self) -> GssSnapshot {
         GssSnapshot {
             established: self.established.load(Ordering::Relaxed),
+            sealed_in_process: self.sealed_in_process.load(Ordering::Relaxed),
             evicted: self.evicted.load(Ordering::Relaxed),
             failures: AuthFailure::ALL.map(|c| (c, self.failures[c as usize].load(Ordering::Relaxed))),
         }
@@ -88,6 +94,9 @@ impl GssCounts {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GssSnapshot {
     pub established: u64,
+    /// Of those, the contexts whose tokens Keel makes itself (the rest:
+    /// GSS-API).
+    pub sealed_in_process: u64,
     pub evicted: u64,
     pub failures: [(AuthFailure, u64); AuthFailure::ALL.len()],
 }

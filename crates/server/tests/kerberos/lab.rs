@@ -27,6 +27,12 @@ pub const SHORT_LIFE_SECONDS: u64 = 2;
 /// end (5 minutes by default): one second here, all on one clock.
 pub const CLOCK_SKEW_SECONDS: u64 = 1;
 pub const SYSTEM_USER: &str = "kgssuser";
+/// Services whose tickets' session keys are of one enctype (the
+/// `session_enctypes` string attribute): aes128-cts-hmac-sha1-96 and
+/// aes256-cts-hmac-sha384-192 (RFC 8009), where [`SERVICE`]'s are
+/// aes256-cts-hmac-sha1-96 as MIT's defaults make them.
+pub const AES128_SERVICE: &str = "nfs/aes128.keel.test";
+pub const AES_SHA2_SERVICE: &str = "nfs/aes-sha2.keel.test";
 
 pub struct Lab {
     pub dir: PathBuf,
@@ -91,6 +97,13 @@ impl Lab {
             kadmin(&format!("ktadd -k {} {user}", client_keytab.display()));
         }
         kadmin(&format!("modprinc -maxlife \"{SHORT_LIFE_SECONDS} seconds\" {SHORT_LIVED}"));
+        for (service, enctype) in
+            [(AES128_SERVICE, "aes128-cts-hmac-sha1-96"), (AES_SHA2_SERVICE, "aes256-cts-hmac-sha384-192")]
+        {
+            kadmin(&format!("addprinc -randkey {service}"));
+            kadmin(&format!("setstr {service} session_enctypes {enctype}"));
+            kadmin(&format!("ktadd -k {} {service}", server_keytab.display()));
+        }
         // The KDC runs from a thread that never ends and dies with this
         // process (setpriv's parent-death signal follows the thread that
         // started it).
