@@ -1164,13 +1164,15 @@ fn an_async_export_loses_acknowledged_writes_at_failover() {
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // Without [ha] Keel cannot listen on the floating address before the
     // address is up (the group starts it first): it listens on every
-    // address instead, as such a server would have to.
+    // address instead, as such a server would have to, and admits the
+    // loopback address its monitor's probe then calls from.
     let (lab, config) = lab_serving_from_a_with(|c| {
         assert!(c.contains("enabled = true") && c.contains("access = \"rw\""), "{c}");
         let listen = c.lines().find(|l| l.starts_with("listen = ")).expect("a listen line").to_string();
         c.replace("enabled = true", "enabled = false")
             .replace("access = \"rw\"", "access = \"rw\"\nsync = false")
             .replace(&listen, "listen = [\"0.0.0.0:2049\"]")
+            + "[[export.clients]]\nhost = \"127.0.0.1\"\n"
     });
     let (_, check) =
         fail_over_checked(&lab, "async export, crash", Expect::FencedBy(Switch::Ipmi), Clients::Own, &|lab| {
