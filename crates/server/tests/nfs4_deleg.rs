@@ -214,14 +214,14 @@ fn v3_write_retrying(v3: &mut Nfs, dir: &[u8], name: &str, data: &[u8]) -> u32 {
     }
 }
 
-#[test]
-fn the_kernel_client_returns_its_read_delegation_when_an_nfsv3_client_writes_and_reads_no_stale_data() {
+/// The kernel client opens and reads `f` and `signal` (holding a read
+/// delegation on each); `write` changes `f` to "new" and `signal` to "go"
+/// from elsewhere, and the guest must then read the new data, through a
+/// new open and through the descriptor it kept.
+fn the_kernel_client_reads_no_stale_data_after(tag: &str, write: impl FnOnce(&TestServer, &std::path::Path)) {
     let export = ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"no_root_squash\"\ninsecure = true");
-    let server = TestServer::start(
-        "nfs4-deleg-kernel",
-        vec![export],
-        "nfs_versions = [\"3\", \"4.1\", \"4.2\"]\nnfs4_read_delegations = true",
-    );
+    let server =
+        TestServer::start(tag, vec![export], "nfs_versions = [\"3\", \"4.1\", \"4.2\"]\nnfs4_read_delegations = true");
     let dir = server.export_dir(1);
     std::fs::write(dir.join("f"), b"old").unwrap();
     std::fs::write(dir.join("signal"), b"no").unwrap();
@@ -234,13 +234,7 @@ fn the_kernel_client_returns_its_read_delegation_when_an_nfsv3_client_writes_and
             assert!(start.elapsed() < Duration::from_secs(u64::from(BOOT_TIMEOUT_S)), "the guest never got ready");
             std::thread::sleep(Duration::from_millis(200));
         }
-        let mut v3 = Nfs::connect(server.addr).unwrap();
-        let root = v3.mount(&server.export_path(1)).unwrap();
-        let jukebox = v3_write_retrying(&mut v3, &root, "f", b"new");
-        assert!(jukebox > 0, "the write never waited for a recall: the guest held no delegation");
-        assert_eq!(std::fs::read(dir.join("f")).unwrap(), b"new");
-        // signal too is delegated to the guest (it reads it in a loop).
-        v3_write_retrying(&mut v3, &root, "signal", b"go");
+        write(&server, &dir);
         let (code, output, results) = guest.join().unwrap();
         let get = |k: &str| results.get(k).map_or("", String::as_str).to_string();
         assert!(code == Some(0) && get("done") == "1", "guest failed:\n{output}\nserver log:\n{}", server.log_text());
@@ -252,26 +246,22 @@ fn the_kernel_client_returns_its_read_delegation_when_an_nfsv3_client_writes_and
 }
 
 #[test]
+fn the_kernel_client_returns_its_read_delegation_when_an_nfsv3_client_writes_and_reads_no_stale_data() {
+    the_kernel_client_reads_no_stale_data_after("nfs4-deleg-kernel", |server, dir| {
+        let mut v3 = Nfs::connect(server.addr).unwrap();
+        let root = v3.mount(&server.export_path(1)).unwrap();
+        let jukebox = v3_write_retrying(&mut v3, &root, "f", b"new");
+        assert!(jukebox > 0, "the write never waited for a recall: the guest held no delegation");
+        assert_eq!(std::fs::read(dir.join("f")).unwrap(), b"new");
+        // signal too is delegated to the guest (it reads it in a loop).
+        v3_write_retrying(&mut v3, &root, "signal", b"go");
+    });
+}
+
+#[test]
 fn the_kernel_client_returns_its_read_delegation_when_a_local_process_writes_and_reads_no_stale_data() {
-    let export = ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"no_root_squash\"\ninsecure = true");
-    let server = TestServer::start(
-        "nfs4-deleg-kernel-local",
-        vec![export],
-        "nfs_versions = [\"3\", \"4.1\", \"4.2\"]\nnfs4_read_delegations = true",
-    );
-    let dir = server.export_dir(1);
-    std::fs::write(dir.join("f"), b"old").unwrap();
-    std::fs::write(dir.join("signal"), b"no").unwrap();
-    std::thread::scope(|scope| {
-        let guest = scope.spawn(|| run_guest(&server, "nfs4_deleg.sh"));
-        // The guest has opened and read f (and holds a read delegation).
-        let start = Instant::now();
-        while !dir.join("ready").exists() {
-            assert!(!guest.is_finished(), "the guest ended before it was ready");
-            assert!(start.elapsed() < Duration::from_secs(u64::from(BOOT_TIMEOUT_S)), "the guest never got ready");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let held = delegations_held(&server);
+    the_kernel_client_reads_no_stale_data_after("nfs4-deleg-kernel-local", |server, dir| {
+        let held = delegations_held(server);
         assert!(held >= 1, "the guest holds no delegation (on f): {held}");
         // A local process on the server writes f: its open waits until the
         // guest returned the delegation the lease backs.
@@ -281,12 +271,5 @@ fn the_kernel_client_returns_its_read_delegation_when_a_local_process_writes_and
         let mut v3 = Nfs::connect(server.addr).unwrap();
         let root = v3.mount(&server.export_path(1)).unwrap();
         v3_write_retrying(&mut v3, &root, "signal", b"go");
-        let (code, output, results) = guest.join().unwrap();
-        let get = |k: &str| results.get(k).map_or("", String::as_str).to_string();
-        assert!(code == Some(0) && get("done") == "1", "guest failed:\n{output}\nserver log:\n{}", server.log_text());
-        assert_eq!(get("first"), "old", "{output}");
-        assert_eq!(get("signal"), "go", "{output}");
-        assert_eq!(get("after"), "new", "a stale read after a local write:\n{output}");
-        assert_eq!(get("after_fd"), "new", "a stale read through the open descriptor:\n{output}");
     });
 }
