@@ -86,14 +86,15 @@ fn local_write(path: std::path::PathBuf, data: &'static [u8]) -> std::sync::mpsc
     written
 }
 
+/// A server of NFSv4.1 alone with read delegations, one export.
+fn v41_server_with_delegations(tag: &str) -> TestServer {
+    keel_testkit::server::require_root();
+    TestServer::start(tag, vec![ExportOpts::rw(1, "export")], "nfs_versions = [\"4.1\"]\nnfs4_read_delegations = true")
+}
+
 #[test]
 fn a_local_process_s_write_recalls_a_read_delegation_and_the_v4_client_then_reads_the_new_data() {
-    keel_testkit::server::require_root();
-    let server = TestServer::start(
-        "nfs4-deleg-local",
-        vec![ExportOpts::rw(1, "export")],
-        "nfs_versions = [\"4.1\"]\nnfs4_read_delegations = true",
-    );
+    let server = v41_server_with_delegations("nfs4-deleg-local");
     let path = server.export_dir(1).join("f");
     std::fs::write(&path, b"old data").unwrap();
     let mut v4 = V4::connect(&server, b"deleg-local");
@@ -127,12 +128,7 @@ fn a_local_process_s_write_recalls_a_read_delegation_and_the_v4_client_then_read
 
 #[test]
 fn no_read_delegation_is_offered_on_a_file_a_local_process_has_open_for_writing() {
-    keel_testkit::server::require_root();
-    let server = TestServer::start(
-        "nfs4-deleg-busy",
-        vec![ExportOpts::rw(1, "export")],
-        "nfs_versions = [\"4.1\"]\nnfs4_read_delegations = true",
-    );
+    let server = v41_server_with_delegations("nfs4-deleg-busy");
     let path = server.export_dir(1).join("f");
     std::fs::write(&path, b"data").unwrap();
     let writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
@@ -154,12 +150,7 @@ const FRESH_SESSIONS: usize = 20;
 
 #[test]
 fn a_fresh_session_s_first_open_gets_a_read_delegation_every_time() {
-    keel_testkit::server::require_root();
-    let server = TestServer::start(
-        "nfs4-deleg-fresh",
-        vec![ExportOpts::rw(1, "export")],
-        "nfs_versions = [\"4.1\"]\nnfs4_read_delegations = true",
-    );
+    let server = v41_server_with_delegations("nfs4-deleg-fresh");
     std::fs::write(server.export_dir(1).join("f"), b"data").unwrap();
     for i in 0..FRESH_SESSIONS {
         let owner: &'static [u8] = format!("fresh-{i}").leak().as_bytes();
