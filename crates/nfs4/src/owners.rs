@@ -36,9 +36,12 @@ pub struct OwnerNames {
     /// Lower case: domains are matched whatever their case (DNS names).
     domain: String,
     names: Arc<dyn NameDatabase>,
-    /// `owner@domain` strings by id, unknown ids (`None`) included.
-    by_id: Mutex<HashMap<(OwnerKind, u32), (Option<Arc<str>>, Instant)>>,
+    by_id: Mutex<HashMap<(OwnerKind, u32), CachedName>>,
 }
+
+/// `owner@domain` for an id (`None`: the database has no name for it),
+/// and when it was looked up.
+type CachedName = (Option<Arc<str>>, Instant);
 
 /// Which of the two attributes a string is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
