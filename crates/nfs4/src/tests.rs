@@ -496,6 +496,12 @@ fn owner_names_of_the_configured_domain_are_the_database_s_ids() {
         fn gid(&self, group: &str) -> Option<u32> {
             (group == "staff").then_some(50)
         }
+        fn user_name(&self, uid: u32) -> Option<String> {
+            (uid == 1001).then(|| "alice".into())
+        }
+        fn group_name(&self, gid: u32) -> Option<String> {
+            (gid == 50).then(|| "staff".into())
+        }
     }
     let store = Arc::new(SimStore::with_exports(7, &[(1, "/srv/a")]));
     let exports = ExportTable::new(store, vec![(1, vec![rule(net("10.0.0.0", 8), Access::ReadWrite, Squash::None)])]);
@@ -523,6 +529,69 @@ fn owner_names_of_the_configured_domain_are_the_database_s_ids() {
         ops.push(chown(owner, group));
         assert_eq!(a.run(ops).status, Nfsstat4::Badowner, "{owner} {group}");
     }
+}
+
+/// Under Kerberos, with a domain given, owners in replies are names (the
+/// client's ids need not be the server's); under AUTH_SYS they stay
+/// numbers, and so does an id the database cannot name.
+#[test]
+fn a_kerberos_caller_is_told_owners_as_names_of_the_domain_and_a_sys_caller_as_numbers() {
+    struct Names;
+    impl crate::NameDatabase for Names {
+        fn uid(&self, user: &str) -> Option<u32> {
+            (user == "alice").then_some(1001)
+        }
+        fn gid(&self, group: &str) -> Option<u32> {
+            (group == "staff").then_some(50)
+        }
+        fn user_name(&self, uid: u32) -> Option<String> {
+            (uid == 1001).then(|| "alice".into())
+        }
+        fn group_name(&self, gid: u32) -> Option<String> {
+            (gid == 50).then(|| "staff".into())
+        }
+    }
+    let store = Arc::new(SimStore::with_exports(7, &[(1, "/srv/a")]));
+    let mut r = rule(HostMatch::Any, Access::ReadWrite, Squash::None);
+    r.options.sec = SecFlavors::new(&[SecFlavor::Krb5, SecFlavor::Sys]).unwrap();
+    let exports = ExportTable::new(store, vec![(1, vec![r])]);
+    let program = unshared_program_over(Arc::new(exports), StateConfig::default())
+        .with_owner_names(crate::OwnerNames::new("example.org", Arc::new(Names)));
+    let p = Arc::new(program);
+    let alice = Credential::gss("alice@KEEL.TEST", GssService::None, Some(Cred::new(1001, 50, &[])));
+    let mut k = Client::with_fore(&p, CLIENT_A, "k", alice, fore(1 << 20));
+    let mut sys = Client::new(&p, CLIENT_B, "s");
+    let file = |name: &str| vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a"), lookup(name)];
+    let owners = |c: &mut Client, name: &str| {
+        let mut ops = file(name);
+        ops.push(getattr(&[FATTR4_OWNER, FATTR4_OWNER_GROUP]));
+        let res = c.ok(ops);
+        let attrs = attrs_of(res.last().unwrap());
+        (attrs.owner.unwrap().as_str().unwrap().to_owned(), attrs.owner_group.unwrap().as_str().unwrap().to_owned())
+    };
+    k.ok(vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a"), open_create("f", "o", OPEN4_SHARE_ACCESS_BOTH, 0)]);
+    assert_eq!(owners(&mut k, "f"), ("alice@example.org".into(), "staff@example.org".into()));
+    assert_eq!(owners(&mut sys, "f"), ("1001".into(), "50".into()));
+    // An id without a name is a number, to either caller.
+    let chown = Attrs4 { owner: Some("4242".into()), owner_group: Some("4343".into()), ..Attrs4::default() };
+    let mut ops = file("f");
+    ops.push(NfsArgop4::Setattr(Setattr4Args {
+        stateid: Stateid4::ANONYMOUS,
+        obj_attributes: chown.to_fattr4(&Attrs4::known()),
+    }));
+    sys.ok(ops);
+    assert_eq!(owners(&mut k, "f"), ("4242".into(), "4343".into()));
+    // Without a domain, numbers under Kerberos too.
+    let p = sec_program();
+    let mut k = Client::with_fore(&p, CLIENT_A, "k", kerberos(GssService::None), fore(1 << 20));
+    let res = k.ok(vec![
+        NfsArgop4::Putrootfh(()),
+        lookup("srv"),
+        lookup("k"),
+        open_create("g", "o", OPEN4_SHARE_ACCESS_BOTH, 0),
+        getattr(&[FATTR4_OWNER]),
+    ]);
+    assert_eq!(attrs_of(res.last().unwrap()).owner.unwrap().as_str(), Some("10001"));
 }
 
 #[test]

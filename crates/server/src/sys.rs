@@ -107,6 +107,38 @@ impl keel_nfs4::NameDatabase for SystemUsers {
         let rc = unsafe { libc::getgrnam_r(cname.as_ptr(), &mut grp, buf.as_mut_ptr(), buf.len(), &mut found) };
         (rc == 0 && !found.is_null()).then_some(grp.gr_gid)
     }
+
+    fn user_name(&self, uid: u32) -> Option<String> {
+        let mut pwd: libc::passwd = unsafe_zeroed_passwd();
+        let mut buf = vec![0 as libc::c_char; NSS_ENTRY_BYTES_MAX];
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: as getpwnam_r above: every pointer is to a live local of
+        // the size given; `pw_name` then points into `buf`.
+        let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) };
+        if rc != 0 || found.is_null() || pwd.pw_name.is_null() {
+            return None;
+        }
+        // SAFETY: getpwuid_r succeeded, so `pw_name` is a NUL-terminated
+        // string inside `buf`, which is still live.
+        let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+        name.to_str().ok().map(str::to_owned)
+    }
+
+    fn group_name(&self, gid: u32) -> Option<String> {
+        // SAFETY: as in `gid`: plain C data, filled by getgrgid_r.
+        let mut grp: libc::group = unsafe { std::mem::zeroed() };
+        let mut buf = vec![0 as libc::c_char; NSS_ENTRY_BYTES_MAX];
+        let mut found: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: as getgrnam_r above; `gr_name` then points into `buf`.
+        let rc = unsafe { libc::getgrgid_r(gid, &mut grp, buf.as_mut_ptr(), buf.len(), &mut found) };
+        if rc != 0 || found.is_null() || grp.gr_name.is_null() {
+            return None;
+        }
+        // SAFETY: getgrgid_r succeeded, so `gr_name` is a NUL-terminated
+        // string inside `buf`, which is still live.
+        let name = unsafe { std::ffi::CStr::from_ptr(grp.gr_name) };
+        name.to_str().ok().map(str::to_owned)
+    }
 }
 
 /// Groups looked up for one user at most (the rest are ignored, as the
@@ -152,5 +184,23 @@ pub fn register_acceptor_keytab(keytab: &std::path::Path) -> io::Result<()> {
     match unsafe { krb5_gss_register_acceptor_identity(path.as_ptr()) } {
         0 => Ok(()),
         major => Err(io::Error::other(format!("GSS-API refused the keytab (major status {major:#x})"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_nfs4::NameDatabase;
+
+    use super::SystemUsers;
+
+    #[test]
+    fn the_user_database_names_ids_both_ways_and_knows_no_name_for_an_unused_id() {
+        let db = SystemUsers;
+        assert_eq!(db.user_name(0).as_deref(), Some("root"));
+        assert_eq!(db.group_name(0).as_deref(), Some("root"));
+        assert_eq!(db.uid("root"), Some(0));
+        // An id no entry has (just below the "no id" -1).
+        assert_eq!(db.user_name(u32::MAX - 1), None);
+        assert_eq!(db.group_name(u32::MAX - 1), None);
     }
 }

@@ -51,6 +51,10 @@ const BOOT_TIMEOUT_S: u32 = 300;
 const ALICE: (&str, u32) = ("alice", 10001);
 const BOB: (&str, u32) = ("bob", 10002);
 const CAROL: (&str, u32) = ("carol", 10003);
+/// A user the server and the guest both have, under other ids: over
+/// NFSv4 under Kerberos the guest must see her by name (`nfs4_idmap_domain`),
+/// under its own id for her (kerberos.sh's 10005).
+const ERIN: (&str, u32) = ("erin", 20005);
 /// carol's ticket lifetime (setup.sh --short-life): long enough for her
 /// first calls from the emulated guest, short enough to wait out.
 const CAROL_LIFE_S: u32 = 15;
@@ -239,6 +243,7 @@ fn the_kernel_client_with_kerberos_over_v3_and_v4_2() {
     let alice = SystemUser::create(ALICE.0, Some(ALICE.1));
     let _bob = SystemUser::create(BOB.0, Some(BOB.1));
     let carol = SystemUser::create(CAROL.0, Some(CAROL.1));
+    let erin = SystemUser::create(ERIN.0, Some(ERIN.1));
     let base = std::env::temp_dir().join(format!("keel-krb5-kernel-{}", std::process::id()));
     let _ = fs::remove_dir_all(&base);
     fs::create_dir_all(&base).unwrap();
@@ -256,12 +261,16 @@ fn the_kernel_client_with_kerberos_over_v3_and_v4_2() {
     let export =
         ExportOpts::new(1, "export", "access = \"rw\"\ninsecure = true\nsec = [\"krb5p\", \"krb5i\", \"krb5\"]");
     let extra = format!(
-        "nfs_versions = [\"3\", \"4.1\", \"4.2\"]\nkeytab = \"{}\"\nprincipal = \"nfs/server.keel.test\"",
+        "nfs_versions = [\"3\", \"4.1\", \"4.2\"]\nkeytab = \"{}\"\nprincipal = \"nfs/server.keel.test\"\n\
+         nfs4_idmap_domain = \"keel.test\"",
         lab.dir.join("server.keytab").display()
     );
     let server = TestServer::start("krb5-kernel", vec![export], &extra);
     let dir = server.export_dir(1);
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o1777)).unwrap();
+    let erin_file = dir.join("erin-file");
+    fs::write(&erin_file, "erin's\n").unwrap();
+    std::os::unix::fs::chown(&erin_file, Some(erin.uid), Some(erin.gid)).unwrap();
     let pattern_file = base.join("pattern");
     fs::write(&pattern_file, CANARY.repeat(2048)).unwrap();
     let pattern_md5 = digest(&pattern_file);
@@ -299,6 +308,11 @@ fn the_kernel_client_with_kerberos_over_v3_and_v4_2() {
         } else {
             g.expect("krb5i_mount", "ok");
             assert!(g.get("krb5i_alice_list").contains("alice-4.2"), "{}", g.output);
+            // Owners travel as names: the guest's erin, not the server's id.
+            g.expect("idmap_domain", "keel.test");
+            g.expect("erin_owner", "erin:10005:erin");
+            g.expect("alice_chgrp", "ok");
+            assert_eq!(fs::metadata(&file).unwrap().gid(), alice.gid, "alice's group named by the guest");
             assert!(!to_server && !to_client, "krb5p: alice's bytes are nowhere on the wire in the clear");
         }
     }

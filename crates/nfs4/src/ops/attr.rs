@@ -3,7 +3,7 @@
 //! and the attributes of an object as every operation that returns some
 //! (READDIR, OPEN, CREATE) builds them.
 
-use keel_exports::PseudoNodeId;
+use keel_exports::{PseudoNodeId, SecFlavor};
 use keel_nfs4_proto::*;
 use keel_nfs4_state::IoAccess;
 use keel_store::{Attrs, FileType, Object, SetAttrs, SetTime, Store, Time};
@@ -94,8 +94,15 @@ fn ftype(t: FileType) -> NfsFtype4 {
     }
 }
 
-/// Owners as numbers, as knfsd sends them with idmapping off.
-fn owner(id: u32) -> Utf8StrMixed {
+/// An owner as the caller is told it (`owners.rs`): a number, as knfsd
+/// sends them with idmapping off, or under Kerberos `name@domain` when
+/// the server is given a domain.
+fn owner<S: Store>(c: &Compound<'_, S>, id: u32, kind: OwnerKind) -> Utf8StrMixed {
+    if c.flavor() != SecFlavor::Sys
+        && let Some(name) = c.program.owner_names.as_ref().and_then(|n| n.name_of(id, kind))
+    {
+        return (*name).into();
+    }
     id.to_string().as_str().into()
 }
 
@@ -161,8 +168,8 @@ pub(crate) fn export_values<S: Store>(
     v.fileid = Some(a.fileid);
     v.mode = Some(a.mode & 0o7777);
     v.numlinks = Some(a.nlink);
-    v.owner = Some(owner(a.uid));
-    v.owner_group = Some(owner(a.gid));
+    v.owner = Some(owner(c, a.uid, OwnerKind::User));
+    v.owner_group = Some(owner(c, a.gid, OwnerKind::Group));
     v.rawdev = Some(Specdata4 { specdata1: a.rdev_major, specdata2: a.rdev_minor });
     v.space_used = Some(a.used);
     v.time_access = Some(time(a.atime));
@@ -218,8 +225,8 @@ pub(crate) fn pseudo_attrs<S: Store>(
     v.fileid = Some(a.fileid);
     v.mode = Some(a.mode);
     v.numlinks = Some(a.nlink);
-    v.owner = Some(owner(a.uid));
-    v.owner_group = Some(owner(a.gid));
+    v.owner = Some(owner(c, a.uid, OwnerKind::User));
+    v.owner_group = Some(owner(c, a.gid, OwnerKind::Group));
     v.rawdev = Some(Specdata4 { specdata1: 0, specdata2: 0 });
     v.space_used = Some(0);
     v.time_access = Some(started);
