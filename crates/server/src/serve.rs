@@ -382,7 +382,7 @@ async fn serve(
         // once (refused, the kernel client would wait seconds to retry).
         let previous = tickle::load(&server.state_dir);
         if !previous.is_empty() {
-            tokio::spawn(tickle_rounds(previous.clone()));
+            tokio::spawn(tickle::send_rounds(previous.clone(), tickle::ADDRESS_WAIT));
         }
         match tickle::Recorder::open(&server.state_dir) {
             Ok(recorder) => {
@@ -406,42 +406,6 @@ async fn serve(
     tracing::info!("stopping: no new connections or calls; finishing calls in flight");
     let _ = shutdown_tx.send(true);
     Ok(Stopped { transport, registered })
-}
-
-/// How long the tickles wait for this node to hold a floating address.
-const ADDRESS_WAIT: Duration = Duration::from_secs(60);
-
-/// Tickles the last server's clients (see `tickle`) at once and again over
-/// the next two seconds: a client answers the first ones to the old node's
-/// hardware address until the floating address's gratuitous ARPs reach it,
-/// and that answer is lost. A client already reconnected from the same
-/// port only answers with a duplicate ACK.
-async fn tickle_rounds(connections: Vec<tickle::Connection>) {
-    const ROUNDS_AFTER_MS: [u64; 4] = [0, 500, 1000, 2000];
-    // Keel listens before the floating address is up (`keel ha init`
-    // starts the address after the server): the rounds start with it.
-    let servers: Vec<IpAddr> = connections.iter().map(|c| c.1.ip()).collect();
-    let deadline = std::time::Instant::now() + ADDRESS_WAIT;
-    while !servers.iter().any(|ip| tickle::holds(*ip)) && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let mut waited = 0;
-    for at in ROUNDS_AFTER_MS {
-        tokio::time::sleep(Duration::from_millis(at - waited)).await;
-        waited = at;
-        let these = connections.clone();
-        match tokio::task::spawn_blocking(move || tickle::tickle(&these)).await {
-            Ok(Ok(n)) if at == 0 && n > 0 => {
-                tracing::info!(connections = n, "sent tickle ACKs: the last server's clients reconnect now")
-            }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "cannot send tickle ACKs; clients reconnect when they retransmit");
-                return;
-            }
-            Err(_) => return,
-        }
-    }
 }
 
 /// Keeps `state_dir/connections` (see `tickle`) within a second of the

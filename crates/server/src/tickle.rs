@@ -15,6 +15,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use keel_store::state_file::{RecordFile, Stored};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -157,9 +158,82 @@ pub fn tickle(connections: &[Connection]) -> std::io::Result<usize> {
     Ok(sent)
 }
 
+/// How long the tickles wait for this node to hold a floating address.
+pub const ADDRESS_WAIT: Duration = Duration::from_secs(60);
+
+/// Tickles the last server's clients at once and again over the next two
+/// seconds: a client answers the first ones to the old node's hardware
+/// address until the floating address's gratuitous ARPs reach it, and
+/// that answer is lost. A client already reconnected from the same port
+/// only answers with a duplicate ACK. Returns how many connections the
+/// first round tickled: none if this node never came to hold their
+/// addresses within `address_wait` (their clients then reconnect by their
+/// own retransmission timers).
+pub async fn send_rounds(connections: Vec<Connection>, address_wait: Duration) -> usize {
+    const ROUNDS_AFTER_MS: [u64; 4] = [0, 500, 1000, 2000];
+    // Keel listens before the floating address is up (`keel ha init`
+    // starts the address after the server): the rounds start with it.
+    let servers: Vec<IpAddr> = connections.iter().map(|c| c.1.ip()).collect();
+    let deadline = Instant::now() + address_wait;
+    while !servers.iter().any(|ip| holds(*ip)) {
+        if Instant::now() >= deadline {
+            tracing::warn!(
+                waited_s = address_wait.as_secs(),
+                "this node does not hold the last server's addresses: no tickles; its clients reconnect \
+                 when they retransmit"
+            );
+            return 0;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut first = 0;
+    let mut waited = 0;
+    for at in ROUNDS_AFTER_MS {
+        tokio::time::sleep(Duration::from_millis(at - waited)).await;
+        waited = at;
+        let these = connections.clone();
+        match tokio::task::spawn_blocking(move || tickle(&these)).await {
+            Ok(Ok(n)) if at == 0 => {
+                first = n;
+                if n > 0 {
+                    tracing::info!(connections = n, "sent tickle ACKs: the last server's clients reconnect now")
+                }
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot send tickle ACKs; clients reconnect when they retransmit");
+                break;
+            }
+            Err(_) => break,
+        }
+    }
+    first
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rounds wait for the floating address at most `address_wait`:
+    /// never holding it, they end having tickled nothing; holding it, they
+    /// tickle (a raw socket: root only).
+    #[test]
+    fn the_rounds_wait_for_the_address_only_so_long_and_tickle_once_it_is_held() {
+        use std::os::unix::fs::MetadataExt;
+        let root = std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false);
+        assert!(root, "this test sends raw TCP segments: run it as root");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let rounds = |server: &str| {
+            let connection = ("127.0.0.1:9".parse().unwrap(), server.parse().unwrap());
+            let wait = Duration::from_millis(300);
+            runtime.block_on(async {
+                tokio::time::timeout(Duration::from_secs(20), send_rounds(vec![connection], wait)).await
+            })
+        };
+        // 192.0.2.0/24 is TEST-NET-1: no host holds it.
+        assert_eq!(rounds("192.0.2.100:2049"), Ok(0), "an address never held: no tickles, and the rounds end");
+        assert_eq!(rounds("127.0.0.1:2049"), Ok(1), "an address held: its connection is tickled");
+    }
 
     #[test]
     fn a_segment_with_its_checksum_sums_to_zero() {
