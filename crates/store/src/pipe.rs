@@ -229,6 +229,27 @@ impl FilePipe {
         }
         Ok(buf.freeze())
     }
+
+    /// Reads what is left onto the end of `out`, which is not zeroed
+    /// first (a sealed READ reply is built around its data there).
+    pub fn append_to(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        out.reserve(self.len);
+        while self.len > 0 {
+            let start = out.len();
+            let read = (&self.pipe().read).take(self.len as u64).read_to_end(out);
+            // What was read stays in `out`, an error or not.
+            self.len -= out.len() - start;
+            match read {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Non-blocking and holding `len` bytes: WouldBlock means
+                // the pipe lost data, an error like any other.
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Debug for FilePipe {
