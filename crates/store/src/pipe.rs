@@ -323,6 +323,19 @@ mod tests {
     }
 
     #[test]
+    fn append_to_puts_the_data_after_what_the_buffer_holds() {
+        let pool = pool(1);
+        let mut p = pool.take().unwrap();
+        fill(&mut p, b"spliced data");
+        let mut out = b"header|".to_vec();
+        p.append_to(&mut out).unwrap();
+        assert_eq!(out, b"header|spliced data");
+        assert_eq!(p.len(), 0, "nothing left to drain");
+        drop(p);
+        assert_eq!(pool.counts().discarded, 0);
+    }
+
+    #[test]
     fn fill_makes_pipes_up_to_the_bound() {
         let pool = pool(3);
         pool.fill().unwrap();
