@@ -426,6 +426,8 @@ impl Dispatcher {
                 segments.extend(results);
                 return Some(segments);
             }
+            // Not kept (a READ's results): sealed where they are written.
+            Ok(()) if in_cache.is_none() => return Some(sealed_results_reply(ctx.xid, verf, call, clear.finish())),
             Ok(()) => match in_memory(clear.finish()) {
                 Some(bytes) => bytes,
                 None => status_body(AcceptStat::SystemErr),
@@ -573,6 +575,42 @@ fn sealed_reply(xid: u32, verf: &OpaqueAuth, call: &GssCall, clear: &[u8]) -> Op
     encode_reply_header_with(&mut reply, xid, verf, ReplyStat::Accepted(AcceptStat::Success));
     reply.raw_segments([Segment::Bytes(sealed)]);
     Some(reply.finish())
+}
+
+/// The reply to an RPCSEC_GSS data call whose procedure succeeded with
+/// `clear` (its accept status, then its results, a spliced READ's data
+/// among them): as [`sealed_reply`], but each segment is written once,
+/// into the buffer the sealed body is sent from.
+fn sealed_results_reply(xid: u32, verf: &OpaqueAuth, call: &GssCall, clear: Vec<Segment>) -> ReplySegments {
+    let results_len = clear.iter().map(Segment::len).sum::<usize>().saturating_sub(4);
+    let mut stat = 4;
+    let sealed = call.seal_results(results_len, |out| {
+        for segment in clear {
+            match segment {
+                Segment::Bytes(b) => {
+                    // The accept status heads the first segments.
+                    let skip = stat.min(b.len());
+                    stat -= skip;
+                    out.extend_from_slice(&b[skip..]);
+                }
+                Segment::Spliced(mut s) => {
+                    let pipe = s.downcast_mut::<FilePipe>()?;
+                    if let Err(error) = pipe.append_to(out) {
+                        tracing::warn!(%error, "READ data could not be read from its pipe to be sealed");
+                        return None;
+                    }
+                }
+            }
+        }
+        Some(())
+    });
+    let Some(sealed) = sealed else {
+        return verified_reply(xid, verf, AcceptStat::SystemErr);
+    };
+    let mut reply = Encoder::with_capacity(64);
+    encode_reply_header_with(&mut reply, xid, verf, ReplyStat::Accepted(AcceptStat::Success));
+    reply.raw_segments([Segment::Bytes(sealed)]);
+    reply.finish()
 }
 
 /// Whether `record` is a reply message (its second word is REPLY).

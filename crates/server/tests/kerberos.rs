@@ -375,7 +375,7 @@ fn sealed_context(service: &str, mutual: bool) -> (ClientCtx, Box<dyn Sealer>) {
 
 /// MIT's initiator and Keel's acceptor read each other's MIC and Wrap
 /// tokens, and neither takes a token with a bit flipped.
-fn tokens_interoperate(client: &mut ClientCtx, server: &mut dyn Sealer) {
+fn tokens_interoperate(client: &mut ClientCtx, server: &dyn Sealer) {
     let long: Vec<u8> = (0..100_000u32).map(|i| (i * 31 % 251) as u8).collect();
     for message in [&b"\0\0\0\x07"[..], b"seventeen bytes!!", &long] {
         let mic = client.get_mic(message).unwrap();
@@ -411,6 +411,14 @@ fn tokens_interoperate(client: &mut ClientCtx, server: &mut dyn Sealer) {
             let at = flipped.len() / 2;
             flipped[at] ^= 0x10;
             assert!(client.unwrap(&flipped).is_err(), "MIT refuses a flipped bit in Keel's token");
+            // A token made around the message where it lies (a READ's
+            // reply), after other bytes.
+            let mut out = b"xdr".to_vec();
+            out.resize(out.len() + server.wrap_room().0, 0);
+            out.extend_from_slice(message);
+            server.wrap_in_place(&mut out, 3).unwrap();
+            assert_eq!(&out[..3], b"xdr");
+            assert_eq!(&client.unwrap(&out[3..]).expect("MIT unwraps Keel's token made in place")[..], message);
         }
     }
 }
@@ -420,27 +428,27 @@ fn keel_s_own_aes256_and_aes128_tokens_interoperate_with_mit_s() {
     use kerberos::lab::AES128_SERVICE;
     // aes256-cts-hmac-sha1-96 with an acceptor subkey: what the Linux
     // client gets.
-    let (mut client, mut server) = sealed_context(kerberos::lab::SERVICE, true);
+    let (mut client, server) = sealed_context(kerberos::lab::SERVICE, true);
     assert!(server.in_process(), "Keel makes the tokens");
     assert_eq!(server.enctype(), Some(18));
-    tokens_interoperate(&mut client, server.as_mut());
+    tokens_interoperate(&mut client, server.as_ref());
     // Without mutual authentication there is no acceptor subkey: the
     // initiator's subkey, of the session key's enctype, aes128 here.
     for (service, mutual, enctype) in [(AES128_SERVICE, false, 17), (kerberos::lab::SERVICE, false, 18)] {
-        let (mut client, mut server) = sealed_context(service, mutual);
+        let (mut client, server) = sealed_context(service, mutual);
         assert!(server.in_process(), "{service}");
         assert_eq!(server.enctype(), Some(enctype), "{service}");
-        tokens_interoperate(&mut client, server.as_mut());
+        tokens_interoperate(&mut client, server.as_ref());
     }
 }
 
 #[test]
 fn a_context_of_another_enctype_keeps_gss_api_s_tokens() {
     // aes256-cts-hmac-sha384-192 (RFC 8009), which Keel does not do.
-    let (mut client, mut server) = sealed_context(kerberos::lab::AES_SHA2_SERVICE, false);
+    let (mut client, server) = sealed_context(kerberos::lab::AES_SHA2_SERVICE, false);
     assert!(!server.in_process(), "GSS-API makes the tokens");
     assert_eq!(server.enctype(), Some(20));
-    tokens_interoperate(&mut client, server.as_mut());
+    tokens_interoperate(&mut client, server.as_ref());
 }
 
 #[test]
@@ -1320,6 +1328,89 @@ mod served {
                     let res = Write3Res::decode(&mut Decoder::new(c.call(conn, Nfs3Proc::Write, &args))).unwrap();
                     assert_eq!(res.status(), Nfsstat3::Ok);
                 });
+            }
+        }
+        drop(user);
+    }
+
+    /// Many calls in flight on one context, as the Linux client sends one
+    /// user's READs: 1 MiB READs, `n` at a time, each on its own
+    /// connection, all on one context per flavor (AUTH_SYS for
+    /// reference). The replies are checked for their status and size but
+    /// not unsealed: MIT's unsealing on this side would be the bound, not
+    /// the server. Prints "RESULT inflight=flavor round n MiB/s".
+    #[test]
+    #[ignore = "a benchmark: run it by hand (KEEL_BIN picks the server)"]
+    fn bench_reads_in_flight_on_one_context() {
+        let env = |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+        let (rounds, batches) = (env("KEEL_BENCH_ROUNDS", 3), env("KEEL_BENCH_BATCHES", 24));
+        let user = SystemUser::create(SYSTEM_USER, None);
+        let keytab = lab().server_keytab().display().to_string();
+        let server = krb5_server("krb5-in-flight", r#"["sys", "krb5i", "krb5p"]"#, &keytab);
+        let file = server.export_dir(1).join("bench");
+        std::fs::write(&file, vec![7u8; BENCH_IO_BYTES]).unwrap();
+        std::os::unix::fs::chown(&file, Some(user.uid), Some(user.gid)).unwrap();
+        let mut conn = Conn::open(&server);
+        let mnt = conn.send(sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &Dirpath::from(server.export_path(1).as_str())));
+        let Mountres3::Ok(mnt) = Mountres3::decode(&mut Decoder::new(mnt.unwrap().results)).unwrap() else {
+            panic!("MNT refused")
+        };
+        let root = NfsFh3 { data: mnt.fhandle.0.clone() };
+        let mut sys = Caller { gss: None, uid: user.uid, gid: user.gid, client_work: Duration::ZERO };
+        let lookup = Lookup3Args { what: Diropargs3 { dir: root, name: Filename3::from("bench") } };
+        let found = Lookup3Res::decode(&mut Decoder::new(sys.call(&mut conn, Nfs3Proc::Lookup, &lookup)));
+        let fh = found.unwrap().ok().expect("LOOKUP").object;
+        let mut read = Encoder::new();
+        Read3Args { file: fh, offset: 0, count: BENCH_IO_BYTES as u32 }.encode(&mut read);
+        let read = read.into_bytes();
+        let sys_read = || {
+            let auth = AuthSys {
+                stamp: 1,
+                machine_name: Bytes::from_static(b"bench"),
+                uid: user.uid,
+                gid: user.gid,
+                gids: vec![],
+            };
+            let mut enc = Encoder::new();
+            call_header_of(NFS, next_xid(), Nfs3Proc::Read as u32, auth.to_opaque(), OpaqueAuth::default())
+                .encode(&mut enc);
+            enc.raw(&read);
+            enc.into_bytes()
+        };
+        let mut flavors: Vec<(&str, Option<(Client, GssService)>)> = vec![
+            ("sys", None),
+            ("krb5i", Some((Client::establish_with(&mut |r| conn.send(r), SYSTEM_USER, NFS), GssService::Integrity))),
+            ("krb5p", Some((Client::establish_with(&mut |r| conn.send(r), SYSTEM_USER, NFS), GssService::Privacy))),
+        ];
+        const IN_FLIGHT: [usize; 2] = [1, 4];
+        let mut conns: Vec<Conn> = (0..IN_FLIGHT[1]).map(|_| Conn::open(&server)).collect();
+        for round in 0..rounds {
+            flavors.rotate_left(usize::from(round > 0));
+            for (name, gss) in &mut flavors {
+                for n in IN_FLIGHT {
+                    let start = std::time::Instant::now();
+                    for _ in 0..batches {
+                        let records: Vec<Bytes> = (0..n)
+                            .map(|_| match gss {
+                                None => sys_read(),
+                                Some((client, service)) => {
+                                    client.record(next_xid(), Nfs3Proc::Read as u32, *service, &read)
+                                }
+                            })
+                            .collect();
+                        std::thread::scope(|s| {
+                            for (conn, record) in conns.iter_mut().zip(records) {
+                                s.spawn(move || {
+                                    let reply = conn.send(record).expect("a reply");
+                                    assert_eq!(reply.stat, ReplyStat::Accepted(AcceptStat::Success));
+                                    assert!(reply.results.len() > BENCH_IO_BYTES, "{} bytes", reply.results.len());
+                                });
+                            }
+                        });
+                    }
+                    let mib_s = (batches * n) as f64 / start.elapsed().as_secs_f64();
+                    println!("RESULT inflight={name} {round} {n} {mib_s:.1}");
+                }
             }
         }
         drop(user);

@@ -229,6 +229,27 @@ impl FilePipe {
         }
         Ok(buf.freeze())
     }
+
+    /// Reads what is left onto the end of `out`, which is not zeroed
+    /// first (a sealed READ reply is built around its data there).
+    pub fn append_to(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        out.reserve(self.len);
+        while self.len > 0 {
+            let start = out.len();
+            let read = (&self.pipe().read).take(self.len as u64).read_to_end(out);
+            // What was read stays in `out`, an error or not.
+            self.len -= out.len() - start;
+            match read {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Non-blocking and holding `len` bytes: WouldBlock means
+                // the pipe lost data, an error like any other.
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Debug for FilePipe {
@@ -298,6 +319,19 @@ mod tests {
         assert_eq!(p.len(), 0);
         fill(&mut p, b"new");
         assert_eq!(p.read_to_bytes().unwrap(), &b"new"[..]);
+        assert_eq!(pool.counts().discarded, 0);
+    }
+
+    #[test]
+    fn append_to_puts_the_data_after_what_the_buffer_holds() {
+        let pool = pool(1);
+        let mut p = pool.take().unwrap();
+        fill(&mut p, b"spliced data");
+        let mut out = b"header|".to_vec();
+        p.append_to(&mut out).unwrap();
+        assert_eq!(out, b"header|spliced data");
+        assert_eq!(p.len(), 0, "nothing left to drain");
+        drop(p);
         assert_eq!(pool.counts().discarded, 0);
     }
 

@@ -8,6 +8,8 @@
 //! Only the RFCs' constructions are here: n-fold, key derivation, the
 //! profile's encrypt-then-checksum and the token framing.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use aes::{Aes128, Aes256};
 use cts::cipher::{BlockCipherEncrypt, InnerIvInit, KeyInit};
 use cts::{CbcCs3, Decrypt, Encrypt};
@@ -44,6 +46,10 @@ const FLAG_SENT_BY_ACCEPTOR: u8 = 0x01;
 const FLAG_SEALED: u8 = 0x02;
 const FLAG_ACCEPTOR_SUBKEY: u8 = 0x04;
 const HEADER: usize = 16;
+/// What a Wrap token puts before the message (its header, then the
+/// confounder) and after it (the header's copy, then the checksum).
+pub const WRAP_PREFIX: usize = HEADER + CONFOUNDER;
+pub const WRAP_SUFFIX: usize = HEADER + CHECKSUM;
 
 /// Why the keys of an exported context cannot be used here.
 #[derive(Debug, thiserror::Error)]
@@ -219,18 +225,13 @@ impl DirectionKeys {
         })
     }
 
-    /// RFC 3961 section 5.3's encryption: a random confounder before
-    /// `plain`, all of it encrypted under Ke, then HMAC over the
-    /// confounder and `plain` under Ki. Appended to `out`; None if the
-    /// kernel gives no random numbers.
-    fn encrypt_into(&self, plain: &[&[u8]], out: &mut Vec<u8>) -> Option<()> {
-        let start = out.len();
-        let mut confounder = [0u8; CONFOUNDER];
-        getrandom::fill(&mut confounder).ok()?;
-        out.extend_from_slice(&confounder);
-        for p in plain {
-            out.extend_from_slice(p);
-        }
+    /// RFC 3961 section 5.3's encryption, in place: `out[start..]` is a
+    /// confounder's room then the plaintext. A random confounder, all of
+    /// it encrypted under Ke, then HMAC over the confounder and the
+    /// plaintext under Ki appended; None if the kernel gives no random
+    /// numbers.
+    fn encrypt_in_place(&self, out: &mut Vec<u8>, start: usize) -> Option<()> {
+        getrandom::fill(&mut out[start..start + CONFOUNDER]).ok()?;
         let checksum = self.seal_integrity.of(&[&out[start..]]);
         self.seal.encrypt_cts(&mut out[start..]);
         out.extend_from_slice(&checksum);
@@ -258,8 +259,10 @@ pub struct CfxAcceptor {
     /// `[without the AcceptorSubkey flag, with it]`.
     receive: [Option<DirectionKeys>; 2],
     acceptor_subkey: bool,
-    /// SND_SEQ of the next token sent (RFC 4121 section 4.2.6.1).
-    send_seq: u64,
+    /// SND_SEQ of the next token sent (RFC 4121 section 4.2.6.1): the
+    /// only state a token changes, so calls of one context are sealed in
+    /// parallel.
+    send_seq: AtomicU64,
     enctype: i32,
     /// FLAG_SENT_BY_ACCEPTOR: the flags of this side's tokens (a test
     /// plays the initiator with 0).
@@ -299,7 +302,7 @@ impl CfxAcceptor {
             send,
             receive,
             acceptor_subkey: keys.have_acceptor_subkey,
-            send_seq: keys.send_seq,
+            send_seq: AtomicU64::new(keys.send_seq),
             enctype,
             sender: FLAG_SENT_BY_ACCEPTOR,
         })
@@ -310,7 +313,7 @@ impl CfxAcceptor {
         self.enctype
     }
 
-    fn header(&mut self, tok_id: [u8; 2], sealed: bool, fields: [u8; 4]) -> [u8; HEADER] {
+    fn header(&self, tok_id: [u8; 2], sealed: bool, fields: [u8; 4]) -> [u8; HEADER] {
         let mut flags = self.sender;
         if sealed {
             flags |= FLAG_SEALED;
@@ -323,8 +326,7 @@ impl CfxAcceptor {
         h[2] = flags;
         h[3] = 0xff;
         h[4..8].copy_from_slice(&fields);
-        h[8..].copy_from_slice(&self.send_seq.to_be_bytes());
-        self.send_seq = self.send_seq.wrapping_add(1);
+        h[8..].copy_from_slice(&self.send_seq.fetch_add(1, Ordering::Relaxed).to_be_bytes());
         h
     }
 
@@ -340,7 +342,7 @@ impl CfxAcceptor {
 
     /// A MIC token (section 4.2.6.1): the header (filler in EC and RRC)
     /// and the checksum of `message` then the header.
-    pub fn get_mic(&mut self, message: &[u8]) -> Vec<u8> {
+    pub fn get_mic(&self, message: &[u8]) -> Vec<u8> {
         let header = self.header(TOK_MIC, false, [0xff; 4]);
         let checksum = self.send.mic.of(&[message, &header]);
         [&header[..], &checksum].concat()
@@ -361,12 +363,26 @@ impl CfxAcceptor {
     /// the Linux kernel's acceptors make it: EC 0 (CBC-CS3 needs no
     /// padding), RRC 0, and the encrypted data the message then a copy of
     /// the header.
-    pub fn wrap(&mut self, message: &[u8]) -> Option<Vec<u8>> {
-        let header = self.header(TOK_WRAP, true, [0; 4]);
-        let mut token = Vec::with_capacity(HEADER + CONFOUNDER + message.len() + HEADER + CHECKSUM);
-        token.extend_from_slice(&header);
-        self.send.encrypt_into(&[message, &header], &mut token)?;
+    pub fn wrap(&self, message: &[u8]) -> Option<Vec<u8>> {
+        let mut token = Vec::with_capacity(WRAP_PREFIX + message.len() + WRAP_SUFFIX);
+        token.resize(WRAP_PREFIX, 0);
+        token.extend_from_slice(message);
+        self.wrap_in_place(&mut token, 0)?;
         Some(token)
+    }
+
+    /// [`Self::wrap`] in `out` itself, the message not copied:
+    /// `out[at..]` is [`WRAP_PREFIX`] bytes of room then the message,
+    /// and becomes the token ([`WRAP_SUFFIX`] bytes longer; with that
+    /// much spare capacity `out` is not moved).
+    pub fn wrap_in_place(&self, out: &mut Vec<u8>, at: usize) -> Option<()> {
+        if out.len() < at + WRAP_PREFIX {
+            return None;
+        }
+        let header = self.header(TOK_WRAP, true, [0; 4]);
+        out[at..at + HEADER].copy_from_slice(&header);
+        out.extend_from_slice(&header);
+        self.send.encrypt_in_place(out, at + HEADER)
     }
 
     /// The message of a Wrap token from the client, sealed or not, with
@@ -489,7 +505,7 @@ mod tests {
             send: keys,
             receive: [None, None],
             acceptor_subkey: server.acceptor_subkey,
-            send_seq: 1,
+            send_seq: AtomicU64::new(1),
             enctype: 0,
             sender: 0,
         }
@@ -508,8 +524,8 @@ mod tests {
     fn a_flipped_bit_anywhere_in_a_token_fails_it() {
         for (enctype, len) in [(17, 16), (18, 32)] {
             for subkey in [false, true] {
-                let mut server = CfxAcceptor::new(&lucid(enctype, len, subkey)).unwrap();
-                let mut client = as_initiator(&server);
+                let server = CfxAcceptor::new(&lucid(enctype, len, subkey)).unwrap();
+                let client = as_initiator(&server);
                 let message = b"the arguments of one call, longer than a block";
                 let mic = client.get_mic(message);
                 assert!(server.verify_mic(message, &mic));
@@ -542,7 +558,7 @@ mod tests {
     #[test]
     fn any_rotation_of_a_wrap_token_unwraps() {
         let server = CfxAcceptor::new(&lucid(18, 32, true)).unwrap();
-        let mut client = as_initiator(&server);
+        let client = as_initiator(&server);
         let message = b"rotated right by RRC bytes";
         let wrap = client.wrap(message).unwrap();
         let body = &wrap[HEADER..];
@@ -553,6 +569,56 @@ mod tests {
             rotated.extend_from_slice(&body[body.len() - r..]);
             rotated.extend_from_slice(&body[..body.len() - r]);
             assert_eq!(server.unwrap(&rotated).as_deref(), Some(&message[..]), "RRC {rrc}");
+        }
+    }
+
+    /// The client's view of the server's tokens: its keys to read them.
+    fn peer_of(server: &CfxAcceptor) -> CfxAcceptor {
+        CfxAcceptor {
+            send: server.send.clone(),
+            receive: [Some(server.send.clone()), Some(server.send.clone())],
+            acceptor_subkey: server.acceptor_subkey,
+            send_seq: AtomicU64::new(0),
+            enctype: 0,
+            sender: 0,
+        }
+    }
+
+    #[test]
+    fn tokens_made_in_parallel_on_one_context_each_get_their_own_sequence_number() {
+        const THREADS: usize = 4;
+        const EACH: usize = 50;
+        let server = CfxAcceptor::new(&lucid(18, 32, true)).unwrap();
+        let reader = peer_of(&server);
+        let tokens: Vec<(Vec<u8>, Vec<u8>)> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let server = &server;
+                    s.spawn(move || {
+                        (0..EACH)
+                            .map(|i| {
+                                let message = format!("reply {i} of thread {t}, longer than a block").into_bytes();
+                                let token =
+                                    if i % 2 == 0 { server.get_mic(&message) } else { server.wrap(&message).unwrap() };
+                                (message, token)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+        });
+        let mut seqs: Vec<u64> =
+            tokens.iter().map(|(_, t)| u64::from_be_bytes(t[8..HEADER].try_into().unwrap())).collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        assert_eq!(seqs, (7..7 + (THREADS * EACH) as u64).collect::<Vec<_>>(), "one number per token, none skipped");
+        for (message, token) in &tokens {
+            if token[..2] == TOK_MIC {
+                assert!(reader.verify_mic(message, token));
+            } else {
+                assert_eq!(reader.unwrap(token).as_deref(), Some(&message[..]));
+            }
         }
     }
 }

@@ -141,6 +141,8 @@ pub struct GssCall {
     pub credential: Credential,
     pub args: Bytes,
     context: Arc<Context>,
+    /// The context's sealer, used without the context's lock.
+    sealer: Arc<dyn Sealer>,
     seq_num: u32,
     service: GssService,
 }
@@ -159,28 +161,75 @@ impl GssCall {
     /// The reply's body as its service wants it: `results` (the
     /// procedure's results, in the clear) as they are, checksummed, or
     /// encrypted, each with the call's sequence number. `None`: GSS-API
-    /// failed (the context expired under the call); the caller answers
-    /// SYSTEM_ERR.
+    /// failed; the caller answers SYSTEM_ERR.
     pub fn wrap_results(&self, results: &[u8]) -> Option<Bytes> {
-        let mut body = Vec::with_capacity(results.len() + 4);
-        body.extend_from_slice(&self.seq_num.to_be_bytes());
-        body.extend_from_slice(results);
-        let mut inner = self.context.inner.lock().expect("context lock");
-        let sealer = &mut inner.established.as_mut()?.sealer;
-        let mut enc = Encoder::with_capacity(body.len() + 128);
+        self.seal_results(results.len(), |out| {
+            out.extend_from_slice(results);
+            Some(())
+        })
+    }
+
+    /// [`Self::wrap_results`] of the results `write_results` appends to
+    /// the buffer it is given (`results_len` bytes, XDR: a multiple of
+    /// four), in that buffer: the results are written once, where they
+    /// are sent from, the checksum taken over them there (RFC 2203's
+    /// rpc_gss_integ_data: its databody is the sequence number then the
+    /// results) or the Wrap token made around them there (RFC 4121:
+    /// header, then confounder, sequence number, results and the header
+    /// again, encrypted in place). `None` also if `write_results` fails.
+    pub fn seal_results(
+        &self,
+        results_len: usize,
+        write_results: impl FnOnce(&mut Vec<u8>) -> Option<()>,
+    ) -> Option<Bytes> {
+        let seq = self.seq_num.to_be_bytes();
+        let mut out;
         match self.service {
-            GssService::None => return Some(Bytes::copy_from_slice(results)),
+            GssService::None => {
+                out = Vec::with_capacity(results_len);
+                write_results(&mut out)?;
+            }
             GssService::Integrity => {
-                let checksum = sealer.get_mic(&body)?;
-                IntegData { databody: Bytes::from(body), checksum: Bytes::from(checksum) }.encode(&mut enc);
+                // databody's length, the databody, then the checksum as
+                // an opaque.
+                out = Vec::with_capacity(8 + results_len + SEALED_TAIL_BYTES);
+                out.extend_from_slice(&[0; 4]);
+                out.extend_from_slice(&seq);
+                write_results(&mut out)?;
+                let databody = out.len() - 4;
+                out[..4].copy_from_slice(&u32::try_from(databody).ok()?.to_be_bytes());
+                out.resize(out.len() + padding(databody), 0);
+                let checksum = self.sealer.get_mic(&out[4..4 + databody])?;
+                out.extend_from_slice(&u32::try_from(checksum.len()).ok()?.to_be_bytes());
+                out.extend_from_slice(&checksum);
+                out.resize(out.len() + padding(checksum.len()), 0);
             }
             GssService::Privacy => {
-                let token = sealer.wrap(&body)?;
-                enc.opaque(&token);
+                // The token as an opaque: its length, then the token
+                // made around the sequence number and the results.
+                let (before, after) = self.sealer.wrap_room();
+                out = Vec::with_capacity(4 + before + 4 + results_len + after + SEALED_TAIL_BYTES);
+                out.resize(4 + before, 0);
+                out.extend_from_slice(&seq);
+                write_results(&mut out)?;
+                self.sealer.wrap_in_place(&mut out, 4)?;
+                let token = out.len() - 4;
+                out[..4].copy_from_slice(&u32::try_from(token).ok()?.to_be_bytes());
+                out.resize(out.len() + padding(token), 0);
             }
         }
-        Some(enc.into_bytes())
+        Some(Bytes::from(out))
     }
+}
+
+/// Room past the results for what sealing adds at most (a MIC token, or
+/// GSS-API's Wrap token's growth, with their lengths and padding), so the
+/// buffer holding a 1 MiB READ is not moved.
+const SEALED_TAIL_BYTES: usize = 256;
+
+/// XDR's padding of `len` bytes to a multiple of four.
+fn padding(len: usize) -> usize {
+    (4 - len % 4) % 4
 }
 
 /// The verifier of the replies to one call: the MIC of its sequence
@@ -232,7 +281,7 @@ struct Established {
     principal: String,
     ids: Option<Cred>,
     expires: Instant,
-    sealer: Box<dyn Sealer>,
+    sealer: Arc<dyn Sealer>,
 }
 
 #[derive(Default)]
@@ -394,7 +443,7 @@ impl GssServer {
                     let mut completed = None;
                     (self.privileged)(&mut || completed = accepting.take().map(|a| self.complete(a)));
                     match completed.expect("privileged runs its closure") {
-                        Ok(mut established) => {
+                        Ok(established) => {
                             let Some(mic) = established.sealer.get_mic(&SEQ_WINDOW.to_be_bytes()) else {
                                 return GssVerdict::Drop;
                             };
@@ -435,7 +484,7 @@ impl GssServer {
             .and_then(|user| self.identities.lookup(user));
         let expires = Instant::now().checked_add(names.lifetime).unwrap_or_else(far_future);
         let sealer = sealer::for_context(accepting)?;
-        Ok(Established { principal: names.source, ids, expires, sealer })
+        Ok(Established { principal: names.source, ids, expires, sealer: Arc::from(sealer) })
     }
 
     fn new_context(&self, client: IpAddr) -> Arc<Context> {
@@ -486,18 +535,21 @@ impl GssServer {
         if header.verf.flavor != RPCSEC_GSS {
             return self.deny(AuthFailure::BadVerifier, AuthStat::BadVerf);
         }
-        let mut inner = context.inner.lock().expect("context lock");
-        let ContextInner { window, established, .. } = &mut *inner;
-        let Some(established) = established else {
-            return self.deny(AuthFailure::UnknownContext, AuthStat::GssCredProblem);
+        // The context's lock covers its state only (what it is, its
+        // window); checksums and unwrapping go without it, so the calls of
+        // one context (one user's, for the Linux client) run in parallel.
+        let (principal, ids, sealer) = {
+            let inner = context.inner.lock().expect("context lock");
+            let Some(established) = &inner.established else {
+                return self.deny(AuthFailure::UnknownContext, AuthStat::GssCredProblem);
+            };
+            if established.expires <= Instant::now() {
+                drop(inner);
+                self.table.lock().expect("context table lock").remove(&context.handle);
+                return self.deny(AuthFailure::Expired, AuthStat::GssCredProblem);
+            }
+            (established.principal.clone(), established.ids, established.sealer.clone())
         };
-        if established.expires <= Instant::now() {
-            drop(inner);
-            self.table.lock().expect("context table lock").remove(&context.handle);
-            return self.deny(AuthFailure::Expired, AuthStat::GssCredProblem);
-        }
-        let (principal, ids) = (established.principal.clone(), established.ids);
-        let sealer = &mut established.sealer;
         let checked = header_bytes_through_cred(header.cred.body.len());
         if record.len() < checked || !sealer.verify_mic(&record[..checked], &header.verf.body) {
             return self.deny(AuthFailure::BadChecksum, AuthStat::GssCredProblem);
@@ -505,14 +557,13 @@ impl GssServer {
         if cred.seq_num >= MAXSEQ {
             return self.deny(AuthFailure::SequenceExhausted, AuthStat::GssCtxProblem);
         }
-        if !window.accept(cred.seq_num) {
+        if !context.inner.lock().expect("context lock").window.accept(cred.seq_num) {
             self.counts.failed(AuthFailure::Replayed);
             return GssVerdict::Drop;
         }
         let Some(mic) = sealer.get_mic(&cred.seq_num.to_be_bytes()) else { return GssVerdict::Drop };
         let verf = OpaqueAuth { flavor: RPCSEC_GSS, body: Bytes::from(mic) };
         if cred.proc_ == GssProc::Destroy {
-            drop(inner);
             self.table.lock().expect("context table lock").remove(&context.handle);
             let mut enc = Encoder::with_capacity(128);
             encode_reply_header_with(&mut enc, header.xid, &verf, ReplyStat::Accepted(AcceptStat::Success));
@@ -520,14 +571,14 @@ impl GssServer {
         }
         let args = match cred.service {
             GssService::None => args,
-            GssService::Integrity => match unwrap_integ(sealer.as_mut(), args, cred.seq_num) {
+            GssService::Integrity => match unwrap_integ(sealer.as_ref(), args, cred.seq_num) {
                 Some(args) => args,
                 None => {
                     self.counts.failed(AuthFailure::BadBody);
                     return GssVerdict::GarbageArgs(verf);
                 }
             },
-            GssService::Privacy => match unwrap_priv(sealer.as_mut(), args, cred.seq_num) {
+            GssService::Privacy => match unwrap_priv(sealer.as_ref(), args, cred.seq_num) {
                 Some(args) => args,
                 None => {
                     self.counts.failed(AuthFailure::BadBody);
@@ -535,9 +586,8 @@ impl GssServer {
                 }
             },
         };
-        drop(inner);
         let credential = Credential::gss(principal, cred.service, ids).with_context(Arc::new(SignedReply(verf)));
-        GssVerdict::Data(GssCall { credential, args, context, seq_num: cred.seq_num, service: cred.service })
+        GssVerdict::Data(GssCall { credential, args, context, sealer, seq_num: cred.seq_num, service: cred.service })
     }
 }
 
@@ -548,7 +598,7 @@ fn far_future() -> Instant {
 
 /// The arguments of an integrity body whose checksum verifies and whose
 /// sequence number is the credential's.
-fn unwrap_integ(sealer: &mut dyn Sealer, body: Bytes, seq_num: u32) -> Option<Bytes> {
+fn unwrap_integ(sealer: &dyn Sealer, body: Bytes, seq_num: u32) -> Option<Bytes> {
     let len = body.len();
     let integ = IntegData::decode(body, len).ok()?;
     sealer.verify_mic(&integ.databody, &integ.checksum).then_some(())?;
@@ -561,7 +611,7 @@ fn unwrap_integ(sealer: &mut dyn Sealer, body: Bytes, seq_num: u32) -> Option<By
 /// checked (nor does knfsd check it): a token of either kind needs the
 /// context's key, so only the client itself could send its arguments
 /// unencrypted; the reply is always sealed.
-fn unwrap_priv(sealer: &mut dyn Sealer, body: Bytes, seq_num: u32) -> Option<Bytes> {
+fn unwrap_priv(sealer: &dyn Sealer, body: Bytes, seq_num: u32) -> Option<Bytes> {
     let len = body.len();
     let token = decode_priv_data(body, len).ok()?;
     let clear = sealer.unwrap(&token)?;
@@ -600,8 +650,16 @@ pub fn results_in_clear(
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
+    use std::sync::atomic::AtomicU64;
+    use std::sync::{Arc, Mutex, mpsc};
+    use std::time::{Duration, Instant};
 
-    use super::{local_user, mapped_user};
+    use super::{
+        Context, ContextInner, Credential, Established, GssCall, GssService, HANDLE_BYTES, SeqWindow, local_user,
+        mapped_user,
+    };
+    use crate::gss::krb5::CfxAcceptor;
+    use crate::sys::{LucidKeyBytes, LucidKeys};
 
     const SERVER: &str = "nfs/server.keel.test@KEEL.TEST";
 
@@ -635,5 +693,63 @@ mod tests {
         assert_eq!(user("host/node2.keel.test@KEEL.TEST"), None);
         assert_eq!(user("host/node1.keel.test@keel.test"), None);
         assert_eq!(user("alice@KEEL.TEST"), Some("alice"), "unlisted principals follow the realm rule");
+    }
+
+    /// A data call on an established context whose tokens are made in
+    /// process (keys of the shape GSS-API exports).
+    fn call_on_established_context(service: GssService) -> GssCall {
+        let key = |b: u8| LucidKeyBytes { enctype: 18, bytes: (0..32u8).map(|i| i ^ b).collect() };
+        let keys = LucidKeys {
+            protocol: 1,
+            send_seq: 0,
+            have_acceptor_subkey: true,
+            ctx_key: key(1),
+            acceptor_subkey: key(2),
+        };
+        let sealer = CfxAcceptor::new(&keys).unwrap();
+        let context = Arc::new(Context {
+            handle: [0; HANDLE_BYTES],
+            client: "127.0.0.1".parse().unwrap(),
+            last_used_ms: AtomicU64::new(0),
+            inner: Mutex::new(ContextInner {
+                accepting: None,
+                window: SeqWindow::default(),
+                established: Some(Established {
+                    principal: "alice@KEEL.TEST".into(),
+                    ids: None,
+                    expires: Instant::now() + Duration::from_secs(3600),
+                    sealer: Arc::new(sealer),
+                }),
+            }),
+        });
+        let sealer = context.inner.lock().unwrap().established.as_ref().unwrap().sealer.clone();
+        GssCall {
+            credential: Credential::gss("alice@KEEL.TEST", service, None),
+            args: Default::default(),
+            context,
+            sealer,
+            seq_num: 5,
+            service,
+        }
+    }
+
+    /// The Linux client has one context per user: sealing one call's
+    /// reply (milliseconds for a 1 MiB READ) must not wait for whatever
+    /// else holds the context, e.g. another call's sequence window check.
+    #[test]
+    fn a_reply_is_sealed_while_its_context_is_held_elsewhere() {
+        for service in [GssService::Integrity, GssService::Privacy] {
+            let call = call_on_established_context(service);
+            let held = call.context.inner.lock().unwrap();
+            let (sealed_tx, sealed) = mpsc::channel();
+            std::thread::scope(|s| {
+                s.spawn(|| sealed_tx.send(call.wrap_results(&[7; 4096]).is_some()));
+                // Only a guard against a test that hangs: the seal needs
+                // no lock, so it ends without `held` being released.
+                let outcome = sealed.recv_timeout(Duration::from_secs(20));
+                drop(held);
+                assert_eq!(outcome, Ok(true), "{service:?}: sealing waited for the context's lock");
+            });
+        }
     }
 }
