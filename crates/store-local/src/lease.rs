@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use keel_store::{FileType, ReadLease, StoreError, StoreResult};
@@ -108,18 +108,18 @@ struct Watches {
 }
 
 impl Watches {
-    /// The instance, made on first use; an error (no instance could be
-    /// had) stays, and no lease is taken.
-    fn get() -> std::io::Result<MutexGuard<'static, Watches>> {
-        static WATCHES: OnceLock<std::io::Result<Mutex<Watches>>> = OnceLock::new();
-        let made = WATCHES.get_or_init(|| {
-            let inotify = sys::inotify_init()?;
-            Ok(Mutex::new(Watches { inotify, by_wd: HashMap::new() }))
-        });
-        match made {
-            Ok(w) => Ok(w.lock().unwrap_or_else(|e| e.into_inner())),
-            Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
-        }
+    /// Runs `f` on the instance, made on first use (tried again on the
+    /// next lease if it cannot be had: no lease is taken meanwhile).
+    fn with<T>(f: impl FnOnce(&mut Watches) -> T) -> std::io::Result<T> {
+        static WATCHES: Mutex<Option<Watches>> = Mutex::new(None);
+        let mut made = WATCHES.lock().unwrap_or_else(|e| e.into_inner());
+        let mut watches = match made.take() {
+            Some(w) => w,
+            None => Watches { inotify: sys::inotify_init()?, by_wd: HashMap::new() },
+        };
+        let out = f(&mut watches);
+        *made = Some(watches);
+        Ok(out)
     }
 
     /// Sets the flags of the watches the waiting events are for: all of
@@ -163,22 +163,23 @@ impl Watch {
     /// Watches the file behind `fd`: an error (ENOSPC past the system's
     /// watch limit) means no lease.
     fn add(fd: &OwnedFd) -> StoreResult<Watch> {
-        let mut watches = Watches::get()?;
-        // Events from before this watch are not this lease's.
-        watches.drain();
-        let wd = ident::as_root(|| sys::inotify_watch_fd(watches.inotify.as_fd(), fd.as_fd(), WATCHED))?;
-        let changed = Arc::new(AtomicBool::new(false));
-        watches.by_wd.entry(wd).or_default().push(changed.clone());
-        Ok(Watch { wd, changed })
+        let watch = Watches::with(|watches| {
+            // Events from before this watch are not this lease's.
+            watches.drain();
+            let wd = ident::as_root(|| sys::inotify_watch_fd(watches.inotify.as_fd(), fd.as_fd(), WATCHED))?;
+            let changed = Arc::new(AtomicBool::new(false));
+            watches.by_wd.entry(wd).or_default().push(changed.clone());
+            Ok::<_, std::io::Error>(Watch { wd, changed })
+        })??;
+        Ok(watch)
     }
 
     /// Whether the file's attributes, name or data changed since it was
     /// watched.
     fn changed(&self) -> bool {
-        if !self.changed.load(Ordering::Relaxed)
-            && let Ok(mut watches) = Watches::get()
-        {
-            watches.drain();
+        if !self.changed.load(Ordering::Relaxed) {
+            // The instance is there: this watch was made in it.
+            let _ = Watches::with(Watches::drain);
         }
         self.changed.load(Ordering::Relaxed)
     }
@@ -186,13 +187,14 @@ impl Watch {
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        let Ok(mut watches) = Watches::get() else { return };
-        let Some(flags) = watches.by_wd.get_mut(&self.wd) else { return };
-        flags.retain(|f| !Arc::ptr_eq(f, &self.changed));
-        if flags.is_empty() {
-            watches.by_wd.remove(&self.wd);
-            // EINVAL: the kernel dropped it already (the inode is gone).
-            let _ = sys::inotify_unwatch(watches.inotify.as_fd(), self.wd);
-        }
+        let _ = Watches::with(|watches| {
+            let Some(flags) = watches.by_wd.get_mut(&self.wd) else { return };
+            flags.retain(|f| !Arc::ptr_eq(f, &self.changed));
+            if flags.is_empty() {
+                watches.by_wd.remove(&self.wd);
+                // EINVAL: the kernel dropped it already (the inode is gone).
+                let _ = sys::inotify_unwatch(watches.inotify.as_fd(), self.wd);
+            }
+        });
     }
 }
