@@ -7,7 +7,9 @@
 //! ([`Store::read_lease`], a Linux file lease, as knfsd's): none if the
 //! lease cannot be had (the file is open for writing somewhere). A local
 //! process (or another file server) that opens the file for writing breaks
-//! the lease and waits; the callback thread finds the broken leases
+//! the lease and waits (one that changes the file's attributes or names
+//! counts as breaking it, and does not wait: the store watches the file
+//! too); the callback thread finds the broken leases
 //! ([`DelegationLeases::take_broken`], every [`CALLBACK_TICK`]) and the
 //! delegation is recalled, and revoked unless returned before the breaker
 //! would stop waiting; its lease is dropped when it ends, which lets the
@@ -77,7 +79,13 @@ pub(crate) fn on_open<S: Store>(
         Ok(lease) => lease,
         Err(e) => {
             tracing::debug!(error = %e, "no read lease: no delegation");
-            return declined(OpenNoneDelegation4::Wnd4Contention(false));
+            // ENOSPC: the store could not watch one more file.
+            let why = if e.raw_os_error() == Some(libc::ENOSPC) {
+                OpenNoneDelegation4::Wnd4Resource(false)
+            } else {
+                OpenNoneDelegation4::Wnd4Contention(false)
+            };
+            return declined(why);
         }
     };
     let now = c.now;

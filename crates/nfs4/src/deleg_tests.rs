@@ -524,6 +524,34 @@ fn an_nfsv3_create_that_truncates_and_a_remove_of_a_delegated_file_get_jukebox()
 }
 
 #[test]
+fn an_nfsv3_setattr_rename_and_link_of_a_delegated_file_get_jukebox_until_it_is_returned() {
+    use keel_nfs3_proto::nfs3::{Diropargs3, Filename3, Link3Args, NfsFh3, Rename3Args, Sattr3, Setattr3Args};
+    const NFS3ERR_JUKEBOX: u32 = 10008;
+    let (w, mut a, _b, fh, deleg) = a_delegated();
+    let root = keel_store::Store::lookup_path(&*w.p.exports.store, 1, b"/").unwrap();
+    let root = keel_store::Object::handle(&root).clone();
+    let at = |name: &'static str| Diropargs3 {
+        dir: NfsFh3 { data: root.clone() },
+        name: Filename3(Bytes::from_static(name.as_bytes())),
+    };
+    let chmod = Setattr3Args {
+        object: NfsFh3 { data: fh.clone() },
+        new_attributes: Sattr3 { mode: Some(0o600), ..Sattr3::default() },
+        guard: None,
+    };
+    let rename = Rename3Args { from: at("f"), to: at("g") };
+    let link = Link3Args { file: NfsFh3 { data: fh.clone() }, link: at("f-link") };
+    assert_eq!(v3_status(&w, 2, &chmod), NFS3ERR_JUKEBOX);
+    assert_eq!(v3_status(&w, 14, &rename), NFS3ERR_JUKEBOX);
+    assert_eq!(v3_status(&w, 15, &link), NFS3ERR_JUKEBOX);
+    assert_eq!(a.callbacks().len(), 1, "recalled once");
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    assert_eq!(v3_status(&w, 2, &chmod), 0);
+    assert_eq!(v3_status(&w, 15, &link), 0);
+    assert_eq!(v3_status(&w, 14, &rename), 0);
+}
+
+#[test]
 fn a_recall_the_client_answers_with_delay_is_sent_again_on_the_slot_s_next_sequence() {
     let (w, mut a, mut b, _fh, deleg) = a_delegated();
     let mut ops = dir();

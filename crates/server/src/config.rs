@@ -98,10 +98,10 @@ pub struct ServerConfig {
     /// The NFS versions served (nfs.conf's `vers3`, `vers4.1`, `vers4.2`).
     pub nfs_versions: NfsVersions,
     /// Whether NFSv4.1 clients are offered read delegations (recalled
-    /// when an NFSv3 or another v4 client writes, or a local process opens
-    /// the file for writing: each is backed by a file lease). Off by
-    /// default: a local process's chmod, chown, utimes or rename does not
-    /// break a file lease, so it does not recall them.
+    /// when an NFSv3 or another v4 client writes, changes the file's
+    /// attributes or names, or a local process opens the file for writing
+    /// or changes its attributes or names: each is backed by a file lease
+    /// and an inotify watch). On by default, as knfsd's.
     pub nfs4_read_delegations: bool,
     /// The domain of NFSv4 owner names (idmapd.conf's `Domain`): a client's
     /// `user@DOMAIN` or `group@DOMAIN` is that user or group of the system's
@@ -270,7 +270,7 @@ impl Default for ServerConfig {
             principal: None,
             principal_users: HashMap::new(),
             nfs_versions: NfsVersions::default(),
-            nfs4_read_delegations: false,
+            nfs4_read_delegations: true,
             nfs4_idmap_domain: None,
         }
     }

@@ -8,7 +8,9 @@
 //! data. This is the path the handler tests do not take: the callbacks
 //! and their replies through the real transport and the dispatcher's
 //! reply router. Then the same with the Linux kernel client in the qemu
-//! guest of `tools/kernel-nfs-client` holding the delegation.
+//! guest of `tools/kernel-nfs-client` holding the delegation, and that
+//! client seeing a local chmod and rename of files it holds delegations on
+//! (which break no lease: the server's inotify watch recalls them).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -262,5 +264,41 @@ fn the_kernel_client_returns_its_read_delegation_when_a_local_process_writes_and
         let mut v3 = Nfs::connect(server.addr).unwrap();
         let root = v3.mount(&server.export_path(1)).unwrap();
         v3_write_retrying(&mut v3, &root, "signal", b"go");
+    });
+}
+
+#[test]
+fn the_kernel_client_sees_a_local_chmod_and_rename_of_files_it_holds_read_delegations_on() {
+    let export = ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"no_root_squash\"\ninsecure = true");
+    let server = TestServer::start(
+        "nfs4-deleg-kernel-attrs",
+        vec![export],
+        "nfs_versions = [\"4.1\", \"4.2\"]\nnfs4_read_delegations = true",
+    );
+    let dir = server.export_dir(1);
+    std::fs::write(dir.join("f"), b"f").unwrap();
+    std::fs::set_permissions(dir.join("f"), std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    std::fs::write(dir.join("h"), b"h").unwrap();
+    std::thread::scope(|scope| {
+        let guest = scope.spawn(|| run_guest(&server, "nfs4_deleg_attrs.sh"));
+        let start = Instant::now();
+        while !dir.join("ready").exists() {
+            assert!(!guest.is_finished(), "the guest ended before it was ready");
+            assert!(start.elapsed() < Duration::from_secs(u64::from(BOOT_TIMEOUT_S)), "the guest never got ready");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let held = delegations_held(&server);
+        assert!(held >= 2, "the guest holds no delegation on f and h: {held}");
+        // Neither breaks a lease: the server must see them otherwise.
+        std::fs::set_permissions(dir.join("f"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        std::fs::rename(dir.join("h"), dir.join("h2")).unwrap();
+        let (code, output, results) = guest.join().unwrap();
+        let get = |k: &str| results.get(k).map_or("", String::as_str).to_string();
+        assert!(code == Some(0) && get("done") == "1", "guest failed:\n{output}\nserver log:\n{}", server.log_text());
+        assert_eq!(get("first_mode"), "644", "{output}");
+        assert_eq!(get("first_h"), "h", "{output}");
+        assert_eq!(get("mode"), "600", "the guest kept the mode its delegation let it cache:\n{output}");
+        assert_eq!(get("old_name"), "gone", "the guest kept the name its delegation let it cache:\n{output}");
+        assert_eq!(get("new_name"), "h", "{output}");
     });
 }

@@ -11,9 +11,18 @@
 //! which answers the kind the lease is being downgraded to while it
 //! breaks) instead. The store's own opens for writing pass O_NONBLOCK, so
 //! they fail with EAGAIN rather than wait on a lease of its own.
+//!
+//! A lease is not broken by what changes a file's attributes or names
+//! (chmod, chown, utimes, a hard link, rename, unlink), which knfsd's
+//! delegations are: each leased file is watched with inotify too
+//! ([`Watches`], one instance for the process), and such a change reports
+//! the lease broken as a break does. A file that cannot be watched (past
+//! `/proc/sys/fs/inotify/max_user_watches`) gets no lease.
 
+use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use keel_store::{FileType, ReadLease, StoreError, StoreResult};
@@ -26,10 +35,21 @@ const LEASE_BREAK_TIME_PATH: &str = "/proc/sys/fs/lease-break-time";
 /// Linux's default, if that cannot be read.
 const LEASE_BREAK_TIME_DEFAULT: Duration = Duration::from_secs(45);
 
-/// A read lease, on a description of its own; released when dropped.
+/// What a change to a leased file by anyone shows as in inotify: its
+/// attributes (mode, owners, times, ACLs and xattrs, and its link count:
+/// a hard link made, an unlink, a rename over it), its name (a rename of
+/// it), its end, and its data (which a lease keeps from changing anyway).
+const WATCHED: u32 = libc::IN_ATTRIB | libc::IN_MOVE_SELF | libc::IN_DELETE_SELF | libc::IN_MODIFY;
+
+/// Bytes read from the inotify instance at once (some hundred events).
+const EVENTS_BUF_BYTES: usize = 4096;
+
+/// A read lease, on a description of its own, and the inotify watch on
+/// its file; released when dropped.
 #[derive(Debug)]
 pub struct LocalReadLease {
     fd: OwnedFd,
+    watch: Watch,
 }
 
 impl LocalReadLease {
@@ -47,18 +67,20 @@ impl LocalReadLease {
         }
         // Not blocking: another's write lease would make the open wait.
         let fd = inode.open_description(libc::O_RDONLY | libc::O_NONBLOCK)?;
+        // Watched before the lease is taken: no change after it is missed.
+        let watch = Watch::add(&fd)?;
         // The file's owner may take a lease without CAP_LEASE (which Keel
         // does not ask for): the fsuid is the owner's while it does.
         let owner = sys::fstat(fd.as_fd())?.st_uid;
         ident::as_fsuid(owner, || sys::set_lease(fd.as_fd(), libc::F_RDLCK))?;
-        Ok(LocalReadLease { fd })
+        Ok(LocalReadLease { fd, watch })
     }
 }
 
 impl ReadLease for LocalReadLease {
     fn is_broken(&self) -> bool {
         // An error says nothing good about the lease either.
-        !matches!(sys::get_lease(self.fd.as_fd()), Ok(libc::F_RDLCK))
+        self.watch.changed() || !matches!(sys::get_lease(self.fd.as_fd()), Ok(libc::F_RDLCK))
     }
 
     fn break_wait(&self) -> Duration {
@@ -73,5 +95,106 @@ impl Drop for LocalReadLease {
     fn drop(&mut self) {
         // Closing the description would release it too; this says so.
         let _ = sys::set_lease(self.fd.as_fd(), libc::F_UNLCK);
+    }
+}
+
+/// The process's inotify instance and the leases watching through it.
+#[derive(Debug)]
+struct Watches {
+    inotify: OwnedFd,
+    /// By watch descriptor (one per inode): each lease's flag, set when an
+    /// event came for it.
+    by_wd: HashMap<i32, Vec<Arc<AtomicBool>>>,
+}
+
+impl Watches {
+    /// Runs `f` on the instance, made on first use (tried again on the
+    /// next lease if it cannot be had: no lease is taken meanwhile).
+    fn with<T>(f: impl FnOnce(&mut Watches) -> T) -> std::io::Result<T> {
+        static WATCHES: Mutex<Option<Watches>> = Mutex::new(None);
+        let mut made = WATCHES.lock().unwrap_or_else(|e| e.into_inner());
+        let mut watches = match made.take() {
+            Some(w) => w,
+            None => Watches { inotify: sys::inotify_init()?, by_wd: HashMap::new() },
+        };
+        let out = f(&mut watches);
+        *made = Some(watches);
+        Ok(out)
+    }
+
+    /// Sets the flags of the watches the waiting events are for: all of
+    /// them if the kernel's queue overflowed (events were lost), or if it
+    /// cannot be read.
+    fn drain(&mut self) {
+        let mut buf = [0u8; EVENTS_BUF_BYTES];
+        loop {
+            let n = match sys::inotify_read(self.inotify.as_fd(), &mut buf) {
+                Ok(n) => n,
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "inotify read failed: every read lease counts as broken");
+                    self.by_wd.values().flatten().for_each(|f| f.store(true, Ordering::Relaxed));
+                    return;
+                }
+            };
+            for (wd, mask) in sys::inotify_events(&buf[..n]) {
+                if mask & libc::IN_Q_OVERFLOW != 0 {
+                    self.by_wd.values().flatten().for_each(|f| f.store(true, Ordering::Relaxed));
+                } else if let Some(flags) = self.by_wd.get(&wd) {
+                    flags.iter().for_each(|f| f.store(true, Ordering::Relaxed));
+                }
+                // The kernel dropped the watch (its inode is gone).
+                if mask & libc::IN_IGNORED != 0 {
+                    self.by_wd.remove(&wd);
+                }
+            }
+        }
+    }
+}
+
+/// One lease's watch on its file.
+#[derive(Debug)]
+struct Watch {
+    wd: i32,
+    changed: Arc<AtomicBool>,
+}
+
+impl Watch {
+    /// Watches the file behind `fd`: an error (ENOSPC past the system's
+    /// watch limit) means no lease.
+    fn add(fd: &OwnedFd) -> StoreResult<Watch> {
+        let watch = Watches::with(|watches| {
+            // Events from before this watch are not this lease's.
+            watches.drain();
+            let wd = ident::as_root(|| sys::inotify_watch_fd(watches.inotify.as_fd(), fd.as_fd(), WATCHED))?;
+            let changed = Arc::new(AtomicBool::new(false));
+            watches.by_wd.entry(wd).or_default().push(changed.clone());
+            Ok::<_, std::io::Error>(Watch { wd, changed })
+        })??;
+        Ok(watch)
+    }
+
+    /// Whether the file's attributes, name or data changed since it was
+    /// watched.
+    fn changed(&self) -> bool {
+        if !self.changed.load(Ordering::Relaxed) {
+            // The instance is there: this watch was made in it.
+            let _ = Watches::with(Watches::drain);
+        }
+        self.changed.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = Watches::with(|watches| {
+            let Some(flags) = watches.by_wd.get_mut(&self.wd) else { return };
+            flags.retain(|f| !Arc::ptr_eq(f, &self.changed));
+            if flags.is_empty() {
+                watches.by_wd.remove(&self.wd);
+                // EINVAL: the kernel dropped it already (the inode is gone).
+                let _ = sys::inotify_unwatch(watches.inotify.as_fd(), self.wd);
+            }
+        });
     }
 }

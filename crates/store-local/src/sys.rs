@@ -712,3 +712,53 @@ pub fn ignore_sigio() -> io::Result<()> {
         cvt(libc::sigaction(libc::SIGIO, &act, std::ptr::null_mut())).map(drop)
     }
 }
+
+/// inotify_init1 with IN_NONBLOCK | IN_CLOEXEC: an inotify instance whose
+/// reads answer EAGAIN when no event waits.
+pub fn inotify_init() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall on valid flags.
+    let fd = cvt(unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) })?;
+    // SAFETY: fresh fd from the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// inotify_add_watch for the object behind `fd` (through /proc/self/fd,
+/// which resolves to the inode even once it is unlinked): its watch
+/// descriptor in `inotify`, the same for the same inode. ENOSPC past
+/// /proc/sys/fs/inotify/max_user_watches.
+pub fn inotify_watch_fd(inotify: BorrowedFd, fd: BorrowedFd, mask: u32) -> io::Result<i32> {
+    let path = cstr(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_bytes())?;
+    // SAFETY: inotify is valid; path is a NUL-terminated string.
+    cvt(unsafe { libc::inotify_add_watch(inotify.as_raw_fd(), path.as_ptr(), mask) })
+}
+
+/// inotify_rm_watch: EINVAL if the kernel removed the watch already (its
+/// inode is gone).
+pub fn inotify_unwatch(inotify: BorrowedFd, wd: i32) -> io::Result<()> {
+    // SAFETY: plain syscall on valid arguments.
+    cvt(unsafe { libc::inotify_rm_watch(inotify.as_raw_fd(), wd) }).map(drop)
+}
+
+/// One read of `inotify`'s events into `buf` (whole events only; EAGAIN
+/// when none waits): the bytes read, for [`inotify_events`].
+pub fn inotify_read(inotify: BorrowedFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: buf is valid for buf.len() bytes of writing.
+    cvt_size(unsafe { libc::read(inotify.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) })
+}
+
+/// Size of `struct inotify_event` without its name.
+const INOTIFY_EVENT_HEADER: usize = 16;
+
+/// The events (watch descriptor, mask) in what [`inotify_read`] read.
+pub fn inotify_events(buf: &[u8]) -> impl Iterator<Item = (i32, u32)> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let header = buf.get(at..at + INOTIFY_EVENT_HEADER)?;
+        let word = |i: usize| [header[i], header[i + 1], header[i + 2], header[i + 3]];
+        let wd = i32::from_ne_bytes(word(0));
+        let mask = u32::from_ne_bytes(word(4));
+        let name_len = u32::from_ne_bytes(word(12)) as usize;
+        at += INOTIFY_EVENT_HEADER + name_len;
+        Some((wd, mask))
+    })
+}

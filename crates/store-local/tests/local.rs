@@ -764,3 +764,63 @@ fn a_read_lease_holds_a_local_writer_until_dropped_and_the_store_never_waits_on_
         assert_eq!(errno(&vfs.read_lease(&root).unwrap_err()), Some(libc::EINVAL));
     });
 }
+
+/// Runs `change` as a root process on the server would (not as this
+/// worker's caller).
+fn as_local_process(change: impl FnOnce() + Send + 'static) {
+    std::thread::spawn(move || {
+        keel_store_local::ident::reset().unwrap();
+        change();
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn a_read_lease_counts_as_broken_when_another_process_changes_the_file_s_attributes_or_names() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new("lease-watch");
+    let dir = fx.export_dir.clone();
+    type Change = Box<dyn FnOnce(&std::path::Path) + Send>;
+    let changes: Vec<(&str, Change)> = vec![
+        ("chmod", Box::new(|d| std::fs::set_permissions(d.join("f"), std::fs::Permissions::from_mode(0o600)).unwrap())),
+        ("chown", Box::new(|d| std::os::unix::fs::chown(d.join("f"), Some(4242), Some(4242)).unwrap())),
+        (
+            "utimes",
+            Box::new(|d| std::fs::File::open(d.join("f")).unwrap().set_modified(std::time::UNIX_EPOCH).unwrap()),
+        ),
+        ("hard link", Box::new(|d| std::fs::hard_link(d.join("f"), d.join("f-link")).unwrap())),
+        ("rename", Box::new(|d| std::fs::rename(d.join("f"), d.join("f-renamed")).unwrap())),
+        ("rename over it", Box::new(|d| std::fs::rename(d.join("other"), d.join("f")).unwrap())),
+        ("unlink", Box::new(|d| std::fs::remove_file(d.join("f")).unwrap())),
+    ];
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        for (what, change) in changes {
+            for name in ["f", "other", "f-link", "f-renamed"] {
+                let _ = std::fs::remove_file(dir.join(name));
+            }
+            std::fs::write(dir.join("f"), b"data").unwrap();
+            std::fs::write(dir.join("other"), b"other").unwrap();
+            let f = act(user(1000), |w| vfs.lookup(w, &root, b"f")).unwrap().0;
+            let lease = vfs.read_lease(&f).unwrap();
+            // Another lease on the same file, taken and dropped, changes
+            // nothing for this one.
+            drop(vfs.read_lease(&f).unwrap());
+            // Reading the file and its attributes does not break it.
+            assert_eq!(std::fs::read(dir.join("f")).unwrap(), b"data");
+            vfs.getattr(&f).unwrap();
+            assert!(!lease.is_broken(), "{what}: broken before the change");
+            let d = dir.clone();
+            as_local_process(move || change(&d));
+            wait_until(&format!("the lease counts as broken after a local {what}"), || lease.is_broken());
+            drop(lease);
+            // A lease taken after the change is not broken by it.
+            if what != "rename over it" && what != "unlink" {
+                let again = vfs.read_lease(&f).unwrap();
+                assert!(!again.is_broken(), "{what}: a later lease is broken by an earlier change");
+            }
+        }
+    });
+}

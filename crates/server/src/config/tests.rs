@@ -113,6 +113,7 @@ nsm_state_dir = "/shared/keel/nsm"
 grace_seconds_max = 15
 max_locks_per_client = 100
 nfs_versions = ["3", "4.2"]
+nfs4_read_delegations = false
 
 [[export]]
 path = '{home}'
@@ -216,7 +217,7 @@ clients = [{{ host = "192.0.2.7" }}]
                     },
                 ],
                 cache: keel_cache::CacheMode::Off,
-                line: 23,
+                line: 24,
             },
             ExportConfig {
                 path: PathBuf::from(&scratch),
@@ -224,7 +225,7 @@ clients = [{{ host = "192.0.2.7" }}]
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
                 cache: keel_cache::CacheMode::Off,
-                line: 54,
+                line: 55,
             },
         ]
     );
@@ -249,7 +250,7 @@ fn defaults_when_server_table_is_absent() {
     assert_eq!((s.max_inflight_bytes, s.max_inflight_bytes_per_connection), (192 << 20, 16 << 20));
     assert_eq!((s.idle_timeout.as_secs(), s.stall_timeout.as_secs()), (360, 60));
     assert_eq!(s.nfs_versions, NfsVersions { v3: true, v41: true, v42: true });
-    assert!(!s.nfs4_read_delegations, "read delegations are off unless asked for");
+    assert!(s.nfs4_read_delegations, "read delegations are on unless turned off");
 
     let e = &config.exports[0];
     assert_eq!(e.path, Path::new("/"));
