@@ -101,30 +101,33 @@ pub(crate) fn owner_id(s: &str, kind: OwnerKind, names: Option<&OwnerNames>) -> 
     names.and_then(|n| n.id_of(s, kind))
 }
 
+/// The tests' user database: user alice (1001) and group staff (50).
+#[cfg(test)]
+pub(crate) struct TestNames;
+
+#[cfg(test)]
+impl NameDatabase for TestNames {
+    fn uid(&self, user: &str) -> Option<u32> {
+        (user == "alice").then_some(1001)
+    }
+    fn gid(&self, group: &str) -> Option<u32> {
+        (group == "staff").then_some(50)
+    }
+    fn user_name(&self, uid: u32) -> Option<String> {
+        (uid == 1001).then(|| "alice".into())
+    }
+    fn group_name(&self, gid: u32) -> Option<String> {
+        (gid == 50).then(|| "staff".into())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    struct Names;
-
-    impl NameDatabase for Names {
-        fn uid(&self, user: &str) -> Option<u32> {
-            (user == "alice").then_some(1001)
-        }
-        fn gid(&self, group: &str) -> Option<u32> {
-            (group == "staff").then_some(50)
-        }
-        fn user_name(&self, uid: u32) -> Option<String> {
-            (uid == 1001).then(|| "alice".into())
-        }
-        fn group_name(&self, gid: u32) -> Option<String> {
-            (gid == 50).then(|| "staff".into())
-        }
-    }
-
     #[test]
     fn ids_are_named_in_the_configured_domain_and_unknown_ids_are_not() {
-        let names = OwnerNames::new("Example.ORG", Arc::new(Names));
+        let names = OwnerNames::new("Example.ORG", Arc::new(TestNames));
         assert_eq!(names.name_of(1001, OwnerKind::User).as_deref(), Some("alice@example.org"));
         assert_eq!(names.name_of(50, OwnerKind::Group).as_deref(), Some("staff@example.org"));
         // A user's id is not a group's.
@@ -137,7 +140,7 @@ mod tests {
 
     #[test]
     fn numbers_always_and_names_of_the_configured_domain_only() {
-        let names = OwnerNames::new("Example.ORG", Arc::new(Names));
+        let names = OwnerNames::new("Example.ORG", Arc::new(TestNames));
         let id = |s, kind| owner_id(s, kind, Some(&names));
         assert_eq!(id("1001", OwnerKind::User), Some(1001));
         assert_eq!(id("alice@example.org", OwnerKind::User), Some(1001));

@@ -488,25 +488,10 @@ fn read_only_and_squashing_exports_hold_as_for_nfsv3() {
 
 #[test]
 fn owner_names_of_the_configured_domain_are_the_database_s_ids() {
-    struct Names;
-    impl crate::NameDatabase for Names {
-        fn uid(&self, user: &str) -> Option<u32> {
-            (user == "alice").then_some(1001)
-        }
-        fn gid(&self, group: &str) -> Option<u32> {
-            (group == "staff").then_some(50)
-        }
-        fn user_name(&self, uid: u32) -> Option<String> {
-            (uid == 1001).then(|| "alice".into())
-        }
-        fn group_name(&self, gid: u32) -> Option<String> {
-            (gid == 50).then(|| "staff".into())
-        }
-    }
     let store = Arc::new(SimStore::with_exports(7, &[(1, "/srv/a")]));
     let exports = ExportTable::new(store, vec![(1, vec![rule(net("10.0.0.0", 8), Access::ReadWrite, Squash::None)])]);
     let program = unshared_program_over(Arc::new(exports), StateConfig::default())
-        .with_owner_names(crate::OwnerNames::new("example.org", Arc::new(Names)));
+        .with_owner_names(crate::OwnerNames::new("example.org", Arc::new(crate::owners::TestNames)));
     let p = Arc::new(program);
     let mut a = Client::new(&p, CLIENT_A, "a");
     let file = || vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a"), lookup("f")];
@@ -536,27 +521,12 @@ fn owner_names_of_the_configured_domain_are_the_database_s_ids() {
 /// numbers, and so does an id the database cannot name.
 #[test]
 fn a_kerberos_caller_is_told_owners_as_names_of_the_domain_and_a_sys_caller_as_numbers() {
-    struct Names;
-    impl crate::NameDatabase for Names {
-        fn uid(&self, user: &str) -> Option<u32> {
-            (user == "alice").then_some(1001)
-        }
-        fn gid(&self, group: &str) -> Option<u32> {
-            (group == "staff").then_some(50)
-        }
-        fn user_name(&self, uid: u32) -> Option<String> {
-            (uid == 1001).then(|| "alice".into())
-        }
-        fn group_name(&self, gid: u32) -> Option<String> {
-            (gid == 50).then(|| "staff".into())
-        }
-    }
     let store = Arc::new(SimStore::with_exports(7, &[(1, "/srv/a")]));
     let mut r = rule(HostMatch::Any, Access::ReadWrite, Squash::None);
     r.options.sec = SecFlavors::new(&[SecFlavor::Krb5, SecFlavor::Sys]).unwrap();
     let exports = ExportTable::new(store, vec![(1, vec![r])]);
     let program = unshared_program_over(Arc::new(exports), StateConfig::default())
-        .with_owner_names(crate::OwnerNames::new("example.org", Arc::new(Names)));
+        .with_owner_names(crate::OwnerNames::new("example.org", Arc::new(crate::owners::TestNames)));
     let p = Arc::new(program);
     let alice = Credential::gss("alice@KEEL.TEST", GssService::None, Some(Cred::new(1001, 50, &[])));
     let mut k = Client::with_fore(&p, CLIENT_A, "k", alice, fore(1 << 20));

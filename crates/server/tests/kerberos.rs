@@ -1250,6 +1250,25 @@ mod served {
         }
     }
 
+    /// The benchmarks' server (export flavors `sec`), its `bench` file of
+    /// BENCH_IO_BYTES owned by the lab's user, a connection and the
+    /// export's root handle.
+    fn bench_export(name: &str, sec: &str) -> (SystemUser, TestServer, Conn, NfsFh3) {
+        let user = SystemUser::create(SYSTEM_USER, None);
+        let keytab = lab().server_keytab().display().to_string();
+        let server = krb5_server(name, sec, &keytab);
+        let file = server.export_dir(1).join("bench");
+        std::fs::write(&file, vec![7u8; BENCH_IO_BYTES]).unwrap();
+        std::os::unix::fs::chown(&file, Some(user.uid), Some(user.gid)).unwrap();
+        let mut conn = Conn::open(&server);
+        let mnt = conn.send(sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &Dirpath::from(server.export_path(1).as_str())));
+        let Mountres3::Ok(mnt) = Mountres3::decode(&mut Decoder::new(mnt.unwrap().results)).unwrap() else {
+            panic!("MNT refused")
+        };
+        let root = NfsFh3 { data: mnt.fhandle.0.clone() };
+        (user, server, conn, root)
+    }
+
     /// Not a test: what each flavor costs per call with one call in
     /// flight, Keel's own client on loopback (no emulated client). Run by
     /// `bench/krb5.sh` (`cargo test --release ... -- --ignored`); prints
@@ -1261,19 +1280,8 @@ mod served {
         let env = |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
         let (rounds, getattrs, ios) =
             (env("KEEL_BENCH_ROUNDS", 5), env("KEEL_BENCH_GETATTRS", 2000), env("KEEL_BENCH_IOS", 50));
-        let user = SystemUser::create(SYSTEM_USER, None);
-        let keytab = lab().server_keytab().display().to_string();
-        let server = krb5_server("krb5-per-call", r#"["sys", "krb5", "krb5i", "krb5p"]"#, &keytab);
-        let file = server.export_dir(1).join("bench");
-        std::fs::write(&file, vec![7u8; BENCH_IO_BYTES]).unwrap();
-        std::os::unix::fs::chown(&file, Some(user.uid), Some(user.gid)).unwrap();
+        let (user, _server, mut conn, root) = bench_export("krb5-per-call", r#"["sys", "krb5", "krb5i", "krb5p"]"#);
 
-        let mut conn = Conn::open(&server);
-        let mnt = conn.send(sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &Dirpath::from(server.export_path(1).as_str())));
-        let Mountres3::Ok(mnt) = Mountres3::decode(&mut Decoder::new(mnt.unwrap().results)).unwrap() else {
-            panic!("MNT refused")
-        };
-        let root = NfsFh3 { data: mnt.fhandle.0.clone() };
         let mut flavors: Vec<(&str, Caller)> = vec![
             ("sys", None),
             ("krb5", Some(GssService::None)),
@@ -1344,18 +1352,7 @@ mod served {
     fn bench_reads_in_flight_on_one_context() {
         let env = |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
         let (rounds, batches) = (env("KEEL_BENCH_ROUNDS", 3), env("KEEL_BENCH_BATCHES", 24));
-        let user = SystemUser::create(SYSTEM_USER, None);
-        let keytab = lab().server_keytab().display().to_string();
-        let server = krb5_server("krb5-in-flight", r#"["sys", "krb5i", "krb5p"]"#, &keytab);
-        let file = server.export_dir(1).join("bench");
-        std::fs::write(&file, vec![7u8; BENCH_IO_BYTES]).unwrap();
-        std::os::unix::fs::chown(&file, Some(user.uid), Some(user.gid)).unwrap();
-        let mut conn = Conn::open(&server);
-        let mnt = conn.send(sys_record((MOUNT_PROGRAM, MOUNT_V3), 1, &Dirpath::from(server.export_path(1).as_str())));
-        let Mountres3::Ok(mnt) = Mountres3::decode(&mut Decoder::new(mnt.unwrap().results)).unwrap() else {
-            panic!("MNT refused")
-        };
-        let root = NfsFh3 { data: mnt.fhandle.0.clone() };
+        let (user, server, mut conn, root) = bench_export("krb5-in-flight", r#"["sys", "krb5i", "krb5p"]"#);
         let mut sys = Caller { gss: None, uid: user.uid, gid: user.gid, client_work: Duration::ZERO };
         let lookup = Lookup3Args { what: Diropargs3 { dir: root, name: Filename3::from("bench") } };
         let found = Lookup3Res::decode(&mut Decoder::new(sys.call(&mut conn, Nfs3Proc::Lookup, &lookup)));
