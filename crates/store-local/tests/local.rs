@@ -715,8 +715,71 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// The lease tests, one at a time: one of them turns leases off for the
+/// whole system for a moment.
+static LEASE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The system's `fs.leases-enable`, set for a test and put back when
+/// dropped (a panic included).
+struct LeasesEnable(String);
+
+impl LeasesEnable {
+    const PATH: &str = "/proc/sys/fs/leases-enable";
+
+    fn set(value: &str) -> LeasesEnable {
+        let was = std::fs::read_to_string(Self::PATH).unwrap();
+        std::fs::write(Self::PATH, value).unwrap();
+        LeasesEnable(was)
+    }
+}
+
+impl Drop for LeasesEnable {
+    fn drop(&mut self) {
+        let _ = std::fs::write(Self::PATH, self.0.trim());
+    }
+}
+
+/// inotify watches this process holds (every instance's, from fdinfo).
+fn inotify_watches() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().contains("inotify")))
+        .filter_map(|e| std::fs::read_to_string(format!("/proc/self/fdinfo/{}", e.file_name().to_string_lossy())).ok())
+        .map(|info| info.lines().filter(|l| l.starts_with("inotify wd:")).count())
+        .sum()
+}
+
+/// A file system (or a system) that grants no leases: no lease, so no
+/// delegation, and the watch taken for it is given back; leases work
+/// again once allowed.
+#[test]
+fn a_system_that_refuses_leases_gets_no_lease_and_keeps_no_watch() {
+    let _leases = LEASE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let fx = Fixture::new("lease-refused");
+    std::fs::write(fx.export_dir.join("f"), b"data").unwrap();
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        let f = act(user(1000), |w| vfs.lookup(w, &root, b"f")).unwrap().0;
+        let watches = inotify_watches();
+        {
+            let _off = LeasesEnable::set("0");
+            let e = vfs.read_lease(&f).unwrap_err();
+            assert_eq!(errno(&e), Some(libc::EINVAL), "{e}");
+            assert_eq!(inotify_watches(), watches, "the refused lease's watch is given back");
+        }
+        let lease = vfs.read_lease(&f).unwrap();
+        assert!(!lease.is_broken());
+        assert_eq!(inotify_watches(), watches + 1);
+        drop(lease);
+        assert_eq!(inotify_watches(), watches);
+    });
+}
+
 #[test]
 fn a_read_lease_holds_a_local_writer_until_dropped_and_the_store_never_waits_on_its_own() {
+    let _leases = LEASE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let fx = Fixture::new("lease");
     let path = fx.export_dir.join("f");
     std::fs::write(&path, b"old").unwrap();
@@ -779,6 +842,7 @@ fn as_local_process(change: impl FnOnce() + Send + 'static) {
 #[test]
 fn a_read_lease_counts_as_broken_when_another_process_changes_the_file_s_attributes_or_names() {
     use std::os::unix::fs::PermissionsExt;
+    let _leases = LEASE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let fx = Fixture::new("lease-watch");
     let dir = fx.export_dir.clone();
     type Change = Box<dyn FnOnce(&std::path::Path) + Send>;
