@@ -33,13 +33,7 @@ fn an_nfsv3_write_recalls_a_read_delegation_and_the_v4_client_then_reads_the_new
     std::fs::write(server.export_dir(1).join("f"), b"old data").unwrap();
 
     let mut v4 = V4::connect(&server, b"deleg-test");
-    let (open, fh) = v4.open_read(&server, 1, b"owner", "f");
-    let OpenDelegation4::OpenDelegateRead(deleg) = &open.delegation else {
-        panic!("no read delegation: {:?}", open.delegation)
-    };
-    let deleg = deleg.stateid;
-    let res = v4.ok(vec![putfh(&fh), read(open.stateid)]);
-    assert_eq!(&data_of(&res[2])[..], b"old data");
+    let (open, fh, deleg) = open_delegated(&mut v4, &server);
 
     // The v3 client writes the file: it is told to come back later while
     // the delegation is recalled.
@@ -61,6 +55,20 @@ fn an_nfsv3_write_recalls_a_read_delegation_and_the_v4_client_then_reads_the_new
     v3.write(&fh, 0, b"NEW", stable_how::FILE_SYNC).unwrap();
     let res = v4.ok(vec![putfh(&fh), read(open.stateid)]);
     assert_eq!(&data_of(&res[2])[..], b"NEW data");
+}
+
+/// Opens `f` (holding "old data") for reading, which must come with a read
+/// delegation, and reads it: the open, the file's handle and the
+/// delegation's stateid.
+fn open_delegated(v4: &mut V4, server: &TestServer) -> (Open4ResOk, bytes::Bytes, Stateid4) {
+    let (open, fh) = v4.open_read(server, 1, b"owner", "f");
+    let OpenDelegation4::OpenDelegateRead(deleg) = &open.delegation else {
+        panic!("no read delegation: {:?}", open.delegation)
+    };
+    let deleg = deleg.stateid;
+    let res = v4.ok(vec![putfh(&fh), read(open.stateid)]);
+    assert_eq!(&data_of(&res[2])[..], b"old data");
+    (open, fh, deleg)
 }
 
 /// Delegations the server's clients hold (`keel clients --json`).
@@ -100,13 +108,7 @@ fn a_local_process_s_write_recalls_a_read_delegation_and_the_v4_client_then_read
     let path = server.export_dir(1).join("f");
     std::fs::write(&path, b"old data").unwrap();
     let mut v4 = V4::connect(&server, b"deleg-local");
-    let (open, fh) = v4.open_read(&server, 1, b"owner", "f");
-    let OpenDelegation4::OpenDelegateRead(deleg) = &open.delegation else {
-        panic!("no read delegation: {:?}", open.delegation)
-    };
-    let deleg = deleg.stateid;
-    let res = v4.ok(vec![putfh(&fh), read(open.stateid)]);
-    assert_eq!(&data_of(&res[2])[..], b"old data");
+    let (open, fh, deleg) = open_delegated(&mut v4, &server);
 
     // A local process opens f for writing: the server's lease on it
     // breaks, the delegation is recalled, and the process waits.
@@ -207,6 +209,17 @@ fn v3_write_retrying(v3: &mut Nfs, dir: &[u8], name: &str, data: &[u8]) -> u32 {
     }
 }
 
+/// Waits until the guest script created `ready` in the export `dir`
+/// (failing if the guest ended first or never got there).
+fn wait_for_ready<T>(dir: &std::path::Path, guest: &std::thread::ScopedJoinHandle<'_, T>) {
+    let start = Instant::now();
+    while !dir.join("ready").exists() {
+        assert!(!guest.is_finished(), "the guest ended before it was ready");
+        assert!(start.elapsed() < Duration::from_secs(u64::from(BOOT_TIMEOUT_S)), "the guest never got ready");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The kernel client opens and reads `f` and `signal` (holding a read
 /// delegation on each); `write` changes `f` to "new" and `signal` to "go"
 /// from elsewhere, and the guest must then read the new data, through a
@@ -221,12 +234,7 @@ fn the_kernel_client_reads_no_stale_data_after(tag: &str, write: impl FnOnce(&Te
     std::thread::scope(|scope| {
         let guest = scope.spawn(|| run_guest(&server, "nfs4_deleg.sh"));
         // The guest has opened and read f (and holds a read delegation).
-        let start = Instant::now();
-        while !dir.join("ready").exists() {
-            assert!(!guest.is_finished(), "the guest ended before it was ready");
-            assert!(start.elapsed() < Duration::from_secs(u64::from(BOOT_TIMEOUT_S)), "the guest never got ready");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_for_ready(&dir, &guest);
         write(&server, &dir);
         let (code, output, results) = guest.join().unwrap();
         let get = |k: &str| results.get(k).map_or("", String::as_str).to_string();
@@ -281,12 +289,7 @@ fn the_kernel_client_sees_a_local_chmod_and_rename_of_files_it_holds_read_delega
     std::fs::write(dir.join("h"), b"h").unwrap();
     std::thread::scope(|scope| {
         let guest = scope.spawn(|| run_guest(&server, "nfs4_deleg_attrs.sh"));
-        let start = Instant::now();
-        while !dir.join("ready").exists() {
-            assert!(!guest.is_finished(), "the guest ended before it was ready");
-            assert!(start.elapsed() < Duration::from_secs(u64::from(BOOT_TIMEOUT_S)), "the guest never got ready");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_for_ready(&dir, &guest);
         let held = delegations_held(&server);
         assert!(held >= 2, "the guest holds no delegation on f and h: {held}");
         // Neither breaks a lease: the server must see them otherwise.
