@@ -739,8 +739,11 @@ fn wire_with_and_without_splice(
             }
         }
     }
-    let whole =
-        Compound4Res { status: Nfsstat4::Ok, tag: Tag4::default(), resarray: vec![NfsResop4::Putfh(Nfsstat4::Ok), whole] };
+    let whole = Compound4Res {
+        status: Nfsstat4::Ok,
+        tag: Tag4::default(),
+        resarray: vec![NfsResop4::Putfh(Nfsstat4::Ok), whole],
+    };
     (bytes, encode(&whole).to_vec())
 }
 

@@ -2,9 +2,11 @@
 //! (`tools/kernel-nfs-client`, as `kernel_client.rs` runs it): a mount with
 //! no version option gets 4.2 and works, 4.1 and 4.2 mount the same export,
 //! the pseudo root shows only the exports the client is admitted to, and an
-//! NFSv3 client (libnfs) reads what the v4 client wrote, by the same path.
+//! NFSv3 client (libnfs) reads what the v4 client wrote, by the same path;
+//! and a second client kernel (Debian 13's 6.12) reads sparse files with
+//! NFSv4.2 READ_PLUS.
 //!
-//! Three boots of the VM, one at a time (2 cores).
+//! Four boots of the VM, one at a time (2 cores).
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -23,9 +23,8 @@
 //! CLONE, WRITE_SAME and IO_ADVISE.
 
 use keel_nfs4_proto::{
-    Allocate4Args, Copy4Args, Copy4Res, Copy4ResOk, CopyRequirements4, Data4, DataContent4, DataInfo4,
-    Deallocate4Args, Nfsstat4, ReadPlus4Args, ReadPlusContent, ReadPlusRes4, Seek4Args, SeekRes4, StableHow4,
-    Stateid4, WriteResponse4,
+    Allocate4Args, Copy4Args, Copy4Res, Copy4ResOk, CopyRequirements4, Data4, DataContent4, DataInfo4, Deallocate4Args,
+    Nfsstat4, ReadPlus4Args, ReadPlusContent, ReadPlusRes4, Seek4Args, SeekRes4, StableHow4, Stateid4, WriteResponse4,
 };
 use keel_nfs4_state::{ClientId, IoAccess};
 use keel_store::{FileType, Object, SeekWhat, Space, Store, StoreError};

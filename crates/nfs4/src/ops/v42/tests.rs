@@ -295,7 +295,10 @@ fn read_plus_names_the_holes_worth_naming() {
     // Data, a 300 KiB hole, data, a 4 KiB hole, data, a hole to the end.
     let mut sparse = Layout::new(1024 * K, &[(0, 100 * K), (400 * K, 100 * K), (504 * K, 96 * K)]);
     let (segments, eof) = sparse.plan(0, 1024 * K);
-    assert_eq!(segments, vec![data(0, 100 * K), hole(100 * K, 300 * K), data(400 * K, 200 * K), hole(600 * K, 424 * K)]);
+    assert_eq!(
+        segments,
+        vec![data(0, 100 * K), hole(100 * K, 300 * K), data(400 * K, 200 * K), hole(600 * K, 424 * K)]
+    );
     assert!(eof, "the last hole runs to the end of the file");
     let (segments, eof) = sparse.plan(50 * K, 500 * K);
     assert_eq!(segments, vec![data(50 * K, 50 * K), hole(100 * K, 300 * K), data(400 * K, 150 * K)]);
@@ -317,7 +320,14 @@ fn read_plus_names_the_holes_worth_naming() {
     assert!(!eof);
 }
 
-fn do_read_plus(rig: &Rig, cl: &mut Client, f: &Bytes, s: Stateid4, offset: u64, count: u32) -> Result<ReadPlusRes4, Nfsstat4> {
+fn do_read_plus(
+    rig: &Rig,
+    cl: &mut Client,
+    f: &Bytes,
+    s: Stateid4,
+    offset: u64,
+    count: u32,
+) -> Result<ReadPlusRes4, Nfsstat4> {
     let args = ReadPlus4Args { rpa_stateid: s, rpa_offset: offset, rpa_count: count };
     rig.call(cl, 2, Instant::now(), Some(f), |c| read_plus(c, args))
 }
