@@ -63,6 +63,10 @@ wanted=(
   qemu-system-x86:qemu-system-x86_64
   busybox-static:/bin/busybox
   cpio:cpio
+  # tools/kernel-nfs-client --kernel trixie fetches and unpacks a second kernel.
+  curl:curl
+  xz-utils:xz
+  kmod:depmod
   iproute2:ss
   util-linux:setpriv
   mount:losetup

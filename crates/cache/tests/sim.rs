@@ -1178,6 +1178,28 @@ fn a_removed_device_never_brings_its_old_log_back() {
     assert_eq!(rig.read_all(&f), b"second, in the new one");
 }
 
+/// SEEK of a file with dirty data (NFSv4.2 READ_PLUS seeks on every
+/// read) counts the file as data to its logged end and destages nothing:
+/// the log is destaged whole, which would make every writer wait. The
+/// caller must still be allowed to read the file.
+#[test]
+fn a_seek_of_a_dirty_file_counts_it_all_as_data_and_destages_nothing() {
+    use keel_store::SeekWhat;
+    let rig = Rig::new(24);
+    let f = rig.file("f");
+    rig.write(&f, 0, &pattern(24, 10_000), Stability::Unstable);
+    let c = rig.c();
+    let who = c.act_as(&ROOT).unwrap();
+    assert_eq!(c.seek(&who, &f, 100, SeekWhat::Data).unwrap(), 100);
+    assert_eq!(c.seek(&who, &f, 100, SeekWhat::Hole).unwrap(), 10_000, "the logged size");
+    assert_eq!(c.seek(&who, &f, 10_000, SeekWhat::Data).unwrap_err().raw_os_error(), Some(libc::ENXIO));
+    assert!(rig.backend(&f).len() < 10_000, "the dirty data is still only in the log");
+    let stranger = c.act_as(&keel_store::Cred::new(4321, 4321, &[])).unwrap();
+    let chmod = SetAttrs { mode: Some(0o600), ..SetAttrs::default() };
+    c.setattr(&who, &f, &chmod, None, false).unwrap();
+    assert_eq!(c.seek(&stranger, &f, 0, SeekWhat::Data).unwrap_err().raw_os_error(), Some(libc::EACCES));
+}
+
 /// SEEK, ALLOCATE, DEALLOCATE and COPY go to the back end, which alone
 /// lacks a file's dirty data: the cache puts it there first (else COPY
 /// would copy stale bytes and a later destage would refill a punched

@@ -342,6 +342,22 @@ impl Compound4ResEncoder {
         self.status = Nfsstat4::Ok;
     }
 
+    /// Appends a successful READ_PLUS of one data segment whose data is a
+    /// payload the encoder does not hold: the same bytes as
+    /// `NfsResop4::ReadPlus(Nfs4Result::Ok(ReadPlusRes4 { rpr_eof: eof,
+    /// rpr_contents: [Nfs4ContentData(Data4 { d_offset: offset, d_data })] }))`.
+    pub fn push_read_plus_spliced(&mut self, eof: bool, offset: u64, data: Spliced) {
+        self.results.u32(OpNum::ReadPlus as u32);
+        Nfsstat4::Ok.encode(&mut self.results);
+        self.results.bool(eof);
+        self.results.u32(1);
+        DataContent4::Nfs4ContentData.encode(&mut self.results);
+        self.results.u64(offset);
+        self.results.opaque_spliced(data);
+        self.count += 1;
+        self.status = Nfsstat4::Ok;
+    }
+
     /// The status so far: the last result's.
     pub fn status(&self) -> Nfsstat4 {
         self.status

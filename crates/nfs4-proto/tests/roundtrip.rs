@@ -716,19 +716,21 @@ fn reply_encoder_matches_whole_reply() {
     assert_eq!(segments.concat(), expected.to_vec());
 }
 
-/// A READ whose data is a spliced payload: the same bytes on the wire as a
-/// `Read4ResOk` holding the data.
-#[test]
-fn read_spliced_is_read4resok_on_the_wire() {
-    let data = Bytes::from(vec![9; 3001]);
+/// The bytes `push` (a result holding its data) and `push_spliced` (the
+/// same result with `data` as a spliced payload) put on the wire, after a
+/// PUTFH.
+fn wire_with_and_without_splice(
+    data: &Bytes,
+    whole: NfsResop4,
+    push_spliced: impl FnOnce(&mut Compound4ResEncoder, Spliced),
+) -> (Vec<u8>, Vec<u8>) {
     let mut spliced = Compound4ResEncoder::new(Tag4::default());
     spliced.push(&NfsResop4::Putfh(Nfsstat4::Ok));
-    spliced.push_read_spliced(false, Spliced::new(data.len(), "pipe"));
+    push_spliced(&mut spliced, Spliced::new(data.len(), "pipe"));
     let mut enc = Encoder::new();
     spliced.finish(&mut enc);
-    let segments = enc.finish();
     let mut bytes = Vec::new();
-    for s in segments {
+    for s in enc.finish() {
         match s {
             Segment::Bytes(b) => bytes.extend_from_slice(&b),
             Segment::Spliced(p) => {
@@ -740,9 +742,30 @@ fn read_spliced_is_read4resok_on_the_wire() {
     let whole = Compound4Res {
         status: Nfsstat4::Ok,
         tag: Tag4::default(),
-        resarray: vec![NfsResop4::Putfh(Nfsstat4::Ok), NfsResop4::Read(ok(Read4ResOk { eof: false, data }))],
+        resarray: vec![NfsResop4::Putfh(Nfsstat4::Ok), whole],
     };
-    assert_eq!(bytes, encode(&whole).to_vec());
+    (bytes, encode(&whole).to_vec())
+}
+
+/// A READ whose data is a spliced payload: the same bytes on the wire as a
+/// `Read4ResOk` holding the data.
+#[test]
+fn read_spliced_is_read4resok_on_the_wire() {
+    let data = Bytes::from(vec![9; 3001]);
+    let whole = NfsResop4::Read(ok(Read4ResOk { eof: false, data: data.clone() }));
+    let (spliced, held) = wire_with_and_without_splice(&data, whole, |e, p| e.push_read_spliced(false, p));
+    assert_eq!(spliced, held);
+}
+
+/// A READ_PLUS of one data segment whose data is a spliced payload: the
+/// same bytes on the wire as a `read_plus_res4` holding the data.
+#[test]
+fn read_plus_spliced_is_read_plus_res4_of_one_data_segment_on_the_wire() {
+    let data = Bytes::from(vec![7; 4099]);
+    let content = ReadPlusContent::Nfs4ContentData(Data4 { d_offset: 1 << 33, d_data: data.clone() });
+    let whole = NfsResop4::ReadPlus(ok(ReadPlusRes4 { rpr_eof: true, rpr_contents: vec![content].into() }));
+    let (spliced, held) = wire_with_and_without_splice(&data, whole, |e, p| e.push_read_plus_spliced(true, 1 << 33, p));
+    assert_eq!(spliced, held);
 }
 
 /// WRITE data and READ reply data come out of the decoder as slices of the

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use keel_exports::{Admitted, ClientOptions, PseudoError, PseudoFs, PseudoNodeId, SecFlavor, SecFlavors};
 use keel_nfs4_proto::{
     Compound4ArgsHead, Compound4ResEncoder, CompoundOps, Nfs4Result, NfsArgop4, NfsResop4, Nfsstat4, OpNum,
+    ReadPlusContent,
 };
 use keel_nfs4_state::{
     Caller as StateCaller, ConnId, CurrentStateid, Principal, Replay, SequenceStart, SlotGrant, SlotReply,
@@ -362,6 +363,12 @@ pub(crate) fn run<S: Store>(
         }
         match (c.spliced_read.take(), &res) {
             (Some(data), NfsResop4::Read(Nfs4Result::Ok(r))) => out.push_read_spliced(r.eof, data),
+            // READ_PLUS splices only a reply of one data segment.
+            (Some(data), NfsResop4::ReadPlus(Nfs4Result::Ok(r)))
+                if let [ReadPlusContent::Nfs4ContentData(d)] = r.rpr_contents.as_slice() =>
+            {
+                out.push_read_plus_spliced(r.rpr_eof, d.d_offset, data)
+            }
             _ => out.push(&res),
         }
         c.reply_len = out.len();

@@ -355,7 +355,8 @@ const READLINK_RESULT_BYTES_MAX: usize = 64 + keel_nfs4_proto::LINKTEXT4_MAX;
 
 /// The most bytes a COMPOUND's reply can take, from what its operations
 /// ask for (the transport sets this much of its memory budget aside):
-/// READ's count and READDIR's maxcount as their handlers clamp them, a
+/// READ's and READ_PLUS's count and READDIR's maxcount as their handlers
+/// clamp them, a
 /// fixed bound for the others, never more than a session may negotiate.
 fn compound_reply_bytes_max<S: Store>(p: &Nfs4Program<S>, args: &mut Decoder) -> Result<usize, XdrError> {
     let head = Compound4ArgsHead::decode(args)?;
@@ -364,6 +365,7 @@ fn compound_reply_bytes_max<S: Store>(p: &Nfs4Program<S>, args: &mut Decoder) ->
     while let Some(op) = ops.next_op(args) {
         total += match op {
             Ok(NfsArgop4::Read(a)) => a.count.min(crate::IO_BYTES_MAX) as usize + OP_RESULT_BYTES_MAX,
+            Ok(NfsArgop4::ReadPlus(a)) => a.rpa_count.min(crate::IO_BYTES_MAX) as usize + OP_RESULT_BYTES_MAX,
             Ok(NfsArgop4::Readdir(a)) => a.maxcount.min(crate::DIR_REPLY_BYTES_MAX) as usize + OP_RESULT_BYTES_MAX,
             Ok(NfsArgop4::Readlink(())) => READLINK_RESULT_BYTES_MAX,
             _ => OP_RESULT_BYTES_MAX,

@@ -811,6 +811,9 @@ fn a_compound_s_reply_is_bounded_by_what_it_asks_for() {
     assert!(small < 8192, "{small}");
     let one_read = bound(vec![NfsArgop4::Putrootfh(()), read(Stateid4::ANONYMOUS, 1 << 20)]);
     assert!(one_read > 1 << 20, "{one_read}");
+    let args = ReadPlus4Args { rpa_stateid: Stateid4::ANONYMOUS, rpa_offset: 0, rpa_count: 1 << 20 };
+    let one_read_plus = bound(vec![NfsArgop4::Putrootfh(()), NfsArgop4::ReadPlus(args)]);
+    assert!(one_read_plus > 1 << 20, "{one_read_plus}");
     let huge = bound(vec![read(Stateid4::ANONYMOUS, 1 << 20); 8]);
     assert_eq!(huge, keel_nfs4_state::MESSAGE_BYTES_MAX_DEFAULT as usize, "no more than a session may get");
     assert_eq!(bound(Vec::new()), keel_rpc::REPLY_RESULTS_BYTES_DEFAULT);

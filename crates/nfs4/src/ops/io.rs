@@ -45,24 +45,49 @@ fn regular<O: Object>(fh: &ExportFh<O>) -> Result<(), Nfsstat4> {
 const READ_RESULT_FIXED_BYTES: usize = 4 + 4 + 4 + 4 + 3;
 
 pub(super) fn read<S: Store>(c: &mut Compound<'_, S>, args: Read4Args) -> Result<Read4ResOk, Nfsstat4> {
+    let (fh, count) = read_start(c, &args.stateid, args.count, READ_RESULT_FIXED_BYTES)?;
+    let (eof, data) = read_data(c, &fh, args.offset, count, true)?;
+    Ok(Read4ResOk { eof, data })
+}
+
+/// What READ and READ_PLUS check before they read: the current file, a
+/// regular one, and the stateid; and the count, bounded by what the
+/// server sends at once and by the session's reply size (less `fixed`
+/// bytes of the result around the data).
+pub(super) fn read_start<S: Store>(
+    c: &mut Compound<'_, S>,
+    stateid: &Stateid4,
+    count: u32,
+    fixed: usize,
+) -> Result<(ExportFh<S::Object>, usize), Nfsstat4> {
     let fh = c.current_export(Nfsstat4::Isdir)?;
     regular(&fh)?;
-    check_stateid(c, &args.stateid, &fh, IoAccess::Read)?;
-    // The session's reply size bounds the data as much as maxread does.
-    let room = c.reply_room().saturating_sub(READ_RESULT_FIXED_BYTES);
-    let count = (args.count.min(IO_BYTES_MAX) as usize).min(room);
+    check_stateid(c, stateid, &fh, IoAccess::Read)?;
+    let room = c.reply_room().saturating_sub(fixed);
+    Ok((fh, (count.min(IO_BYTES_MAX) as usize).min(room)))
+}
+
+/// Reads `count` bytes at `offset`: whether that reached the end of the
+/// file, and the data, or no bytes when the data goes to the socket from
+/// its pipe (`c.spliced_read`), as NFSv3's READ sends it, unless the
+/// reply is kept in the slot's cache or `splice` is false.
+pub(super) fn read_data<S: Store>(
+    c: &mut Compound<'_, S>,
+    fh: &ExportFh<S::Object>,
+    offset: u64,
+    count: usize,
+    splice: bool,
+) -> Result<(bool, Bytes), Nfsstat4> {
     let store = c.store();
-    let who = c.act(&fh)?;
-    let out = store.read(who, &fh.object, args.offset, count).map_err(|e| status(&e))?;
+    let who = c.act(fh)?;
+    let out = store.read(who, &fh.object, offset, count).map_err(|e| status(&e))?;
     c.ctx.report.add_read_bytes(out.data.len() as u64);
     match out.data {
-        // Data in a pipe goes to the socket from it, as NFSv3's READ
-        // sends it, unless the reply is kept in the slot's cache.
-        ReadData::Pipe(pipe) if !c.reply_cached() => {
+        ReadData::Pipe(pipe) if splice && !c.reply_cached() => {
             c.spliced_read = Some(Spliced::new(pipe.len(), pipe));
-            Ok(Read4ResOk { eof: out.eof, data: Bytes::new() })
+            Ok((out.eof, Bytes::new()))
         }
-        data => Ok(Read4ResOk { eof: out.eof, data: data.into_bytes().map_err(|e| status(&e))? }),
+        data => Ok((out.eof, data.into_bytes().map_err(|e| status(&e))?)),
     }
 }
 

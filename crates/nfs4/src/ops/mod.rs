@@ -218,7 +218,7 @@ impl<S: Store> Table<S> {
         op!(Layoutstats, FH),
         op!(OffloadCancel, FH),
         op!(OffloadStatus, FH),
-        op!(ReadPlus, FH),
+        op!(ReadPlus, FH, v42::read_plus),
         op!(Seek, FH, v42::seek),
         op!(WriteSame, FH),
         op!(Clone, FH),

@@ -11,22 +11,26 @@
 //! write verifier read before the copy, so an unstable copy is committed
 //! (or redone) as unstable WRITEs are.
 //!
+//! READ_PLUS reads as READ does and names the holes it finds on the way
+//! (SEEK_HOLE and SEEK_DATA), so that a sparse file's holes do not cross
+//! the wire as zeros; a reply of one data segment is spliced from the file
+//! as READ's data is.
+//!
 //! Not served: COPY from another server (NFS4ERR_NOTSUPP, as knfsd
 //! without inter-server copy), asynchronous copies (a COPY asking for one
 //! gets a synchronous copy, `cr_synchronous` true, which RFC 7862 section
 //! 15.2.3 allows), hence COPY_NOTIFY, OFFLOAD_CANCEL and OFFLOAD_STATUS;
-//! READ_PLUS (the Linux client falls back to READ), CLONE, WRITE_SAME and
-//! IO_ADVISE.
+//! CLONE, WRITE_SAME and IO_ADVISE.
 
 use keel_nfs4_proto::{
-    Allocate4Args, Copy4Args, Copy4Res, Copy4ResOk, CopyRequirements4, DataContent4, Deallocate4Args, Nfsstat4,
-    Seek4Args, SeekRes4, StableHow4, Stateid4, WriteResponse4,
+    Allocate4Args, Copy4Args, Copy4Res, Copy4ResOk, CopyRequirements4, Data4, DataContent4, DataInfo4, Deallocate4Args,
+    Nfsstat4, ReadPlus4Args, ReadPlusContent, ReadPlusRes4, Seek4Args, SeekRes4, StableHow4, Stateid4, WriteResponse4,
 };
 use keel_nfs4_state::{ClientId, IoAccess};
 use keel_store::{FileType, Object, SeekWhat, Space, Store, StoreError};
 
 use super::OpOutcome;
-use super::io::check_stateid;
+use super::io::{check_stateid, read_data, read_start};
 use crate::compound::{Compound, ExportFh, Filehandle};
 use crate::errno::status;
 
@@ -77,6 +81,131 @@ pub(super) fn seek<S: Store>(c: &mut Compound<'_, S>, args: Seek4Args) -> Result
         Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Ok(SeekRes4 { sr_eof: true, sr_offset: size }),
         Err(e) => Err(status(&e)),
     }
+}
+
+/// A hole shorter than this with data after it is sent as data (zeros):
+/// each segment after the first costs the client a move of the data that
+/// follows it within its pages (Linux's decoder), and the server two more
+/// seeks, which a few KiB of zeros saved do not pay for.
+pub const READ_PLUS_HOLE_MIN: u64 = 64 << 10;
+
+/// Most segments in one READ_PLUS reply (each costs the server up to two
+/// seeks); the client asks again for the rest.
+pub const READ_PLUS_SEGMENTS_MAX: usize = 16;
+
+/// Bytes of a READ_PLUS result around its data: operation number,
+/// status, eof, the segment count, and per segment at most its content
+/// type, offset, length and padding.
+const READ_PLUS_RESULT_FIXED_BYTES: usize = 4 + 4 + 4 + 4 + READ_PLUS_SEGMENTS_MAX * (4 + 8 + 8 + 3);
+// The transport sets aside a READ_PLUS's count and this much for the rest.
+const _: () = assert!(READ_PLUS_RESULT_FIXED_BYTES <= crate::program::OP_RESULT_BYTES_MAX);
+
+/// A range of a file as READ_PLUS sends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Segment {
+    Data { offset: u64, len: u64 },
+    Hole { offset: u64, len: u64 },
+}
+
+/// The segments of the file from `offset` to `end` (fewer if there are
+/// more than [`READ_PLUS_SEGMENTS_MAX`]), and whether they reach its end
+/// when they end in a hole or are none (when they end in data, the read of
+/// it tells). `seek` is SEEK_DATA or SEEK_HOLE (`None` for ENXIO: nothing
+/// of that kind from there to the end of the file); `size` is asked only
+/// when a hole runs to the end of the file or the range is empty. A hole
+/// shorter than [`READ_PLUS_HOLE_MIN`] with data after it joins the data
+/// around it.
+fn plan_segments(
+    offset: u64,
+    end: u64,
+    seek: &mut dyn FnMut(u64, SeekWhat) -> Result<Option<u64>, Nfsstat4>,
+    size: &mut dyn FnMut() -> Result<u64, Nfsstat4>,
+) -> Result<(Vec<Segment>, bool), Nfsstat4> {
+    let mut segments: Vec<Segment> = Vec::new();
+    let data = |segments: &mut Vec<Segment>, from: u64, to: u64| match segments.last_mut() {
+        Some(Segment::Data { offset, len }) if *offset + *len == from => *len = to - *offset,
+        _ => segments.push(Segment::Data { offset: from, len: to - from }),
+    };
+    let mut pos = offset;
+    while pos < end && segments.len() < READ_PLUS_SEGMENTS_MAX {
+        let Some(hole) = seek(pos, SeekWhat::Hole)? else {
+            // At or past the end (the file may have shrunk).
+            return Ok((segments, true));
+        };
+        if hole > pos {
+            let to = hole.min(end);
+            data(&mut segments, pos, to);
+            pos = to;
+            continue;
+        }
+        let (to, to_eof) = match seek(pos, SeekWhat::Data)? {
+            Some(next) => (next, false),
+            None => (size()?, true),
+        };
+        if to <= pos {
+            // The file shrank to here, or data came where the hole was:
+            // the reply ends here and the client asks again.
+            return Ok((segments, to_eof));
+        }
+        if !to_eof && to - pos < READ_PLUS_HOLE_MIN {
+            data(&mut segments, pos, to.min(end));
+        } else {
+            segments.push(Segment::Hole { offset: pos, len: to.min(end) - pos });
+        }
+        if to_eof && to <= end {
+            return Ok((segments, true));
+        }
+        pos = to.min(end);
+    }
+    let eof = match segments.last() {
+        None => pos >= size()?,
+        Some(_) => false,
+    };
+    Ok((segments, eof))
+}
+
+/// READ_PLUS (RFC 7862 section 15.10): the range as READ would read it,
+/// with the holes of at least [`READ_PLUS_HOLE_MIN`] named rather than
+/// sent. A reply of one data segment (every read of a file without holes)
+/// splices its data from the file; one of several copies each segment's
+/// data, and ends at the first that comes back short (the file shrank).
+pub(super) fn read_plus<S: Store>(c: &mut Compound<'_, S>, args: ReadPlus4Args) -> Result<ReadPlusRes4, Nfsstat4> {
+    let (fh, count) = read_start(c, &args.rpa_stateid, args.rpa_count, READ_PLUS_RESULT_FIXED_BYTES)?;
+    let offset = args.rpa_offset;
+    let end = offset.saturating_add(count as u64);
+    let store = c.store();
+    let who = c.act(&fh)?;
+    let (segments, mut eof) = plan_segments(
+        offset,
+        end,
+        &mut |at, what| match store.seek(who, &fh.object, at, what) {
+            Ok(next) => Ok(Some(next)),
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Ok(None),
+            Err(e) => Err(status(&e)),
+        },
+        &mut || store.getattr(&fh.object).map(|a| a.size).map_err(|e| status(&e)),
+    )?;
+    let splice = matches!(segments.as_slice(), [Segment::Data { .. }]);
+    let mut contents = Vec::with_capacity(segments.len());
+    for (i, segment) in segments.iter().enumerate() {
+        match *segment {
+            Segment::Hole { offset, len } => {
+                contents.push(ReadPlusContent::Nfs4ContentHole(DataInfo4 { di_offset: offset, di_length: len }))
+            }
+            Segment::Data { offset, len } => {
+                let (at_end, data) = read_data(c, &fh, offset, len as usize, splice)?;
+                let short = !splice && (data.len() as u64) < len;
+                contents.push(ReadPlusContent::Nfs4ContentData(Data4 { d_offset: offset, d_data: data }));
+                if i + 1 == segments.len() || short {
+                    eof = at_end;
+                }
+                if short {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(ReadPlusRes4 { rpr_eof: eof, rpr_contents: contents.into() })
 }
 
 /// ALLOCATE and DEALLOCATE of the current file's range.

@@ -33,7 +33,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve NFSv3 (with MOUNT and portmap). With no configuration, exports
+    /// Serve NFSv3 (with MOUNT, NLM and portmap), NFSv4.1 and 4.2 on the
+    /// same port. With no configuration, exports
     /// DIR (default ./keel-export, created if missing) read-write to this
     /// host only, on 127.0.0.1:2049.
     Serve(serve::ServeArgs),

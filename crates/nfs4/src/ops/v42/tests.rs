@@ -7,14 +7,18 @@ use std::time::Instant;
 use bytes::Bytes;
 use keel_nfs4_proto::{
     Allocate4Args, Compound4Args, Compound4Res, Copy4Args, Copy4Res, DataContent4, Deallocate4Args, NfsArgop4,
-    Nfsstat4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OpResult, Seek4Args, SeekRes4, StableHow4, Stateid4,
+    Nfsstat4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OpResult, ReadPlus4Args, ReadPlusContent, ReadPlusRes4,
+    Seek4Args, SeekRes4, StableHow4, Stateid4,
 };
 use keel_rpc::{CallContext, Credential, TabledProgram};
-use keel_store::Store;
+use keel_store::{SeekWhat, Store};
 use keel_xdr::{Decode, Decoder, Encode, Encoder};
 
 use super::super::lock::harness::{Client, Rig};
-use super::{COPY_BYTES_MAX, OpOutcome, allocate, copy, deallocate, seek};
+use super::{
+    COPY_BYTES_MAX, OpOutcome, READ_PLUS_HOLE_MIN, READ_PLUS_SEGMENTS_MAX, Segment, allocate, copy, deallocate,
+    plan_segments, read_plus, seek,
+};
 use crate::compound::Filehandle;
 
 fn do_seek(
@@ -223,4 +227,136 @@ fn v42_operations_are_illegal_under_minor_version_1() {
         let want = if minor == 1 { Nfsstat4::OpIllegal } else { Nfsstat4::OpNotInSession };
         assert_eq!(res.status, want, "minor version {minor}");
     }
+}
+
+/// A file of `size` bytes whose data is `extents` (sorted, apart), seen as
+/// Linux's SEEK_DATA and SEEK_HOLE see it (`None` for ENXIO), and the
+/// number of times its size was asked.
+struct Layout {
+    size: u64,
+    extents: Vec<(u64, u64)>,
+    size_asked: u32,
+}
+
+impl Layout {
+    fn new(size: u64, extents: &[(u64, u64)]) -> Layout {
+        Layout { size, extents: extents.to_vec(), size_asked: 0 }
+    }
+
+    fn seek(&self, at: u64, what: SeekWhat) -> Option<u64> {
+        if at >= self.size {
+            return None;
+        }
+        let inside = self.extents.iter().find(|&&(start, len)| start <= at && at < start + len);
+        match what {
+            SeekWhat::Data => inside.map(|_| at).or_else(|| self.extents.iter().find(|e| e.0 > at).map(|e| e.0)),
+            SeekWhat::Hole => Some(inside.map_or(at, |&(start, len)| (start + len).min(self.size))),
+        }
+    }
+
+    fn plan(&mut self, offset: u64, count: u64) -> (Vec<Segment>, bool) {
+        let mut asked = 0;
+        let this = &*self;
+        let out = plan_segments(offset, offset + count, &mut |at, what| Ok(this.seek(at, what)), &mut || {
+            asked += 1;
+            Ok(this.size)
+        })
+        .unwrap();
+        self.size_asked += asked;
+        out
+    }
+}
+
+fn data(offset: u64, len: u64) -> Segment {
+    Segment::Data { offset, len }
+}
+
+fn hole(offset: u64, len: u64) -> Segment {
+    Segment::Hole { offset, len }
+}
+
+/// READ_PLUS's segments: a file without holes is one data segment, read
+/// mid-file with one seek and no size asked; holes of at least
+/// READ_PLUS_HOLE_MIN are named, shorter ones with data after them sent
+/// as data; a hole to the end of the file ends the reply with eof, one cut
+/// by the count does not; past the end there is nothing, with eof; a
+/// reply stops at READ_PLUS_SEGMENTS_MAX segments.
+#[test]
+fn read_plus_names_the_holes_worth_naming() {
+    const K: u64 = 1024;
+    let mut dense = Layout::new(1000 * K, &[(0, 1000 * K)]);
+    assert_eq!(dense.plan(100, 64 * K), (vec![data(100, 64 * K)], false));
+    assert_eq!(dense.size_asked, 0, "a dense read asks no size");
+    assert_eq!(dense.plan(990 * K, 64 * K), (vec![data(990 * K, 10 * K)], true));
+    assert_eq!(dense.plan(1000 * K, 10), (vec![], true), "at the end");
+    assert_eq!(dense.plan(5000 * K, 10), (vec![], true), "past the end");
+    assert_eq!(dense.plan(10, 0), (vec![], false), "nothing asked, not at the end");
+
+    // Data, a 300 KiB hole, data, a 4 KiB hole, data, a hole to the end.
+    let mut sparse = Layout::new(1024 * K, &[(0, 100 * K), (400 * K, 100 * K), (504 * K, 96 * K)]);
+    let (segments, eof) = sparse.plan(0, 1024 * K);
+    assert_eq!(
+        segments,
+        vec![data(0, 100 * K), hole(100 * K, 300 * K), data(400 * K, 200 * K), hole(600 * K, 424 * K)]
+    );
+    assert!(eof, "the last hole runs to the end of the file");
+    let (segments, eof) = sparse.plan(50 * K, 500 * K);
+    assert_eq!(segments, vec![data(50 * K, 50 * K), hole(100 * K, 300 * K), data(400 * K, 150 * K)]);
+    assert!(!eof);
+    assert_eq!(sparse.plan(700 * K, 100 * K), (vec![hole(700 * K, 100 * K)], false), "a hole cut by the count");
+    assert_eq!(sparse.plan(502 * K, 4 * K), (vec![data(502 * K, 4 * K)], false), "a short hole is data");
+    // A short hole that runs to the end is still a hole: nothing follows.
+    let mut tail = Layout::new(100 * K, &[(0, 98 * K)]);
+    assert_eq!(tail.plan(0, 1024 * K), (vec![data(0, 98 * K), hole(98 * K, 2 * K)], true));
+
+    // Holes of READ_PLUS_HOLE_MIN between as much data, more than a reply
+    // takes.
+    let step = 2 * READ_PLUS_HOLE_MIN;
+    let extents: Vec<_> = (0..40).map(|i| (i * step, READ_PLUS_HOLE_MIN)).collect();
+    let mut striped = Layout::new(40 * step, &extents);
+    let (segments, eof) = striped.plan(0, 40 * step);
+    assert_eq!(segments.len(), READ_PLUS_SEGMENTS_MAX);
+    assert_eq!(segments[1], hole(READ_PLUS_HOLE_MIN, READ_PLUS_HOLE_MIN));
+    assert!(!eof);
+}
+
+fn do_read_plus(
+    rig: &Rig,
+    cl: &mut Client,
+    f: &Bytes,
+    s: Stateid4,
+    offset: u64,
+    count: u32,
+) -> Result<ReadPlusRes4, Nfsstat4> {
+    let args = ReadPlus4Args { rpa_stateid: s, rpa_offset: offset, rpa_count: count };
+    rig.call(cl, 2, Instant::now(), Some(f), |c| read_plus(c, args))
+}
+
+/// READ_PLUS reads as READ does (the simulator's files have no holes):
+/// one data segment with the bytes and eof, nothing past the end; the
+/// stateid is checked as READ's, a directory is NFS4ERR_ISDIR.
+#[test]
+fn read_plus_reads_what_read_reads() {
+    let rig = Rig::new(false);
+    let bytes: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+    let f = rig.file("f", &bytes);
+    let mut a = rig.client("a");
+    let o = rig.open(&a, "o", &f, OPEN4_SHARE_ACCESS_READ);
+    let segments = |r: ReadPlusRes4| -> (bool, Vec<(u64, Vec<u8>)>) {
+        let contents = r.rpr_contents.0.into_iter().map(|c| match c {
+            ReadPlusContent::Nfs4ContentData(d) => (d.d_offset, d.d_data.to_vec()),
+            ReadPlusContent::Nfs4ContentHole(h) => panic!("a hole in a file without holes: {h:?}"),
+        });
+        (r.rpr_eof, contents.collect())
+    };
+    let r = do_read_plus(&rig, &mut a, &f, o, 100, 1000).unwrap();
+    assert_eq!(segments(r), (false, vec![(100, bytes[100..1100].to_vec())]));
+    let r = do_read_plus(&rig, &mut a, &f, o, 4000, 4096).unwrap();
+    assert_eq!(segments(r), (true, vec![(4000, bytes[4000..].to_vec())]));
+    let r = do_read_plus(&rig, &mut a, &f, o, 9000, 10).unwrap();
+    assert_eq!(segments(r), (true, vec![]));
+    let forged = Stateid4 { seqid: 1, other: [3; 12] };
+    assert_eq!(do_read_plus(&rig, &mut a, &f, forged, 0, 10), Err(Nfsstat4::BadStateid));
+    let root = keel_store::Object::handle(&rig.store.lookup_path(1, b"").unwrap()).clone();
+    assert_eq!(do_read_plus(&rig, &mut a, &root, Stateid4::ANONYMOUS, 0, 10), Err(Nfsstat4::Isdir));
 }
