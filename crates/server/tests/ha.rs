@@ -308,6 +308,74 @@ fn the_ocf_agent_passes_ocf_tester_and_fails_a_frozen_server() {
     assert_eq!(agent("monitor", &slow, 20_000).status.code(), Some(7));
 }
 
+/// A start writes nothing to the CIB: a write to its configuration aborts
+/// the transition under way, and the floating address, which starts after
+/// the server, waited for the controller to compute it again (and for the
+/// writes themselves), a tenth of a second and more at every failover. The
+/// first monitor records the start instead (for `keel ha status`): the
+/// holder before this node, then this node with the start's time, once.
+#[test]
+fn a_start_writes_nothing_to_the_cib_and_the_first_monitor_records_it() {
+    require_root();
+    let disk = XfsDisk::new("ha-record");
+    let port = free_port();
+    let config = ha_config(&disk.mnt, &disk.mnt.join("state"), &disk.mnt.join("export"), port);
+    let run_dir = disk.mnt.join("..").join("run-record");
+    // crm_attribute as the agent finds it on the PATH: it logs each call,
+    // and a query finds the node that served before.
+    let bin = disk.mnt.join("..").join("bin-record");
+    std::fs::create_dir_all(&bin).unwrap();
+    let calls = bin.join("calls");
+    std::fs::write(
+        bin.join("crm_attribute"),
+        format!(
+            "#!/bin/sh\necho \"$*\" >>{calls}\ncase \"$*\" in *--query*) echo 'keel-ha-a 1795825840' ;; esac\n",
+            calls = calls.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(bin.join("crm_attribute"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let params = [
+        ("config", config.display().to_string()),
+        ("binary", keel_bin().display().to_string()),
+        ("run_dir", run_dir.display().to_string()),
+        ("log_dir", run_dir.display().to_string()),
+    ];
+    let run = |action: &str, params: &[(&str, String)]| {
+        let mut cmd = Command::new(AGENT);
+        cmd.arg(action).env("OCF_ROOT", "/usr/lib/ocf").env("OCF_RESOURCE_INSTANCE", "keel-record");
+        cmd.env("OCF_RESKEY_CRM_meta_timeout", "30000").env("PATH", &path);
+        for (k, v) in params {
+            cmd.env(format!("OCF_RESKEY_{k}"), v);
+        }
+        run_timeout(&mut cmd, CMD_TIMEOUT)
+    };
+    let logged = || std::fs::read_to_string(&calls).unwrap_or_default();
+
+    let started = run("start", &params);
+    assert_eq!(started.status.code(), Some(0), "{started:?}");
+    assert_eq!(logged(), "", "the start wrote to the CIB");
+    assert_eq!(run("monitor", &params).status.code(), Some(0));
+    let node = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
+    let recorded = logged();
+    let lines: Vec<&str> = recorded.lines().collect();
+    assert_eq!(lines.len(), 3, "a query and two records: {recorded}");
+    assert!(lines[0].contains("--name keel-keel-record-active --query"), "{recorded}");
+    assert!(lines[1].contains("--name keel-keel-record-previous --update keel-ha-a 1795825840"), "{recorded}");
+    assert!(lines[2].contains(&format!("--name keel-keel-record-active --update {node} ")), "{recorded}");
+    assert_eq!(run("monitor", &params).status.code(), Some(0));
+    assert_eq!(logged(), recorded, "recorded once, not at every monitor");
+    assert_eq!(run("stop", &params).status.code(), Some(0));
+    // A start stopped before its first monitor leaves nothing behind for
+    // a later monitor to record.
+    let started = run("start", &params);
+    assert_eq!(started.status.code(), Some(0), "{started:?}");
+    assert_eq!(run("stop", &params).status.code(), Some(0));
+    assert_eq!(run("monitor", &params).status.code(), Some(7));
+    assert_eq!(logged(), recorded, "a stopped server records nothing");
+}
+
 /// The hosts and directories DUMP lists.
 fn dump(server: &TestServer) -> Vec<(String, String)> {
     use keel_testkit::nfs::{RpcConn, prog};
