@@ -352,6 +352,17 @@ fn a_start_writes_nothing_to_the_cib_and_the_first_monitor_records_it() {
         run_timeout(&mut cmd, CMD_TIMEOUT)
     };
     let logged = || std::fs::read_to_string(&calls).unwrap_or_default();
+    // A failed assertion must not leave the server running (it would hold
+    // the disk, and whatever its parent held open).
+    struct StopAtEnd<F: Fn()>(F);
+    impl<F: Fn()> Drop for StopAtEnd<F> {
+        fn drop(&mut self) {
+            (self.0)()
+        }
+    }
+    let _stop = StopAtEnd(|| {
+        run("stop", &params);
+    });
 
     let started = run("start", &params);
     assert_eq!(started.status.code(), Some(0), "{started:?}");
