@@ -1,6 +1,8 @@
 //! Every `unsafe` of the server crate: the process-wide system calls made
-//! at start, and the state directory's lock. (The file-system calls are
-//! in `keel_store_local::sys`, the transport's in `keel_transport::sys`.)
+//! at start, the state directory's lock, and the link-layer lookup and
+//! packet socket of a failover's address announcement. (The file-system
+//! calls are in `keel_store_local::sys`, the transport's in
+//! `keel_transport::sys`.)
 
 use std::io;
 
