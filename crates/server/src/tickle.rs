@@ -206,11 +206,10 @@ const ROUNDS_AFTER_MS: [u64; 4] = [0, 500, 1000, 2000];
 /// Announces the last server's addresses and tickles its clients at once
 /// and again over the next two seconds (`ROUNDS_AFTER_MS`): a client whose
 /// answer to one round is lost answers the next. A client already
-/// reconnected from the
-/// same port only answers with a duplicate ACK. Returns how many
-/// connections the first round tickled: none if this node never came to
-/// hold their addresses within `address_wait` (their clients then
-/// reconnect by their own retransmission timers).
+/// reconnected from the same port only answers with a duplicate ACK.
+/// Returns how many connections the first round tickled: none if this
+/// node never came to hold their addresses within `address_wait` (their
+/// clients then reconnect by their own retransmission timers).
 pub async fn send_rounds(connections: Vec<Connection>, address_wait: Duration) -> usize {
     // Keel listens before the floating address is up (`keel ha init`
     // starts the address after the server): the rounds start with it.
@@ -233,14 +232,11 @@ pub async fn send_rounds(connections: Vec<Connection>, address_wait: Duration) -
         tokio::time::sleep(Duration::from_millis(at - waited)).await;
         waited = at;
         let these = connections.clone();
-        let held: Vec<IpAddr> = servers.iter().copied().filter(|ip| holds(*ip)).collect();
+        let mut held: Vec<IpAddr> = servers.iter().copied().filter(|ip| holds(*ip)).collect();
+        held.sort();
+        held.dedup();
         let announce_then_tickle = move || {
-            let mut announced: Vec<IpAddr> = Vec::new();
             for ip in held {
-                if announced.contains(&ip) {
-                    continue;
-                }
-                announced.push(ip);
                 if let Err(e) = announce(ip) {
                     tracing::warn!(address = %ip, error = %e, "cannot announce the address before the tickles");
                 }
