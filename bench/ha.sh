@@ -9,7 +9,13 @@
 # acknowledged byte was lost.
 #
 #   sudo bench/ha.sh [--trials N] [--token-ms MS] [--cases "server_crash ..."]
-#                    [--vers 3|4.1] [--out DIR]
+#                    [--vers 3|4.1] [--debug] [--out DIR]
+#
+# The nodes run the release build of keel, as users do (KEEL_BIN; the lab
+# itself is the debug test binary); --debug runs the debug build there
+# instead, as every run before 2026-11-28 did. Each trial prints its
+# timeline on B (Corosync, Pacemaker, the fencer, each start, Keel's
+# tickles, the kernel client's reconnection, the end of the grace period).
 #
 # --vers 4.1: the kernel client mounts with NFSv4.1 and writes from a
 # process that holds a POSIX lock on its file through each fault; a
@@ -23,7 +29,7 @@
 # scripts/test.sh installs; one lab at a time, on a quiet machine.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-trials=5; token_ms=1000; vers=3
+trials=5; token_ms=1000; vers=3; profile=release
 cases="server_crash server_hang heartbeat_link_loss public_link_loss primary_fence_device_failure"
 cases="$cases primary_fence_device_hung primary_fence_device_slow storage_path_loss"
 out=$repo/bench/results/ha-$(date -u +%Y%m%dT%H%M%SZ)
@@ -33,16 +39,22 @@ while [ $# -gt 0 ]; do
     --token-ms) token_ms=$2; shift 2;;
     --cases) cases=$2; shift 2;;
     --vers) vers=$2; shift 2;;
+    --debug) profile=debug; shift;;
     --out) out=$2; shift 2;;
-    *) echo "usage: $0 [--trials N] [--token-ms MS] [--cases \"...\"] [--vers 3|4.1] [--out DIR]" >&2; exit 2;;
+    *) echo "usage: $0 [--trials N] [--token-ms MS] [--cases \"...\"] [--vers 3|4.1] [--debug] [--out DIR]" >&2; exit 2;;
   esac
 done
 mkdir -p "$out"
 cd "$repo"
 # keel verify is keel-tools'.
 cargo build -p keel --tests --quiet && cargo build -p keel-tools --quiet
+if [ "$profile" = release ]; then
+  # keel finds keel verify (keel-tools) beside itself.
+  cargo build --release -p keel -p keel-tools --quiet
+  export KEEL_BIN=${CARGO_TARGET_DIR:-$repo/target}/release/keel
+fi
 {
-  echo "# bench/ha.sh --trials $trials --token-ms $token_ms --vers $vers, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD)"
+  echo "# bench/ha.sh --trials $trials --token-ms $token_ms --vers $vers ($profile keel on the nodes), $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD)"
   echo "# $(nproc) cores, $(uname -r)"
 } >"$out/summary.txt"
 for c in $cases; do

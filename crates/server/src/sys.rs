@@ -1,6 +1,8 @@
 //! Every `unsafe` of the server crate: the process-wide system calls made
-//! at start, and the state directory's lock. (The file-system calls are
-//! in `keel_store_local::sys`, the transport's in `keel_transport::sys`.)
+//! at start, the state directory's lock, and the link-layer lookup and
+//! packet socket of a failover's address announcement. (The file-system
+//! calls are in `keel_store_local::sys`, the transport's in
+//! `keel_transport::sys`.)
 
 use std::io;
 
@@ -165,6 +167,91 @@ fn unsafe_zeroed_passwd() -> libc::passwd {
     // SAFETY: `passwd` is plain C data (integers and pointers) for which
     // all-zero bytes are a valid value; getpwnam_r fills it.
     unsafe { std::mem::zeroed() }
+}
+
+/// The link that holds `ip` on this node: its interface index and its
+/// Ethernet address (getifaddrs(3)); `None` if no interface holds it or
+/// its link has no 6-byte hardware address.
+pub fn link_holding(ip: std::net::Ipv4Addr) -> io::Result<Option<(i32, [u8; 6])>> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs(3) writes the head of a list it allocates through
+    // the pointer, a live local; the list is freed below, once.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut holder: Option<Vec<u8>> = None;
+    let mut links: Vec<(Vec<u8>, i32, [u8; 6])> = Vec::new();
+    let mut node = list;
+    while !node.is_null() {
+        // SAFETY: `node` is a member of the list getifaddrs returned, which
+        // is not freed until after this loop.
+        let ifa = unsafe { &*node };
+        node = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_name is a NUL-terminated string of the list.
+        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_bytes();
+        // SAFETY: ifa_addr, not null, points to a sockaddr of the list.
+        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+        if family == libc::AF_INET {
+            // SAFETY: an address of family AF_INET is a sockaddr_in.
+            let sin = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_in>() };
+            if u32::from_be(sin.sin_addr.s_addr) == u32::from(ip) {
+                // An address with a label (`pub0:0`) is the link's (`pub0`).
+                holder = Some(name.split(|b| *b == b':').next().unwrap_or(name).to_vec());
+            }
+        } else if family == libc::AF_PACKET {
+            // SAFETY: an address of family AF_PACKET is a sockaddr_ll.
+            let sll = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_ll>() };
+            if sll.sll_halen == 6 {
+                let mut mac = [0u8; 6];
+                mac.copy_from_slice(&sll.sll_addr[..6]);
+                links.push((name.to_vec(), sll.sll_ifindex, mac));
+            }
+        }
+    }
+    // SAFETY: the list getifaddrs returned, freed once; the names and
+    // addresses kept above are copies.
+    unsafe { libc::freeifaddrs(list) };
+    Ok(holder.and_then(|h| links.into_iter().find(|(name, _, _)| *name == h).map(|(_, index, mac)| (index, mac))))
+}
+
+/// Sends `arp` (an ARP packet) in an Ethernet broadcast out of the
+/// interface `ifindex`.
+pub fn broadcast_arp(ifindex: i32, arp: &[u8]) -> io::Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let protocol = (libc::ETH_P_ARP as u16).to_be();
+    // SAFETY: socket(2) returns a new descriptor or -1; it touches no memory.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, i32::from(protocol)) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new descriptor that nothing else owns.
+    let socket = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_ll is plain data, valid all zero.
+    let mut to: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    to.sll_family = libc::AF_PACKET as u16;
+    to.sll_protocol = protocol;
+    to.sll_ifindex = ifindex;
+    to.sll_halen = 6;
+    to.sll_addr[..6].copy_from_slice(&[0xff; 6]);
+    // SAFETY: sendto(2) reads `arp` and `to`, both live for the call, with
+    // their true lengths.
+    let sent = unsafe {
+        libc::sendto(
+            socket.as_raw_fd(),
+            arp.as_ptr().cast(),
+            arp.len(),
+            0,
+            std::ptr::from_ref(&to).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 unsafe extern "C" {

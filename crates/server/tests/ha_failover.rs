@@ -550,6 +550,73 @@ fn second_of_day(line: Option<&str>) -> f64 {
     }
 }
 
+/// Seconds since midnight of a Pacemaker or Corosync log line
+/// (`Nov 27 03:47:33.494 keel-ha-b ...`, the nodes' local time, UTC here),
+/// if it has milliseconds.
+fn cluster_second_of_day(line: &str) -> Option<f64> {
+    let time = line.split_whitespace().nth(2)?;
+    if !time.contains('.') {
+        return None;
+    }
+    let hms: Vec<f64> = time.split(':').filter_map(|f| f.parse().ok()).collect();
+    (hms.len() == 3).then(|| hms[0] * 3600.0 + hms[1] * 60.0 + hms[2])
+}
+
+/// Where a failover's time went, from B's logs: Corosync's, Pacemaker's
+/// (controller, scheduler, fencer) and Keel's, each step's first line
+/// within a minute after the fault, as seconds from the fault.
+fn timeline(lab: &HaLab, fault_second: f64) -> String {
+    let read = |f: String| std::fs::read_to_string(lab.log_dir(Node::B).join(f)).unwrap_or_default();
+    let (corosync, pacemaker, keel) = (
+        read("cluster/corosync.log".into()),
+        read("pacemaker/pacemaker.log".into()),
+        read(format!("keel/{GROUP}-keel.log")),
+    );
+    let kernel_peer = format!("connection opened peer={KERNEL_CLIENT_IP}:");
+    let steps: [(&str, &str, &[&str]); 21] = [
+        ("Corosync: token lost", &corosync, &["A processor failed"]),
+        ("Corosync: new membership", &corosync, &["A new membership"]),
+        ("controld: A lost", &pacemaker, &["pacemaker-controld", "Node keel-ha-a state is now lost"]),
+        ("controld: election won", &pacemaker, &["election-DC won by local node"]),
+        ("controld: joins done", &pacemaker, &["S_FINALIZE_JOIN -> S_POLICY_ENGINE"]),
+        ("scheduler: transition", &pacemaker, &["Calculated transition"]),
+        ("controld: fencing requested", &pacemaker, &["Requesting fencing"]),
+        ("fenced: level 1 asked", &pacemaker, &["Requesting that", "using fence-keel-ha-a-1"]),
+        ("fenced: level 1 timed out", &pacemaker, &["Peer's 'off' action targeting keel-ha-a", "timed out"]),
+        ("fenced: level 2 asked", &pacemaker, &["Requesting that", "using fence-keel-ha-a-2"]),
+        ("fenced: A fenced", &pacemaker, &["Operation 'off' targeting keel-ha-a by keel-ha-b", "OK"]),
+        ("Filesystem start", &pacemaker, &["Initiating start operation nfs-fs_start_0"]),
+        ("Filesystem started", &pacemaker, &["Result of start operation for nfs-fs on keel-ha-b"]),
+        ("keel start", &pacemaker, &["Initiating start operation nfs-keel_start_0"]),
+        ("keel started", &pacemaker, &["Result of start operation for nfs-keel on keel-ha-b"]),
+        ("IPaddr2 start", &pacemaker, &["Initiating start operation nfs-ip_start_0"]),
+        ("IPaddr2 started", &pacemaker, &["Result of start operation for nfs-ip on keel-ha-b"]),
+        ("keel: tickles sent", &keel, &["sent tickle ACKs"]),
+        ("keel: kernel client connected", &keel, &[&kernel_peer]),
+        ("keel: grace period over", &keel, &["grace period over"]),
+        ("keel: first line", &keel, &[" INFO "]),
+    ];
+    let mut found: Vec<(f64, &str)> = steps
+        .iter()
+        .filter_map(|(what, log, needles)| {
+            log.lines()
+                .filter(|l| needles.iter().all(|n| l.contains(n)))
+                .filter_map(|l| {
+                    let at = if std::ptr::eq(*log, keel.as_str()) {
+                        Some(second_of_day(Some(l)))
+                    } else {
+                        cluster_second_of_day(l)
+                    };
+                    at.map(|at| (at - fault_second).rem_euclid(86_400.0))
+                })
+                .find(|d| *d < 60.0)
+                .map(|d| (d, *what))
+        })
+        .collect();
+    found.sort_by(|a, b| a.0.total_cmp(&b.0));
+    found.iter().map(|(d, what)| format!("  +{d:.3} s  {what}\n")).collect()
+}
+
 /// What the kernel client saw.
 struct KernelOutcome {
     /// Its longest wait between two completed (fsynced) writes.
@@ -864,6 +931,9 @@ fn fail_over_checked(
         Expect::MovedUnfenced | Expect::StaysOnA => {
             assert!(fenced.iter().all(|e| !e.answered), "{what}: A was not fenced: {fenced:?}")
         }
+    }
+    if failover.is_some() {
+        eprintln!("{what}: timeline on B, from the fault:\n{}", timeline(lab, fault_second));
     }
     let outcome = Outcome { failover, interruption: interruption(&ok, t), kernel, lock };
     eprintln!(

@@ -412,9 +412,11 @@ fn corosync_conf(plan: &Plan) -> String {
     let _ = writeln!(c, "quorum {{\n    provider: corosync_votequorum");
     let _ = writeln!(c, "    # Two nodes: the survivor keeps quorum; fencing settles who survives.");
     let _ = writeln!(c, "    two_node: 1\n}}\n");
+    // Milliseconds (Corosync's default; `on` stamps whole seconds): a
+    // failover's steps are read from the logs, and each takes well under one.
     let _ = writeln!(
         c,
-        "logging {{\n    to_logfile: yes\n    logfile: /var/log/corosync/corosync.log\n    to_syslog: yes\n    timestamp: on\n}}"
+        "logging {{\n    to_logfile: yes\n    logfile: /var/log/corosync/corosync.log\n    to_syslog: yes\n    timestamp: hires\n}}"
     );
     c
 }
@@ -684,6 +686,7 @@ mod tests {
         let corosync = get("corosync.conf");
         assert!(corosync.contains("token: 1000") && corosync.contains("two_node: 1"), "{corosync}");
         assert!(corosync.contains("ring0_addr: 192.168.10.2"), "{corosync}");
+        assert!(corosync.contains("timestamp: hires"), "the log's times in milliseconds: {corosync}");
         // The Keel configuration it writes is one `keel serve` accepts.
         let keel = get("home.toml");
         let config = crate::config::parse(keel, "home.toml").unwrap();
