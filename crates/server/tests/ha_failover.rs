@@ -116,10 +116,15 @@ fn plan(services: &[Service]) -> String {
             s.prefer.name()
         )
     };
-    // bench/ha.sh sets the token timeout, the knob that sets a crash's failover.
+    // bench/ha.sh sets the token and consensus timeouts, the knobs that
+    // set a crash's failover.
     let token_ms: u32 = std::env::var("KEEL_HA_TOKEN_MS").ok().and_then(|t| t.parse().ok()).unwrap_or(TOKEN_MS);
+    let consensus = match std::env::var("KEEL_HA_CONSENSUS_MS") {
+        Ok(ms) => format!("consensus_ms = {ms}\n"),
+        Err(_) => String::new(),
+    };
     format!(
-        "token_ms = {token_ms}\nmonitor_seconds = 2\nping = [\"{CLIENT_IP}\"]\nkeel_binary = \"{}\"\n\n{}{}{}",
+        "token_ms = {token_ms}\n{consensus}monitor_seconds = 2\nping = [\"{CLIENT_IP}\"]\nkeel_binary = \"{}\"\n\n{}{}{}",
         keel_bin().display(),
         node(Node::A),
         node(Node::B),

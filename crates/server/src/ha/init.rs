@@ -27,6 +27,10 @@ pub struct Plan {
     /// declared lost, the largest part of a failover.
     #[serde(default = "default_token_ms")]
     pub token_ms: u32,
+    /// Corosync's consensus timeout, which follows the token's before the
+    /// survivor acts; unset, Corosync's 1.2 times the token. The trade-off
+    /// is in `contrib/ha/keel-ha.example.toml`.
+    pub consensus_ms: Option<u32>,
     /// How often Pacemaker asks each resource whether it is healthy.
     #[serde(default = "default_monitor_seconds")]
     pub monitor_seconds: u32,
@@ -182,6 +186,10 @@ fn default_export() -> PathBuf {
     PathBuf::from("export")
 }
 
+/// The shortest consensus the plan takes: above Corosync's join timeout
+/// (50 ms), which corosync.conf(5) asks of a two-node cluster's.
+const CONSENSUS_MS_MIN: u32 = 100;
+
 /// Keel's state directory, under a service's mount point: beside the
 /// export, so no client can LOOKUP and READ the handle key.
 const STATE_DIR_NAME: &str = ".keel";
@@ -297,6 +305,14 @@ impl Plan {
         if !(200..=60_000).contains(&self.token_ms) {
             bail!("token_ms = {}: between 200 and 60000", self.token_ms);
         }
+        if let Some(consensus) = self.consensus_ms
+            && !(CONSENSUS_MS_MIN..=60_000).contains(&consensus)
+        {
+            bail!(
+                "consensus_ms = {consensus}: between {CONSENSUS_MS_MIN} (above Corosync's join timeout) and 60000, \
+                 or unset for Corosync's 1.2 times token_ms"
+            );
+        }
         if !(1..=300).contains(&self.monitor_seconds) {
             bail!("monitor_seconds = {}: between 1 and 300", self.monitor_seconds);
         }
@@ -389,6 +405,10 @@ fn corosync_conf(plan: &Plan) -> String {
     let _ = writeln!(c, "totem {{\n    version: 2\n    cluster_name: {}\n    transport: knet", plan.cluster_name);
     let _ = writeln!(c, "    # A node silent this long is lost: the largest part of a failover.");
     let _ = writeln!(c, "    token: {}", plan.token_ms);
+    if let Some(consensus) = plan.consensus_ms {
+        let _ = writeln!(c, "    # Agreement on the new membership; with two nodes it may be below the token.");
+        let _ = writeln!(c, "    consensus: {consensus}");
+    }
     let _ = writeln!(c, "    crypto_cipher: aes256\n    crypto_hash: sha256");
     let _ = writeln!(c, "    interface {{\n        linknumber: 0\n    }}");
     if two_links {
@@ -685,6 +705,9 @@ mod tests {
         assert!(crm.contains("params ip=10.1.0.100 cidr_netmask=24"), "{crm}");
         let corosync = get("corosync.conf");
         assert!(corosync.contains("token: 1000") && corosync.contains("two_node: 1"), "{corosync}");
+        assert!(!corosync.contains("consensus"), "unset: Corosync's own, 1.2 times the token: {corosync}");
+        let short = plan(&EXAMPLE.replacen("token_ms = 1000", "token_ms = 1000\nconsensus_ms = 300", 1)).unwrap();
+        assert!(rendered(&short, "corosync.conf").contains("\n    consensus: 300\n"));
         assert!(corosync.contains("ring0_addr: 192.168.10.2"), "{corosync}");
         assert!(corosync.contains("timestamp: hires"), "the log's times in milliseconds: {corosync}");
         // The Keel configuration it writes is one `keel serve` accepts.
@@ -811,7 +834,7 @@ mod tests {
 
     #[test]
     fn a_plan_that_cannot_make_a_safe_pair_is_refused_saying_why() {
-        let cases: [(&str, &str, &str); 6] = [
+        let cases: [(&str, &str, &str); 7] = [
             ("name = \"nss-b\"", "name = \"nss-a\"", "both nodes are named"),
             (
                 "fence = [\n  { agent = \"fence_ipmilan\", params = { ip = \"192.168.10.12\", username = \"root\", password = \"secret\", lanplus = \"1\", power_wait = \"0\" } },\n  { agent = \"fence_apc_snmp\", params = { ip = \"192.168.10.20\", plug = \"2\" } },\n]",
@@ -822,6 +845,7 @@ mod tests {
             ("prefer = \"nss-a\"", "prefer = \"nss-c\"", "not one of the nodes"),
             ("plug = \"1\"", "plug = \"1\\\" op start\"", "quote"),
             ("token_ms = 1000", "token_ms = 10", "between 200 and 60000"),
+            ("token_ms = 1000", "token_ms = 1000\nconsensus_ms = 50", "above Corosync's join timeout"),
         ];
         for (from, to, why) in cases {
             assert!(EXAMPLE.contains(from), "{from}");
