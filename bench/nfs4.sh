@@ -54,28 +54,10 @@ while [ $# -gt 0 ]; do
 done
 name=nfs4
 . "$here/kclient/lib.sh"
-cleanup_also='mountpoint -q "$run/export" && umount "$run/export"'
-truncate -s 2G "$run/xfs.img"
-mkfs.xfs -q -f "$run/xfs.img"
-mkdir "$run/export"
-mount -o loop "$run/xfs.img" "$run/export"
-chmod 1777 "$run/export"
+xfs_export 2G
 
 port=$(free_port)
-mkdir -m 700 "$run/state"
-cat > "$run/keel.toml" <<CONF
-[server]
-listen = ["127.0.0.1:$port"]
-portmap = "off"
-state_dir = "$run/state"
-nfs_versions = ["3", "4.1", "4.2"]
-[[export]]
-path = "$run/export"
-id = 1
-access = "rw"
-insecure = true
-clients = [{ host = "*" }]
-CONF
+keel_config "$port" rw
 keel_start "$port" "$run/keel.toml"
 
 printf 'rounds=%s\nfiles=%s\nmib=%s\nreads=%s\nprocs=%s\nport=%s\nexport=%s\n' "$rounds" "$files" "$mib" "$reads" "$procs" "$port" "$run/export" > "$run/bench.env"

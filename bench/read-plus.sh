@@ -39,11 +39,7 @@ done
 [ -x "$keel_old" ] || { echo "read-plus.sh: give --keel-old, a server binary without READ_PLUS" >&2; exit 2; }
 name=read-plus
 . "$here/kclient/lib.sh"
-cleanup_also='mountpoint -q "$run/export" && umount "$run/export"'
-truncate -s 1G "$run/xfs.img"
-mkfs.xfs -q -f "$run/xfs.img"
-mkdir "$run/export"
-mount -o loop "$run/xfs.img" "$run/export"
+xfs_export 1G
 python3 - "$run/export" <<'PY'
 import os, sys
 MIB = 1 << 20
@@ -60,18 +56,7 @@ for name, runs in [("dense", [(i, 1) for i in range(64)]), ("half", [(i, 1) for 
 PY
 machine_txt
 port=$(free_port)
-cat > "$run/keel.toml" <<EOF
-[server]
-listen = ["127.0.0.1:$port"]
-state_dir = "$run/state"
-portmap = "off"
-nfs_versions = ["3", "4.1", "4.2"]
-[[export]]
-path = "$run/export"
-id = 1
-access = "ro"
-clients = [{ host = "127.0.0.1", insecure = true }]
-EOF
+keel_config "$port" ro
 cat > "$run/guest.sh" <<'EOF'
 exec </dev/null
 now() { awk '{ printf "%d", $1 * 100 }' /proc/uptime; }

@@ -35,27 +35,12 @@ while [ $# -gt 0 ]; do
 done
 name=seqread-versions
 . "$here/kclient/lib.sh"
-cleanup_also='mountpoint -q "$run/export" && umount "$run/export"'
-truncate -s 2G "$run/xfs.img"
-mkfs.xfs -q -f "$run/xfs.img"
-mkdir "$run/export"
-mount -o loop "$run/xfs.img" "$run/export"
+xfs_export 2G
 head -c $((64 << 20)) /dev/urandom > "$run/export/made"
 sync
 machine_txt
 port=$(free_port)
-cat > "$run/keel.toml" <<EOF
-[server]
-listen = ["127.0.0.1:$port"]
-state_dir = "$run/state"
-portmap = "off"
-nfs_versions = ["3", "4.1", "4.2"]
-[[export]]
-path = "$run/export"
-id = 1
-access = "rw"
-clients = [{ host = "127.0.0.1", insecure = true, squash = "no_root_squash" }]
-EOF
+keel_config "$port" rw
 cat > "$run/guest.sh" <<'EOF'
 exec </dev/null
 now() { awk '{ printf "%d", $1 * 100 }' /proc/uptime; }

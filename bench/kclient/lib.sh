@@ -3,7 +3,7 @@
 # the script's options are read, with `name` (the script's), `keel` and
 # `out` set: checks them, makes the private run directory `$run` (removed
 # at exit, with whatever `cleanup_also` says first), and gives
-# `free_port`, `keel_start` and `machine_txt`.
+# `free_port`, `xfs_export`, `keel_config`, `keel_start` and `machine_txt`.
 [ "$(id -u)" -eq 0 ] || { echo "$name.sh: run as root" >&2; exit 1; }
 [ -x "$keel" ] || { echo "$name.sh: no server binary $keel: cargo build --release -p keel, or give --keel" >&2; exit 1; }
 if [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
@@ -21,6 +21,39 @@ kclient_cleanup() {
 trap kclient_cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# xfs_export SIZE: a fresh XFS of SIZE (a sparse image in $run) mounted
+# at $run/export, unmounted at exit; open to everyone (1777), as the
+# guest's users write there squashed.
+xfs_export() {
+  cleanup_also='mountpoint -q "$run/export" && umount "$run/export"'
+  truncate -s "$1" "$run/xfs.img"
+  mkfs.xfs -q -f "$run/xfs.img"
+  mkdir "$run/export"
+  mount -o loop "$run/xfs.img" "$run/export"
+  chmod 1777 "$run/export"
+}
+
+# keel_config PORT ACCESS: $run/keel.toml, NFSv3, 4.1 and 4.2 on
+# 127.0.0.1:PORT serving $run/export as export 1 with ACCESS (rw or ro) to
+# every client from any port (qemu's user network NATs the guest), root
+# squashed.
+keel_config() {
+  mkdir -m 700 -p "$run/state"
+  cat > "$run/keel.toml" <<CONF
+[server]
+listen = ["127.0.0.1:$1"]
+portmap = "off"
+state_dir = "$run/state"
+nfs_versions = ["3", "4.1", "4.2"]
+[[export]]
+path = "$run/export"
+id = 1
+access = "$2"
+insecure = true
+clients = [{ host = "*" }]
+CONF
+}
 
 # keel_start PORT CONFIG [VAR=VALUE...]: Keel serving CONFIG (in the
 # environment given), its output in $out, once PORT answers.
