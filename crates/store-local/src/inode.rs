@@ -67,6 +67,12 @@ impl Inode {
         self.fd.as_fd()
     }
 
+    /// Whether [`Inode::fd`] is open for writing (the store writes through
+    /// it, opening no other description).
+    pub(crate) fn fd_writable(&self) -> bool {
+        self.fd_writable
+    }
+
     /// A descriptor open for writing, opened (as root: permission is the
     /// caller's business) on first use.
     pub(crate) fn writer(&self) -> StoreResult<BorrowedFd<'_>> {
