@@ -13,7 +13,8 @@
 //! through the store since it was cached). Any other description the
 //! store holds (its writer, a synchronous writer, a lock description)
 //! stands in the way (EAGAIN), and opening one later breaks the lease, as
-//! a local process's open does. The store's own accesses on behalf of
+//! a local process's open does (synchronous writes go through the leased
+//! description while it is). The store's own accesses on behalf of
 //! others go through that description unseen: the caller recalls first.
 //!
 //! The kernel tells a lease's holder of a break with SIGIO, whose default
@@ -135,6 +136,7 @@ impl LocalReadLease {
         if (after.st_ctime, after.st_ctime_nsec) != (before.st_ctime, before.st_ctime_nsec) {
             return Err(StoreError::errno(libc::EAGAIN));
         }
+        inode.set_write_leased(true);
         Ok(lease)
     }
 }
@@ -179,6 +181,9 @@ impl Drop for LocalReadLease {
     fn drop(&mut self) {
         // Closing the description would release it too; this says so.
         let _ = sys::set_lease(self.on.fd(), libc::F_UNLCK);
+        if let LeasedDescription::Store(inode) = &self.on {
+            inode.set_write_leased(false);
+        }
     }
 }
 
