@@ -61,7 +61,7 @@ impl Store for LocalStore {
     }
 
     fn write_lease(&self, obj: &LocalObject) -> StoreResult<crate::LocalReadLease> {
-        crate::LocalReadLease::take_write(&obj.0)
+        LocalStore::write_lease(self, &obj.0)
     }
 
     fn open_for_locks(&self, who: &Acting, obj: &LocalObject) -> StoreResult<crate::LocalLockFile> {

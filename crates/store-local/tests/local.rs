@@ -850,6 +850,12 @@ fn a_write_lease_is_broken_by_another_process_s_open_for_reading() {
         act(user(1000), |w| vfs.write(w, &f, 0, b"first", Stability::Unstable)).unwrap();
         act(user(1000), |w| vfs.read(w, &f, 0, 16)).unwrap();
         assert!(!lease.is_broken(), "the store's own writes (synchronous too) and reads do not break it");
+        // Out of the cache of open objects, its handle finds the leased
+        // description again (a new open would break the lease).
+        vfs.uncache(&f);
+        let again = vfs.resolve(f.handle(), |_| Ok::<_, StoreError>(())).unwrap().0;
+        act(user(1000), |w| vfs.read(w, &again, 0, 16)).unwrap();
+        assert!(!lease.is_broken(), "found again, not opened again");
 
         // A local process opens w for reading: it waits for the lease.
         let (done, read) = std::sync::mpsc::channel();
