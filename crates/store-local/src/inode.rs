@@ -113,6 +113,12 @@ impl Inode {
         Ok(SyncWriter { inode: self, fd: Some(fd), _turn: None })
     }
 
+    /// Closes the synchronous-write descriptions kept idle (a write lease
+    /// can be had only once no other description is open).
+    pub(crate) fn close_idle_sync_writers(&self) {
+        self.sync_writers.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
     /// A write lease is held on [`Inode::fd`] (`true`) or no longer.
     pub(crate) fn set_write_leased(&self, leased: bool) {
         self.write_leased.store(leased, Ordering::Release);

@@ -116,6 +116,9 @@ impl LocalReadLease {
             // store's own first write (its writer's open).
             return Err(StoreError::errno(libc::EAGAIN));
         }
+        // One kept from the file's creation (a synchronous commit) would
+        // stand in the way.
+        inode.close_idle_sync_writers();
         let on = LeasedDescription::Store(inode.clone());
         let before = sys::fstat(on.fd())?;
         set_lease_as_owner(&on, libc::F_WRLCK)?;

@@ -841,7 +841,8 @@ fn a_write_lease_is_broken_by_another_process_s_open_for_reading() {
     on_worker(move || {
         let vfs = fx.vfs();
         let root = fx.root(&vfs);
-        let made = act(user(1000), |w| vfs.create(w, &root, b"w", CreateMode::Guarded, &SetAttrs::default(), false));
+        // Created and committed (through a description of its own, kept).
+        let made = act(user(1000), |w| vfs.create(w, &root, b"w", CreateMode::Guarded, &SetAttrs::default(), true));
         let f = made.unwrap().object;
         let lease = vfs.write_lease(&f).unwrap();
         assert!(!lease.is_broken());
