@@ -812,7 +812,7 @@ fn every_access_by_anyone_else_recalls_a_write_delegation_first() {
         count: 4,
     };
     assert_eq!(v3_status(&w, 6, &v3_read), NFS3ERR_JUKEBOX);
-    assert_eq!(w.p.exports.before_access(&fh, GateAccess::Read).is_err(), true, "NLM's locks and TEST too");
+    assert!(w.p.exports.before_access(&fh, GateAccess::Read).is_err(), "NLM's locks and TEST too");
     assert!(a.callbacks().is_empty(), "recalled once");
     // The holder's own accesses go on while it writes back.
     let read_own = Read4Args { stateid: deleg, offset: 0, count: 4 };
