@@ -219,7 +219,7 @@ clients = [{{ host = "192.0.2.7" }}]
                     },
                 ],
                 cache: keel_cache::CacheMode::Off,
-                line: 24,
+                line: 25,
             },
             ExportConfig {
                 path: PathBuf::from(&scratch),
@@ -227,7 +227,7 @@ clients = [{{ host = "192.0.2.7" }}]
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
                 cache: keel_cache::CacheMode::Off,
-                line: 55,
+                line: 56,
             },
         ]
     );
