@@ -97,9 +97,10 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     /// other clients for a lease), on a file nobody conflicted on lately,
     /// and when no other client's open or delegation conflicts with it. A
     /// write delegation only if the configuration allows them, for an
-    /// open with write access (WRITE alone too, as knfsd since Linux 6.16:
-    /// the client may read what it writes through its cache, and every
-    /// READ is checked against the caller's permission anyway); a read
+    /// open with write access (WRITE alone too, as knfsd since "NFSD: Offer
+    /// write delegation for OPEN with OPEN4_SHARE_ACCESS_WRITE": the client
+    /// may read what it writes through its cache, and every READ is checked
+    /// against the caller's permission anyway); a read
     /// delegation only for an open without (its own writes would change
     /// the file the delegation vouches for). The kind is the one the
     /// client wants, if it says (RFC 8881 section 18.16.3); one it holds

@@ -20,9 +20,14 @@
 //! the grace period).
 //!
 //! Write delegations are offered when the state is configured for them
-//! (`StateConfig::write_delegations`), for an OPEN with write access (as
-//! knfsd since Linux 6.16, WRITE alone too: every READ is checked against
-//! the caller's permission) when nobody else has the file open: no other
+//! (`StateConfig::write_delegations`, the server's `nfs4_write_delegations`),
+//! for an OPEN with write access (WRITE alone too, as knfsd since "NFSD:
+//! Offer write delegation for OPEN with OPEN4_SHARE_ACCESS_WRITE"; before
+//! it, knfsd offered them for BOTH only, since a client READs what it
+//! caches with the delegation's stateid and knfsd's file of a WRITE-only
+//! open could not serve that; Keel reads through its own description and
+//! checks every READ against the caller's permission) when nobody else has
+//! the file open: no other
 //! client (the state), no local process and no other description of the
 //! store's own (the write lease, [`Store::write_lease`], which only the
 //! store's one description of a file it created can have, and which any
