@@ -106,7 +106,8 @@ pub struct ServerConfig {
     /// Whether NFSv4.1 clients are offered write delegations (a writer
     /// alone on a file the server created: recalled by any access by
     /// anyone else, each backed by a write lease and an inotify watch).
-    /// Off by default: see keel.toml(5).
+    /// Off by default (its cost to a workload creating many files is not
+    /// measured yet): see keel.toml(5).
     pub nfs4_write_delegations: bool,
     /// The domain of NFSv4 owner names (idmapd.conf's `Domain`): a client's
     /// `user@DOMAIN` or `group@DOMAIN` is that user or group of the system's
