@@ -337,6 +337,14 @@ impl<S: Store> Store for CacheStore<S> {
         }
         self.shared.inner.read_lease(obj)
     }
+
+    /// The back end's, as [`read_lease`](Self::read_lease)'s.
+    fn write_lease(&self, obj: &S::Object) -> StoreResult<S::ReadLease> {
+        if self.shared.mode(obj.export_id()) != crate::CacheMode::Off || self.shared.index.get(obj.handle()).is_some() {
+            return Err(crate::errno(libc::EINVAL));
+        }
+        self.shared.inner.write_lease(obj)
+    }
 }
 
 impl<S: Store> CacheStore<S> {

@@ -97,7 +97,14 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     /// other clients for a lease), on a file nobody conflicted on lately,
     /// and when no other client's open or delegation conflicts with it. A
     /// write delegation only if the configuration allows them, for an
-    /// open with write access.
+    /// open with write access (WRITE alone too, as knfsd since "NFSD: Offer
+    /// write delegation for OPEN with OPEN4_SHARE_ACCESS_WRITE": the client
+    /// may read what it writes through its cache, and every READ is checked
+    /// against the caller's permission anyway); a read
+    /// delegation only for an open without (its own writes would change
+    /// the file the delegation vouches for). The kind is the one the
+    /// client wants, if it says (RFC 8881 section 18.16.3); one it holds
+    /// already is neither upgraded nor downgraded.
     pub fn offer_delegation(
         &mut self,
         client: ClientId,
@@ -106,18 +113,20 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         now: Instant,
     ) -> DelegationOffer {
         use OpenNoneDelegation4 as Why;
-        let write_ok = self.config.write_delegations && share.access & OPEN4_SHARE_ACCESS_WRITE != 0;
+        let writing = share.access & OPEN4_SHARE_ACCESS_WRITE != 0;
+        let write_ok = self.config.write_delegations && writing;
         let kind = match share.want & OPEN4_SHARE_ACCESS_WANT_DELEG_MASK {
             OPEN4_SHARE_ACCESS_WANT_NO_DELEG => return DelegationOffer::Declined(Why::Wnd4NotWanted),
             OPEN4_SHARE_ACCESS_WANT_CANCEL => return DelegationOffer::Declined(Why::Wnd4Cancelled),
+            OPEN4_SHARE_ACCESS_WANT_READ_DELEG if writing => {
+                return DelegationOffer::Declined(Why::Wnd4Contention(false));
+            }
             OPEN4_SHARE_ACCESS_WANT_READ_DELEG => DelegationKind::Read,
             OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG if write_ok => DelegationKind::Write,
             OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG => return DelegationOffer::Declined(Why::Wnd4WriteDelegNotSuppFtype),
             _ if write_ok => DelegationKind::Write,
             // As knfsd: a writer without write delegations gets none.
-            _ if share.access & OPEN4_SHARE_ACCESS_WRITE != 0 => {
-                return DelegationOffer::Declined(Why::Wnd4WriteDelegNotSuppFtype);
-            }
+            _ if writing => return DelegationOffer::Declined(Why::Wnd4WriteDelegNotSuppFtype),
             _ => DelegationKind::Read,
         };
         if self.poll_grace(now) || self.recent_conflicts.contains_key(file) {
@@ -128,20 +137,32 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             return DelegationOffer::Declined(Why::Wnd4Resource(false));
         }
         if let Some(fs) = self.files.get(file) {
-            let conflicting = fs.opens.iter().chain(&fs.delegations).any(|k| {
+            let mut why = None;
+            for k in fs.opens.iter().chain(&fs.delegations) {
                 let s = &self.states[k];
-                match &s.kind {
-                    StateKind::Delegation(d) if d.revoked => false,
-                    // One delegation per client and file.
-                    StateKind::Delegation(_) if s.client == client => true,
-                    _ if s.client == client => false,
-                    StateKind::Delegation(d) => kind == DelegationKind::Write || d.kind == DelegationKind::Write,
-                    StateKind::Open(o) => kind == DelegationKind::Write || o.access & OPEN4_SHARE_ACCESS_WRITE != 0,
-                    StateKind::Lock(_) => false,
+                let conflict = match &s.kind {
+                    StateKind::Delegation(d) if d.revoked => None,
+                    // One delegation per client and file (RFC 8881 section
+                    // 18.16.3: no atomic upgrade or downgrade).
+                    StateKind::Delegation(d) if s.client == client => Some(match (d.kind, kind) {
+                        (DelegationKind::Read, DelegationKind::Write) => Why::Wnd4NotSuppUpgrade,
+                        (DelegationKind::Write, DelegationKind::Read) => Why::Wnd4NotSuppDowngrade,
+                        _ => Why::Wnd4Contention(false),
+                    }),
+                    _ if s.client == client => None,
+                    StateKind::Delegation(d) => (kind == DelegationKind::Write || d.kind == DelegationKind::Write)
+                        .then_some(Why::Wnd4Contention(false)),
+                    StateKind::Open(o) => (kind == DelegationKind::Write || o.access & OPEN4_SHARE_ACCESS_WRITE != 0)
+                        .then_some(Why::Wnd4Contention(false)),
+                    StateKind::Lock(_) => None,
+                };
+                if conflict.is_some() {
+                    why = conflict;
+                    break;
                 }
-            });
-            if conflicting {
-                return DelegationOffer::Declined(Why::Wnd4Contention(false));
+            }
+            if let Some(why) = why {
+                return DelegationOffer::Declined(why);
             }
         }
         match self.grant_delegation(client, file, kind, now) {

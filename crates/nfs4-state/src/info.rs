@@ -46,6 +46,8 @@ pub struct ClientInfo {
     pub lock_states: usize,
     pub lock_ranges: usize,
     pub delegations: usize,
+    /// Of which write delegations.
+    pub write_delegations: usize,
     pub revoked_delegations: usize,
     pub reclaim_complete: bool,
 }
@@ -129,6 +131,9 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                     lock_states: count(|k| matches!(k, StateKind::Lock(_))),
                     lock_ranges: c.held[Resource::LockRanges as usize],
                     delegations: count(|k| matches!(k, StateKind::Delegation(d) if !d.revoked)),
+                    write_delegations: count(
+                        |k| matches!(k, StateKind::Delegation(d) if !d.revoked && d.kind == crate::DelegationKind::Write),
+                    ),
                     revoked_delegations: c.revoked,
                     reclaim_complete: c.reclaim_complete,
                 }

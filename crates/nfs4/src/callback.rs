@@ -138,9 +138,14 @@ pub(crate) struct Callbacks {
     counters: Mutex<CallbackCounters>,
     /// Whether OPEN offers read delegations (`deleg.rs`).
     read_delegations: bool,
+    /// Whether OPEN offers write delegations (the state's configuration).
+    write_delegations: bool,
     /// Whether one was ever granted (NFSv3's accesses look no further
     /// until then).
     granted: AtomicBool,
+    /// Whether a write delegation was ever granted (reads by others look
+    /// no further until then: only those conflict with one).
+    write_granted: AtomicBool,
     /// A probe waits to be sent (the end of the COMPOUND that asked for it
     /// sends it).
     kick: AtomicBool,
@@ -166,7 +171,9 @@ impl Callbacks {
             mailbox: Arc::default(),
             counters: Mutex::default(),
             read_delegations: false,
+            write_delegations: false,
             granted: AtomicBool::new(false),
+            write_granted: AtomicBool::new(false),
             kick: AtomicBool::new(false),
         }
     }
@@ -205,12 +212,29 @@ impl Callbacks {
         self.read_delegations && self.enabled()
     }
 
-    pub(crate) fn delegation_granted(&self) {
+    pub(crate) fn set_write_delegations(&mut self, on: bool) {
+        self.write_delegations = on;
+    }
+
+    /// Whether write delegations may be offered: configured, and callbacks
+    /// can be sent.
+    pub(crate) fn write_delegations(&self) -> bool {
+        self.write_delegations && self.enabled()
+    }
+
+    pub(crate) fn delegation_granted(&self, write: bool) {
+        if write {
+            self.write_granted.store(true, Ordering::Relaxed);
+        }
         self.granted.store(true, Ordering::Relaxed);
     }
 
     pub(crate) fn any_granted(&self) -> bool {
         self.granted.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn any_write_granted(&self) -> bool {
+        self.write_granted.load(Ordering::Relaxed)
     }
 
     pub(crate) fn set_router(&mut self, router: Arc<ReplyRouter>) {

@@ -1,25 +1,55 @@
-//! Read delegations (RFC 8881 section 10.4): when OPEN offers one, and
-//! the gate through which NFSv3 (and NLM) accesses recall them, and an
-//! NLM lock refused by a courtesy client's lock expires that client.
+//! Read and write delegations (RFC 8881 section 10.4): when OPEN offers
+//! one, and the gate through which NFSv3 (and NLM) accesses recall them,
+//! and an NLM lock refused by a courtesy client's lock expires that client.
 //!
-//! Offered only when the server is told to ([`Nfs4Program::with_read_delegations`]),
-//! and each backed by a read lease the store takes on the file
-//! ([`Store::read_lease`], a Linux file lease, as knfsd's): none if the
-//! lease cannot be had (the file is open for writing somewhere). A local
-//! process (or another file server) that opens the file for writing breaks
-//! the lease and waits (one that changes the file's attributes or names
-//! counts as breaking it, and does not wait: the store watches the file
-//! too); the callback thread finds the broken leases
-//! ([`DelegationLeases::take_broken`], every [`CALLBACK_TICK`]) and the
-//! delegation is recalled, and revoked unless returned before the breaker
-//! would stop waiting; its lease is dropped when it ends, which lets the
-//! breaker go on. Offered for an OPEN of CLAIM_NULL or
-//! CLAIM_FH for reading only, as knfsd, when keel-nfs4-state allows
+//! Read delegations are offered when the server is told to
+//! ([`Nfs4Program::with_read_delegations`]), each backed by a read lease
+//! the store takes on the file ([`Store::read_lease`], a Linux file lease,
+//! as knfsd's): none if the lease cannot be had (the file is open for
+//! writing somewhere). A local process (or another file server) that opens
+//! the file for writing breaks the lease and waits (one that changes the
+//! file's attributes or names counts as breaking it, and does not wait:
+//! the store watches the file too); the callback thread finds the broken
+//! leases ([`DelegationLeases::take_broken`], every [`CALLBACK_TICK`]) and
+//! the delegation is recalled, and revoked unless returned before the
+//! breaker would stop waiting; its lease is dropped when it ends, which
+//! lets the breaker go on. Offered for an OPEN of CLAIM_NULL or CLAIM_FH
+//! for reading only, as knfsd, when keel-nfs4-state allows
 //! ([`NfsState::offer_delegation`]: the callback path is up, nobody else
 //! has the file open for writing, nobody conflicted on it lately, outside
-//! the grace period). Write delegations are never offered: every access
-//! by anyone else (a v3 GETATTR and READ too, a local process's) would
-//! have to recall them first.
+//! the grace period).
+//!
+//! Write delegations are offered when the state is configured for them
+//! (`StateConfig::write_delegations`, the server's `nfs4_write_delegations`),
+//! for an OPEN with write access (WRITE alone too, as knfsd since "NFSD:
+//! Offer write delegation for OPEN with OPEN4_SHARE_ACCESS_WRITE"; before
+//! it, knfsd offered them for BOTH only, since a client READs what it
+//! caches with the delegation's stateid and knfsd's file of a WRITE-only
+//! open could not serve that; Keel reads through its own description and
+//! checks every READ against the caller's permission) when nobody else has
+//! the file open: no other
+//! client (the state), no local process and no other description of the
+//! store's own (the write lease, [`Store::write_lease`], which only the
+//! store's one description of a file it created can have, and which any
+//! other open breaks, for reading too). The store goes on reading and
+//! writing the file through that description for everyone, unseen by the
+//! lease, so every access by anyone else recalls first and waits
+//! (NFS4ERR_DELAY, NFS3ERR_JUKEBOX): another client's OPEN (any, and one
+//! that truncates before it truncates), READ, WRITE and SETATTR (special
+//! stateids too), LOCK (it needs an OPEN) and LOCKT (its lock description
+//! breaks the lease), GETATTR of the size or change ([`before_size_read`],
+//! RFC 8881 section 10.4.3); an NFSv3 READ, WRITE, SETATTR, truncating
+//! CREATE, REMOVE, RENAME and LINK, and NLM's LOCK and TEST (the gate, a
+//! read conflicting with write delegations only). The holder, which takes
+//! byte-range locks locally, sends them before it returns the delegation,
+//! so that a conflicting lock is never granted meanwhile. The space limit
+//! offered is none: the client writes back at every close, so an NFSv3
+//! client's or a local process's GETATTR (which recalls nothing, as with
+//! knfsd) keeps close-to-open consistency with the holder.
+//!
+//! Not reclaimed after a restart (CLAIM_PREVIOUS): the OPEN is, without a
+//! delegation (knfsd reclaims read delegations only); the client writes
+//! back through its open.
 //!
 //! [`NfsState::offer_delegation`]: keel_nfs4_state::NfsState::offer_delegation
 //! [`CALLBACK_TICK`]: crate::callback::CALLBACK_TICK
@@ -56,10 +86,9 @@ pub(crate) fn on_open<S: Store>(
     none: OpenDelegation4,
 ) -> OpenDelegation4 {
     let callbacks = &c.program.callbacks;
-    if !callbacks.read_delegations() || share.access & OPEN4_SHARE_ACCESS_WRITE != 0 {
-        return none;
-    }
-    if !matches!(claim, OpenClaim4::ClaimNull(_) | OpenClaim4::ClaimFh) {
+    let writing = share.access & OPEN4_SHARE_ACCESS_WRITE != 0;
+    let offered = if writing { callbacks.write_delegations() } else { callbacks.read_delegations() };
+    if !offered || !matches!(claim, OpenClaim4::ClaimNull(_) | OpenClaim4::ClaimFh) {
         return none;
     }
     let declined = |why| {
@@ -74,11 +103,24 @@ pub(crate) fn on_open<S: Store>(
     if c.program.with_state(|s| s.callback_state(client)) != Some(CallbackState::Up) {
         return declined(OpenNoneDelegation4::Wnd4Resource(false));
     }
-    // The lease first: a file open for writing somewhere gets none.
-    let lease = match c.store().read_lease(object) {
+    // Nor for one holding a delegation on the file already: the state
+    // declines a second, and a new description of the file (a read
+    // lease's) would break the write lease of the first.
+    if let Some(kind) = c.program.leases.kind_of(client, file) {
+        let why = match (kind, writing) {
+            (DelegationKind::Read, true) => OpenNoneDelegation4::Wnd4NotSuppUpgrade,
+            (DelegationKind::Write, false) => OpenNoneDelegation4::Wnd4NotSuppDowngrade,
+            _ => OpenNoneDelegation4::Wnd4Contention(false),
+        };
+        return declined(why);
+    }
+    // The lease first: a file open for writing somewhere gets none, and a
+    // write delegation none while the file is open anywhere else.
+    let lease = if writing { c.store().write_lease(object) } else { c.store().read_lease(object) };
+    let lease = match lease {
         Ok(lease) => lease,
         Err(e) => {
-            tracing::debug!(error = %e, "no read lease: no delegation");
+            tracing::debug!(error = %e, writing, "no lease: no delegation");
             // ENOSPC: the store could not watch one more file.
             let why = if e.raw_os_error() == Some(libc::ENOSPC) {
                 OpenNoneDelegation4::Wnd4Resource(false)
@@ -92,9 +134,9 @@ pub(crate) fn on_open<S: Store>(
     let leases = &c.program.leases;
     let (offer, unused) = c.program.with_state(|s| {
         let offer = s.offer_delegation(client, file, &share, now);
-        if let DelegationOffer::Granted { stateid, .. } = &offer {
+        if let DelegationOffer::Granted { stateid, kind } = &offer {
             // Held while the state is: its end (drained after) finds it.
-            leases.hold(client, *stateid, file.clone(), lease);
+            leases.hold(client, *stateid, *kind, file.clone(), lease);
             (offer, None)
         } else {
             (offer, Some(lease))
@@ -104,7 +146,7 @@ pub(crate) fn on_open<S: Store>(
     drop(unused);
     match offer {
         DelegationOffer::Granted { stateid, kind: DelegationKind::Read } => {
-            callbacks.delegation_granted();
+            callbacks.delegation_granted(false);
             OpenDelegation4::OpenDelegateRead(OpenReadDelegation4 {
                 stateid,
                 recall: false,
@@ -114,15 +156,21 @@ pub(crate) fn on_open<S: Store>(
             })
         }
         DelegationOffer::Granted { stateid, kind: DelegationKind::Write } => {
-            // Not reached: the state grants write delegations only when
-            // configured to, which this program never does.
-            callbacks.delegation_granted();
+            callbacks.delegation_granted(true);
             OpenDelegation4::OpenDelegateWrite(OpenWriteDelegation4 {
                 stateid,
                 recall: false,
-                // The client flushes before the file grows past nothing:
-                // it writes through, as without a delegation.
+                // No modified page may stay cached past a close: the Linux
+                // client flushes on close unless fewer pages are dirty than
+                // this limit allows (nfs4_delegation_flush_on_close), so
+                // with none it writes back (and commits) at every close, as
+                // without a delegation. NFSv3 clients and local processes,
+                // which see the file without recalling it (a GETATTR), keep
+                // close-to-open consistency with the holder. knfsd offers
+                // an unlimited size instead.
                 space_limit: keel_nfs4_proto::NfsSpaceLimit4::NfsLimitSize(0),
+                // An empty ACE: the client asks the server (ACCESS) before
+                // it lets a user open the file.
                 permissions: Nfsace4::default(),
             })
         }
@@ -143,6 +191,7 @@ pub(crate) struct DelegationLeases<L> {
 struct HeldLease<L> {
     client: ClientId,
     stateid: Stateid4,
+    kind: DelegationKind,
     file: Bytes,
     lease: L,
     /// Found broken (and told to the state) already.
@@ -158,8 +207,13 @@ impl<L: ReadLease> DelegationLeases<L> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn hold(&self, client: ClientId, stateid: Stateid4, file: Bytes, lease: L) {
-        self.held().insert(stateid.other, HeldLease { client, stateid, file, lease, broken: false });
+    fn hold(&self, client: ClientId, stateid: Stateid4, kind: DelegationKind, file: Bytes, lease: L) {
+        self.held().insert(stateid.other, HeldLease { client, stateid, kind, file, lease, broken: false });
+    }
+
+    /// The kind of `client`'s delegation on `file`, if it holds one.
+    fn kind_of(&self, client: ClientId, file: &Bytes) -> Option<DelegationKind> {
+        self.held().values().find(|h| h.client == client && h.file == *file).map(|h| h.kind)
     }
 
     /// The lease of `client`'s delegation on `file`, if it holds one,
@@ -248,6 +302,20 @@ pub(crate) fn before_change<S: Store>(c: &Compound<'_, S>, file: &Bytes) -> Resu
     c.program.with_state(|s| s.delegation_conflict(who, file, ConflictAccess::Write, now))
 }
 
+/// Before a COMPOUND reads `file`'s size or change attribute (GETATTR):
+/// another client's write delegation on it is recalled, and the operation
+/// gets NFS4ERR_DELAY until it is returned (RFC 8881 section 10.4.3: the
+/// holder may have written what the server has not seen; knfsd recalls
+/// too, or sends CB_GETATTR).
+pub(crate) fn before_size_read<S: Store>(c: &Compound<'_, S>, file: &Bytes) -> Result<(), keel_nfs4_proto::Nfsstat4> {
+    if !c.program.callbacks.any_write_granted() {
+        return Ok(());
+    }
+    let who = c.slot.as_ref().map_or(Accessor::Other, |g| Accessor::Client(g.clientid));
+    let now = c.now;
+    c.program.with_state(|s| s.delegation_conflict(who, file, ConflictAccess::Read, now))
+}
+
 /// [`before_change`] for the object `name` names in `dir`, if any.
 pub(crate) fn before_change_of_name<S: Store>(
     c: &mut Compound<'_, S>,
@@ -272,8 +340,13 @@ impl<S: Store> DelegationGate for Gate<S> {
     fn before_access(&self, handle: &[u8], access: GateAccess) -> Result<(), Recalling> {
         let Some(p) = self.0.upgrade() else { return Ok(()) };
         // No delegation was ever granted: nothing to look up (a v3 WRITE
-        // does not take the state's lock).
-        if !p.callbacks.any_granted() {
+        // does not take the state's lock); a read conflicts with write
+        // delegations only.
+        let granted = match access {
+            GateAccess::Read => p.callbacks.any_write_granted(),
+            GateAccess::Write => p.callbacks.any_granted(),
+        };
+        if !granted {
             return Ok(());
         }
         let access = match access {

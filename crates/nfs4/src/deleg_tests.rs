@@ -44,6 +44,11 @@ struct World {
 /// One export, /srv/a, read-write for 10/8; read delegations on unless
 /// `delegations` is false.
 fn world(delegations: bool) -> World {
+    world_with(delegations, false)
+}
+
+/// [`world`], with write delegations too if `write`.
+fn world_with(delegations: bool, write: bool) -> World {
     let store = Arc::new(SimStore::with_exports(7, &[(1, "/srv/a")]));
     let rule = ClientRule {
         host: HostMatch::Net { addr: "10.0.0.0".parse().unwrap(), prefix_len: 8 },
@@ -52,7 +57,7 @@ fn world(delegations: bool) -> World {
     let exports = Arc::new(ExportTable::new(store, vec![(1, vec![rule])]));
     let config = Nfs4Config {
         minors: MinorVersions { v41: true, v42: true },
-        state: StateConfig { lease: LEASE, ..StateConfig::default() },
+        state: StateConfig { lease: LEASE, write_delegations: write, ..StateConfig::default() },
         epoch: BootEpoch::new(5).unwrap(),
         session_key: [3; 16],
         pseudo_key: PseudoKey::from_bytes([9; 16]),
@@ -704,4 +709,156 @@ fn a_courtesy_client_s_delegation_whose_lease_breaks_is_let_go_of_at_once() {
     crate::deleg::recall_broken_leases(&w.p, later);
     assert_eq!(store.leases_held(&f), 0, "the courtesy client is expired: the local writer goes on");
     assert_eq!(w.p.with_state(|s| s.clients(later)).len(), 1, "A is gone");
+}
+
+fn write_delegation(o: &Open4ResOk) -> Option<Stateid4> {
+    match &o.delegation {
+        OpenDelegation4::OpenDelegateWrite(d) => Some(d.stateid),
+        _ => None,
+    }
+}
+
+/// Client A holding a write delegation on /srv/a/f, to which it wrote
+/// "data" through it; B with a session.
+fn a_write_delegated() -> (World, Client, Client, Bytes, Stateid4) {
+    let w = world_with(true, true);
+    let mut a = Client::new(&w, "10.0.0.5:700", 1, "a");
+    let mut b = Client::new(&w, "10.0.0.6:701", 2, "b");
+    a.answer_probe();
+    b.answer_probe();
+    let (o, fh) = open_in_dir(&mut a, "f", "oa", OPEN4_SHARE_ACCESS_BOTH);
+    let OpenDelegation4::OpenDelegateWrite(d) = &o.delegation else { panic!("a write delegation: {o:?}") };
+    // The client flushes at every close (no page may stay dirty past it).
+    assert_eq!(d.space_limit, NfsSpaceLimit4::NfsLimitSize(0));
+    let write =
+        Write4Args { stateid: d.stateid, offset: 0, stable: StableHow4::Unstable4, data: Bytes::from_static(b"data") };
+    a.ok(vec![putfh(&fh), NfsArgop4::Write(write)]);
+    (w, a, b, fh, d.stateid)
+}
+
+fn getattr(bits: &[u32]) -> NfsArgop4 {
+    NfsArgop4::Getattr(Getattr4Args { attr_request: Bitmap4::from_bits(bits.iter().copied()) })
+}
+
+/// Write delegations (when configured): offered to a writer (WRITE alone
+/// too) alone on the file, never to one whose file is open elsewhere.
+#[test]
+fn a_writer_alone_on_the_file_gets_a_write_delegation() {
+    let w = world_with(true, true);
+    let mut a = Client::new(&w, "10.0.0.5:700", 1, "a");
+    let mut b = Client::new(&w, "10.0.0.6:701", 2, "b");
+    a.answer_probe();
+    b.answer_probe();
+    let (o, _) = open_in_dir(&mut a, "f", "o1", OPEN4_SHARE_ACCESS_WRITE);
+    assert!(write_delegation(&o).is_some(), "{:?}", o.delegation);
+    // Its own second OPEN, for reading, gets no second delegation (nor
+    // takes a read lease, which would break its write lease).
+    let (o, fh) = open_in_dir(&mut a, "f", "o2", OPEN4_SHARE_ACCESS_READ);
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNone);
+    assert_eq!(w.p.exports.store.leases_held(&object(&w, &fh)), 1);
+    // g open for reading by B (no delegation wanted): none for A.
+    let mut ops = dir();
+    ops.push(open("g", "ob", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG));
+    b.ok(ops);
+    let (o, _) = open_in_dir(&mut a, "g", "o1", OPEN4_SHARE_ACCESS_BOTH);
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNone);
+    // h open by a local process: none either.
+    let (_, h) = open_in_dir(&mut a, "h", "o8", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG);
+    let h_obj = object(&w, &h);
+    w.p.exports.store.open_for_read_locally(&h_obj);
+    let mut ops = dir();
+    ops.push(open("h", "o9", OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG));
+    let res = a.ok(ops);
+    let NfsResop4::Open(Nfs4Result::Ok(o)) = &res[4] else { panic!("OPEN: {res:?}") };
+    assert!(matches!(o.delegation, OpenDelegation4::OpenDelegateNoneExt(_)), "{:?}", o.delegation);
+    // Not offered when the server is not told to.
+    let w = world_with(true, false);
+    let mut a = Client::new(&w, "10.0.0.5:700", 1, "a");
+    a.answer_probe();
+    let (o, _) = open_in_dir(&mut a, "f", "o1", OPEN4_SHARE_ACCESS_BOTH);
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNone);
+}
+
+/// RFC 8881 section 10.4: every access to a write-delegated file by
+/// anyone else recalls it first and waits: another client's GETATTR of
+/// the size or change, READ (with a special stateid), OPEN for reading,
+/// LOCKT, and an NFSv3 READ. The holder's own go on.
+#[test]
+fn every_access_by_anyone_else_recalls_a_write_delegation_first() {
+    const NFS3ERR_JUKEBOX: u32 = 10008;
+    let (w, mut a, mut b, fh, deleg) = a_write_delegated();
+    // Attributes that the holder's writes do not change are answered.
+    b.ok(vec![putfh(&fh), getattr(&[FATTR4_MODE])]);
+    assert!(a.callbacks().is_empty(), "no recall for the mode");
+    assert_eq!(b.run(vec![putfh(&fh), getattr(&[FATTR4_SIZE])]).1.status, Nfsstat4::Delay);
+    let calls = a.callbacks();
+    assert_eq!(calls.len(), 1, "a GETATTR of the size recalled it");
+    assert_eq!(b.run(vec![putfh(&fh), getattr(&[FATTR4_CHANGE])]).1.status, Nfsstat4::Delay);
+    let read = Read4Args { stateid: Stateid4::ANONYMOUS, offset: 0, count: 4 };
+    assert_eq!(b.run(vec![putfh(&fh), NfsArgop4::Read(read.clone())]).1.status, Nfsstat4::Delay);
+    let mut ops = dir();
+    ops.push(open("f", "ob", OPEN4_SHARE_ACCESS_READ));
+    assert_eq!(b.run(ops.clone()).1.status, Nfsstat4::Delay);
+    let lockt = Lockt4Args {
+        locktype: NfsLockType4::ReadLt,
+        offset: 0,
+        length: u64::MAX,
+        owner: LockOwner4 { clientid: 0, owner: Opaque(Bytes::from_static(b"lb")) },
+    };
+    assert_eq!(b.run(vec![putfh(&fh), NfsArgop4::Lockt(lockt)]).1.status, Nfsstat4::Delay);
+    let v3_read = keel_nfs3_proto::nfs3::Read3Args {
+        file: keel_nfs3_proto::nfs3::NfsFh3 { data: fh.clone() },
+        offset: 0,
+        count: 4,
+    };
+    assert_eq!(v3_status(&w, 6, &v3_read), NFS3ERR_JUKEBOX);
+    assert!(w.p.exports.before_access(&fh, GateAccess::Read).is_err(), "NLM's locks and TEST too");
+    assert!(a.callbacks().is_empty(), "recalled once");
+    // The holder's own accesses go on while it writes back.
+    let read_own = Read4Args { stateid: deleg, offset: 0, count: 4 };
+    a.ok(vec![putfh(&fh), getattr(&[FATTR4_SIZE]), NfsArgop4::Read(read_own)]);
+    a.answer(&calls[0].0, calls[0].1.as_ref(), Nfsstat4::Ok);
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    b.ok(vec![putfh(&fh), getattr(&[FATTR4_SIZE]), NfsArgop4::Read(read)]);
+    assert_eq!(v3_status(&w, 6, &v3_read), 0);
+    b.ok(ops);
+}
+
+/// Another client's OPEN that would truncate the file waits for the
+/// recall before anything is truncated (the store writes a write-delegated
+/// file unseen by its lease).
+#[test]
+fn another_client_s_truncating_open_recalls_before_it_truncates() {
+    let (w, a, mut b, fh, _deleg) = a_write_delegated();
+    let size0 = Attrs4 { size: Some(0), ..Attrs4::default() }.to_fattr4(&Attrs4::known());
+    let mut ops = dir();
+    ops.push(NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_WRITE,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: Opaque(Bytes::from_static(b"ob")) },
+        openhow: Openflag4::Open4Create(Createhow4::Unchecked4(size0)),
+        claim: OpenClaim4::ClaimNull("f".into()),
+    }));
+    assert_eq!(b.run(ops).1.status, Nfsstat4::Delay);
+    assert_eq!(a.callbacks().len(), 1, "recalled");
+    let size = keel_store::Store::getattr(&*w.p.exports.store, &object(&w, &fh)).unwrap().size;
+    assert_eq!(size, 4, "not truncated while the holder may have more to write");
+}
+
+/// A local process's open for reading breaks the write delegation's
+/// lease: the delegation is recalled, and released once returned.
+#[test]
+fn a_local_reader_breaks_a_write_delegation_s_lease_which_is_recalled() {
+    let (w, mut a, _b, fh, deleg) = a_write_delegated();
+    let store = w.p.exports.store.clone();
+    let f = object(&w, &fh);
+    assert_eq!(store.leases_held(&f), 1);
+    assert_eq!(store.open_for_read_locally(&f), 1, "the reader waits for the write lease");
+    tick(&w, Instant::now());
+    let calls = a.callbacks();
+    assert_eq!(calls.len(), 1, "the broken lease recalled the delegation");
+    a.answer(&calls[0].0, calls[0].1.as_ref(), Nfsstat4::Ok);
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    assert_eq!(store.leases_held(&f), 0, "returned: the lease is released, the reader goes on");
 }

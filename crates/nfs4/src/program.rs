@@ -129,7 +129,8 @@ impl<S: Store> Nfs4Program<S> {
         let lease_seconds = u32::try_from(config.state.lease.as_secs()).unwrap_or(u32::MAX);
         let since_1970 = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         let started = Time { seconds: since_1970.as_secs() as i64, nanos: since_1970.subsec_nanos() };
-        let callbacks = crate::callback::Callbacks::new(config.state.lease);
+        let mut callbacks = crate::callback::Callbacks::new(config.state.lease);
+        callbacks.set_write_delegations(config.state.write_delegations);
         Nfs4Program {
             exports,
             minors: config.minors,

@@ -787,6 +787,11 @@ impl<S: Store> LockManager<S> {
             Ok(x) => x,
             Err(s) => return Nlm4Testrply::Other(s),
         };
+        // An NFSv4.1 client holding a write delegation may hold locks it
+        // never sent: the delegation is recalled first (it sends them).
+        if self.exports.before_access(&args.alock.fh.0, GateAccess::Read).is_err() {
+            return Nlm4Testrply::Other(Nlm4Stats::DeniedGracePeriod);
+        }
         let (kind, range) = (kind_of(args.exclusive), range_of(&args.alock));
         let fh = &args.alock.fh.0;
         let mut t = self.table();
@@ -867,9 +872,11 @@ impl<S: Store> LockManager<S> {
             Ok(x) => x,
             Err(s) => return Some(s),
         };
-        // An NFSv4.1 client holding a read delegation may hold shared
-        // locks it never sent (Linux keeps them locally): an exclusive
-        // lock waits while the delegation is recalled. The client's lockd
+        // An NFSv4.1 client holding a delegation may hold locks it never
+        // sent (Linux keeps them locally): shared ones under a read
+        // delegation, which an exclusive lock waits for, any under a write
+        // delegation, which every lock waits for while it is recalled (the
+        // holder sends its locks before it returns it). The client's lockd
         // retries a lock denied for the grace period after a few seconds.
         let access = if args.exclusive { GateAccess::Write } else { GateAccess::Read };
         if self.exports.before_access(&args.alock.fh.0, access).is_err() {

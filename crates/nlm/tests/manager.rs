@@ -655,6 +655,54 @@ fn an_exclusive_lock_waits_while_a_delegation_is_recalled_and_a_shared_one_does_
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A delegation gate that refuses every access while `recalling` is set:
+/// an NFSv4.1 write delegation, whose client may hold locks the server
+/// has not seen, being recalled.
+struct RecallingWrite(Arc<std::sync::atomic::AtomicBool>);
+
+impl keel_exports::delegations::DelegationGate for RecallingWrite {
+    fn before_access(
+        &self,
+        _handle: &[u8],
+        _access: keel_exports::delegations::GateAccess,
+    ) -> Result<(), keel_exports::delegations::Recalling> {
+        if self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            Err(keel_exports::delegations::Recalling)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// While a write delegation is recalled, a TEST says nothing (the holder's
+/// locks are not known yet) and a shared lock waits; both go on once it
+/// is returned.
+#[test]
+fn a_test_and_a_shared_lock_wait_while_a_write_delegation_is_recalled() {
+    let store = Arc::new(SimStore::new(7));
+    let root_dir = store.lookup_path(1, b"/").unwrap();
+    let who = store.act_as(&Cred::ROOT).unwrap();
+    let file = store.create(&who, &root_dir, b"f", CreateMode::Unchecked, &SetAttrs::default(), false).unwrap();
+    let fh = file.object.handle().clone();
+    let opts = ClientOptions { access: Access::ReadWrite, squash: Squash::None, secure: false, ..Default::default() };
+    let exports =
+        Arc::new(ExportTable::new(store, vec![(1, vec![ClientRule { host: HostMatch::Any, options: opts }])]));
+    let recalling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    exports.set_delegation_gate(Arc::new(RecallingWrite(recalling.clone())));
+    let dir = nsm_dir("write-deleg");
+    let lm = LockManager::new(exports, LockConfig::new(dir.clone())).unwrap();
+    lm.set_courier(Box::new(Recorder::default()));
+    let cred = root();
+    let test = Nlm4Testargs { cookie: "t".into(), exclusive: false, alock: lock(&fh, "a", 1, 0, 10) };
+    assert!(matches!(lm.test(&ctx(A, &cred), &test), Nlm4Testrply::Other(Nlm4Stats::DeniedGracePeriod)));
+    let shared = Nlm4Lockargs { exclusive: false, ..lockargs(lock(&fh, "a", 1, 0, 10), false, false) };
+    assert_eq!(lm.lock(&ctx(A, &cred), &shared, true), Nlm4Stats::DeniedGracePeriod);
+    recalling.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert!(matches!(lm.test(&ctx(A, &cred), &test), Nlm4Testrply::Other(Nlm4Stats::Granted)));
+    assert_eq!(lm.lock(&ctx(A, &cred), &shared, true), Nlm4Stats::Granted);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A gate standing for NFSv4.1's state: a courtesy client holds a lock
 /// through a description of its own until a refused lock asks.
 struct Courtesy {

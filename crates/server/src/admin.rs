@@ -223,6 +223,9 @@ pub struct Nfs4ClientListing {
     pub lock_states: u64,
     pub lock_ranges: u64,
     pub delegations: u64,
+    /// Of which write delegations.
+    #[serde(default)]
+    pub write_delegations: u64,
     pub revoked_delegations: u64,
     pub reclaim_complete: bool,
 }
@@ -286,6 +289,7 @@ fn nfs4_listing(c: &keel_nfs4_state::ClientInfo) -> Nfs4ClientListing {
         lock_states: c.lock_states as u64,
         lock_ranges: c.lock_ranges as u64,
         delegations: c.delegations as u64,
+        write_delegations: c.write_delegations as u64,
         revoked_delegations: c.revoked_delegations as u64,
         reclaim_complete: c.reclaim_complete,
     }

@@ -103,6 +103,12 @@ pub struct ServerConfig {
     /// or changes its attributes or names: each is backed by a file lease
     /// and an inotify watch). On by default, as knfsd's.
     pub nfs4_read_delegations: bool,
+    /// Whether NFSv4.1 clients are offered write delegations (a writer
+    /// alone on a file the server created: recalled by any access by
+    /// anyone else, each backed by a write lease and an inotify watch).
+    /// Off by default (its cost to a workload creating many files is not
+    /// measured yet): see keel.toml(5).
+    pub nfs4_write_delegations: bool,
     /// The domain of NFSv4 owner names (idmapd.conf's `Domain`): a client's
     /// `user@DOMAIN` or `group@DOMAIN` is that user or group of the system's
     /// database. `None`: owners are numbers only.
@@ -271,6 +277,7 @@ impl Default for ServerConfig {
             principal_users: HashMap::new(),
             nfs_versions: NfsVersions::default(),
             nfs4_read_delegations: true,
+            nfs4_write_delegations: false,
             nfs4_idmap_domain: None,
         }
     }
@@ -644,6 +651,9 @@ impl Checker<'_> {
         }
         if let Some(v) = raw.nfs4_read_delegations {
             s.nfs4_read_delegations = v;
+        }
+        if let Some(v) = raw.nfs4_write_delegations {
+            s.nfs4_write_delegations = v;
         }
         if let Some(v) = &raw.max_inflight_mib {
             let mib = self.usize_from("max_inflight_mib", v, MAX_INFLIGHT_MIB_PER_CONNECTION_MIN, MAX_INFLIGHT_MIB_MAX);

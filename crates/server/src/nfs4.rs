@@ -57,7 +57,8 @@ fn state_config(config: &Config, delegations_max: usize) -> StateConfig {
         let per_address = limits.delegations.per_address.min((total / 4).max(1));
         limits.delegations = keel_nfs4_state::Bound { total, per_address };
     }
-    StateConfig { grace_max: config.server.grace_max, limits, ..defaults }
+    let write_delegations = config.server.nfs4_write_delegations;
+    StateConfig { grace_max: config.server.grace_max, limits, write_delegations, ..defaults }
 }
 
 /// The NFSv4 program, if the configuration serves a minor version of it:

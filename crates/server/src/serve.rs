@@ -107,8 +107,10 @@ pub fn run(
     }
     let rules = config.exports.iter().map(|e| (e.id, e.clients.clone())).collect();
     let lock_files_max = lock_files_max(nofile);
-    // Each read delegation holds a descriptor for its file lease.
-    let delegations_max = if config.server.nfs4_read_delegations { lock_files_max } else { 0 };
+    // Each delegation holds a descriptor for its file lease (a write
+    // lease's keeps the file's cached one open).
+    let delegations_on = config.server.nfs4_read_delegations || config.server.nfs4_write_delegations;
+    let delegations_max = if delegations_on { lock_files_max } else { 0 };
     let cached_max = cached_inodes_max(
         nofile,
         config.server.max_connections + lock_files_max + delegations_max + 2 * READ_PIPES_MAX,

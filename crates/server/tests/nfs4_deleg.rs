@@ -10,7 +10,9 @@
 //! reply router. Then the same with the Linux kernel client in the qemu
 //! guest of `tools/kernel-nfs-client` holding the delegation, and that
 //! client seeing a local chmod and rename of files it holds delegations on
-//! (which break no lease: the server's inotify watch recalls them).
+//! (which break no lease: the server's inotify watch recalls them); and
+//! the kernel client holding a write delegation, unflushed data and a lock
+//! it took locally, which a local reader and another client recall.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -304,4 +306,128 @@ fn the_kernel_client_sees_a_local_chmod_and_rename_of_files_it_holds_read_delega
         assert_eq!(get("old_name"), "gone", "the guest kept the name its delegation let it cache:\n{output}");
         assert_eq!(get("new_name"), "h", "{output}");
     });
+}
+
+/// Write delegations held by the server's clients (`keel clients --json`).
+fn write_delegations_held(server: &TestServer) -> u64 {
+    let mut cmd = Command::new(keel_testkit::server::keel_bin());
+    cmd.args(["clients", "--json"]).arg("--config").arg(&server.config);
+    let out = keel_testkit::procs::run_timeout(&mut cmd, WAIT);
+    assert!(out.status.success(), "keel clients: {}", out.text());
+    let listed: serde_json::Value = serde_json::from_str(&out.stdout).expect("keel clients --json is JSON");
+    listed.as_array().expect("a list").iter().map(|c| c["write_delegations"].as_u64().unwrap_or(0)).sum()
+}
+
+/// The kernel client creates w, gets a write delegation, writes to it and
+/// holds a POSIX lock on it, which it keeps locally; a local process on
+/// the server then reads w (its open breaks the lease: the delegation is
+/// recalled, the client sends its lock and returns it) and sees the
+/// guest's data; another client reads it too, and its lock on the range
+/// is refused (never granted while the guest holds its own).
+#[test]
+fn the_kernel_client_s_write_delegation_is_recalled_by_a_local_reader_with_its_data_and_lock() {
+    let export = ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"no_root_squash\"\ninsecure = true");
+    let server = TestServer::start(
+        "nfs4-wdeleg-kernel",
+        vec![export],
+        "nfs_versions = [\"3\", \"4.1\"]\nnfs4_write_delegations = true",
+    );
+    let dir = server.export_dir(1);
+    let v4lock = server.base.join("v4lock");
+    keel_testkit::procs::build_static_c(Path::new(&format!("{GUEST_SCRIPTS}/v4lock.c")), &v4lock);
+    std::thread::scope(|scope| {
+        let guest = scope.spawn(|| {
+            let mut cmd = Command::new(RUN_SH);
+            cmd.arg("--port").arg(server.addr.port().to_string());
+            cmd.arg("--vers").arg("4.1").arg("--export").arg(server.export_path(1));
+            cmd.args(["--opts", "lookupcache=none", "--timeout", &BOOT_TIMEOUT_S.to_string(), "--file"]);
+            cmd.arg(&v4lock).arg(Path::new(GUEST_SCRIPTS).join("nfs4_wdeleg.sh"));
+            let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {RUN_SH}: {e}"));
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        });
+        wait_for_ready(&dir, &guest);
+        // The guest lets go of its lock and ends once told, whatever
+        // happens here.
+        let _go = GoOnDrop(dir.join("go"));
+        let held = write_delegations_held(&server);
+        let context = || format!("server log:\n{}", server.log_text());
+        assert!(held >= 1, "the guest holds no write delegation on w: {held}\n{}", context());
+
+        // (a) A local reader: its open waits for the recall.
+        let (done, local_read) = std::sync::mpsc::channel();
+        let path = dir.join("w");
+        std::thread::spawn(move || {
+            let _ = done.send(std::fs::read(&path));
+        });
+        let seen =
+            local_read.recv_timeout(Duration::from_secs(120)).expect("the local read never went through").unwrap();
+        assert_eq!(seen, b"guest data", "the local reader saw what the guest had not written back\n{}", context());
+
+        // (b) Another client reads it, and (c) its lock on the guest's
+        // locked range is refused.
+        let mut v4 = V4::connect(&server, b"wdeleg-other");
+        let mut ops = vec![NfsArgop4::Putrootfh(())];
+        for part in server.export_path(1).split('/').filter(|p| !p.is_empty()) {
+            ops.push(NfsArgop4::Lookup(Lookup4Args { objname: part.into() }));
+        }
+        ops.push(NfsArgop4::Open(Open4Args {
+            seqid: 0,
+            share_access: OPEN4_SHARE_ACCESS_READ,
+            share_deny: 0,
+            owner: OpenOwner4 { clientid: 0, owner: keel_xdr::Opaque(bytes::Bytes::from_static(b"other")) },
+            openhow: Openflag4::Open4Nocreate,
+            claim: OpenClaim4::ClaimNull("w".into()),
+        }));
+        ops.push(NfsArgop4::Getfh(()));
+        let start = Instant::now();
+        let res = loop {
+            let (_, res) = v4.run(ops.clone());
+            if res.status != Nfsstat4::Delay {
+                break res;
+            }
+            assert!(start.elapsed() < Duration::from_secs(120), "the other client's OPEN waited forever");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
+        let n = res.resarray.len();
+        let NfsResop4::Open(Nfs4Result::Ok(open)) = &res.resarray[n - 2] else { panic!("OPEN: {res:?}") };
+        let NfsResop4::Getfh(Nfs4Result::Ok(fh)) = &res.resarray[n - 1] else { panic!("GETFH: {res:?}") };
+        let fh = fh.object.0.clone();
+        let got = v4.ok(vec![putfh(&fh), read(open.stateid)]);
+        assert_eq!(&data_of(&got[2])[..], b"guest data");
+        // A shared lock: the guest's is exclusive, over the whole file.
+        let lock = NfsArgop4::Lock(Lock4Args {
+            locktype: NfsLockType4::ReadLt,
+            reclaim: false,
+            offset: 0,
+            length: 1,
+            locker: Locker4::OpenOwner(OpenToLockOwner4 {
+                open_seqid: 0,
+                open_stateid: open.stateid,
+                lock_seqid: 0,
+                lock_owner: LockOwner4 {
+                    clientid: 0,
+                    owner: keel_xdr::Opaque(bytes::Bytes::from_static(b"other-locker")),
+                },
+            }),
+        });
+        let (_, res) = v4.run(vec![putfh(&fh), lock]);
+        assert_eq!(res.status, Nfsstat4::Denied, "a lock granted over the guest's: {res:?}\n{}", context());
+
+        drop(_go);
+        let output = guest.join().unwrap();
+        let results = keel_testkit::procs::guest_results(&output);
+        let get = |k: &str| results.get(k).map_or("", String::as_str).to_string();
+        assert_eq!(get("hold"), "ok", "{output}");
+        assert_eq!(get("done"), "1", "guest failed:\n{output}\n{}", context());
+    });
+}
+
+/// Creates its file when dropped: the guest's signal to go on.
+struct GoOnDrop(std::path::PathBuf);
+
+impl Drop for GoOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, b"");
+    }
 }

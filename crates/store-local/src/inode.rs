@@ -2,7 +2,8 @@
 //! costs no open: knfsd's file cache, in user space.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use bytes::Bytes;
 
@@ -35,6 +36,12 @@ pub struct Inode {
     /// second acknowledges data that is not there. (knfsd samples the
     /// description's error sequence before each write; user space cannot.)
     sync_writers: Mutex<Vec<OwnedFd>>,
+    /// A write lease is held on [`Inode::fd`] (`lease.rs`): synchronous
+    /// writes go through it too (another description would break the
+    /// lease), one at a time (`leased_sync_turn`), each reporting the
+    /// write-back errors since the last.
+    write_leased: AtomicBool,
+    leased_sync_turn: Mutex<()>,
 }
 
 /// Idle synchronous-write descriptions kept per inode (the server's
@@ -60,11 +67,19 @@ impl Inode {
             fd_writable,
             writer: OnceLock::new(),
             sync_writers: Mutex::default(),
+            write_leased: AtomicBool::new(false),
+            leased_sync_turn: Mutex::default(),
         }
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// Whether [`Inode::fd`] is open for writing (the store writes through
+    /// it, opening no other description).
+    pub(crate) fn fd_writable(&self) -> bool {
+        self.fd_writable
     }
 
     /// A descriptor open for writing, opened (as root: permission is the
@@ -86,12 +101,27 @@ impl Inode {
     /// returned lease is dropped: for a write that must report every
     /// write-back error of its own data.
     pub(crate) fn sync_writer(&self) -> StoreResult<SyncWriter<'_>> {
+        if self.write_leased.load(Ordering::Acquire) {
+            let turn = self.leased_sync_turn.lock().unwrap_or_else(|p| p.into_inner());
+            return Ok(SyncWriter { inode: self, fd: None, _turn: Some(turn) });
+        }
         let idle = self.sync_writers.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let fd = match idle {
             Some(fd) => fd,
             None => self.open_for_writing()?,
         };
-        Ok(SyncWriter { inode: self, fd: Some(fd) })
+        Ok(SyncWriter { inode: self, fd: Some(fd), _turn: None })
+    }
+
+    /// Closes the synchronous-write descriptions kept idle (a write lease
+    /// can be had only once no other description is open).
+    pub(crate) fn close_idle_sync_writers(&self) {
+        self.sync_writers.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// A write lease is held on [`Inode::fd`] (`true`) or no longer.
+    pub(crate) fn set_write_leased(&self, leased: bool) {
+        self.write_leased.store(leased, Ordering::Release);
     }
 
     /// A new read-write description of the object (as root: permission is
@@ -122,12 +152,15 @@ impl Inode {
 /// A synchronous-write description on lease from its inode.
 pub(crate) struct SyncWriter<'a> {
     inode: &'a Inode,
+    /// None: the write-leased inode's own description, whose turn this
+    /// holds.
     fd: Option<OwnedFd>,
+    _turn: Option<MutexGuard<'a, ()>>,
 }
 
 impl SyncWriter<'_> {
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_ref().expect("held until drop").as_fd()
+        self.fd.as_ref().map_or(self.inode.fd.as_fd(), |fd| fd.as_fd())
     }
 }
 

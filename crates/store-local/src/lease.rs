@@ -5,6 +5,18 @@
 //! lease and waits in the kernel until the lease is dropped, or for
 //! `/proc/sys/fs/lease-break-time` at most.
 //!
+//! Write leases (`F_WRLCK`), which any other open of the file breaks (for
+//! reading too), can be had only on the one open file description of the
+//! file in the whole system: the store's own cached one (an [`Inode`]'s,
+//! which it reads and writes the file through, so that its own I/O does
+//! not break it), when that one is open for writing (the file was created
+//! through the store since it was cached). Any other description the
+//! store holds (its writer, a synchronous writer, a lock description)
+//! stands in the way (EAGAIN), and opening one later breaks the lease, as
+//! a local process's open does (synchronous writes go through the leased
+//! description while it is). The store's own accesses on behalf of
+//! others go through that description unseen: the caller recalls first.
+//!
 //! The kernel tells a lease's holder of a break with SIGIO, whose default
 //! action ends the process: the store ignores SIGIO before it takes its
 //! first lease, and a holder asks [`ReadLease::is_broken`] (F_GETLEASE,
@@ -44,12 +56,38 @@ const WATCHED: u32 = libc::IN_ATTRIB | libc::IN_MOVE_SELF | libc::IN_DELETE_SELF
 /// Bytes read from the inotify instance at once (some hundred events).
 const EVENTS_BUF_BYTES: usize = 4096;
 
-/// A read lease, on a description of its own, and the inotify watch on
-/// its file; released when dropped.
+/// What a change to a write-leased file shows as: [`WATCHED`] but its
+/// data, which only the lease's holder can change (anyone else would have
+/// to open the file, breaking the lease), through the lease's own
+/// description.
+const WATCHED_WRITE_LEASED: u32 = WATCHED & !libc::IN_MODIFY;
+
+/// A read lease on a description of its own, or a write lease on the
+/// store's own description of the file, and the inotify watch on its
+/// file; released when dropped.
 #[derive(Debug)]
 pub struct LocalReadLease {
-    fd: OwnedFd,
+    on: LeasedDescription,
+    /// F_RDLCK or F_WRLCK.
+    kind: libc::c_int,
     watch: Watch,
+}
+
+#[derive(Debug)]
+enum LeasedDescription {
+    /// A read lease's own.
+    Own(OwnedFd),
+    /// A write lease's: the cached inode's, kept open while the lease is.
+    Store(Arc<Inode>),
+}
+
+impl LeasedDescription {
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            LeasedDescription::Own(fd) => fd.as_fd(),
+            LeasedDescription::Store(inode) => inode.fd(),
+        }
+    }
 }
 
 impl LocalReadLease {
@@ -57,30 +95,81 @@ impl LocalReadLease {
     /// writing, the store included; EINVAL for anything but a regular file
     /// or where the file system takes no leases.
     pub(crate) fn take(inode: &Inode) -> StoreResult<Self> {
-        if inode.ftype != FileType::Regular {
-            return Err(StoreError::errno(libc::EINVAL));
-        }
-        static SIGIO_IGNORED: OnceLock<std::io::Result<()>> = OnceLock::new();
-        if let Err(e) = SIGIO_IGNORED.get_or_init(sys::ignore_sigio) {
-            // Without it a break would end the process.
-            return Err(std::io::Error::new(e.kind(), e.to_string()).into());
-        }
+        can_lease(inode)?;
         // Not blocking: another's write lease would make the open wait.
         let fd = inode.open_description(libc::O_RDONLY | libc::O_NONBLOCK)?;
         // Watched before the lease is taken: no change after it is missed.
-        let watch = Watch::add(&fd)?;
-        // The file's owner may take a lease without CAP_LEASE (which Keel
-        // does not ask for): the fsuid is the owner's while it does.
-        let owner = sys::fstat(fd.as_fd())?.st_uid;
-        ident::as_fsuid(owner, || sys::set_lease(fd.as_fd(), libc::F_RDLCK))?;
-        Ok(LocalReadLease { fd, watch })
+        let watch = Watch::add(fd.as_fd(), WATCHED)?;
+        let on = LeasedDescription::Own(fd);
+        set_lease_as_owner(&on, libc::F_RDLCK)?;
+        Ok(LocalReadLease { on, kind: libc::F_RDLCK, watch })
     }
+
+    /// A write lease on `inode`'s own description: EAGAIN unless that one
+    /// is open for writing and is the file's only open description (the
+    /// store's writer or lock descriptions, a read lease's, a local
+    /// process's stand in the way); EINVAL as [`LocalReadLease::take`].
+    pub(crate) fn take_write(inode: &Arc<Inode>) -> StoreResult<Self> {
+        can_lease(inode)?;
+        if !inode.fd_writable() {
+            // A lease on a read-only description would be broken by the
+            // store's own first write (its writer's open).
+            return Err(StoreError::errno(libc::EAGAIN));
+        }
+        // One kept from the file's creation (a synchronous commit) would
+        // stand in the way.
+        inode.close_idle_sync_writers();
+        let on = LeasedDescription::Store(inode.clone());
+        let before = sys::fstat(on.fd())?;
+        set_lease_as_owner(&on, libc::F_WRLCK)?;
+        // Watched once the lease is had, not before: inotify keeps one
+        // mask per file, and a read lease's watch on it (whose lease
+        // stands in the way of this one) would lose IN_MODIFY.
+        let watch = match Watch::add(on.fd(), WATCHED_WRITE_LEASED) {
+            Ok(watch) => watch,
+            Err(e) => {
+                let _ = sys::set_lease(on.fd(), libc::F_UNLCK);
+                return Err(e);
+            }
+        };
+        let lease = LocalReadLease { on, kind: libc::F_WRLCK, watch };
+        // A change between the lease and the watch is not missed: every
+        // one the watch looks for changes the file's ctime.
+        let after = sys::fstat(lease.on.fd())?;
+        if (after.st_ctime, after.st_ctime_nsec) != (before.st_ctime, before.st_ctime_nsec) {
+            return Err(StoreError::errno(libc::EAGAIN));
+        }
+        inode.set_write_leased(true);
+        Ok(lease)
+    }
+}
+
+/// Leases are for regular files, once SIGIO is ignored.
+fn can_lease(inode: &Inode) -> StoreResult<()> {
+    if inode.ftype != FileType::Regular {
+        return Err(StoreError::errno(libc::EINVAL));
+    }
+    static SIGIO_IGNORED: OnceLock<std::io::Result<()>> = OnceLock::new();
+    if let Err(e) = SIGIO_IGNORED.get_or_init(sys::ignore_sigio) {
+        // Without it a break would end the process.
+        return Err(std::io::Error::new(e.kind(), e.to_string()).into());
+    }
+    Ok(())
+}
+
+/// The file's owner may take a lease without CAP_LEASE (which Keel does
+/// not ask for): the fsuid is the owner's while it does.
+fn set_lease_as_owner(on: &LeasedDescription, kind: libc::c_int) -> StoreResult<()> {
+    let owner = sys::fstat(on.fd())?.st_uid;
+    ident::as_fsuid(owner, || sys::set_lease(on.fd(), kind))?;
+    Ok(())
 }
 
 impl ReadLease for LocalReadLease {
     fn is_broken(&self) -> bool {
-        // An error says nothing good about the lease either.
-        self.watch.changed() || !matches!(sys::get_lease(self.fd.as_fd()), Ok(libc::F_RDLCK))
+        // An error says nothing good about the lease either (while it
+        // breaks, F_GETLEASE answers the kind it goes down to).
+        self.watch.changed() || sys::get_lease(self.on.fd()).map_or(true, |k| k != self.kind)
     }
 
     fn break_wait(&self) -> Duration {
@@ -94,7 +183,10 @@ impl ReadLease for LocalReadLease {
 impl Drop for LocalReadLease {
     fn drop(&mut self) {
         // Closing the description would release it too; this says so.
-        let _ = sys::set_lease(self.fd.as_fd(), libc::F_UNLCK);
+        let _ = sys::set_lease(self.on.fd(), libc::F_UNLCK);
+        if let LeasedDescription::Store(inode) = &self.on {
+            inode.set_write_leased(false);
+        }
     }
 }
 
@@ -160,13 +252,13 @@ struct Watch {
 }
 
 impl Watch {
-    /// Watches the file behind `fd`: an error (ENOSPC past the system's
+    /// Watches the file behind `fd` for `mask`: an error (ENOSPC past the system's
     /// watch limit) means no lease.
-    fn add(fd: &OwnedFd) -> StoreResult<Watch> {
+    fn add(fd: std::os::fd::BorrowedFd<'_>, mask: u32) -> StoreResult<Watch> {
         let watch = Watches::with(|watches| {
             // Events from before this watch are not this lease's.
             watches.drain();
-            let wd = ident::as_root(|| sys::inotify_watch_fd(watches.inotify.as_fd(), fd.as_fd(), WATCHED))?;
+            let wd = ident::as_root(|| sys::inotify_watch_fd(watches.inotify.as_fd(), fd, mask))?;
             let changed = Arc::new(AtomicBool::new(false));
             watches.by_wd.entry(wd).or_default().push(changed.clone());
             Ok::<_, std::io::Error>(Watch { wd, changed })

@@ -60,6 +60,10 @@ impl Store for LocalStore {
         crate::LocalReadLease::take(&obj.0)
     }
 
+    fn write_lease(&self, obj: &LocalObject) -> StoreResult<crate::LocalReadLease> {
+        LocalStore::write_lease(self, &obj.0)
+    }
+
     fn open_for_locks(&self, who: &Acting, obj: &LocalObject) -> StoreResult<crate::LocalLockFile> {
         LocalStore::open_for_locks(self, who, &obj.0)
     }

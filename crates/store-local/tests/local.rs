@@ -828,6 +828,65 @@ fn a_read_lease_holds_a_local_writer_until_dropped_and_the_store_never_waits_on_
     });
 }
 
+/// A write lease is had on the store's own description of a file it
+/// created (its writes and reads go through it without breaking it), and
+/// another process's open for reading breaks it: that reader waits until
+/// the lease is dropped and then reads what the store wrote meanwhile.
+#[test]
+fn a_write_lease_is_broken_by_another_process_s_open_for_reading() {
+    let _leases = LEASE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let fx = Fixture::new("write-lease");
+    let path = fx.export_dir.join("w");
+    std::fs::write(fx.export_dir.join("old"), b"old").unwrap();
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        // Created and committed (through a description of its own, kept).
+        let made = act(user(1000), |w| vfs.create(w, &root, b"w", CreateMode::Guarded, &SetAttrs::default(), true));
+        let f = made.unwrap().object;
+        let lease = vfs.write_lease(&f).unwrap();
+        assert!(!lease.is_broken());
+        // The store's own I/O goes through the leased description.
+        act(user(1000), |w| vfs.write(w, &f, 0, b"first", Stability::FileSync)).unwrap();
+        act(user(1000), |w| vfs.write(w, &f, 0, b"first", Stability::Unstable)).unwrap();
+        act(user(1000), |w| vfs.read(w, &f, 0, 16)).unwrap();
+        assert!(!lease.is_broken(), "the store's own writes (synchronous too) and reads do not break it");
+        // Out of the cache of open objects, its handle finds the leased
+        // description again (a new open would break the lease).
+        vfs.uncache(&f);
+        let again = vfs.resolve(f.handle(), |_| Ok::<_, StoreError>(())).unwrap().0;
+        act(user(1000), |w| vfs.read(w, &again, 0, 16)).unwrap();
+        assert!(!lease.is_broken(), "found again, not opened again");
+
+        // A local process opens w for reading: it waits for the lease.
+        let (done, read) = std::sync::mpsc::channel();
+        let reader_path = path.clone();
+        let reader = std::thread::spawn(move || {
+            keel_store_local::ident::reset().unwrap();
+            done.send(std::fs::read(&reader_path).unwrap()).unwrap();
+        });
+        wait_until("the write lease is broken by a reader", || lease.is_broken());
+        // What the lease's holder writes back while it is recalled.
+        act(user(1000), |w| vfs.write(w, &f, 5, b" second", Stability::Unstable)).unwrap();
+        assert!(read.try_recv().is_err(), "the reader waits while the lease is held");
+        drop(lease);
+        let seen = read.recv_timeout(std::time::Duration::from_secs(20)).expect("the reader goes on once dropped");
+        reader.join().unwrap();
+        assert_eq!(seen, b"first second");
+
+        // No write lease while another description of the file is open: a
+        // local reader's, or the store's own read-only one (a file it did
+        // not create).
+        let held = std::fs::File::open(&path).unwrap();
+        assert_eq!(errno(&vfs.write_lease(&f).unwrap_err()), Some(libc::EAGAIN));
+        drop(held);
+        drop(vfs.write_lease(&f).unwrap());
+        let old = act(user(1000), |w| vfs.lookup(w, &root, b"old")).unwrap().0;
+        assert_eq!(errno(&vfs.write_lease(&old).unwrap_err()), Some(libc::EAGAIN));
+        assert_eq!(errno(&vfs.write_lease(&root).unwrap_err()), Some(libc::EINVAL));
+    });
+}
+
 /// Runs `change` as a root process on the server would (not as this
 /// worker's caller).
 fn as_local_process(change: impl FnOnce() + Send + 'static) {

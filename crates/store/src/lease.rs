@@ -6,6 +6,17 @@
 //! the store itself) breaks it, and waits until the holder drops the
 //! lease, or for the system's lease-break time at most.
 //!
+//! Write leases (`F_WRLCK`, [`Store::write_lease`]) back write
+//! delegations: any other open of the file breaks one, for reading too.
+//! The store holds it on its own description of the file, through which it
+//! goes on reading and writing the file for everyone: the lease keeps out
+//! only local processes (and other file servers); its holder sees to it
+//! that every access on behalf of someone else recalls first. Both kinds
+//! are a [`ReadLease`] to their holder (whether it breaks, how long a
+//! breaker waits).
+//!
+//! [`Store::write_lease`]: crate::Store::write_lease
+//!
 //! A [`ReadLease`] is released when dropped. The store never waits on one
 //! of its own: its opens for writing do not block on a lease (they fail
 //! with EAGAIN, having broken it), so a verb on a leased file answers

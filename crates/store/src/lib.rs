@@ -343,4 +343,15 @@ pub trait Store: Send + Sync + 'static {
     /// no leases. For whoever already may read the file: no permission is
     /// checked.
     fn read_lease(&self, obj: &Self::Object) -> StoreResult<Self::ReadLease>;
+
+    /// A write lease on the regular file `obj` (see [`lease`]), on the
+    /// store's own description of it, through which it goes on reading and
+    /// writing the file unseen by the lease: whoever holds it sees to it
+    /// that every access on behalf of someone else recalls first. EAGAIN
+    /// while anyone else has the file open (the store included, through
+    /// any other description); EINVAL where the store or file system gives
+    /// none (the default). No permission is checked.
+    fn write_lease(&self, _obj: &Self::Object) -> StoreResult<Self::ReadLease> {
+        Err(StoreError::errno(libc::EINVAL))
+    }
 }

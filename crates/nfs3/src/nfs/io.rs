@@ -31,6 +31,11 @@ pub(super) fn read<S: Store>(r: &Request<S>, a: Read3Args, reply: &mut Encoder) 
         Ok(x) => x,
         Err(s) => return fail(reply, s, Default::default()),
     };
+    // A write delegation's holder may have written what the server has
+    // not seen yet.
+    if let Err(s) = r.delegations(&inode, GateAccess::Read) {
+        return fail(reply, s, Read3ResFail { file_attributes: r.post(&inode) });
+    }
     let count = a.count.min(IO_BYTES_MAX) as usize;
     let out = match r.store().read(caller.who, &inode, a.offset, count) {
         Ok(out) => out,

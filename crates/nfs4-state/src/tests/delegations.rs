@@ -2,8 +2,9 @@
 
 use super::*;
 use keel_nfs4_proto::{
-    OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WANT_NO_DELEG, OPEN4_SHARE_ACCESS_WRITE,
-    OpenNoneDelegation4, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
+    OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WANT_ANY_DELEG,
+    OPEN4_SHARE_ACCESS_WANT_NO_DELEG, OPEN4_SHARE_ACCESS_WANT_READ_DELEG, OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
+    OPEN4_SHARE_ACCESS_WRITE, OpenNoneDelegation4, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
 };
 
 fn read_delegation(st: &mut St, client: ClientId, file: u32, now: Instant) -> Stateid4 {
@@ -183,4 +184,49 @@ fn write_delegations_when_configured_are_recalled_by_any_access() {
     assert_eq!(st.delegation_conflict(Accessor::Other, &10, ConflictAccess::Read, t0), Err(Nfsstat4::Delay));
     assert_eq!(open(&mut st, b, "o", 10, OPEN4_SHARE_ACCESS_READ, 0, t0), Err(Nfsstat4::Delay));
     assert_eq!(st.take_recalls().len(), 1);
+}
+
+/// With write delegations configured, which OPEN gets which (RFC 8881
+/// section 18.16.3): a writer, WRITE alone too, a write delegation when
+/// alone on the file; a writer that wants a read delegation none (its own
+/// writes would change the file); a reader a read one, or none if it
+/// wants a write one; a client holding one is neither upgraded nor
+/// downgraded; another client's open stands in the way.
+#[test]
+fn write_delegation_offers_follow_the_open_s_access_and_wants() {
+    use OpenNoneDelegation4 as Why;
+    let t0 = Instant::now();
+    let config = StateConfig { write_delegations: true, ..StateConfig::default() };
+    let mut st = state_with(config, &MemoryRecords::new(), t0);
+    let (a, _) = connect(&mut st, ip(1), "a", t0);
+    let (b, _) = connect(&mut st, ip(2), "b", t0);
+    let offer = |st: &mut St, client, file: u32, access: u32| {
+        let base = access & OPEN4_SHARE_ACCESS_BOTH;
+        open(st, client, "o", file, base, 0, t0).unwrap();
+        st.offer_delegation(client, &file, &share(access, 0), t0)
+    };
+    let granted = |o: &DelegationOffer| match o {
+        DelegationOffer::Granted { kind, .. } => Some(*kind),
+        DelegationOffer::Declined(_) => None,
+    };
+    assert_eq!(granted(&offer(&mut st, a, 10, OPEN4_SHARE_ACCESS_WRITE)), Some(DelegationKind::Write));
+    let want_write = OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG;
+    assert_eq!(granted(&offer(&mut st, a, 11, want_write)), Some(DelegationKind::Write));
+    let want_any = OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_ANY_DELEG;
+    assert_eq!(granted(&offer(&mut st, a, 12, want_any)), Some(DelegationKind::Read));
+
+    let writer_wants_read = OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_READ_DELEG;
+    assert_eq!(offer(&mut st, a, 13, writer_wants_read), DelegationOffer::Declined(Why::Wnd4Contention(false)));
+    let reader_wants_write = OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG;
+    assert_eq!(offer(&mut st, a, 14, reader_wants_write), DelegationOffer::Declined(Why::Wnd4WriteDelegNotSuppFtype));
+
+    // a holds a write delegation on 10 and a read one on 12.
+    assert_eq!(offer(&mut st, a, 10, OPEN4_SHARE_ACCESS_READ), DelegationOffer::Declined(Why::Wnd4NotSuppDowngrade));
+    assert_eq!(offer(&mut st, a, 12, OPEN4_SHARE_ACCESS_BOTH), DelegationOffer::Declined(Why::Wnd4NotSuppUpgrade));
+    assert_eq!(offer(&mut st, a, 11, OPEN4_SHARE_ACCESS_BOTH), DelegationOffer::Declined(Why::Wnd4Contention(false)));
+
+    // b has 15 open for reading: no write delegation for a on it.
+    let no_deleg = OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG;
+    assert_eq!(offer(&mut st, b, 15, no_deleg), DelegationOffer::Declined(Why::Wnd4NotWanted));
+    assert_eq!(offer(&mut st, a, 15, OPEN4_SHARE_ACCESS_BOTH), DelegationOffer::Declined(Why::Wnd4Contention(false)));
 }

@@ -261,6 +261,12 @@ pub(crate) fn current_attrs<S: Store>(c: &mut Compound<'_, S>, request: &Bitmap4
 }
 
 pub(super) fn getattr<S: Store>(c: &mut Compound<'_, S>, args: Getattr4Args) -> Result<Getattr4ResOk, Nfsstat4> {
+    if (args.attr_request.contains(FATTR4_SIZE) || args.attr_request.contains(FATTR4_CHANGE))
+        && let Some(Filehandle::Export(fh)) = c.current.as_ref()
+    {
+        let file = fh.handle().clone();
+        crate::deleg::before_size_read(c, &file)?;
+    }
     Ok(Getattr4ResOk { obj_attributes: current_attrs(c, &args.attr_request)? })
 }
 

@@ -45,7 +45,7 @@ pub fn list(server: &AdminArgs, json: bool) -> anyhow::Result<()> {
         }
         outln!("opens: {} ({} open owners)", c.opens, c.open_owners);
         outln!("lock states: {} ({} lock owners, {} ranges)", c.lock_states, c.lock_owners, c.lock_ranges);
-        outln!("delegations: {} ({} revoked)", c.delegations, c.revoked_delegations);
+        outln!("delegations: {} ({} write, {} revoked)", c.delegations, c.write_delegations, c.revoked_delegations);
         outln!("reclaim complete: {}", if c.reclaim_complete { "yes" } else { "no" });
     }
     Ok(())

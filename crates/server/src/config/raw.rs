@@ -60,6 +60,7 @@ pub(super) struct RawServer {
     pub principal_users: Option<Spanned<std::collections::BTreeMap<String, String>>>,
     pub nfs_versions: Option<Spanned<Vec<Spanned<String>>>>,
     pub nfs4_read_delegations: Option<bool>,
+    pub nfs4_write_delegations: Option<bool>,
     pub nfs4_idmap_domain: Option<Spanned<String>>,
 }
 

@@ -114,6 +114,7 @@ grace_seconds_max = 15
 max_locks_per_client = 100
 nfs_versions = ["3", "4.2"]
 nfs4_read_delegations = false
+nfs4_write_delegations = true
 
 [[export]]
 path = '{home}'
@@ -179,6 +180,7 @@ clients = [{{ host = "192.0.2.7" }}]
             principal_users: HashMap::new(),
             nfs_versions: NfsVersions { v3: true, v41: false, v42: true },
             nfs4_read_delegations: false,
+            nfs4_write_delegations: true,
             nfs4_idmap_domain: None,
         }
     );
@@ -217,7 +219,7 @@ clients = [{{ host = "192.0.2.7" }}]
                     },
                 ],
                 cache: keel_cache::CacheMode::Off,
-                line: 24,
+                line: 25,
             },
             ExportConfig {
                 path: PathBuf::from(&scratch),
@@ -225,7 +227,7 @@ clients = [{{ host = "192.0.2.7" }}]
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
                 cache: keel_cache::CacheMode::Off,
-                line: 55,
+                line: 56,
             },
         ]
     );
@@ -251,6 +253,7 @@ fn defaults_when_server_table_is_absent() {
     assert_eq!((s.idle_timeout.as_secs(), s.stall_timeout.as_secs()), (360, 60));
     assert_eq!(s.nfs_versions, NfsVersions { v3: true, v41: true, v42: true });
     assert!(s.nfs4_read_delegations, "read delegations are on unless turned off");
+    assert!(!s.nfs4_write_delegations, "write delegations are off unless turned on");
 
     let e = &config.exports[0];
     assert_eq!(e.path, Path::new("/"));

@@ -18,8 +18,9 @@ mod dir;
 mod io;
 mod remove;
 
+use std::collections::HashMap;
 use std::os::fd::AsFd;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use bytes::Bytes;
 
@@ -52,6 +53,10 @@ pub struct LocalStore {
     pipes: Option<Arc<keel_store::pipe::PipePool>>,
     /// What each of them holds at least.
     pipe_bytes: usize,
+    /// Objects whose description holds a write lease (`lease.rs`), by
+    /// handle: an object that left the cache is found here again rather
+    /// than opened anew, which would break the lease (and wait on it).
+    write_leased: Mutex<HashMap<Bytes, Weak<Inode>>>,
 }
 
 impl LocalStore {
@@ -67,6 +72,7 @@ impl LocalStore {
             lock_files_open: Arc::default(),
             pipes: None,
             pipe_bytes: 0,
+            write_leased: Mutex::default(),
         })
     }
 
@@ -157,6 +163,22 @@ impl LocalStore {
         self.cache.len()
     }
 
+    /// Lets `obj` leave the cache of open objects, as the cache does when
+    /// it is full (tests).
+    pub fn uncache(&self, obj: &crate::LocalObject) {
+        self.cache.remove(&obj.0.handle);
+    }
+
+    /// A write lease on `inode` (see `lease.rs`), which is found again by
+    /// its handle while the lease holds it.
+    pub(crate) fn write_lease(&self, inode: &Arc<Inode>) -> StoreResult<crate::LocalReadLease> {
+        let lease = crate::LocalReadLease::take_write(inode)?;
+        let mut leased = self.write_leased.lock().unwrap_or_else(|e| e.into_inner());
+        leased.retain(|_, i| i.strong_count() > 0);
+        leased.insert(inode.handle.as_bytes().clone(), Arc::downgrade(inode));
+        Ok(lease)
+    }
+
     pub(crate) fn root(&self, export: &Export) -> StoreResult<Arc<Inode>> {
         self.resolve(export.root_handle.as_bytes(), |_| Ok::<_, StoreError>(())).map(|(inode, ())| inode)
     }
@@ -210,6 +232,11 @@ impl LocalStore {
         inside: bool,
     ) -> StoreResult<Arc<Inode>> {
         if let Some(inode) = self.cache.get(handle.as_bytes()) {
+            return Ok(inode);
+        }
+        let leased = self.write_leased.lock().unwrap_or_else(|e| e.into_inner()).get(handle.as_bytes()).cloned();
+        if let Some(inode) = leased.and_then(|i| i.upgrade()) {
+            self.cache.insert(inode.clone());
             return Ok(inode);
         }
         let open = |flags| ident::as_root(|| open_by_handle_settled(export.root_fd(), &kernel, flags));

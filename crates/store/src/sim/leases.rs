@@ -8,7 +8,15 @@
 //! modelled: the store's own descriptors held open for writing (the local
 //! store refuses a lease while it holds one).
 //!
+//!
+//! Write leases: one can be had while nobody has the file open (no local
+//! process, no other lease); a simulated local process's open, for
+//! reading too ([`SimStore::open_for_read_locally`]), a read lease's or a
+//! lock description breaks it. The store's own reads and writes do not:
+//! the local store does them through the leased description.
+//!
 //! [`SimStore::open_for_write_locally`]: super::SimStore::open_for_write_locally
+//! [`SimStore::open_for_read_locally`]: super::SimStore::open_for_read_locally
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,7 +34,29 @@ pub const SIM_LEASE_BREAK_WAIT: Duration = Duration::from_secs(45);
 struct LeasedFile {
     /// Simulated local processes holding the file open for writing.
     writers: usize,
-    leases: Vec<(u64, Arc<AtomicBool>)>,
+    /// And for reading only.
+    readers: usize,
+    leases: Vec<SimLease>,
+}
+
+#[derive(Debug)]
+struct SimLease {
+    id: u64,
+    write: bool,
+    broken: Arc<AtomicBool>,
+}
+
+impl LeasedFile {
+    fn is_unused(&self) -> bool {
+        self.leases.is_empty() && self.writers == 0 && self.readers == 0
+    }
+
+    /// Breaks the leases `which` picks: how many it picked.
+    fn break_some(&self, which: impl Fn(&SimLease) -> bool) -> usize {
+        let picked: Vec<&SimLease> = self.leases.iter().filter(|l| which(l)).collect();
+        picked.iter().for_each(|l| l.broken.store(true, Ordering::SeqCst));
+        picked.len()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -64,25 +94,36 @@ impl Drop for SimReadLease {
     fn drop(&mut self) {
         let mut t = table(&self.leases);
         if let Some(f) = t.by_ino.get_mut(&self.ino) {
-            f.leases.retain(|(id, _)| *id != self.id);
-            if f.leases.is_empty() && f.writers == 0 {
+            f.leases.retain(|l| l.id != self.id);
+            if f.is_unused() {
                 t.by_ino.remove(&self.ino);
             }
         }
     }
 }
 
-/// A new lease on `ino`, unless a writer has it open (EAGAIN).
+/// A new read lease on `ino`, unless a writer has it open (EAGAIN); its
+/// open breaks a write lease (EAGAIN too).
 pub(crate) fn take(leases: &SharedLeases, ino: u64) -> StoreResult<SimReadLease> {
+    take_kind(leases, ino, false)
+}
+
+/// A new write lease on `ino`, unless anyone has it open (EAGAIN).
+pub(crate) fn take_write(leases: &SharedLeases, ino: u64) -> StoreResult<SimReadLease> {
+    take_kind(leases, ino, true)
+}
+
+fn take_kind(leases: &SharedLeases, ino: u64, write: bool) -> StoreResult<SimReadLease> {
     let mut t = table(leases);
     t.next_id += 1;
     let id = t.next_id;
     let f = t.by_ino.entry(ino).or_default();
-    if f.writers > 0 {
+    let open_elsewhere = if write { f.writers + f.readers + f.leases.len() } else { f.writers };
+    if open_elsewhere > 0 || f.break_some(|l| l.write) > 0 {
         return Err(StoreError::errno(libc::EAGAIN));
     }
     let broken = Arc::new(AtomicBool::new(false));
-    f.leases.push((id, broken.clone()));
+    f.leases.push(SimLease { id, write, broken: broken.clone() });
     Ok(SimReadLease { leases: leases.clone(), ino, id, broken })
 }
 
@@ -90,16 +131,21 @@ pub(crate) fn take(leases: &SharedLeases, ino: u64) -> StoreResult<SimReadLease>
 /// them).
 pub(crate) fn break_all(leases: &SharedLeases, ino: u64) -> usize {
     let t = table(leases);
-    let Some(f) = t.by_ino.get(&ino) else { return 0 };
-    for (_, broken) in &f.leases {
-        broken.store(true, Ordering::SeqCst);
-    }
-    f.leases.len()
+    t.by_ino.get(&ino).map_or(0, |f| f.break_some(|_| true))
 }
 
-/// Before the store itself changes `ino`'s data: EAGAIN, every lease
-/// broken, while one stands.
+/// Before the store itself changes `ino`'s data: EAGAIN, every read lease
+/// broken, while one stands (the local store opens the file for writing;
+/// a write lease is on the description it writes through).
 pub(crate) fn before_store_write(leases: &SharedLeases, ino: u64) -> StoreResult<()> {
+    let t = table(leases);
+    let broken = t.by_ino.get(&ino).map_or(0, |f| f.break_some(|l| !l.write));
+    if broken > 0 { Err(StoreError::errno(libc::EAGAIN)) } else { Ok(()) }
+}
+
+/// Before the store opens a description of `ino` of its own (for locks):
+/// EAGAIN, every lease broken, while one stands.
+pub(crate) fn before_store_open(leases: &SharedLeases, ino: u64) -> StoreResult<()> {
     if break_all(leases, ino) > 0 { Err(StoreError::errno(libc::EAGAIN)) } else { Ok(()) }
 }
 
@@ -112,6 +158,20 @@ pub(crate) fn local_writer(leases: &SharedLeases, ino: u64, open: bool) {
         f.writers += 1;
     } else {
         f.writers = f.writers.saturating_sub(1);
+    }
+}
+
+/// A simulated local process opens `ino` for reading (`true`), breaking
+/// its write leases (how many), or closes it (`false`).
+pub(crate) fn local_reader(leases: &SharedLeases, ino: u64, open: bool) -> usize {
+    let mut t = table(leases);
+    let f = t.by_ino.entry(ino).or_default();
+    if open {
+        f.readers += 1;
+        f.break_some(|l| l.write)
+    } else {
+        f.readers = f.readers.saturating_sub(1);
+        0
     }
 }
 

@@ -181,7 +181,19 @@ impl SimStore {
         leases::local_writer(&self.leases, obj.ino, false);
     }
 
-    /// Read leases held on `obj` now.
+    /// A simulated local process opens `obj` for reading: its write
+    /// leases break (how many: the opener waits for them), until
+    /// [`SimStore::close_local_reader`] no new one can be had.
+    pub fn open_for_read_locally(&self, obj: &SimObject) -> usize {
+        leases::local_reader(&self.leases, obj.ino, true)
+    }
+
+    /// The simulated local process closes what it opened for reading.
+    pub fn close_local_reader(&self, obj: &SimObject) {
+        leases::local_reader(&self.leases, obj.ino, false);
+    }
+
+    /// Leases held on `obj` now.
     pub fn leases_held(&self, obj: &SimObject) -> usize {
         leases::held(&self.leases, obj.ino)
     }
@@ -708,6 +720,14 @@ impl crate::Store for SimStore {
         leases::take(&self.leases, obj.ino)
     }
 
+    fn write_lease(&self, obj: &SimObject) -> StoreResult<SimReadLease> {
+        let st = self.lock();
+        if st.node(obj)?.ftype != FileType::Regular {
+            return Err(StoreError::errno(libc::EINVAL));
+        }
+        leases::take_write(&self.leases, obj.ino)
+    }
+
     fn open_for_locks(&self, who: &SimCaller, obj: &SimObject) -> StoreResult<SimLockFile> {
         let st = self.lock();
         let n = st.node(obj)?;
@@ -715,8 +735,8 @@ impl crate::Store for SimStore {
         if !(rules::owner_overrides(&who.cred, n.meta.uid) || fs::may(&who.cred, n, R)) {
             return Err(StoreError::errno(libc::EACCES));
         }
-        // The local store opens it for writing.
-        leases::before_store_write(&self.leases, obj.ino)?;
+        // The local store opens a description of its own, for writing.
+        leases::before_store_open(&self.leases, obj.ino)?;
         Ok(SimLockFile::open(&self.locks, obj.ino))
     }
 
