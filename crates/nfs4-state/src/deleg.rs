@@ -171,6 +171,18 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         }
     }
 
+    /// The kind of `client`'s delegation on `file` that is not revoked,
+    /// if it holds one (looked up through the file's own states).
+    pub fn delegation_held(&self, client: ClientId, file: &F) -> Option<DelegationKind> {
+        self.files.get(file)?.delegations.iter().find_map(|k| {
+            let s = &self.states[k];
+            match &s.kind {
+                StateKind::Delegation(d) if s.client == client && !d.revoked => Some(d.kind),
+                _ => None,
+            }
+        })
+    }
+
     /// The delegation an OPEN with CLAIM_PREVIOUS reclaims (RFC 8881
     /// section 10.2.1): granted during the grace period to a previous
     /// client whatever the backchannel's state; NFS4ERR_NO_GRACE /

@@ -98,15 +98,16 @@ pub(crate) fn on_open<S: Store>(
             OpenDelegation4::OpenDelegateNoneExt(why)
         }
     };
+    let (callback, held) = c.program.with_state(|s| (s.callback_state(client), s.delegation_held(client, file)));
     // No lease is taken (a few system calls) for a client whose callback
     // path is not up: the state would decline.
-    if c.program.with_state(|s| s.callback_state(client)) != Some(CallbackState::Up) {
+    if callback != Some(CallbackState::Up) {
         return declined(OpenNoneDelegation4::Wnd4Resource(false));
     }
     // Nor for one holding a delegation on the file already: the state
     // declines a second, and a new description of the file (a read
     // lease's) would break the write lease of the first.
-    if let Some(kind) = c.program.leases.kind_of(client, file) {
+    if let Some(kind) = held {
         let why = match (kind, writing) {
             (DelegationKind::Read, true) => OpenNoneDelegation4::Wnd4NotSuppUpgrade,
             (DelegationKind::Write, false) => OpenNoneDelegation4::Wnd4NotSuppDowngrade,
@@ -134,9 +135,9 @@ pub(crate) fn on_open<S: Store>(
     let leases = &c.program.leases;
     let (offer, unused) = c.program.with_state(|s| {
         let offer = s.offer_delegation(client, file, &share, now);
-        if let DelegationOffer::Granted { stateid, kind } = &offer {
+        if let DelegationOffer::Granted { stateid, .. } = &offer {
             // Held while the state is: its end (drained after) finds it.
-            leases.hold(client, *stateid, *kind, file.clone(), lease);
+            leases.hold(client, *stateid, file.clone(), lease);
             (offer, None)
         } else {
             (offer, Some(lease))
@@ -191,7 +192,6 @@ pub(crate) struct DelegationLeases<L> {
 struct HeldLease<L> {
     client: ClientId,
     stateid: Stateid4,
-    kind: DelegationKind,
     file: Bytes,
     lease: L,
     /// Found broken (and told to the state) already.
@@ -207,13 +207,8 @@ impl<L: ReadLease> DelegationLeases<L> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn hold(&self, client: ClientId, stateid: Stateid4, kind: DelegationKind, file: Bytes, lease: L) {
-        self.held().insert(stateid.other, HeldLease { client, stateid, kind, file, lease, broken: false });
-    }
-
-    /// The kind of `client`'s delegation on `file`, if it holds one.
-    fn kind_of(&self, client: ClientId, file: &Bytes) -> Option<DelegationKind> {
-        self.held().values().find(|h| h.client == client && h.file == *file).map(|h| h.kind)
+    fn hold(&self, client: ClientId, stateid: Stateid4, file: Bytes, lease: L) {
+        self.held().insert(stateid.other, HeldLease { client, stateid, file, lease, broken: false });
     }
 
     /// The lease of `client`'s delegation on `file`, if it holds one,

@@ -26,6 +26,7 @@ fn a_writer_recalls_a_read_delegation_and_waits_for_its_return() {
     let (a, _) = connect(&mut st, ip(1), "a", t0);
     let (b, _) = connect(&mut st, ip(2), "b", t0);
     let d = read_delegation(&mut st, a, 10, t0);
+    assert_eq!(st.delegation_held(b, &10), None, "another client's");
     assert_eq!(st.check_io(a, &d, &10, IoAccess::Read, t0), Ok(IoAuth::State(StateType::Delegation)));
     assert_eq!(st.check_io(a, &d, &10, IoAccess::Write, t0), Err(Nfsstat4::Openmode));
     assert_eq!(open(&mut st, b, "o", 10, OPEN4_SHARE_ACCESS_WRITE, 0, t0), Err(Nfsstat4::Delay));
@@ -34,6 +35,7 @@ fn a_writer_recalls_a_read_delegation_and_waits_for_its_return() {
     assert_eq!(open(&mut st, b, "o", 10, OPEN4_SHARE_ACCESS_WRITE, 0, t0), Err(Nfsstat4::Delay));
     assert!(st.take_recalls().is_empty(), "recalled once");
     st.delegreturn(a, &d, &10).unwrap();
+    assert_eq!(st.delegation_held(a, &10), None, "returned");
     assert!(matches!(st.take_released().last(), Some(Released::Delegation { kind: DelegationKind::Read, .. })));
     open(&mut st, b, "o", 10, OPEN4_SHARE_ACCESS_WRITE, 0, t0).unwrap();
     assert_eq!(st.stats(t0).recalls, 1);
@@ -68,6 +70,8 @@ fn a_delegation_not_returned_in_time_is_revoked() {
     let pa = sys(0, "a");
     let (a, sa) = connect_as(&mut st, ip(1), &pa, "a", 1, t0);
     let d = read_delegation(&mut st, a, 10, t0);
+    assert_eq!(st.delegation_held(a, &10), Some(DelegationKind::Read));
+    assert_eq!(st.delegation_held(a, &11), None);
     let t1 = t0 + Duration::from_secs(10);
     renew(&mut st, ip(1), &pa, sa, 1, t1);
     assert_eq!(st.delegation_conflict(Accessor::Other, &10, ConflictAccess::Write, t1), Err(Nfsstat4::Delay));
@@ -78,6 +82,7 @@ fn a_delegation_not_returned_in_time_is_revoked() {
     st.reap(deadline);
     assert!(matches!(st.take_released()[..], [Released::Delegation { file: 10, .. }]));
     assert_eq!(st.delegation_conflict(Accessor::Other, &10, ConflictAccess::Write, deadline), Ok(()));
+    assert_eq!(st.delegation_held(a, &10), None, "revoked: no longer held");
     let c = caller(ip(1), &pa, 1);
     let SequenceStart::New(g) = st.sequence(&c, &seq_args(sa, 0, 3, false), shape(2), deadline).unwrap() else {
         panic!()
