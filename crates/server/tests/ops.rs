@@ -599,7 +599,7 @@ fn nfs4_clients_and_their_state_show_in_keel_clients_status_and_the_metrics() {
         " slots, 1 connections (1 with the backchannel)\n",
         "opens: 1 (1 open owners)\n",
         "lock states: 1 (1 lock owners, 1 ranges)\n",
-        "delegations: 1 (0 revoked)\n",
+        "delegations: 1 (0 write, 0 revoked)\n",
     ] {
         assert!(text.contains(want), "no {want:?} in keel clients:\n{text}");
     }
