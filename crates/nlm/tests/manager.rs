@@ -630,21 +630,30 @@ impl keel_exports::delegations::DelegationGate for Recalling {
     }
 }
 
-#[test]
-fn an_exclusive_lock_waits_while_a_delegation_is_recalled_and_a_shared_one_does_not() {
+/// A lock manager over a new file `f` of an export that asks `gate`
+/// before each access: the manager, the file's handle, its NSM directory.
+fn gated(
+    tag: &str,
+    gate: Arc<dyn keel_exports::delegations::DelegationGate>,
+) -> (LockManager<SimStore>, Bytes, PathBuf) {
     let store = Arc::new(SimStore::new(7));
     let root_dir = store.lookup_path(1, b"/").unwrap();
     let who = store.act_as(&Cred::ROOT).unwrap();
     let file = store.create(&who, &root_dir, b"f", CreateMode::Unchecked, &SetAttrs::default(), false).unwrap();
-    let fh = file.object.handle().clone();
     let opts = ClientOptions { access: Access::ReadWrite, squash: Squash::None, secure: false, ..Default::default() };
     let exports =
         Arc::new(ExportTable::new(store, vec![(1, vec![ClientRule { host: HostMatch::Any, options: opts }])]));
-    let recalling = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    exports.set_delegation_gate(Arc::new(Recalling(recalling.clone())));
-    let dir = nsm_dir("deleg");
+    exports.set_delegation_gate(gate);
+    let dir = nsm_dir(tag);
     let lm = LockManager::new(exports, LockConfig::new(dir.clone())).unwrap();
     lm.set_courier(Box::new(Recorder::default()));
+    (lm, file.object.handle().clone(), dir)
+}
+
+#[test]
+fn an_exclusive_lock_waits_while_a_delegation_is_recalled_and_a_shared_one_does_not() {
+    let recalling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (lm, fh, dir) = gated("deleg", Arc::new(Recalling(recalling.clone())));
     let cred = root();
     let shared = Nlm4Lockargs { exclusive: false, ..lockargs(lock(&fh, "a", 1, 0, 10), false, false) };
     assert_eq!(lm.lock(&ctx(A, &cred), &shared, true), Nlm4Stats::Granted);
@@ -679,19 +688,8 @@ impl keel_exports::delegations::DelegationGate for RecallingWrite {
 /// is returned.
 #[test]
 fn a_test_and_a_shared_lock_wait_while_a_write_delegation_is_recalled() {
-    let store = Arc::new(SimStore::new(7));
-    let root_dir = store.lookup_path(1, b"/").unwrap();
-    let who = store.act_as(&Cred::ROOT).unwrap();
-    let file = store.create(&who, &root_dir, b"f", CreateMode::Unchecked, &SetAttrs::default(), false).unwrap();
-    let fh = file.object.handle().clone();
-    let opts = ClientOptions { access: Access::ReadWrite, squash: Squash::None, secure: false, ..Default::default() };
-    let exports =
-        Arc::new(ExportTable::new(store, vec![(1, vec![ClientRule { host: HostMatch::Any, options: opts }])]));
     let recalling = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    exports.set_delegation_gate(Arc::new(RecallingWrite(recalling.clone())));
-    let dir = nsm_dir("write-deleg");
-    let lm = LockManager::new(exports, LockConfig::new(dir.clone())).unwrap();
-    lm.set_courier(Box::new(Recorder::default()));
+    let (lm, fh, dir) = gated("write-deleg", Arc::new(RecallingWrite(recalling.clone())));
     let cred = root();
     let test = Nlm4Testargs { cookie: "t".into(), exclusive: false, alock: lock(&fh, "a", 1, 0, 10) };
     assert!(matches!(lm.test(&ctx(A, &cred), &test), Nlm4Testrply::Other(Nlm4Stats::DeniedGracePeriod)));
