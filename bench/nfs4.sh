@@ -27,8 +27,11 @@
 # client (open state, compounds) costs the guest more CPU per call than v3's.
 # Read the ratios as what this client gets, not as Keel's ceiling.
 #
-#   sudo bench/nfs4.sh [--keel BINARY] [--rounds N] [--files N] [--mib M] [--reads N] [--procs N] [--out DIR]
+#   sudo bench/nfs4.sh [--keel BINARY] [--rounds N] [--files N] [--mib M] [--reads N] [--procs N]
+#                      [--keel-conf SETTING] [--out DIR]
 #
+# --keel-conf: a line for the server's [server] section, e.g.
+#         'nfs4_write_delegations = true' (repeat it for more).
 # --keel: the server binary (default target/release/keel; build it with
 #         cargo build --release -p keel).
 # Results in DIR (default bench/results/nfs4-DATE): results.tsv (every
@@ -39,7 +42,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 keel=$repo/target/release/keel
 out=$repo/bench/results/nfs4-$(date -u +%Y%m%dT%H%M%SZ)
-rounds=3 files=1000 mib=64 reads=2000 procs=1
+rounds=3 files=1000 mib=64 reads=2000 procs=1 keel_conf=
 while [ $# -gt 0 ]; do
   case "$1" in
     --keel) keel=$(realpath "$2"); shift 2;;
@@ -48,6 +51,7 @@ while [ $# -gt 0 ]; do
     --mib) mib=$2; shift 2;;
     --reads) reads=$2; shift 2;;
     --procs) procs=$2; shift 2;;
+    --keel-conf) keel_conf+="$2"$'\n'; shift 2;;
     --out) out=$2; shift 2;;
     *) echo "nfs4.sh: unknown option $1 (see the header of $0)" >&2; exit 2;;
   esac
@@ -63,6 +67,7 @@ keel_start "$port" "$run/keel.toml"
 printf 'rounds=%s\nfiles=%s\nmib=%s\nreads=%s\nprocs=%s\nport=%s\nexport=%s\n' "$rounds" "$files" "$mib" "$reads" "$procs" "$port" "$run/export" > "$run/bench.env"
 machine_txt
 cat "$run/bench.env" >> "$out/machine.txt"
+cp "$run/keel.toml" "$out/keel.toml"
 "$repo/tools/kernel-nfs-client/run.sh" --guest debian --vers 3 --port "$port" \
   --export "$run/export" --timeout 3000 --file "$run/bench.env" --file "$here/kclient/guest-lib.sh" \
   "$here/nfs4/guest.sh" > "$out/guest.log" 2>&1 || { tail -40 "$out/guest.log" >&2; exit 1; }

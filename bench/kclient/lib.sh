@@ -37,7 +37,7 @@ xfs_export() {
 # keel_config PORT ACCESS: $run/keel.toml, NFSv3, 4.1 and 4.2 on
 # 127.0.0.1:PORT serving $run/export as export 1 with ACCESS (rw or ro) to
 # every client from any port (qemu's user network NATs the guest), root
-# squashed.
+# squashed; $keel_conf (lines, empty by default) goes into [server].
 keel_config() {
   mkdir -m 700 -p "$run/state"
   cat > "$run/keel.toml" <<CONF
@@ -46,6 +46,7 @@ listen = ["127.0.0.1:$1"]
 portmap = "off"
 state_dir = "$run/state"
 nfs_versions = ["3", "4.1", "4.2"]
+${keel_conf:-}
 [[export]]
 path = "$run/export"
 id = 1
