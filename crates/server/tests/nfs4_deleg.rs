@@ -538,3 +538,47 @@ fn keel_stat(server: &TestServer) -> String {
     assert!(out.status.success(), "keel stat: {}", out.text());
     out.stdout
 }
+
+/// The kernel client creates w and writes to it under a write delegation,
+/// keeping it open; another client's GETATTR of w's size then makes the
+/// server ask the kernel client with CB_GETATTR, and answers with the size
+/// it says, without a recall (the delegation stays held).
+#[test]
+fn the_kernel_client_answers_cb_getattr_and_another_client_s_getattr_gets_its_size_without_a_recall() {
+    let server = v41_server_with_write_delegations("nfs4-cbgetattr-kernel");
+    let dir = server.export_dir(1);
+    std::thread::scope(|scope| {
+        let guest = scope.spawn(|| run_guest(&server, "nfs4_cbgetattr.sh"));
+        wait_for_ready(&dir, &guest);
+        let go = GoOnDrop(dir.join("go"));
+        let context = || format!("server log:\n{}", server.log_text());
+        assert!(write_delegations_held(&server) >= 1, "the guest holds no write delegation on w\n{}", context());
+
+        let mut other = V4::connect(&server, b"cbgetattr-kernel-other");
+        let mut ops = vec![NfsArgop4::Putrootfh(())];
+        for part in server.export_path(1).split('/').chain(["w"]).filter(|p| !p.is_empty()) {
+            ops.push(NfsArgop4::Lookup(Lookup4Args { objname: part.into() }));
+        }
+        ops.push(NfsArgop4::Getfh(()));
+        let res = other.ok(ops);
+        let Some(NfsResop4::Getfh(Nfs4Result::Ok(fh))) = res.last() else { panic!("GETFH: {res:?}") };
+        let fh = fh.object.0.clone();
+        let on_server = std::fs::metadata(dir.join("w")).unwrap().len();
+        let started = Instant::now();
+        let (_, res) = other.run(vec![putfh(&fh), getattr_change_size_mtime()]);
+        let took = started.elapsed();
+        assert_eq!(res.status, Nfsstat4::Ok, "{res:?}\n{}", context());
+        let (_, size, _) = change_size_mtime(&res.resarray[2]);
+        eprintln!("GETATTR answered by CB_GETATTR in {took:?}: size {size} (the server's file: {on_server})");
+        assert_eq!(size, 10, "the guest's size");
+        let stat = keel_stat(&server);
+        assert!(stat.contains(" 1 CB_GETATTR") && stat.contains(" 0 CB_RECALL"), "{stat}");
+        assert!(write_delegations_held(&server) >= 1, "the guest's delegation was let go of\n{}", context());
+
+        drop(go);
+        let (code, output, results) = guest.join().unwrap();
+        let get = |k: &str| results.get(k).map_or("", String::as_str).to_string();
+        assert!(code == Some(0) && get("done") == "1", "guest failed:\n{output}\n{}", context());
+        assert_eq!(get("size"), "10", "{output}");
+    });
+}
