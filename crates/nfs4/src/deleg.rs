@@ -37,10 +37,32 @@
 //! (NFS4ERR_DELAY, NFS3ERR_JUKEBOX): another client's OPEN (any, and one
 //! that truncates before it truncates), READ, WRITE and SETATTR (special
 //! stateids too), LOCK (it needs an OPEN) and LOCKT (its lock description
-//! breaks the lease), GETATTR of the size or change ([`before_size_read`],
-//! RFC 8881 section 10.4.3); an NFSv3 READ, WRITE, SETATTR, truncating
-//! CREATE, REMOVE, RENAME and LINK, and NLM's LOCK and TEST (the gate, a
-//! read conflicting with write delegations only). The holder, which takes
+//! breaks the lease); an NFSv3 READ, WRITE, SETATTR, truncating CREATE,
+//! REMOVE, RENAME and LINK, and NLM's LOCK and TEST (the gate, a read
+//! conflicting with write delegations only).
+//!
+//! Another client's GETATTR of the size or change ([`before_size_read`],
+//! RFC 8881 section 10.4.3) asks the holder with CB_GETATTR instead, as
+//! knfsd does since Linux 6.9, when its callback path is up and the
+//! delegation is not being recalled: the worker waits [`CB_GETATTR_WAIT`]
+//! at most for the answer, with nothing locked (another worker reads the
+//! reply, the callback thread answers it: `callback.rs`), and the GETATTR
+//! answers with the holder's size. The holder changed the file if the
+//! change attribute it reports is not the one the server accounted for
+//! (the file's when the delegation was granted, then the holder's last
+//! answer), or the size it reports is neither the file's nor its last
+//! answer's; then the file's modification time moves to now
+//! ([`Store::touch_leased`], not a break of the lease), as knfsd's
+//! `notify_change` does, so the GETATTR's change attribute and times are
+//! new. An answer that reports nothing new touches nothing (pynfs
+//! DELEG27: a holder whose writes reached the server reports the change
+//! it was granted with and the server's size). knfsd marks the file
+//! changed for good once it was and moves its times at every later
+//! CB_GETATTR; Keel moves them only when the answer is new. No answer in
+//! time, a refusal, a busy backchannel slot (a recall or another
+//! CB_GETATTR in flight) or a path that is down: the delegation is
+//! recalled and the GETATTR gets NFS4ERR_DELAY, as before. The holder's
+//! own GETATTR asks nothing. The holder, which takes
 //! byte-range locks locally, sends them before it returns the delegation,
 //! so that a conflicting lock is never granted meanwhile. The space limit
 //! offered is none: the client writes back at every close, so an NFSv3
@@ -336,10 +358,13 @@ pub(crate) fn before_change<S: Store>(c: &Compound<'_, S>, file: &Bytes) -> Resu
 }
 
 /// How long a GETATTR waits for the CB_GETATTR it sent to be answered
-/// before it recalls instead. knfsd waits 30 ms; a client answers from
-/// memory, in one round trip, which took about 1 ms here with the Linux
-/// client in a virtual machine; this leaves room for a loaded host (and
-/// a worker waits no longer than a slow disk read would keep it).
+/// before it recalls instead. knfsd waits 30 ms. A client answers from
+/// memory in one round trip: the whole GETATTR took 3 ms with the Linux
+/// 6.1 client in the test harness's virtual machine (qemu, on the 2-core
+/// build host). 100 ms leaves room for a guest or host busy with other
+/// work, where 30 ms would fall back to a recall now and then, and a
+/// worker waits no longer than a slow disk read would keep it; only a
+/// holder that does not answer costs it.
 pub const CB_GETATTR_WAIT: Duration = Duration::from_millis(100);
 
 /// Before a COMPOUND reads the size or change attribute of `fh`'s file
