@@ -39,7 +39,12 @@
 //! stateids too), LOCK (it needs an OPEN) and LOCKT (its lock description
 //! breaks the lease); an NFSv3 READ, WRITE, SETATTR, truncating CREATE,
 //! REMOVE, RENAME and LINK, and NLM's LOCK and TEST (the gate, a read
-//! conflicting with write delegations only).
+//! conflicting with write delegations only). The holder, which takes
+//! byte-range locks locally, sends them before it returns the delegation,
+//! so that a conflicting lock is never granted meanwhile. The space limit
+//! offered is none: the client writes back at every close, so an NFSv3
+//! client's or a local process's GETATTR (which recalls nothing, as with
+//! knfsd) keeps close-to-open consistency with the holder.
 //!
 //! Another client's GETATTR of the size or change ([`before_size_read`],
 //! RFC 8881 section 10.4.3) asks the holder with CB_GETATTR instead, as
@@ -62,12 +67,7 @@
 //! time, a refusal, a busy backchannel slot (a recall or another
 //! CB_GETATTR in flight) or a path that is down: the delegation is
 //! recalled and the GETATTR gets NFS4ERR_DELAY, as before. The holder's
-//! own GETATTR asks nothing. The holder, which takes
-//! byte-range locks locally, sends them before it returns the delegation,
-//! so that a conflicting lock is never granted meanwhile. The space limit
-//! offered is none: the client writes back at every close, so an NFSv3
-//! client's or a local process's GETATTR (which recalls nothing, as with
-//! knfsd) keeps close-to-open consistency with the holder.
+//! own GETATTR asks nothing.
 //!
 //! Not reclaimed after a restart (CLAIM_PREVIOUS): the OPEN is, without a
 //! delegation (knfsd reclaims read delegations only); the client writes

@@ -263,6 +263,7 @@ pub(crate) fn current_attrs<S: Store>(c: &mut Compound<'_, S>, request: &Bitmap4
 pub(super) fn getattr<S: Store>(c: &mut Compound<'_, S>, args: Getattr4Args) -> Result<Getattr4ResOk, Nfsstat4> {
     let request = &args.attr_request;
     if (request.contains(FATTR4_SIZE) || request.contains(FATTR4_CHANGE))
+        && c.program.callbacks.any_write_granted()
         && let Some(Filehandle::Export(fh)) = c.current.clone()
         && let Some(size) = crate::deleg::before_size_read(c, &fh)?
     {
