@@ -1,6 +1,6 @@
 //! Speaking NFSv4.1 to the server over TCP: a client built from
 //! keel-nfs4-proto on one connection, which is its backchannel too (as the
-//! Linux client's is): it answers CB_NULL, CB_SEQUENCE and CB_RECALL.
+//! Linux client's is): it answers CB_NULL, CB_SEQUENCE, CB_RECALL and CB_GETATTR.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
