@@ -345,6 +345,11 @@ impl<S: Store> Store for CacheStore<S> {
         }
         self.shared.inner.write_lease(obj)
     }
+
+    /// The back end's: a write-leased file is not cached.
+    fn touch_leased(&self, obj: &S::Object, lease: &S::ReadLease) -> StoreResult<()> {
+        self.shared.inner.touch_leased(obj, lease)
+    }
 }
 
 impl<S: Store> CacheStore<S> {

@@ -271,6 +271,28 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         if wait { Err(Nfsstat4::Delay) } else { Ok(()) }
     }
 
+    /// The write delegation on `file` that an access by `who` reading its
+    /// size or change attribute may ask its holder about with CB_GETATTR
+    /// (RFC 8881 section 10.4.3) rather than recall: another client's,
+    /// not recalled, not revoked, its client neither a courtesy client nor
+    /// one whose callback path is not up. None otherwise (then
+    /// [`delegation_conflict`](NfsState::delegation_conflict) decides).
+    pub fn write_delegation_to_ask(&self, who: Accessor, file: &F, now: Instant) -> Option<(ClientId, Stateid4)> {
+        let fs = self.files.get(file)?;
+        fs.delegations.iter().find_map(|k| {
+            let s = &self.states[k];
+            let StateKind::Delegation(d) = &s.kind else { return None };
+            let askable = d.kind == DelegationKind::Write
+                && !d.revoked
+                && d.recalled_at.is_none()
+                && d.revoke_by.is_none()
+                && who != Accessor::Client(s.client)
+                && !self.is_courtesy(s.client, now)
+                && self.callback_state(s.client) == Some(CallbackState::Up);
+            askable.then(|| (s.client, self.stateid(*k)))
+        })
+    }
+
     /// The lease on the file that backs `client`'s delegation `stateid`
     /// is being broken (a local process, another file server or the store
     /// itself opens the file for writing or truncates it): the delegation

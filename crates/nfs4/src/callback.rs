@@ -1,8 +1,9 @@
 //! The backchannel's client side (RFC 8881 sections 2.10.3.1, 18.36,
 //! 20): CB_NULL to probe a session's backchannel, CB_COMPOUND of
-//! CB_SEQUENCE and CB_RECALL to recall a delegation, on a connection the
-//! client bound to the backchannel (the client's own fore channel
-//! connection when it asked CREATE_SESSION4_FLAG_CONN_BACK_CHAN).
+//! CB_SEQUENCE and CB_RECALL to recall a delegation, or CB_GETATTR to ask
+//! a write delegation's holder for the file's size and change, on a
+//! connection the client bound to the backchannel (the client's own fore
+//! channel connection when it asked CREATE_SESSION4_FLAG_CONN_BACK_CHAN).
 //!
 //! Calls go out through the connection's [`Backchannel`] and their replies
 //! come back through the [`ReplyRouter`]; the router's waiter only posts
@@ -20,6 +21,12 @@
 //! run with its path up, whether or not the callback thread got there
 //! first.
 //!
+//! A CB_GETATTR is sent at once by the GETATTR that needs it
+//! ([`Callbacks::send_getattr`]), which then waits for its
+//! [`GetattrAnswer`] with nothing locked; its reply comes the same way as
+//! the others' (another worker reads it, the callback thread or the next
+//! COMPOUND answers it), so the waiting worker never stands in its way.
+//!
 //! Lock order: the engine, then the state; never the engine while the
 //! state is held.
 
@@ -30,8 +37,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use keel_nfs4_proto::{
-    CB_COMPOUND, CB_NULL, CallbackSecParms4, CbCompound4Args, CbCompound4Res, CbRecall4Args, CbSequence4Args, NFS_CB,
-    Nfs4Result, NfsCbArgop4, NfsCbResop4, NfsFh4, Nfsstat4, Tag4,
+    AttrUse, Attrs4, Bitmap4, CB_COMPOUND, CB_NULL, CallbackSecParms4, CbCompound4Args, CbCompound4Res, CbGetattr4Args,
+    CbRecall4Args, CbSequence4Args, FATTR4_CHANGE, FATTR4_SIZE, NFS_CB, Nfs4Result, NfsCbArgop4, NfsCbResop4, NfsFh4,
+    Nfsstat4, Tag4,
 };
 use keel_nfs4_state::{CallbackState, ClientId, ConnId, Recall, SessionId};
 use keel_rpc::msg::{AcceptStat, CallHeader, OpaqueAuth, ReplyStat, decode_reply_header};
@@ -100,6 +108,40 @@ impl Mailbox {
 enum Purpose {
     Probe,
     Recall { sessionid: SessionId, recall: Recall<Bytes> },
+    Getattr { sessionid: SessionId, answer: Arc<GetattrAnswer> },
+}
+
+/// The size and change attribute a write delegation's holder answered
+/// CB_GETATTR with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HolderAttrs {
+    pub change: u64,
+    pub size: u64,
+}
+
+/// A CB_GETATTR's outcome, for the GETATTR that waits for it.
+#[derive(Debug, Default)]
+pub(crate) struct GetattrAnswer {
+    /// None until it is known; then the holder's attributes, or None if
+    /// the callback failed (not answered, refused, no size or change).
+    outcome: Mutex<Option<Option<HolderAttrs>>>,
+    came: Condvar,
+}
+
+impl GetattrAnswer {
+    fn give(&self, attrs: Option<HolderAttrs>) {
+        let mut outcome = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
+        outcome.get_or_insert(attrs);
+        self.came.notify_all();
+    }
+
+    /// The holder's attributes, if they come within `timeout`.
+    pub(crate) fn wait(&self, timeout: Duration) -> Option<HolderAttrs> {
+        let outcome = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
+        let (outcome, _) =
+            self.came.wait_timeout_while(outcome, timeout, |o| o.is_none()).unwrap_or_else(|e| e.into_inner());
+        outcome.flatten()
+    }
 }
 
 #[derive(Debug)]
@@ -156,6 +198,7 @@ pub(crate) struct Callbacks {
 pub struct CallbackCounters {
     pub probes_sent: u64,
     pub recalls_sent: u64,
+    pub getattrs_sent: u64,
     pub replies: u64,
     pub timeouts: u64,
     /// Callbacks that could not be sent (no connection, a full queue).
@@ -474,6 +517,63 @@ impl Callbacks {
         e.queued.extend(kept);
     }
 
+    /// Sends `client` (whose callback path the caller found up) a
+    /// CB_GETATTR of the size and change of `file`, which it holds a write
+    /// delegation on: what the caller waits for, or None if it could not
+    /// be sent (no backchannel, its slot busy with another callback).
+    pub(crate) fn send_getattr<S: Store>(
+        &self,
+        program: &Nfs4Program<S>,
+        client: ClientId,
+        file: &Bytes,
+        now: Instant,
+    ) -> Option<Arc<GetattrAnswer>> {
+        let router = self.router.as_ref()?;
+        let mut e = self.engine();
+        let channel = program.with_state(|s| s.callback_channel(client))?;
+        let sid = channel.sessionid;
+        let (slot, seq) = program.with_state(|s| s.cb_sequence_begin(&sid))?;
+        let minor = e.minors.get(&client).copied().unwrap_or(1);
+        let cred = credential(&channel.sec);
+        let args = CbCompound4Args {
+            tag: Tag4::default(),
+            minorversion: minor,
+            callback_ident: 0,
+            argarray: vec![
+                NfsCbArgop4::CbSequence(CbSequence4Args {
+                    csa_sessionid: sid.0,
+                    csa_sequenceid: seq,
+                    csa_slotid: slot,
+                    csa_highest_slotid: 0,
+                    csa_cachethis: false,
+                    csa_referring_call_lists: Default::default(),
+                }),
+                NfsCbArgop4::CbGetattr(CbGetattr4Args {
+                    fh: NfsFh4(file.clone()),
+                    attr_request: Bitmap4::from_bits([FATTR4_CHANGE, FATTR4_SIZE]),
+                }),
+            ],
+        };
+        let encode = |xid, enc: &mut Encoder| {
+            call_header(xid, channel.program, CB_COMPOUND, &cred).encode(enc);
+            args.encode(enc);
+        };
+        let answer = Arc::new(GetattrAnswer::default());
+        let purpose = Purpose::Getattr { sessionid: sid, answer: answer.clone() };
+        match self.send(program, &mut e, router, client, channel.conn, encode, purpose, now) {
+            Ok(()) => {
+                self.count(|c| c.getattrs_sent += 1);
+                Some(answer)
+            }
+            Err(err) => {
+                tracing::debug!(client = client.0, %err, "CB_GETATTR not sent");
+                self.count(|c| c.unsent += 1);
+                program.with_state(|s| s.cb_sequence_end(&sid, false));
+                None
+            }
+        }
+    }
+
     /// A callback's reply came.
     fn answered<S: Store>(&self, program: &Nfs4Program<S>, e: &mut Engine, f: InFlight, reply: Bytes, now: Instant) {
         let mut dec = Decoder::new(reply);
@@ -483,7 +583,7 @@ impl Callbacks {
                 program.with_state(|s| s.set_callback_state(f.client, CallbackState::Up));
             }
             Purpose::Probe => self.path_failed(program, e, &f, CallbackState::Fault, now),
-            Purpose::Recall { sessionid, recall } => {
+            Purpose::Recall { sessionid, .. } | Purpose::Getattr { sessionid, .. } => {
                 let res = if accepted { CbCompound4Res::decode(&mut dec).ok() } else { None };
                 let Some(res) = res else {
                     return self.path_failed(program, e, &f, CallbackState::Fault, now);
@@ -495,21 +595,37 @@ impl Callbacks {
                     return self.path_failed(program, e, &f, CallbackState::Fault, now);
                 }
                 program.with_state(|s| s.set_callback_state(f.client, CallbackState::Up));
-                let recalled = match res.resarray.get(1) {
-                    Some(NfsCbResop4::CbRecall(status)) => *status,
-                    _ => res.status,
-                };
-                match recalled {
-                    // The client returns it with DELEGRETURN.
-                    Nfsstat4::Ok => {}
-                    Nfsstat4::Delay | Nfsstat4::BadStateid | Nfsstat4::Badhandle => {
-                        e.queued.push(Queued { recall: recall.clone(), not_before: now + RECALL_RETRY_AFTER });
-                    }
-                    other => {
-                        // Its deadline revokes it if it is not returned.
-                        tracing::info!(client = f.client.0, status = ?other, "CB_RECALL refused");
-                    }
+                match &f.purpose {
+                    Purpose::Recall { recall, .. } => self.recall_answered(e, &f, recall, &res, now),
+                    Purpose::Getattr { answer, .. } => answer.give(holder_attrs(&f, &res)),
+                    Purpose::Probe => {}
                 }
+            }
+        }
+    }
+
+    /// A CB_RECALL's CB_COMPOUND was answered (its CB_SEQUENCE was).
+    fn recall_answered(
+        &self,
+        e: &mut Engine,
+        f: &InFlight,
+        recall: &Recall<Bytes>,
+        res: &CbCompound4Res,
+        now: Instant,
+    ) {
+        let recalled = match res.resarray.get(1) {
+            Some(NfsCbResop4::CbRecall(status)) => *status,
+            _ => res.status,
+        };
+        match recalled {
+            // The client returns it with DELEGRETURN.
+            Nfsstat4::Ok => {}
+            Nfsstat4::Delay | Nfsstat4::BadStateid | Nfsstat4::Badhandle => {
+                e.queued.push(Queued { recall: recall.clone(), not_before: now + RECALL_RETRY_AFTER });
+            }
+            other => {
+                // Its deadline revokes it if it is not returned.
+                tracing::info!(client = f.client.0, status = ?other, "CB_RECALL refused");
             }
         }
     }
@@ -526,13 +642,32 @@ impl Callbacks {
         now: Instant,
     ) {
         program.with_state(|s| {
-            if let Purpose::Recall { sessionid, .. } = &f.purpose {
+            if let Purpose::Recall { sessionid, .. } | Purpose::Getattr { sessionid, .. } = &f.purpose {
                 s.cb_sequence_end(sessionid, false);
             }
             s.set_callback_state(f.client, why);
         });
-        if let Purpose::Recall { recall, .. } = &f.purpose {
-            e.queued.push(Queued { recall: recall.clone(), not_before: now });
+        match &f.purpose {
+            Purpose::Recall { recall, .. } => e.queued.push(Queued { recall: recall.clone(), not_before: now }),
+            // Its GETATTR recalls instead, if it still waits.
+            Purpose::Getattr { answer, .. } => answer.give(None),
+            Purpose::Probe => {}
+        }
+    }
+}
+
+/// The size and change a CB_GETATTR's answer gives, if it gives both.
+fn holder_attrs(f: &InFlight, res: &CbCompound4Res) -> Option<HolderAttrs> {
+    let Some(NfsCbResop4::CbGetattr(Nfs4Result::Ok(ok))) = res.resarray.get(1) else {
+        tracing::info!(client = f.client.0, status = ?res.status, "CB_GETATTR refused");
+        return None;
+    };
+    let attrs = Attrs4::from_fattr4(&ok.obj_attributes, AttrUse::Reply).ok()?;
+    match (attrs.change, attrs.size) {
+        (Some(change), Some(size)) => Some(HolderAttrs { change, size }),
+        _ => {
+            tracing::info!(client = f.client.0, "CB_GETATTR answered without the size or change");
+            None
         }
     }
 }

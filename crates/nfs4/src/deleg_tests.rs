@@ -207,6 +207,18 @@ impl Client {
     /// and `recall` for a CB_RECALL. The reply is routed, as the transport
     /// does before it reads the client's next call; nothing else runs.
     fn reply(&mut self, header: &CallHeader, args: Option<&CbCompound4Args>, recall: Nfsstat4) {
+        self.reply_with(header, args, recall, NfsCbResop4::CbRecall(recall));
+    }
+
+    /// [`Client::reply`], with `result` as the second operation's result
+    /// and `status` the CB_COMPOUND's.
+    fn reply_with(
+        &mut self,
+        header: &CallHeader,
+        args: Option<&CbCompound4Args>,
+        status: Nfsstat4,
+        result: NfsCbResop4,
+    ) {
         let mut enc = Encoder::new();
         encode_reply_header(&mut enc, header.xid, ReplyStat::Accepted(AcceptStat::Success));
         if let Some(args) = args {
@@ -220,9 +232,9 @@ impl Client {
                 ..CbSequence4ResOk::default()
             };
             let res = CbCompound4Res {
-                status: recall,
+                status,
                 tag: Tag4::default(),
-                resarray: vec![NfsCbResop4::CbSequence(Nfs4Result::Ok(resok)), NfsCbResop4::CbRecall(recall)],
+                resarray: vec![NfsCbResop4::CbSequence(Nfs4Result::Ok(resok)), result],
             };
             res.encode(&mut enc);
         }
@@ -721,6 +733,16 @@ fn write_delegation(o: &Open4ResOk) -> Option<Stateid4> {
 /// Client A holding a write delegation on /srv/a/f, to which it wrote
 /// "data" through it; B with a session.
 fn a_write_delegated() -> (World, Client, Client, Bytes, Stateid4) {
+    let (w, mut a, b, fh, deleg) = a_write_delegated_new_file();
+    let write =
+        Write4Args { stateid: deleg, offset: 0, stable: StableHow4::Unstable4, data: Bytes::from_static(b"data") };
+    a.ok(vec![putfh(&fh), NfsArgop4::Write(write)]);
+    (w, a, b, fh, deleg)
+}
+
+/// Client A holding a write delegation on /srv/a/f, which it created
+/// (empty); B with a session.
+fn a_write_delegated_new_file() -> (World, Client, Client, Bytes, Stateid4) {
     let w = world_with(true, true);
     let mut a = Client::new(&w, "10.0.0.5:700", 1, "a");
     let mut b = Client::new(&w, "10.0.0.6:701", 2, "b");
@@ -730,9 +752,6 @@ fn a_write_delegated() -> (World, Client, Client, Bytes, Stateid4) {
     let OpenDelegation4::OpenDelegateWrite(d) = &o.delegation else { panic!("a write delegation: {o:?}") };
     // The client flushes at every close (no page may stay dirty past it).
     assert_eq!(d.space_limit, NfsSpaceLimit4::NfsLimitSize(0));
-    let write =
-        Write4Args { stateid: d.stateid, offset: 0, stable: StableHow4::Unstable4, data: Bytes::from_static(b"data") };
-    a.ok(vec![putfh(&fh), NfsArgop4::Write(write)]);
     (w, a, b, fh, d.stateid)
 }
 
@@ -780,9 +799,9 @@ fn a_writer_alone_on_the_file_gets_a_write_delegation() {
 }
 
 /// RFC 8881 section 10.4: every access to a write-delegated file by
-/// anyone else recalls it first and waits: another client's GETATTR of
-/// the size or change, READ (with a special stateid), OPEN for reading,
-/// LOCKT, and an NFSv3 READ. The holder's own go on.
+/// anyone else recalls it first and waits: another client's READ (with a
+/// special stateid), GETATTR of the size or change once it is recalled,
+/// OPEN for reading, LOCKT, and an NFSv3 READ. The holder's own go on.
 #[test]
 fn every_access_by_anyone_else_recalls_a_write_delegation_first() {
     const NFS3ERR_JUKEBOX: u32 = 10008;
@@ -790,12 +809,14 @@ fn every_access_by_anyone_else_recalls_a_write_delegation_first() {
     // Attributes that the holder's writes do not change are answered.
     b.ok(vec![putfh(&fh), getattr(&[FATTR4_MODE])]);
     assert!(a.callbacks().is_empty(), "no recall for the mode");
-    assert_eq!(b.run(vec![putfh(&fh), getattr(&[FATTR4_SIZE])]).1.status, Nfsstat4::Delay);
-    let calls = a.callbacks();
-    assert_eq!(calls.len(), 1, "a GETATTR of the size recalled it");
-    assert_eq!(b.run(vec![putfh(&fh), getattr(&[FATTR4_CHANGE])]).1.status, Nfsstat4::Delay);
     let read = Read4Args { stateid: Stateid4::ANONYMOUS, offset: 0, count: 4 };
     assert_eq!(b.run(vec![putfh(&fh), NfsArgop4::Read(read.clone())]).1.status, Nfsstat4::Delay);
+    let calls = a.callbacks();
+    assert_eq!(calls.len(), 1, "a READ recalled it");
+    assert!(matches!(calls[0].1.as_ref().unwrap().argarray[1], NfsCbArgop4::CbRecall(_)));
+    // Recalled: nothing to ask the holder (no CB_GETATTR), the size waits.
+    assert_eq!(b.run(vec![putfh(&fh), getattr(&[FATTR4_SIZE])]).1.status, Nfsstat4::Delay);
+    assert_eq!(b.run(vec![putfh(&fh), getattr(&[FATTR4_CHANGE])]).1.status, Nfsstat4::Delay);
     let mut ops = dir();
     ops.push(open("f", "ob", OPEN4_SHARE_ACCESS_READ));
     assert_eq!(b.run(ops.clone()).1.status, Nfsstat4::Delay);
@@ -861,4 +882,173 @@ fn a_local_reader_breaks_a_write_delegation_s_lease_which_is_recalled() {
     a.answer(&calls[0].0, calls[0].1.as_ref(), Nfsstat4::Ok);
     a.ok(vec![putfh(&fh), delegreturn(deleg)]);
     assert_eq!(store.leases_held(&f), 0, "returned: the lease is released, the reader goes on");
+}
+
+/// The size, change and modification time a GETATTR answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    size: u64,
+    change: u64,
+    mtime: Nfstime4,
+}
+
+const SEEN: &[u32] = &[FATTR4_CHANGE, FATTR4_SIZE, FATTR4_TIME_ACCESS, FATTR4_TIME_MODIFY];
+
+fn seen(res: &[NfsResop4]) -> Seen {
+    let Some(NfsResop4::Getattr(Nfs4Result::Ok(g))) = res.last() else { panic!("GETATTR: {res:?}") };
+    let a = Attrs4::from_fattr4(&g.obj_attributes, AttrUse::Reply).unwrap();
+    Seen { size: a.size.unwrap(), change: a.change.unwrap(), mtime: a.time_modify.unwrap() }
+}
+
+/// `c`'s GETATTR of the size, change and times of `fh`.
+fn getattr_of(c: &mut Client, fh: &Bytes) -> Seen {
+    seen(&c.ok(vec![putfh(fh), getattr(SEEN)]))
+}
+
+/// The callback sent to `a` within 2 s (as pynfs waits for it).
+fn callback_within_2s(a: &Client) -> (CallHeader, CbCompound4Args) {
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        let mut calls = a.callbacks();
+        if let Some((header, args)) = calls.pop() {
+            assert!(calls.is_empty(), "one callback");
+            return (header, args.expect("a CB_COMPOUND"));
+        }
+        assert!(Instant::now() < until, "no callback within 2 s");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// B's GETATTR of the size, change and times of `fh` while A answers the
+/// CB_GETATTR it causes with `change` and `size` (and the server takes
+/// the reply, as the callback thread does): what B got.
+fn b_getattr_while_a_answers(a: &mut Client, b: &mut Client, fh: &Bytes, change: u64, size: u64) -> Compound4Res {
+    std::thread::scope(|scope| {
+        let getattr = scope.spawn(|| b.run(vec![putfh(fh), getattr(SEEN)]).1);
+        let (header, args) = callback_within_2s(a);
+        let NfsCbArgop4::CbGetattr(asked) = &args.argarray[1] else { panic!("CB_GETATTR: {args:?}") };
+        assert_eq!(asked.fh.0, *fh);
+        assert!(asked.attr_request.contains(FATTR4_CHANGE) && asked.attr_request.contains(FATTR4_SIZE));
+        let attrs = Attrs4 { change: Some(change), size: Some(size), ..Attrs4::default() };
+        let ok = CbGetattr4ResOk { obj_attributes: attrs.to_fattr4(&asked.attr_request) };
+        a.reply_with(&header, Some(&args), Nfsstat4::Ok, NfsCbResop4::CbGetattr(Nfs4Result::Ok(ok)));
+        a.p.callbacks.pump(&a.p, Instant::now());
+        getattr.join().unwrap()
+    })
+}
+
+/// pynfs DELEG24 (RFC 8881 section 10.4.3): another client's GETATTR of
+/// the size of a write-delegated file asks the holder with CB_GETATTR
+/// instead of recalling; a holder that changed nothing leaves the file's
+/// attributes as they were. The holder's own GETATTR asks nothing.
+#[test]
+fn a_getattr_by_another_client_asks_the_holder_with_cb_getattr() {
+    let (w, mut a, mut b, fh, deleg) = a_write_delegated_new_file();
+    let attrs1 = getattr_of(&mut a, &fh);
+    assert!(a.callbacks().is_empty(), "no CB_GETATTR for the holder's own GETATTR");
+    let res = b_getattr_while_a_answers(&mut a, &mut b, &fh, attrs1.change, attrs1.size);
+    assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
+    let attrs2 = seen(&res.resarray);
+    assert_eq!(attrs2, attrs1, "nothing changed");
+    assert!(a.callbacks().is_empty(), "not recalled");
+    assert_eq!(w.p.callbacks.counters().getattrs_sent, 1);
+    assert_eq!(w.p.callbacks.counters().recalls_sent, 0);
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+}
+
+/// pynfs DELEG25: a holder that answers CB_GETATTR with a new change
+/// attribute and size has written what the server has not seen: the
+/// GETATTR answers its size, and a change attribute and modification
+/// time that moved. Asked again with nothing new, nothing moves further.
+#[test]
+fn a_holder_s_cb_getattr_reporting_a_change_gives_its_size_and_moves_the_times() {
+    let (_w, mut a, mut b, fh, deleg) = a_write_delegated_new_file();
+    let attrs1 = getattr_of(&mut a, &fh);
+    let res = b_getattr_while_a_answers(&mut a, &mut b, &fh, attrs1.change + 1, 5);
+    assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
+    let attrs2 = seen(&res.resarray);
+    assert_eq!(attrs2.size, 5, "the holder's size");
+    assert_ne!(attrs2.change, attrs1.change);
+    assert_ne!(attrs2.mtime, attrs1.mtime);
+    // The same answer again: the holder's size, nothing touched.
+    let res = b_getattr_while_a_answers(&mut a, &mut b, &fh, attrs1.change + 1, 5);
+    assert_eq!(seen(&res.resarray), attrs2);
+    assert!(a.callbacks().is_empty(), "not recalled");
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+}
+
+/// pynfs DELEG27: a holder whose write reached the server already (FILE_SYNC)
+/// answers CB_GETATTR with the change attribute it was granted the
+/// delegation with and the size the server has: nothing moves, and the
+/// modification time after the delegation is returned is the write's.
+#[test]
+fn a_cb_getattr_answer_reporting_nothing_new_touches_nothing() {
+    let (_w, mut a, mut b, fh, deleg) = a_write_delegated_new_file();
+    let attrs1 = getattr_of(&mut a, &fh);
+    let write =
+        Write4Args { stateid: deleg, offset: 0, stable: StableHow4::FileSync4, data: Bytes::from_static(b"12345") };
+    a.ok(vec![putfh(&fh), NfsArgop4::Write(write)]);
+    let attrs2 = getattr_of(&mut a, &fh);
+    assert_ne!(attrs2.mtime, attrs1.mtime, "the write moved it");
+    let res = b_getattr_while_a_answers(&mut a, &mut b, &fh, attrs1.change, 5);
+    assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
+    assert_eq!(seen(&res.resarray), attrs2);
+    // An OPEN for writing recalls.
+    let mut ops = dir();
+    ops.push(open("f", "ob", OPEN4_SHARE_ACCESS_WRITE));
+    assert_eq!(b.run(ops).1.status, Nfsstat4::Delay);
+    let (header, args) = callback_within_2s(&a);
+    assert!(matches!(args.argarray[1], NfsCbArgop4::CbRecall(_)), "{args:?}");
+    a.answer(&header, Some(&args), Nfsstat4::Ok);
+    let attrs4 = seen(&a.ok(vec![putfh(&fh), getattr(SEEN), delegreturn(deleg)])[..3]);
+    assert_eq!(attrs4.mtime, attrs2.mtime, "a CB_GETATTR reporting nothing new touched nothing");
+}
+
+/// A holder that does not answer CB_GETATTR in time: the GETATTR recalls
+/// and gets NFS4ERR_DELAY after [`CB_GETATTR_WAIT`]; the recall goes out
+/// once the backchannel's one slot is free (the late answer comes).
+///
+/// [`CB_GETATTR_WAIT`]: crate::deleg::CB_GETATTR_WAIT
+#[test]
+fn a_cb_getattr_not_answered_in_time_falls_back_to_a_recall() {
+    let (w, mut a, mut b, fh, deleg) = a_write_delegated_new_file();
+    let started = Instant::now();
+    assert_eq!(b.run(vec![putfh(&fh), getattr(&[FATTR4_SIZE])]).1.status, Nfsstat4::Delay);
+    assert!(started.elapsed() >= crate::deleg::CB_GETATTR_WAIT);
+    let (header, args) = callback_within_2s(&a);
+    assert!(matches!(args.argarray[1], NfsCbArgop4::CbGetattr(_)), "{args:?}");
+    // The late answer frees the slot: the recall follows.
+    let attrs = Attrs4 { change: Some(1), size: Some(0), ..Attrs4::default() };
+    let ok = CbGetattr4ResOk { obj_attributes: attrs.to_fattr4(&Attrs4::known()) };
+    a.reply_with(&header, Some(&args), Nfsstat4::Ok, NfsCbResop4::CbGetattr(Nfs4Result::Ok(ok)));
+    w.p.callbacks.pump(&w.p, Instant::now());
+    let (header, args) = callback_within_2s(&a);
+    assert!(matches!(args.argarray[1], NfsCbArgop4::CbRecall(_)), "{args:?}");
+    // Recalled: the next GETATTR asks nothing and waits.
+    assert_eq!(b.run(vec![putfh(&fh), getattr(&[FATTR4_SIZE])]).1.status, Nfsstat4::Delay);
+    assert!(a.callbacks().is_empty());
+    a.answer(&header, Some(&args), Nfsstat4::Ok);
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    b.ok(vec![putfh(&fh), getattr(&[FATTR4_SIZE])]);
+}
+
+/// A holder that refuses CB_GETATTR: the GETATTR recalls at once.
+#[test]
+fn a_refused_cb_getattr_falls_back_to_a_recall() {
+    let (_w, mut a, mut b, fh, _deleg) = a_write_delegated_new_file();
+    let res = std::thread::scope(|scope| {
+        let getattr = scope.spawn(|| b.run(vec![putfh(&fh), getattr(&[FATTR4_SIZE])]).1);
+        let (header, args) = callback_within_2s(&a);
+        a.reply_with(
+            &header,
+            Some(&args),
+            Nfsstat4::Badhandle,
+            NfsCbResop4::CbGetattr(Nfs4Result::Fail(Nfsstat4::Badhandle)),
+        );
+        a.p.callbacks.pump(&a.p, Instant::now());
+        getattr.join().unwrap()
+    });
+    assert_eq!(res.status, Nfsstat4::Delay);
+    let (_, args) = callback_within_2s(&a);
+    assert!(matches!(args.argarray[1], NfsCbArgop4::CbRecall(_)), "{args:?}");
 }

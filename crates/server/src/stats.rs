@@ -154,6 +154,7 @@ impl ServerStats {
             grace_remaining_seconds: st.grace.remaining.as_secs(),
             callback_probes: cb.probes_sent,
             callback_recalls: cb.recalls_sent,
+            callback_getattrs: cb.getattrs_sent,
             callback_timeouts: cb.timeouts,
             callback_unsent: cb.unsent,
             delegations_recalled: st.recalls,

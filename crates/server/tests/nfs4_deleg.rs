@@ -12,7 +12,10 @@
 //! client seeing a local chmod and rename of files it holds delegations on
 //! (which break no lease: the server's inotify watch recalls them); and
 //! the kernel client holding a write delegation, unflushed data and a lock
-//! it took locally, which a local reader and another client recall.
+//! it took locally, which a local reader and another client recall. And
+//! CB_GETATTR (RFC 8881 section 10.4.3): another client's GETATTR of the
+//! size of a write-delegated file answered with what the holder says,
+//! the testkit client's and the kernel client's.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -430,4 +433,152 @@ impl Drop for GoOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::write(&self.0, b"");
     }
+}
+
+/// A server of NFSv4.1 with write delegations, one export the kernel
+/// client may mount.
+fn v41_server_with_write_delegations(tag: &str) -> TestServer {
+    keel_testkit::server::require_root();
+    let export = ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"no_root_squash\"\ninsecure = true");
+    TestServer::start(tag, vec![export], "nfs_versions = [\"3\", \"4.1\"]\nnfs4_write_delegations = true")
+}
+
+/// What a GETATTR of the change, size and modification time answered.
+fn change_size_mtime(res: &NfsResop4) -> (u64, u64, Nfstime4) {
+    let NfsResop4::Getattr(Nfs4Result::Ok(g)) = res else { panic!("GETATTR: {res:?}") };
+    let a = Attrs4::from_fattr4(&g.obj_attributes, AttrUse::Reply).unwrap();
+    (a.change.unwrap(), a.size.unwrap(), a.time_modify.unwrap())
+}
+
+fn getattr_change_size_mtime() -> NfsArgop4 {
+    let bits = [FATTR4_CHANGE, FATTR4_SIZE, FATTR4_TIME_ACCESS, FATTR4_TIME_MODIFY];
+    NfsArgop4::Getattr(Getattr4Args { attr_request: Bitmap4::from_bits(bits) })
+}
+
+/// The testkit client holds a write delegation on w (created empty);
+/// another one's GETATTR of its size makes the server send CB_GETATTR on
+/// the holder's connection and wait for the answer (read by another
+/// worker) instead of recalling: a holder that says it wrote 5 bytes the
+/// server has not seen gives the GETATTR its size and a new change
+/// attribute and modification time. A holder that refuses CB_GETATTR is
+/// recalled, and the GETATTR waits (NFS4ERR_DELAY) as before.
+#[test]
+fn another_client_s_getattr_of_a_write_delegated_file_gets_the_holder_s_size_by_cb_getattr() {
+    let server = v41_server_with_write_delegations("nfs4-cbgetattr");
+    let mut holder = V4::connect(&server, b"cbgetattr-holder");
+    holder.wait_for_callback_path();
+    let mut ops = vec![NfsArgop4::Putrootfh(())];
+    for part in server.export_path(1).split('/').filter(|p| !p.is_empty()) {
+        ops.push(NfsArgop4::Lookup(Lookup4Args { objname: part.into() }));
+    }
+    ops.push(NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: keel_xdr::Opaque(bytes::Bytes::from_static(b"holder")) },
+        openhow: Openflag4::Open4Create(Createhow4::Unchecked4(Fattr4::default())),
+        claim: OpenClaim4::ClaimNull("w".into()),
+    }));
+    ops.extend([NfsArgop4::Getfh(()), getattr_change_size_mtime()]);
+    let res = holder.ok(ops);
+    let n = res.len();
+    let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[n - 3] else { panic!("OPEN: {res:?}") };
+    let OpenDelegation4::OpenDelegateWrite(deleg) = &open.delegation else {
+        panic!("no write delegation: {:?}", open.delegation)
+    };
+    let deleg = deleg.stateid;
+    let NfsResop4::Getfh(Nfs4Result::Ok(fh)) = &res[n - 2] else { panic!("GETFH: {res:?}") };
+    let fh = fh.object.0.clone();
+    let (change1, size1, mtime1) = change_size_mtime(&res[n - 1]);
+    assert_eq!(size1, 0);
+
+    let mut other = V4::connect(&server, b"cbgetattr-other");
+    holder.getattr_answer = Some((change1 + 1, 5));
+    let res = std::thread::scope(|scope| {
+        let getattr = scope.spawn(|| other.run(vec![putfh(&fh), getattr_change_size_mtime()]).1);
+        holder.answer_next_callback();
+        getattr.join().unwrap()
+    });
+    let context = || format!("server log:\n{}", server.log_text());
+    assert_eq!(res.status, Nfsstat4::Ok, "{res:?}\n{}", context());
+    assert_eq!(holder.getattrs, 1, "one CB_GETATTR");
+    let (change2, size2, mtime2) = change_size_mtime(&res.resarray[2]);
+    assert_eq!(size2, 5, "the holder's size");
+    assert_ne!(change2, change1, "the holder changed the file");
+    assert_ne!(mtime2, mtime1, "the holder's writes move the modification time");
+    // Moving the times was the server's own change of the file: not a
+    // break of the delegation's lease, which the callback thread (every
+    // second) would recall.
+    std::thread::sleep(Duration::from_millis(2500));
+    holder.ok(vec![]);
+    assert!(holder.recalled.is_empty(), "recalled: {:?}\n{}", holder.recalled, context());
+    let stat = keel_stat(&server);
+    assert!(stat.contains("1 CB_GETATTR"), "{stat}");
+
+    // A holder that refuses: recalled, and the GETATTR waits.
+    holder.getattr_answer = None;
+    let res = std::thread::scope(|scope| {
+        let getattr = scope.spawn(|| other.run(vec![putfh(&fh), getattr_change_size_mtime()]).1);
+        holder.answer_next_callback();
+        getattr.join().unwrap()
+    });
+    assert_eq!(res.status, Nfsstat4::Delay, "{res:?}");
+    assert_eq!(holder.getattrs, 2);
+    holder.answer_next_callback();
+    assert_eq!(holder.recalled, vec![deleg]);
+    holder.ok(vec![putfh(&fh), NfsArgop4::Delegreturn(Delegreturn4Args { deleg_stateid: deleg })]);
+    other.ok(vec![putfh(&fh), getattr_change_size_mtime()]);
+}
+
+/// `keel stat` of the server.
+fn keel_stat(server: &TestServer) -> String {
+    let mut cmd = Command::new(keel_testkit::server::keel_bin());
+    cmd.arg("stat").arg("--config").arg(&server.config);
+    let out = keel_testkit::procs::run_timeout(&mut cmd, WAIT);
+    assert!(out.status.success(), "keel stat: {}", out.text());
+    out.stdout
+}
+
+/// The kernel client creates w and writes to it under a write delegation,
+/// keeping it open; another client's GETATTR of w's size then makes the
+/// server ask the kernel client with CB_GETATTR, and answers with the size
+/// it says, without a recall (the delegation stays held).
+#[test]
+fn the_kernel_client_answers_cb_getattr_and_another_client_s_getattr_gets_its_size_without_a_recall() {
+    let server = v41_server_with_write_delegations("nfs4-cbgetattr-kernel");
+    let dir = server.export_dir(1);
+    std::thread::scope(|scope| {
+        let guest = scope.spawn(|| run_guest(&server, "nfs4_cbgetattr.sh"));
+        wait_for_ready(&dir, &guest);
+        let go = GoOnDrop(dir.join("go"));
+        let context = || format!("server log:\n{}", server.log_text());
+        assert!(write_delegations_held(&server) >= 1, "the guest holds no write delegation on w\n{}", context());
+
+        let mut other = V4::connect(&server, b"cbgetattr-kernel-other");
+        let mut ops = vec![NfsArgop4::Putrootfh(())];
+        for part in server.export_path(1).split('/').chain(["w"]).filter(|p| !p.is_empty()) {
+            ops.push(NfsArgop4::Lookup(Lookup4Args { objname: part.into() }));
+        }
+        ops.push(NfsArgop4::Getfh(()));
+        let res = other.ok(ops);
+        let Some(NfsResop4::Getfh(Nfs4Result::Ok(fh))) = res.last() else { panic!("GETFH: {res:?}") };
+        let fh = fh.object.0.clone();
+        let on_server = std::fs::metadata(dir.join("w")).unwrap().len();
+        let started = Instant::now();
+        let (_, res) = other.run(vec![putfh(&fh), getattr_change_size_mtime()]);
+        let took = started.elapsed();
+        assert_eq!(res.status, Nfsstat4::Ok, "{res:?}\n{}", context());
+        let (_, size, _) = change_size_mtime(&res.resarray[2]);
+        eprintln!("GETATTR answered by CB_GETATTR in {took:?}: size {size} (the server's file: {on_server})");
+        assert_eq!(size, 10, "the guest's size");
+        let stat = keel_stat(&server);
+        assert!(stat.contains(" 1 CB_GETATTR") && stat.contains(" 0 CB_RECALL"), "{stat}");
+        assert!(write_delegations_held(&server) >= 1, "the guest's delegation was let go of\n{}", context());
+
+        drop(go);
+        let (code, output, results) = guest.join().unwrap();
+        let get = |k: &str| results.get(k).map_or("", String::as_str).to_string();
+        assert!(code == Some(0) && get("done") == "1", "guest failed:\n{output}\n{}", context());
+        assert_eq!(get("size"), "10", "{output}");
+    });
 }

@@ -248,6 +248,7 @@ pub fn render(s: &Snapshot) -> String {
     o.family("keel_nfs4_callbacks_total", "NFSv4.1 callbacks sent on the backchannel, by operation.");
     o.sample("keel_nfs4_callbacks_total", &[("op", "cb_null")], v4.callback_probes);
     o.sample("keel_nfs4_callbacks_total", &[("op", "cb_recall")], v4.callback_recalls);
+    o.sample("keel_nfs4_callbacks_total", &[("op", "cb_getattr")], v4.callback_getattrs);
     o.family("keel_nfs4_callback_failures_total", "NFSv4.1 callbacks not answered in time or not sent, by cause.");
     o.sample("keel_nfs4_callback_failures_total", &[("cause", "timeout")], v4.callback_timeouts);
     o.sample("keel_nfs4_callback_failures_total", &[("cause", "unsent")], v4.callback_unsent);

@@ -85,9 +85,12 @@ pub struct Nfs4Snapshot {
     /// Whether the grace period after a start lasts, and how long it may.
     pub grace: bool,
     pub grace_remaining_seconds: u64,
-    /// Callbacks sent (CB_NULL probes, CB_RECALLs), since the start.
+    /// Callbacks sent (CB_NULL probes, CB_RECALLs, CB_GETATTRs), since
+    /// the start.
     pub callback_probes: u64,
     pub callback_recalls: u64,
+    #[serde(default)]
+    pub callback_getattrs: u64,
     /// Callbacks that got no answer in time, or could not be sent (no
     /// backchannel connection, a full queue).
     pub callback_timeouts: u64,
@@ -433,6 +436,7 @@ impl Snapshot {
         let (v4, was) = (&mut out.nfs4, &earlier.nfs4);
         v4.callback_probes = v4.callback_probes.saturating_sub(was.callback_probes);
         v4.callback_recalls = v4.callback_recalls.saturating_sub(was.callback_recalls);
+        v4.callback_getattrs = v4.callback_getattrs.saturating_sub(was.callback_getattrs);
         v4.callback_timeouts = v4.callback_timeouts.saturating_sub(was.callback_timeouts);
         v4.callback_unsent = v4.callback_unsent.saturating_sub(was.callback_unsent);
         v4.delegations_recalled = v4.delegations_recalled.saturating_sub(was.delegations_recalled);

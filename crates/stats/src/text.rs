@@ -105,9 +105,10 @@ pub fn render(s: &Snapshot, opts: Options) -> String {
         );
         let _ = writeln!(
             o,
-            "nfsv4 callbacks: {} CB_NULL, {} CB_RECALL, {} timed out, {} unsent; delegations: {} recalled, {} revoked",
+            "nfsv4 callbacks: {} CB_NULL, {} CB_RECALL, {} CB_GETATTR, {} timed out, {} unsent; delegations: {} recalled, {} revoked",
             per(v4.callback_probes),
             per(v4.callback_recalls),
+            per(v4.callback_getattrs),
             per(v4.callback_timeouts),
             per(v4.callback_unsent),
             per(v4.delegations_recalled),

@@ -144,6 +144,25 @@ impl LocalReadLease {
     }
 }
 
+impl LocalReadLease {
+    /// Sets the file's modification time (and so its change time) to now
+    /// through a write lease's description, as root (for the lease's
+    /// holder, whatever the caller may do). Not a break of the lease: a
+    /// change of the modification time alone shows in inotify as
+    /// IN_MODIFY (a change of data), which only the holder can make and
+    /// the write lease's watch does not look for ([`WATCHED_WRITE_LEASED`]).
+    /// EINVAL on a read lease, whose watch does.
+    pub(crate) fn touch_modified(&self) -> StoreResult<()> {
+        if self.kind != libc::F_WRLCK {
+            return Err(StoreError::errno(libc::EINVAL));
+        }
+        let now = libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW };
+        let keep = libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT };
+        ident::as_root(|| sys::set_times(self.on.fd(), &[keep, now]))?;
+        Ok(())
+    }
+}
+
 /// Leases are for regular files, once SIGIO is ignored.
 fn can_lease(inode: &Inode) -> StoreResult<()> {
     if inode.ftype != FileType::Regular {

@@ -64,6 +64,10 @@ impl Store for LocalStore {
         LocalStore::write_lease(self, &obj.0)
     }
 
+    fn touch_leased(&self, _obj: &LocalObject, lease: &crate::LocalReadLease) -> StoreResult<()> {
+        lease.touch_modified()
+    }
+
     fn open_for_locks(&self, who: &Acting, obj: &LocalObject) -> StoreResult<crate::LocalLockFile> {
         LocalStore::open_for_locks(self, who, &obj.0)
     }

@@ -1,6 +1,6 @@
 //! Speaking NFSv4.1 to the server over TCP: a client built from
 //! keel-nfs4-proto on one connection, which is its backchannel too (as the
-//! Linux client's is): it answers CB_NULL, CB_SEQUENCE and CB_RECALL.
+//! Linux client's is): it answers CB_NULL, CB_SEQUENCE, CB_RECALL and CB_GETATTR.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -52,6 +52,11 @@ pub struct V4 {
     pub recalled: Vec<Stateid4>,
     /// CB_NULL calls answered.
     pub probes: u32,
+    /// What it answers CB_GETATTR with: the change attribute and size the
+    /// test chooses, or, if none, NFS4ERR_SERVERFAULT.
+    pub getattr_answer: Option<(u64, u64)>,
+    /// CB_GETATTRs answered.
+    pub getattrs: u32,
     /// The minor version of the COMPOUNDs it sends (1 unless set).
     pub minor: u32,
     /// The credential of its COMPOUNDs (AUTH_NONE unless set).
@@ -86,6 +91,8 @@ impl V4 {
             seq: 0,
             recalled: Vec::new(),
             probes: 0,
+            getattr_answer: None,
+            getattrs: 0,
             minor: 1,
             cred: OpaqueAuth::default(),
             held_answers,
@@ -159,7 +166,16 @@ impl V4 {
         }
     }
 
-    /// Answers a callback: CB_NULL, or CB_SEQUENCE and CB_RECALL.
+    /// Reads the next record, which must be a callback, and answers it
+    /// (while no call of its own waits for a reply).
+    pub fn answer_next_callback(&mut self) {
+        let record = read_record(&mut self.stream);
+        assert_eq!(record.get(4..8), Some(&[0, 0, 0, 0][..]), "a call, not a reply");
+        self.answer_callback(record);
+    }
+
+    /// Answers a callback: CB_NULL, or CB_SEQUENCE and CB_RECALL or
+    /// CB_GETATTR ([`V4::getattr_answer`]).
     pub fn answer_callback(&mut self, call: Bytes) {
         let mut dec = Decoder::new(call);
         let header = CallHeader::decode(&mut dec).unwrap();
@@ -184,6 +200,17 @@ impl V4 {
                     NfsCbArgop4::CbRecall(r) => {
                         self.recalled.push(r.stateid);
                         resarray.push(NfsCbResop4::CbRecall(Nfsstat4::Ok));
+                    }
+                    NfsCbArgop4::CbGetattr(g) => {
+                        self.getattrs += 1;
+                        let res = match self.getattr_answer {
+                            Some((change, size)) => {
+                                let attrs = Attrs4 { change: Some(change), size: Some(size), ..Attrs4::default() };
+                                Nfs4Result::Ok(CbGetattr4ResOk { obj_attributes: attrs.to_fattr4(&g.attr_request) })
+                            }
+                            None => Nfs4Result::Fail(Nfsstat4::Serverfault),
+                        };
+                        resarray.push(NfsCbResop4::CbGetattr(res));
                     }
                     other => panic!("unexpected callback {other:?}"),
                 }

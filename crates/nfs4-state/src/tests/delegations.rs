@@ -191,6 +191,32 @@ fn write_delegations_when_configured_are_recalled_by_any_access() {
     assert_eq!(st.take_recalls().len(), 1);
 }
 
+/// A write delegation another client may ask about with CB_GETATTR
+/// rather than recall: one of someone else, not recalled yet, whose
+/// holder's callback path is up.
+#[test]
+fn a_write_delegation_is_asked_about_only_by_others_and_until_it_is_recalled() {
+    let t0 = Instant::now();
+    let config = StateConfig { write_delegations: true, ..StateConfig::default() };
+    let mut st = state_with(config, &MemoryRecords::new(), t0);
+    let (a, _) = connect(&mut st, ip(1), "a", t0);
+    let (b, _) = connect(&mut st, ip(2), "b", t0);
+    open(&mut st, a, "o", 10, OPEN4_SHARE_ACCESS_BOTH, 0, t0).unwrap();
+    let DelegationOffer::Granted { stateid, .. } = st.offer_delegation(a, &10, &share(OPEN4_SHARE_ACCESS_BOTH, 0), t0)
+    else {
+        panic!("a write delegation")
+    };
+    assert_eq!(st.write_delegation_to_ask(Accessor::Client(b), &10, t0), Some((a, stateid)));
+    assert_eq!(st.write_delegation_to_ask(Accessor::Other, &10, t0), Some((a, stateid)));
+    assert_eq!(st.write_delegation_to_ask(Accessor::Client(a), &10, t0), None, "the holder's own");
+    assert_eq!(st.write_delegation_to_ask(Accessor::Client(b), &11, t0), None, "no delegation");
+    st.set_callback_state(a, CallbackState::Down);
+    assert_eq!(st.write_delegation_to_ask(Accessor::Client(b), &10, t0), None, "the path is down");
+    st.set_callback_state(a, CallbackState::Up);
+    assert_eq!(st.delegation_conflict(Accessor::Client(b), &10, ConflictAccess::Read, t0), Err(Nfsstat4::Delay));
+    assert_eq!(st.write_delegation_to_ask(Accessor::Client(b), &10, t0), None, "recalled");
+}
+
 /// With write delegations configured, which OPEN gets which (RFC 8881
 /// section 18.16.3): a writer, WRITE alone too, a write delegation when
 /// alone on the file; a writer that wants a read delegation none (its own

@@ -261,13 +261,20 @@ pub(crate) fn current_attrs<S: Store>(c: &mut Compound<'_, S>, request: &Bitmap4
 }
 
 pub(super) fn getattr<S: Store>(c: &mut Compound<'_, S>, args: Getattr4Args) -> Result<Getattr4ResOk, Nfsstat4> {
-    if (args.attr_request.contains(FATTR4_SIZE) || args.attr_request.contains(FATTR4_CHANGE))
-        && let Some(Filehandle::Export(fh)) = c.current.as_ref()
+    let request = &args.attr_request;
+    if (request.contains(FATTR4_SIZE) || request.contains(FATTR4_CHANGE))
+        && c.program.callbacks.any_write_granted()
+        && let Some(Filehandle::Export(fh)) = c.current.clone()
+        && let Some(size) = crate::deleg::before_size_read(c, &fh)?
     {
-        let file = fh.handle().clone();
-        crate::deleg::before_size_read(c, &file)?;
+        // A write delegation's holder told its size (RFC 8881 section
+        // 10.4.3); the rest is the file's, its times moved if it changed.
+        let a = c.store().getattr(&fh.object).map_err(|e| status(&e))?;
+        let mut values = export_values(c, &fh.object, &a, request)?;
+        values.size = Some(size);
+        return Ok(Getattr4ResOk { obj_attributes: values.to_fattr4(request) });
     }
-    Ok(Getattr4ResOk { obj_attributes: current_attrs(c, &args.attr_request)? })
+    Ok(Getattr4ResOk { obj_attributes: current_attrs(c, request)? })
 }
 
 /// Whether the current object's attributes are those given (VERIFY and

@@ -25,7 +25,7 @@
 //! the arguments' through it, set it on success), `c.now`, and
 //! `io::check_stateid` for operations that do I/O under a stateid.
 
-mod attr;
+pub(crate) mod attr;
 mod dir;
 mod fh;
 mod io;

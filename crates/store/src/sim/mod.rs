@@ -728,6 +728,18 @@ impl crate::Store for SimStore {
         leases::take_write(&self.leases, obj.ino)
     }
 
+    /// Not a break: the simulated leases watch no attributes.
+    fn touch_leased(&self, obj: &SimObject, _lease: &SimReadLease) -> StoreResult<()> {
+        let mut st = self.lock();
+        st.node(obj)?;
+        let now = st.now();
+        let n = st.node_mut(obj.ino);
+        n.meta.mtime = now;
+        n.meta.ctime = now;
+        st.meta_dirty.insert(obj.ino);
+        Ok(())
+    }
+
     fn open_for_locks(&self, who: &SimCaller, obj: &SimObject) -> StoreResult<SimLockFile> {
         let st = self.lock();
         let n = st.node(obj)?;
