@@ -106,8 +106,9 @@ pub struct ServerConfig {
     /// Whether NFSv4.1 clients are offered write delegations (a writer
     /// alone on a file the server created: recalled by any access by
     /// anyone else, each backed by a write lease and an inotify watch).
-    /// Off by default (its cost to a workload creating many files is not
-    /// measured yet): see keel.toml(5).
+    /// On by default, as knfsd's: bench/nfs4.sh measured no cost to a
+    /// workload creating many files beyond its spread (docs/benchmarks.md).
+    /// See keel.toml(5).
     pub nfs4_write_delegations: bool,
     /// The domain of NFSv4 owner names (idmapd.conf's `Domain`): a client's
     /// `user@DOMAIN` or `group@DOMAIN` is that user or group of the system's
@@ -277,7 +278,7 @@ impl Default for ServerConfig {
             principal_users: HashMap::new(),
             nfs_versions: NfsVersions::default(),
             nfs4_read_delegations: true,
-            nfs4_write_delegations: false,
+            nfs4_write_delegations: true,
             nfs4_idmap_domain: None,
         }
     }

@@ -253,7 +253,7 @@ fn defaults_when_server_table_is_absent() {
     assert_eq!((s.idle_timeout.as_secs(), s.stall_timeout.as_secs()), (360, 60));
     assert_eq!(s.nfs_versions, NfsVersions { v3: true, v41: true, v42: true });
     assert!(s.nfs4_read_delegations, "read delegations are on unless turned off");
-    assert!(!s.nfs4_write_delegations, "write delegations are off unless turned on");
+    assert!(s.nfs4_write_delegations, "write delegations are on unless turned off");
 
     let e = &config.exports[0];
     assert_eq!(e.path, Path::new("/"));
