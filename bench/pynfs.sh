@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# pynfs, the independent NFSv4.1 conformance suite (its nfs4.1 server
+# tests, `testserver.py`), against Keel: one Keel with its default
+# settings (or those --keel-conf adds) serving a fresh XFS on a loop
+# device, root not squashed (pynfs calls as root) and open to unprivileged
+# ports (pynfs binds none), on 127.0.0.1.
+#
+# pynfs is not packaged by Debian or PyPI: give a checkout of it
+# (git://git.linux-nfs.org/projects/cdmackay/pynfs.git, or a mirror) with
+# --pynfs; its XDR code is generated here if it is not yet (`setup.py
+# build`, which needs python3-ply). Keel's figures from a run are in
+# docs/conformance.md.
+#
+#   sudo bench/pynfs.sh --pynfs DIR [--keel BINARY] [--minor 1|2]
+#                       [--keel-conf SETTING] [--out DIR] [CODES...]
+#
+# PYTHON: the interpreter (default /usr/bin/python3, Debian's, which
+# has python3-ply and xdrlib).
+# CODES: pynfs's test codes and flags (default: all). --rundeps is always
+# given, so a test's prerequisites run too.
+# Results in DIR (default bench/results/pynfs-DATE): pynfs.txt (its
+# report), keel.log, keel.toml, machine.txt.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+keel=$repo/target/release/keel
+out=$repo/bench/results/pynfs-$(date -u +%Y%m%dT%H%M%SZ)
+pynfs="" minor=1 keel_conf= py=${PYTHON:-/usr/bin/python3}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --pynfs) pynfs=$(realpath "$2"); shift 2;;
+    --keel) keel=$(realpath "$2"); shift 2;;
+    --minor) minor=$2; shift 2;;
+    --keel-conf) keel_conf+="$2"$'\n'; shift 2;;
+    --out) out=$2; shift 2;;
+    -*) echo "pynfs.sh: unknown option $1 (see the header of $0)" >&2; exit 2;;
+    *) break;;
+  esac
+done
+codes=("$@")
+[ ${#codes[@]} -gt 0 ] || codes=(all)
+[ -x "$pynfs/nfs4.1/testserver.py" ] || { echo "pynfs.sh: give --pynfs, a pynfs checkout (no nfs4.1/testserver.py in '$pynfs')" >&2; exit 2; }
+"$py" -c "import ply" 2>/dev/null || { echo "pynfs.sh: pynfs needs PLY: apt install python3-ply" >&2; exit 2; }
+name=pynfs
+. "$here/kclient/lib.sh"
+
+if [ ! -e "$pynfs/nfs4.1/xdrdef/nfs4_const.py" ]; then
+  (cd "$pynfs" && "$py" setup.py build) > "$out/pynfs-build.log" 2>&1 ||
+    { tail -20 "$out/pynfs-build.log" >&2; exit 1; }
+fi
+xfs_export 2G
+port=$(free_port)
+keel_config "$port" rw
+# pynfs calls as root and makes files of other owners: not squashed.
+sed -i 's/^clients = .*/clients = [{ host = "127.0.0.1" }]\nsquash = "no_root_squash"/' "$run/keel.toml"
+cp "$run/keel.toml" "$out/keel.toml"
+keel_start "$port" "$run/keel.toml"
+machine_txt
+(cd "$pynfs" && git rev-parse HEAD 2>/dev/null || true) > "$out/pynfs-version.txt"
+
+status=0
+(cd "$pynfs/nfs4.1" && timeout 3600 "$py" ./testserver.py "127.0.0.1:$port$run/export" \
+  --minorversion "$minor" --maketree --rundeps "${codes[@]}") > "$out/pynfs.txt" 2>&1 || status=$?
+if ! kill -0 "$keel_pid" 2>/dev/null; then
+  echo "pynfs.sh: Keel exited during the run (see $out/keel.log)" >&2; status=1
+fi
+grep -q panicked "$out/keel.log" && { echo "pynfs.sh: Keel panicked (see $out/keel.log)" >&2; status=1; }
+tail -3 "$out/pynfs.txt"
+echo "pynfs.sh: results in $out"
+exit "$status"
