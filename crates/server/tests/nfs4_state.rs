@@ -181,7 +181,7 @@ fn a_v4_client_reclaims_its_open_and_lock_after_a_power_cut_and_its_synced_data_
     server.start_again();
 
     // The same client (owner and verifier) comes back and reclaims.
-    let mut a = V4::connect(&server, b"power-cut-a");
+    let mut a = V4::connect_to_reclaim(&server, b"power-cut-a");
     let res =
         a.ok(vec![putfh(&fh), open_args(b"open-a", OpenClaim4::ClaimPrevious(OpenDelegationType4::OpenDelegateNone))]);
     let open = opened(&res[2]);
