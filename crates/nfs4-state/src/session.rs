@@ -63,7 +63,6 @@ impl Dir {
 struct SlotCache {
     ops: u32,
     status: Nfsstat4,
-    cachethis: bool,
     principal: Principal,
     /// The reply itself, if the request asked for it to be cached and it
     /// fitted.
@@ -484,9 +483,14 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                 return Err(Nfsstat4::SeqMisordered);
             };
             // knfsd's check that a retransmission is one: same principal,
-            // same cachethis, and as many operations (fewer if it failed).
+            // and as many operations (fewer if it failed). Not knfsd's
+            // "same sa_cachethis": the flag asks for the reply to be kept,
+            // it is no part of the request retried (section 2.10.6.1.3
+            // lets a server keep any reply, and false-retry detection is
+            // optional, section 2.10.6.1.3.1). A retry that differs only
+            // there gets the kept reply, or NFS4ERR_RETRY_UNCACHED_REP as
+            // any retry of a reply not kept (pynfs SEQ9a-e).
             if cache.principal != *caller.principal
-                || cache.cachethis != args.sa_cachethis
                 || cache.ops > shape.ops
                 || (cache.ops < shape.ops && cache.status == Nfsstat4::Ok)
             {
@@ -585,7 +589,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         let Some((principal, cachethis)) = slot.in_use.take() else { return };
         let kept = (cachethis && reply.reply.len() <= cached_max).then(|| Bytes::copy_from_slice(reply.reply));
         let bytes = kept.as_ref().map_or(0, Bytes::len);
-        slot.cache = Some(SlotCache { ops: reply.ops, status: reply.status, cachethis, principal, reply: kept });
+        slot.cache = Some(SlotCache { ops: reply.ops, status: reply.status, principal, reply: kept });
         s.cached_bytes += bytes;
         self.reply_cache_bytes += bytes;
         let client = s.client;
