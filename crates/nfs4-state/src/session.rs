@@ -259,8 +259,9 @@ fn check_cb_sec(sec: &[CallbackSecParms4]) -> Result<(), Nfsstat4> {
 
 impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     /// CREATE_SESSION (RFC 8881 section 18.36): look-up, the caller's
-    /// principal (the record's, else NFS4ERR_WRONG_CRED for a confirmed
-    /// record and NFS4ERR_CLID_INUSE for an unconfirmed one), the client's
+    /// principal (the record's, else NFS4ERR_CLID_INUSE for an unconfirmed
+    /// record and NFS4ERR_WRONG_CRED for one confirmed under RPCSEC_GSS;
+    /// any principal may use a confirmed AUTH_SYS or AUTH_NONE one), the client's
     /// CREATE_SESSION sequence (a replay gets the same reply), confirmation
     /// of an unconfirmed record (ending a restarted client's old record),
     /// then the session with negotiated attributes, bound to the caller's
@@ -283,16 +284,28 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         // Phase 1: the client record.
         let id = ClientId(args.csa_clientid);
         let c = self.clients.get_mut(&id).ok_or(Nfsstat4::StaleClientid)?;
-        // Before the sequence, and never cached: only the record's
-        // principal may see a replayed reply (it holds the session ID) or
-        // use up a sequence number. For a confirmed record this is more
-        // than RFC 8881 asks under SP4_NONE: client IDs can be guessed,
-        // and a session on another's client ID would reach its stateids.
+        // Before the sequence, and never cached: a refused caller neither
+        // sees a replayed reply (it holds the session ID) nor uses up a
+        // sequence number. An unconfirmed record is confirmed by its own
+        // principal only (section 18.36.4 phase 3). On a confirmed record
+        // RFC 8881 binds the principal only under SP4_MACH_CRED or SP4_SSV,
+        // which EXCHANGE_ID refuses, so every record here is SP4_NONE and
+        // a client may change principals (knfsd allows it too): under
+        // AUTH_SYS or AUTH_NONE a principal is whatever the caller claims,
+        // so refusing another would protect nothing. A record made under
+        // RPCSEC_GSS is different: Kerberos authenticated its principal,
+        // and since client IDs can be guessed, a session opened on it by
+        // anyone else would reach its stateids; that stays refused.
+        if c.principal != *caller.principal {
+            if !c.confirmed {
+                return Err(Nfsstat4::ClidInuse);
+            }
+            if c.principal.is_gss() {
+                return Err(Nfsstat4::WrongCred);
+            }
+        }
         // knfsd also wants an unconfirmed record confirmed from its
         // address.
-        if c.principal != *caller.principal {
-            return Err(if c.confirmed { Nfsstat4::WrongCred } else { Nfsstat4::ClidInuse });
-        }
         if !c.confirmed && c.addr != caller.addr {
             return Err(Nfsstat4::ClidInuse);
         }
