@@ -105,7 +105,8 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     /// OPEN (RFC 8881 section 18.16) of `file` by `owner` of `client`,
     /// after the handler found or created the file. Checks the grace
     /// rules (a client that has not sent RECLAIM_COMPLETE may only
-    /// reclaim: [`check_new_state_for`](NfsState::check_new_state_for)), recalls conflicting delegations of other clients
+    /// reclaim: [`check_new_state_for`](NfsState::check_new_state_for)),
+    /// recalls conflicting delegations of other clients
     /// (NFS4ERR_DELAY meanwhile), checks share reservations against other
     /// open owners (NFS4ERR_SHARE_DENIED; a courtesy client in the way is
     /// expired), then creates the open state or adds the new bits to it.

@@ -261,8 +261,8 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     /// CREATE_SESSION (RFC 8881 section 18.36): look-up, the caller's
     /// principal (the record's, else NFS4ERR_CLID_INUSE for an unconfirmed
     /// record and NFS4ERR_WRONG_CRED for one confirmed under RPCSEC_GSS;
-    /// any principal may use a confirmed AUTH_SYS or AUTH_NONE one), the client's
-    /// CREATE_SESSION sequence (a replay gets the same reply), confirmation
+    /// any principal may use a confirmed AUTH_SYS or AUTH_NONE one), the
+    /// client's CREATE_SESSION sequence (a replay gets the same reply), confirmation
     /// of an unconfirmed record (ending a restarted client's old record),
     /// then the session with negotiated attributes, bound to the caller's
     /// connection.
