@@ -152,8 +152,9 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         match &args.eia_state_protect {
             StateProtect4A::Sp4None => {}
             // knfsd: MACH_CRED needs an integrity-protected (GSS) caller;
-            // Keel has no GSS yet, so it cannot enforce it for one either
-            // (the Linux client then falls back to SP4_NONE).
+            // Keel does not enforce it (spo_must_enforce) for one either,
+            // so every client ID is SP4_NONE (the Linux client then falls
+            // back to SP4_NONE; CREATE_SESSION relies on it).
             StateProtect4A::Sp4MachCred(_) if caller.principal.is_gss() => return Err(Nfsstat4::Notsupp),
             StateProtect4A::Sp4MachCred(_) => return Err(Nfsstat4::Inval),
             // knfsd's answer: no SSV algorithms are supported.

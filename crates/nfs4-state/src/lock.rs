@@ -329,7 +329,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         if req.reclaim {
             self.grace.lock().check_reclaim(&who, Some(&principal), now).map_err(GraceRefusal::nfs4_status)?;
         } else {
-            self.grace.lock().check_new_state(now).map_err(GraceRefusal::nfs4_status)?;
+            self.check_new_state_for(client, now)?;
             self.record_client(client)?;
         }
         match existing {

@@ -104,7 +104,9 @@ fn union_within(pairs: u16, access: u32, deny: u32) -> (u32, u32) {
 impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     /// OPEN (RFC 8881 section 18.16) of `file` by `owner` of `client`,
     /// after the handler found or created the file. Checks the grace
-    /// rules, recalls conflicting delegations of other clients
+    /// rules (a client that has not sent RECLAIM_COMPLETE may only
+    /// reclaim: [`check_new_state_for`](NfsState::check_new_state_for)),
+    /// recalls conflicting delegations of other clients
     /// (NFS4ERR_DELAY meanwhile), checks share reservations against other
     /// open owners (NFS4ERR_SHARE_DENIED; a courtesy client in the way is
     /// expired), then creates the open state or adds the new bits to it.
@@ -128,11 +130,11 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             OpenClaim::DelegatePrev => return Err(Nfsstat4::Notsupp),
             OpenClaim::DelegateCur(deleg) => {
                 self.find_state(client, &deleg, StateType::Delegation, Some(file))?;
-                self.check_new_state(now)?;
+                self.check_new_state_for(client, now)?;
                 false
             }
             OpenClaim::Null => {
-                self.check_new_state(now)?;
+                self.check_new_state_for(client, now)?;
                 false
             }
         };
@@ -201,6 +203,20 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     pub(crate) fn check_new_state(&mut self, now: Instant) -> Result<(), Nfsstat4> {
         self.poll_grace(now);
         self.grace.lock().check_new_state(now).map_err(GraceRefusal::nfs4_status)
+    }
+
+    /// Whether `client` may be granted a lock that is not a reclaim (an
+    /// OPEN of any claim but CLAIM_PREVIOUS, a LOCK without `reclaim`):
+    /// NFS4ERR_GRACE until it sent RECLAIM_COMPLETE (RFC 8881 section
+    /// 18.51.3: a client MUST send it before its first such operation,
+    /// even with nothing to reclaim; knfsd refuses such an OPEN the same
+    /// way), and during the grace period. The handler asks before OPEN
+    /// creates a file; the state asks again when it grants.
+    pub fn check_new_state_for(&mut self, client: ClientId, now: Instant) -> Result<(), Nfsstat4> {
+        if !self.client(client)?.reclaim_complete {
+            return Err(Nfsstat4::Grace);
+        }
+        self.check_new_state(now)
     }
 
     /// Makes sure the open state of (`client`, `owner`) on `file` may go

@@ -63,7 +63,6 @@ impl Dir {
 struct SlotCache {
     ops: u32,
     status: Nfsstat4,
-    cachethis: bool,
     principal: Principal,
     /// The reply itself, if the request asked for it to be cached and it
     /// fitted.
@@ -260,9 +259,10 @@ fn check_cb_sec(sec: &[CallbackSecParms4]) -> Result<(), Nfsstat4> {
 
 impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     /// CREATE_SESSION (RFC 8881 section 18.36): look-up, the caller's
-    /// principal (the record's, else NFS4ERR_WRONG_CRED for a confirmed
-    /// record and NFS4ERR_CLID_INUSE for an unconfirmed one), the client's
-    /// CREATE_SESSION sequence (a replay gets the same reply), confirmation
+    /// principal (the record's, else NFS4ERR_CLID_INUSE for an unconfirmed
+    /// record and NFS4ERR_WRONG_CRED for one confirmed under RPCSEC_GSS;
+    /// any principal may use a confirmed AUTH_SYS or AUTH_NONE one), the
+    /// client's CREATE_SESSION sequence (a replay gets the same reply), confirmation
     /// of an unconfirmed record (ending a restarted client's old record),
     /// then the session with negotiated attributes, bound to the caller's
     /// connection.
@@ -284,16 +284,28 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         // Phase 1: the client record.
         let id = ClientId(args.csa_clientid);
         let c = self.clients.get_mut(&id).ok_or(Nfsstat4::StaleClientid)?;
-        // Before the sequence, and never cached: only the record's
-        // principal may see a replayed reply (it holds the session ID) or
-        // use up a sequence number. For a confirmed record this is more
-        // than RFC 8881 asks under SP4_NONE: client IDs can be guessed,
-        // and a session on another's client ID would reach its stateids.
+        // Before the sequence, and never cached: a refused caller neither
+        // sees a replayed reply (it holds the session ID) nor uses up a
+        // sequence number. An unconfirmed record is confirmed by its own
+        // principal only (section 18.36.4 phase 3). On a confirmed record
+        // RFC 8881 binds the principal only under SP4_MACH_CRED or SP4_SSV,
+        // which EXCHANGE_ID refuses, so every record here is SP4_NONE and
+        // a client may change principals (knfsd allows it too): under
+        // AUTH_SYS or AUTH_NONE a principal is whatever the caller claims,
+        // so refusing another would protect nothing. A record made under
+        // RPCSEC_GSS is different: Kerberos authenticated its principal,
+        // and since client IDs can be guessed, a session opened on it by
+        // anyone else would reach its stateids; that stays refused.
+        if c.principal != *caller.principal {
+            if !c.confirmed {
+                return Err(Nfsstat4::ClidInuse);
+            }
+            if c.principal.is_gss() {
+                return Err(Nfsstat4::WrongCred);
+            }
+        }
         // knfsd also wants an unconfirmed record confirmed from its
         // address.
-        if c.principal != *caller.principal {
-            return Err(if c.confirmed { Nfsstat4::WrongCred } else { Nfsstat4::ClidInuse });
-        }
         if !c.confirmed && c.addr != caller.addr {
             return Err(Nfsstat4::ClidInuse);
         }
@@ -484,9 +496,14 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                 return Err(Nfsstat4::SeqMisordered);
             };
             // knfsd's check that a retransmission is one: same principal,
-            // same cachethis, and as many operations (fewer if it failed).
+            // and as many operations (fewer if it failed). Not knfsd's
+            // "same sa_cachethis": the flag asks for the reply to be kept,
+            // it is no part of the request retried (section 2.10.6.1.3
+            // lets a server keep any reply, and false-retry detection is
+            // optional, section 2.10.6.1.3.1). A retry that differs only
+            // there gets the kept reply, or NFS4ERR_RETRY_UNCACHED_REP as
+            // any retry of a reply not kept (pynfs SEQ9a-e).
             if cache.principal != *caller.principal
-                || cache.cachethis != args.sa_cachethis
                 || cache.ops > shape.ops
                 || (cache.ops < shape.ops && cache.status == Nfsstat4::Ok)
             {
@@ -585,7 +602,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         let Some((principal, cachethis)) = slot.in_use.take() else { return };
         let kept = (cachethis && reply.reply.len() <= cached_max).then(|| Bytes::copy_from_slice(reply.reply));
         let bytes = kept.as_ref().map_or(0, Bytes::len);
-        slot.cache = Some(SlotCache { ops: reply.ops, status: reply.status, cachethis, principal, reply: kept });
+        slot.cache = Some(SlotCache { ops: reply.ops, status: reply.status, principal, reply: kept });
         s.cached_bytes += bytes;
         self.reply_cache_bytes += bytes;
         let client = s.client;

@@ -260,6 +260,10 @@ impl World {
                 };
                 // The handler's CB_NULL got an answer.
                 self.st.set_callback_state(ok.clientid, CallbackState::Up);
+                // As the Linux client, before any new state (again for a
+                // second session of the same client ID).
+                let done = self.st.reclaim_complete(ok.clientid, false, self.now);
+                self.ensure(matches!(done, Ok(()) | Err(Nfsstat4::CompleteAlready)), format!("{done:?}"));
                 // A second session of the same client is used from now on.
                 self.clients[i] = Some(c);
                 format!("connect {i}: {} {}", ok.clientid, ok.flags)

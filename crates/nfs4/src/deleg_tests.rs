@@ -139,6 +139,8 @@ impl Client {
         let res = c.call(vec![NfsArgop4::CreateSession(cs)]);
         let NfsResop4::CreateSession(Nfs4Result::Ok(cs)) = &res.resarray[0] else { panic!("CREATE_SESSION: {res:?}") };
         c.session = cs.csr_sessionid;
+        // As the Linux client, before anything else.
+        c.ok(vec![NfsArgop4::ReclaimComplete(ReclaimComplete4Args { rca_one_fs: false })]);
         c
     }
 

@@ -98,7 +98,16 @@ impl Client {
         Client::with_fore(p, peer, owner, root(), fore(1 << 20))
     }
 
+    /// A client with a session that sent RECLAIM_COMPLETE, as the Linux
+    /// client does before anything else.
     fn with_fore(p: &Arc<Program>, peer: &'static str, owner: &str, cred: Credential, fore: ChannelAttrs4) -> Client {
+        let mut c = Client::reclaiming(p, peer, owner, cred, fore);
+        c.ok(vec![NfsArgop4::ReclaimComplete(ReclaimComplete4Args { rca_one_fs: false })]);
+        c
+    }
+
+    /// A client with a session that has not sent RECLAIM_COMPLETE yet.
+    fn reclaiming(p: &Arc<Program>, peer: &'static str, owner: &str, cred: Credential, fore: ChannelAttrs4) -> Client {
         let eid = ExchangeId4Args {
             eia_clientowner: ClientOwner4 {
                 co_verifier: [1; 8],
@@ -837,6 +846,25 @@ fn every_attribute_fits_an_operation_s_reply_bound() {
         FATTR4_TIME_MODIFY_SET,
     ]));
     assert_eq!(attrs_of(&res[4]).bitmap(), readable, "every readable attribute is given");
+}
+
+/// RFC 8881 section 18.51.3 (pynfs RECC3): before its RECLAIM_COMPLETE a
+/// client's OPEN is NFS4ERR_GRACE, with no grace period on, and one that
+/// would create its file leaves nothing behind.
+#[test]
+fn an_open_before_reclaim_complete_is_grace_and_creates_nothing() {
+    let p = program();
+    let mut a = Client::reclaiming(&p, CLIENT_A, "a", root(), fore(1 << 20));
+    let dir = vec![NfsArgop4::Putrootfh(()), lookup("srv"), lookup("a")];
+    let mut open = dir.clone();
+    open.push(open_create("new", "o", OPEN4_SHARE_ACCESS_BOTH, 0));
+    let mut look = dir;
+    look.push(lookup("new"));
+    assert_eq!(a.status(open.clone()), Nfsstat4::Grace);
+    assert_eq!(a.status(look.clone()), Nfsstat4::Noent, "the refused OPEN made no file");
+    a.ok(vec![NfsArgop4::ReclaimComplete(ReclaimComplete4Args { rca_one_fs: false })]);
+    a.ok(open);
+    a.ok(look);
 }
 
 #[test]

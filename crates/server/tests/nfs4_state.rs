@@ -4,8 +4,9 @@
 //! does to the sessions bound to it, and a client's open, lock and
 //! acknowledged data across a power cut (durability.rs's method: kill -9,
 //! then the XFS under the state directory and the export shut down
-//! without flushing its log); the change attribute within one tick of the
-//! kernel's clock.
+//! without flushing its log); no new OPEN before the client's
+//! RECLAIM_COMPLETE; the change attribute within one tick of the kernel's
+//! clock.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use keel_nfs4_proto::*;
 use keel_testkit::disk::XfsDisk;
 use keel_testkit::nfs::reserved_stream;
-use keel_testkit::nfs4::{V4, WAIT, data_of, putfh, read};
+use keel_testkit::nfs4::{V4, WAIT, data_of, putfh, read, reclaim_complete};
 use keel_testkit::server::{ExportOpts, TestServer, keel_bin, require_root};
 use keel_xdr::Opaque;
 use serde_json::Value;
@@ -181,7 +182,7 @@ fn a_v4_client_reclaims_its_open_and_lock_after_a_power_cut_and_its_synced_data_
     server.start_again();
 
     // The same client (owner and verifier) comes back and reclaims.
-    let mut a = V4::connect(&server, b"power-cut-a");
+    let mut a = V4::connect_to_reclaim(&server, b"power-cut-a");
     let res =
         a.ok(vec![putfh(&fh), open_args(b"open-a", OpenClaim4::ClaimPrevious(OpenDelegationType4::OpenDelegateNone))]);
     let open = opened(&res[2]);
@@ -194,7 +195,7 @@ fn a_v4_client_reclaims_its_open_and_lock_after_a_power_cut_and_its_synced_data_
     let (_, res) = b.run(ops.clone());
     assert_eq!(res.status, Nfsstat4::Grace, "{res:?}");
 
-    a.ok(vec![NfsArgop4::ReclaimComplete(ReclaimComplete4Args { rca_one_fs: false })]);
+    a.ok(vec![reclaim_complete()]);
     let res = b.ok(ops);
     let open_b = opened(res.last().unwrap());
     let (_, res) = b.run(vec![putfh(&fh), lock_args(open_b, b"lock-b", false)]);
@@ -202,6 +203,28 @@ fn a_v4_client_reclaims_its_open_and_lock_after_a_power_cut_and_its_synced_data_
 
     let res = a.ok(vec![putfh(&fh), read(open)]);
     assert_eq!(data_of(&res[2]), data);
+}
+
+/// RFC 8881 section 18.51.3 over the wire (pynfs RECC3): a client that
+/// has not sent RECLAIM_COMPLETE gets NFS4ERR_GRACE for a new OPEN, with
+/// no grace period on; once it has, the OPEN is granted.
+#[test]
+fn a_new_open_waits_for_the_client_s_reclaim_complete() {
+    let server = TestServer::start("nfs4-recc", vec![ExportOpts::rw(1, "export")], "nfs_versions = [\"3\", \"4.1\"]");
+    let file = server.export_dir(1).join("f");
+    std::fs::write(&file, b"").unwrap();
+    // The client's calls are AUTH_NONE (the anonymous user).
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let mut v4 = V4::connect_to_reclaim(&server, b"recc");
+    let mut ops = vec![NfsArgop4::Putrootfh(())];
+    for part in server.export_path(1).split('/').filter(|p| !p.is_empty()) {
+        ops.push(NfsArgop4::Lookup(Lookup4Args { objname: part.into() }));
+    }
+    ops.push(open_args(b"o", OpenClaim4::ClaimNull("f".into())));
+    let (_, res) = v4.run(ops.clone());
+    assert_eq!(res.status, Nfsstat4::Grace, "{res:?}");
+    v4.ok(vec![reclaim_complete()]);
+    opened(v4.ok(ops).last().unwrap());
 }
 
 /// `id -u NAME` or `id -g NAME`.

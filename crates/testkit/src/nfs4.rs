@@ -65,20 +65,36 @@ pub struct V4 {
     /// call (records, marked), when [`V4::connect_answering_with_calls`]
     /// made it.
     held_answers: Option<Vec<u8>>,
+    /// Whether its RECLAIM_COMPLETE is still to go out with its first
+    /// [`V4::open_read`].
+    reclaim_complete_due: bool,
 }
 
 impl V4 {
-    /// EXCHANGE_ID as `owner`, and CREATE_SESSION with the backchannel
-    /// on the same connection.
+    /// EXCHANGE_ID as `owner`, CREATE_SESSION with the backchannel on the
+    /// same connection, and RECLAIM_COMPLETE (as the Linux client does:
+    /// without it the server grants no new state).
     pub fn connect(server: &TestServer, owner: &'static [u8]) -> V4 {
+        let mut c = Self::connect_with(server, owner, None);
+        c.ok(vec![reclaim_complete()]);
+        c
+    }
+
+    /// [`V4::connect`] without RECLAIM_COMPLETE: a client come back after
+    /// the server's restart, to reclaim; it sends RECLAIM_COMPLETE itself.
+    pub fn connect_to_reclaim(server: &TestServer, owner: &'static [u8]) -> V4 {
         Self::connect_with(server, owner, None)
     }
 
     /// [`V4::connect`], for a client whose answers to callbacks go out in
     /// one write with its next call (the backchannel probe's answer with
     /// the call after CREATE_SESSION): the server reads them together.
+    /// That next call is to be its first [`V4::open_read`], which carries
+    /// its RECLAIM_COMPLETE.
     pub fn connect_answering_with_calls(server: &TestServer, owner: &'static [u8]) -> V4 {
-        Self::connect_with(server, owner, Some(Vec::new()))
+        let mut c = Self::connect_with(server, owner, Some(Vec::new()));
+        c.reclaim_complete_due = true;
+        c
     }
 
     fn connect_with(server: &TestServer, owner: &'static [u8], held_answers: Option<Vec<u8>>) -> V4 {
@@ -96,6 +112,7 @@ impl V4 {
             minor: 1,
             cred: OpaqueAuth::default(),
             held_answers,
+            reclaim_complete_due: false,
         };
         let eid = ExchangeId4Args {
             eia_clientowner: ClientOwner4 { co_verifier: [7; 8], co_ownerid: Opaque(Bytes::from_static(owner)) },
@@ -262,7 +279,11 @@ impl V4 {
     /// OPENs `name` for reading in export `id` (looked up from the root),
     /// as `owner`: the OPEN's result and the file's handle.
     pub fn open_read(&mut self, server: &TestServer, id: u32, owner: &'static [u8], name: &str) -> (Open4ResOk, Bytes) {
-        let mut ops = vec![NfsArgop4::Putrootfh(())];
+        let mut ops = Vec::new();
+        if std::mem::take(&mut self.reclaim_complete_due) {
+            ops.push(reclaim_complete());
+        }
+        ops.push(NfsArgop4::Putrootfh(()));
         for part in server.export_path(id).split('/').filter(|p| !p.is_empty()) {
             ops.push(NfsArgop4::Lookup(Lookup4Args { objname: part.into() }));
         }
@@ -281,6 +302,11 @@ impl V4 {
         let NfsResop4::Getfh(Nfs4Result::Ok(fh)) = &res[n - 1] else { panic!("GETFH: {res:?}") };
         (open.clone(), fh.object.0.clone())
     }
+}
+
+/// RECLAIM_COMPLETE for the whole client.
+pub fn reclaim_complete() -> NfsArgop4 {
+    NfsArgop4::ReclaimComplete(ReclaimComplete4Args { rca_one_fs: false })
 }
 
 pub fn putfh(fh: &Bytes) -> NfsArgop4 {

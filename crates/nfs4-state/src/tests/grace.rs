@@ -47,7 +47,7 @@ fn after_a_restart_previous_clients_reclaim_and_grace_ends_when_all_completed() 
     let t1 = t0 + Duration::from_secs(5);
     let mut two = instance(2, &records, StateConfig::default(), t1);
     assert!(two.in_grace(t1));
-    let (a2, _) = connect(&mut two, ip(1), "a", t1);
+    let (a2, _) = connect_reclaiming(&mut two, ip(1), "a", t1);
     let (c, _) = connect(&mut two, ip(3), "c", t1);
     assert_eq!(open(&mut two, a2, "o", 10, OPEN4_SHARE_ACCESS_BOTH, 0, t1), Err(Nfsstat4::Grace));
     let o = reclaim_open(&mut two, a2, 10, t1).unwrap();
@@ -84,7 +84,7 @@ fn grace_ends_at_the_ceiling_or_once_absent_clients_are_known_gone() {
 
     let config = StateConfig { grace_max: Duration::from_secs(60), ..StateConfig::default() };
     let mut two = instance(2, &records, config, t0);
-    let (a, _) = connect(&mut two, ip(1), "a", t0);
+    let (a, _) = connect_reclaiming(&mut two, ip(1), "a", t0);
     reclaim_open(&mut two, a, 10, t0).unwrap();
     assert!(two.in_grace(t0 + Duration::from_secs(59)));
     assert!(!two.in_grace(t0 + Duration::from_secs(60)), "the ceiling");
@@ -101,7 +101,7 @@ fn grace_ends_at_the_ceiling_or_once_absent_clients_are_known_gone() {
     drop(one);
     let config = StateConfig { grace_max: Duration::from_secs(300), ..StateConfig::default() };
     let mut two = instance(4, &records, config, t0);
-    let (a, _) = connect(&mut two, ip(1), "a", t0);
+    let (a, _) = connect_reclaiming(&mut two, ip(1), "a", t0);
     reclaim_open(&mut two, a, 10, t0).unwrap();
     two.reclaim_complete(a, false, t0).unwrap();
     assert!(two.in_grace(t0 + LEASE - Duration::from_secs(1)));
@@ -109,6 +109,40 @@ fn grace_ends_at_the_ceiling_or_once_absent_clients_are_known_gone() {
     two.reap(t0 + LEASE);
     assert!(!two.grace_status(t0 + LEASE).active);
     assert_eq!(owners(&records), vec![("a".into(), 4)]);
+}
+
+/// RFC 8881 section 18.51.3: a client MUST send RECLAIM_COMPLETE before
+/// its first lock that is not a reclaim, even with nothing to reclaim;
+/// until it has, an OPEN of any claim but CLAIM_PREVIOUS and a LOCK
+/// without reclaim are NFS4ERR_GRACE, in a grace period or not (knfsd
+/// refuses such an OPEN the same way).
+#[test]
+fn a_client_takes_no_new_state_before_its_reclaim_complete() {
+    let t0 = Instant::now();
+    let records = MemoryRecords::new();
+    let mut one = instance(1, &records, StateConfig::default(), t0);
+    let (a, _) = connect_reclaiming(&mut one, ip(1), "a", t0);
+    assert_eq!(open(&mut one, a, "o", 10, OPEN4_SHARE_ACCESS_BOTH, 0, t0), Err(Nfsstat4::Grace), "no grace period");
+    assert_eq!(reclaim_open(&mut one, a, 10, t0), Err(Nfsstat4::NoGrace), "nor anything to reclaim");
+    assert!(owners(&records).is_empty(), "refused before its record is written");
+    one.reclaim_complete(a, false, t0).unwrap();
+    open(&mut one, a, "o", 10, OPEN4_SHARE_ACCESS_BOTH, 0, t0).unwrap();
+    drop(one);
+
+    // After a restart a reclaims its open, and the grace period ends at
+    // its ceiling before a's RECLAIM_COMPLETE: no new lock or open yet.
+    let config = StateConfig { grace_max: Duration::from_secs(30), ..StateConfig::default() };
+    let mut two = instance(2, &records, config, t0);
+    let (a, _) = connect_reclaiming(&mut two, ip(1), "a", t0);
+    let o = reclaim_open(&mut two, a, 10, t0).unwrap();
+    let t1 = t0 + Duration::from_secs(30);
+    assert!(!two.in_grace(t1));
+    assert!(matches!(two.lock(a, lock_req(&10, o, false), t1), Err(Nfsstat4::Grace)));
+    assert_eq!(open(&mut two, a, "o", 11, OPEN4_SHARE_ACCESS_READ, 0, t1), Err(Nfsstat4::Grace));
+    two.reclaim_complete(a, false, t1).unwrap();
+    let LockPlan::New(plan) = two.lock(a, lock_req(&10, o, false), t1).unwrap() else { panic!("a new lock state") };
+    plan.granted(1);
+    open(&mut two, a, "o", 11, OPEN4_SHARE_ACCESS_READ, 0, t1).unwrap();
 }
 
 /// The hostile case of grace: another principal presenting a previous
@@ -124,7 +158,7 @@ fn another_principal_can_neither_reclaim_nor_end_a_previous_clients_grace() {
     drop(one);
     let mut two = instance(2, &records, StateConfig::default(), t0);
     let thief = sys(0, "thief");
-    let (t, _) = connect_as(&mut two, ip(9), &thief, "a", 9, t0);
+    let (t, _) = connect_reclaiming_as(&mut two, ip(9), &thief, "a", 9, t0);
     assert_eq!(reclaim_open(&mut two, t, 10, t0), Err(Nfsstat4::ReclaimBad));
     two.reclaim_complete(t, false, t0).unwrap();
     assert!(two.in_grace(t0), "still waiting for the real a");
@@ -149,7 +183,7 @@ fn records_follow_the_edge_conditions_of_restarts() {
 
     // Instance 2 stops during its grace period: nothing changes.
     let mut two = instance(2, &records, StateConfig::default(), t0);
-    let (a, _) = connect(&mut two, ip(1), "a", t0);
+    let (a, _) = connect_reclaiming(&mut two, ip(1), "a", t0);
     reclaim_open(&mut two, a, 10, t0).unwrap();
     drop(two);
     assert_eq!(owners(&records), vec![("a".into(), 1), ("b".into(), 1)]);
@@ -158,8 +192,8 @@ fn records_follow_the_edge_conditions_of_restarts() {
     // the ceiling.
     let config = StateConfig { grace_max: Duration::from_secs(30), ..StateConfig::default() };
     let mut three = instance(3, &records, config.clone(), t0);
-    let (a, _) = connect(&mut three, ip(1), "a", t0);
-    let (b, _) = connect(&mut three, ip(2), "b", t0);
+    let (a, _) = connect_reclaiming(&mut three, ip(1), "a", t0);
+    let (b, _) = connect_reclaiming(&mut three, ip(2), "b", t0);
     reclaim_open(&mut three, a, 10, t0).unwrap();
     three.reclaim_complete(b, false, t0).unwrap();
     three.reap(t0 + Duration::from_secs(30));
@@ -167,7 +201,7 @@ fn records_follow_the_edge_conditions_of_restarts() {
     drop(three);
 
     let mut four = instance(4, &records, config, t0);
-    let (a, _) = connect(&mut four, ip(1), "a", t0);
+    let (a, _) = connect_reclaiming(&mut four, ip(1), "a", t0);
     assert_eq!(reclaim_open(&mut four, a, 10, t0), Err(Nfsstat4::ReclaimBad));
 }
 
@@ -253,7 +287,7 @@ fn a_shared_grace_ends_only_when_the_nlm_hosts_are_done_too() {
     let mut two: St =
         NfsState::with_grace(config, BootEpoch::new(2).unwrap(), [2; 16], Box::new(records.clone()), grace.clone())
             .unwrap();
-    let (a2, _) = connect(&mut two, ip(1), "a", t1);
+    let (a2, _) = connect_reclaiming(&mut two, ip(1), "a", t1);
     let (c, _) = connect(&mut two, ip(3), "c", t1);
     reclaim_open(&mut two, a2, 10, t1).unwrap();
     two.reclaim_complete(a2, false, t1).unwrap();

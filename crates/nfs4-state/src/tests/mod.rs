@@ -96,9 +96,25 @@ pub(crate) fn cs_args(clientid: ClientId, sequence: u32, slots: u32) -> CreateSe
     }
 }
 
-/// A client that did EXCHANGE_ID and CREATE_SESSION (with a backchannel
-/// on connection `conn`) from `addr` as `principal`.
+/// A client that did EXCHANGE_ID, CREATE_SESSION (with a backchannel on
+/// connection `conn`) and RECLAIM_COMPLETE from `addr` as `principal`, as
+/// the Linux client does before anything else.
 pub(crate) fn connect_as(
+    st: &mut St,
+    addr: IpAddr,
+    principal: &Principal,
+    owner: &str,
+    conn: u64,
+    now: Instant,
+) -> (ClientId, SessionId) {
+    let (id, sid) = connect_reclaiming_as(st, addr, principal, owner, conn, now);
+    st.reclaim_complete(id, false, now).unwrap();
+    (id, sid)
+}
+
+/// [`connect_as`] without RECLAIM_COMPLETE: a client that has yet to
+/// reclaim (it may take no new state until it completes).
+pub(crate) fn connect_reclaiming_as(
     st: &mut St,
     addr: IpAddr,
     principal: &Principal,
@@ -116,6 +132,11 @@ pub(crate) fn connect_as(
 
 pub(crate) fn connect(st: &mut St, addr: IpAddr, owner: &str, now: Instant) -> (ClientId, SessionId) {
     connect_as(st, addr, &sys(0, owner), owner, u64::from(addr_last(addr)), now)
+}
+
+/// [`connect`] without RECLAIM_COMPLETE.
+pub(crate) fn connect_reclaiming(st: &mut St, addr: IpAddr, owner: &str, now: Instant) -> (ClientId, SessionId) {
+    connect_reclaiming_as(st, addr, &sys(0, owner), owner, u64::from(addr_last(addr)), now)
 }
 
 fn addr_last(addr: IpAddr) -> u8 {

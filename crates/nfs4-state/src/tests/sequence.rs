@@ -105,9 +105,8 @@ fn a_slot_in_use_answers_delay_and_errors_change_nothing() {
 }
 
 /// RFC 8881 section 2.10.6.1.3.1 (and knfsd's checks): a "retransmission"
-/// from another principal, with another cachethis, or with more
-/// operations than the original is NFS4ERR_SEQ_FALSE_RETRY, and gets
-/// nothing of the cached reply.
+/// from another principal or with more operations than the original is
+/// NFS4ERR_SEQ_FALSE_RETRY, and gets nothing of the cached reply.
 #[test]
 fn a_false_retry_does_not_get_the_cached_reply() {
     let t0 = Instant::now();
@@ -118,12 +117,34 @@ fn a_false_retry_does_not_get_the_cached_reply() {
     done(&mut st, &g, 2, b"secret", t0);
     let q = sys(1000, "s");
     assert_eq!(start(&mut st, &q, sid, req(0, 1, true, 2), t0), Err(Nfsstat4::SeqFalseRetry));
-    assert_eq!(start(&mut st, &p, sid, req(0, 1, false, 2), t0), Err(Nfsstat4::SeqFalseRetry));
     assert_eq!(start(&mut st, &p, sid, req(0, 1, true, 3), t0), Err(Nfsstat4::SeqFalseRetry));
     assert!(matches!(
         start(&mut st, &p, sid, req(0, 1, true, 2), t0).unwrap(),
         SequenceStart::Replay(Replay::Cached(_))
     ));
+}
+
+/// RFC 8881 sections 2.10.6.1.3 and 2.10.6.1.3.1: `sa_cachethis` asks
+/// for the reply to be kept; a retry that differs from the original only
+/// there is a retry (false-retry detection is optional). It gets the
+/// reply if it was kept, else NFS4ERR_RETRY_UNCACHED_REP as any retry of
+/// an uncached reply (pynfs SEQ9a-e, SEQ10b).
+#[test]
+fn a_retry_that_differs_only_in_cachethis_is_a_retry() {
+    let t0 = Instant::now();
+    let mut st = state(t0);
+    let p = sys(0, "s");
+    let (_, sid) = connect_as(&mut st, ip(1), &p, "s", 1, t0);
+    let g = new_request(&mut st, &p, sid, req(0, 1, true, 2), t0);
+    done(&mut st, &g, 2, b"kept", t0);
+    assert_eq!(
+        start(&mut st, &p, sid, req(0, 1, false, 2), t0),
+        Ok(SequenceStart::Replay(Replay::Cached(bytes::Bytes::from_static(b"kept"))))
+    );
+    let g = new_request(&mut st, &p, sid, req(1, 1, false, 2), t0);
+    done(&mut st, &g, 2, b"not kept", t0);
+    assert!(matches!(start(&mut st, &p, sid, req(1, 1, true, 2), t0), Ok(SequenceStart::Replay(Replay::Uncached(_)))));
+    assert_eq!(st.stats(t0).replays, 2);
 }
 
 /// RFC 8881 section 18.46.3: a COMPOUND longer than the session's

@@ -105,12 +105,37 @@ fn an_unconfirmed_record_is_confirmed_only_by_its_principal_from_its_address() {
     assert_eq!(st.create_session(&caller(ip(1), &q, 2), &cs_args(ok.clientid, 1, 4), t0), Err(Nfsstat4::ClidInuse));
     assert_eq!(st.create_session(&caller(ip(9), &p, 3), &cs_args(ok.clientid, 1, 4), t0), Err(Nfsstat4::ClidInuse));
     let r = st.create_session(&caller(ip(1), &p, 1), &cs_args(ok.clientid, 1, 4), t0).unwrap();
-    assert_eq!(
-        st.create_session(&caller(ip(1), &q, 2), &cs_args(ok.clientid, 1, 4), t0),
-        Err(Nfsstat4::WrongCred),
-        "a replay is for its principal only"
-    );
     assert!(st.sessions_of(ok.clientid).contains(&SessionId(r.csr_sessionid)));
+}
+
+/// RFC 8881 sections 2.10.8.3 and 18.36: a confirmed SP4_NONE client ID
+/// takes sessions from another principal (pynfs CSESS10, as knfsd): under
+/// AUTH_SYS or AUTH_NONE a principal is only claimed. A record made under
+/// RPCSEC_GSS, whose principal Kerberos authenticated, takes them from
+/// that principal only (NFS4ERR_WRONG_CRED), replays included: client IDs
+/// can be guessed.
+#[test]
+fn a_confirmed_record_takes_sessions_from_another_principal_unless_made_under_gss() {
+    let t0 = Instant::now();
+    let mut st = state(t0);
+    let p = sys(0, "u");
+    let (a, _) = connect_as(&mut st, ip(1), &p, "u", 1, t0);
+    for (i, other) in [sys(1000, "u"), sys(0, "elsewhere"), Principal::None].iter().enumerate() {
+        let seq = 2 + i as u32;
+        let r = st.create_session(&caller(ip(2), other, 2), &cs_args(a, seq, 4), t0).unwrap();
+        assert!(st.sessions_of(a).contains(&SessionId(r.csr_sessionid)), "{other:?}");
+    }
+
+    let krb = Principal::Gss { name: b"nfs/h@REALM".as_slice().into() };
+    let (g, _) = connect_as(&mut st, ip(3), &krb, "g", 3, t0);
+    let mallory = Principal::Gss { name: b"mallory@REALM".as_slice().into() };
+    for other in [sys(0, "h"), Principal::None, mallory] {
+        let c = caller(ip(3), &other, 4);
+        assert_eq!(st.create_session(&c, &cs_args(g, 2, 4), t0), Err(Nfsstat4::WrongCred), "{other:?}");
+        assert_eq!(st.create_session(&c, &cs_args(g, 1, 4), t0), Err(Nfsstat4::WrongCred), "a replay: {other:?}");
+    }
+    assert_eq!(st.sessions_of(g).len(), 1);
+    st.create_session(&caller(ip(3), &krb, 3), &cs_args(g, 2, 4), t0).unwrap();
 }
 
 /// RFC 8881 section 18.37.3: DESTROY_SESSION waits (NFS4ERR_DELAY) for

@@ -37,6 +37,20 @@ fn regular(t: FileType) -> Result<(), Nfsstat4> {
 pub(super) fn open<S: Store>(c: &mut Compound<'_, S>, args: Open4Args) -> Result<Open4ResOk, Nfsstat4> {
     let client = session_client(c)?;
     let share = ShareAccess::from_wire(args.share_access, args.share_deny)?;
+    let now = c.now;
+    let new_state = matches!(
+        args.claim,
+        OpenClaim4::ClaimNull(_)
+            | OpenClaim4::ClaimFh
+            | OpenClaim4::ClaimDelegateCur(_)
+            | OpenClaim4::ClaimDelegCurFh(_)
+    );
+    if new_state {
+        // Before the file is made: an OPEN refused with NFS4ERR_GRACE
+        // (in the grace period, or before the client's RECLAIM_COMPLETE)
+        // leaves the directory as it was, as knfsd's does.
+        c.program.with_state(|s| s.check_new_state_for(client, now))?;
+    }
     let (opened, claim) = match &args.claim {
         OpenClaim4::ClaimNull(name) => (by_name(c, name, &args.openhow, share)?, OpenClaim::Null),
         OpenClaim4::ClaimFh => (by_fh(c, share)?, OpenClaim::Null),
@@ -49,7 +63,6 @@ pub(super) fn open<S: Store>(c: &mut Compound<'_, S>, args: Open4Args) -> Result
         OpenClaim4::ClaimDelegCurFh(stateid) => (by_fh(c, share)?, OpenClaim::DelegateCur(*stateid)),
         OpenClaim4::ClaimDelegatePrev(_) | OpenClaim4::ClaimDelegPrevFh => return Err(Nfsstat4::Notsupp),
     };
-    let now = c.now;
     let owner = args.owner.owner.as_bytes().to_vec();
     let file = opened.file.handle().clone();
     let object = opened.file.object.clone();

@@ -98,8 +98,18 @@ impl Rig {
     }
 
     /// A client named `owner` with a session (EXCHANGE_ID and
-    /// CREATE_SESSION through their handlers).
+    /// CREATE_SESSION through their handlers) that sent RECLAIM_COMPLETE,
+    /// as the Linux client does before anything else.
     pub fn client(&self, owner: &str) -> Client {
+        let c = self.client_reclaiming(owner);
+        let now = Instant::now();
+        self.program.with_state(|s| s.reclaim_complete(c.clientid, false, now)).expect("RECLAIM_COMPLETE");
+        c
+    }
+
+    /// [`Rig::client`] without RECLAIM_COMPLETE: a client that has yet to
+    /// reclaim after a restart.
+    pub fn client_reclaiming(&self, owner: &str) -> Client {
         let ctx = self.context();
         let mut c = Compound::new(&self.program, &ctx, 1, Instant::now());
         let exid = ExchangeId4Args {

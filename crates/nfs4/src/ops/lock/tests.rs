@@ -287,7 +287,7 @@ fn in_the_grace_period_only_reclaims_are_granted() {
     records.put(&ClientRecord { owner: b"a".to_vec().into(), principal, epoch: 1 }).unwrap();
     let rig = Rig::with(false, StateConfig::default(), records);
     let f = rig.file("f", b"");
-    let (mut a, mut b) = (rig.client("a"), rig.client("b"));
+    let (mut a, mut b) = (rig.client_reclaiming("a"), rig.client("b"));
     let oa = rig.open_by(&a, "oa", &f, OPEN4_SHARE_ACCESS_BOTH, OpenClaim::Previous).expect("an open reclaimed");
     let args = Lock4Args { locktype: W, reclaim: true, offset: 0, length: 10, locker: new_owner(oa, "la") };
     let la = granted(rig.call(&mut a, 1, Instant::now(), Some(&f), |c| lock(c, args).into_res()));
@@ -312,7 +312,7 @@ fn in_the_grace_period_remove_and_rename_wait_for_the_reclaims() {
     let rig = Rig::with(false, StateConfig::default(), records);
     let f = rig.file("f", b"kept");
     let root = keel_store::Object::handle(&rig.store.lookup_path(1, b"").unwrap()).clone();
-    let (mut a, mut b) = (rig.client("a"), rig.client("b"));
+    let (mut a, mut b) = (rig.client_reclaiming("a"), rig.client("b"));
     let component = |n: &str| keel_nfs4_proto::Component4(Bytes::copy_from_slice(n.as_bytes()));
     let gone = |c: &mut crate::compound::Compound<'_, keel_store::sim::SimStore>| {
         remove(c, Remove4Args { target: component("f") }).map(|_| ())
