@@ -121,21 +121,32 @@ pub(crate) fn on_open<S: Store>(
             OpenDelegation4::OpenDelegateNoneExt(why)
         }
     };
-    let (callback, held) = c.program.with_state(|s| (s.callback_state(client), s.delegation_held(client, file)));
-    // No lease is taken (a few system calls) for a client whose callback
-    // path is not up: the state would decline.
+    let now = c.now;
+    // No lease is taken (a few system calls; for a file the store created,
+    // the closing of its writable descriptions: `Store::read_lease`)
+    // where the state declines anyway: a client that wants none or whose
+    // callback path is not up, another client's open for writing, or a
+    // delegation of this client's on the file already (the state declines
+    // a second, and a new description of the file, a read lease's, would
+    // break the write lease of the first).
+    let (callback, held, offerable) = c.program.with_state(|s| {
+        (s.callback_state(client), s.delegation_held(client, file), s.delegation_offerable(client, file, &share, now))
+    });
+    if let Err(why @ (OpenNoneDelegation4::Wnd4NotWanted | OpenNoneDelegation4::Wnd4Cancelled)) = offerable {
+        return declined(why);
+    }
     if callback != Some(CallbackState::Up) {
         return declined(OpenNoneDelegation4::Wnd4Resource(false));
     }
-    // Nor for one holding a delegation on the file already: the state
-    // declines a second, and a new description of the file (a read
-    // lease's) would break the write lease of the first.
     if let Some(kind) = held {
         let why = match (kind, writing) {
             (DelegationKind::Read, true) => OpenNoneDelegation4::Wnd4NotSuppUpgrade,
             (DelegationKind::Write, false) => OpenNoneDelegation4::Wnd4NotSuppDowngrade,
             _ => OpenNoneDelegation4::Wnd4Contention(false),
         };
+        return declined(why);
+    }
+    if let Err(why) = offerable {
         return declined(why);
     }
     // The lease first: a file open for writing somewhere gets none, and a
@@ -163,7 +174,6 @@ pub(crate) fn on_open<S: Store>(
             return declined(OpenNoneDelegation4::Wnd4Contention(false));
         }
     };
-    let now = c.now;
     let leases = &c.program.leases;
     let (offer, unused) = c.program.with_state(|s| {
         let offer = s.offer_delegation(client, file, &share, now);

@@ -673,6 +673,30 @@ fn no_delegation_is_offered_on_a_file_a_local_process_has_open_for_writing() {
     assert!(read_delegation(&o).is_some(), "the writer closed: offered again");
 }
 
+/// A client that wants no delegation (or cancels its wish) is told so,
+/// whatever the lease would have said: the want is decided before the
+/// lease is taken (pynfs DELEG4).
+#[test]
+fn a_client_that_wants_no_delegation_is_told_not_wanted_even_where_no_lease_can_be_had() {
+    let w = world(true);
+    let mut a = Client::new(&w, "10.0.0.5:700", 1, "a");
+    a.answer_probe();
+    let (o, fh) = open_in_dir(&mut a, "g", "oa", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG);
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Wnd4NotWanted));
+    // A local writer: no lease could be had.
+    let store = w.p.exports.store.clone();
+    let g = object(&w, &fh);
+    store.open_for_write_locally(&g);
+    let (o, _) = open_in_dir(&mut a, "g", "ob", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG);
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Wnd4NotWanted));
+    let (o, _) = open_in_dir(&mut a, "g", "oc", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_CANCEL);
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Wnd4Cancelled));
+    // One that wants one hears of the contention.
+    let (o, _) = open_in_dir(&mut a, "g", "od", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_READ_DELEG);
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Wnd4Contention(false)));
+    store.close_local_writer(&g);
+}
+
 #[test]
 fn the_holder_s_own_lock_releases_its_delegation_s_lease_and_is_granted_while_the_delegation_is_recalled() {
     let (w, mut a, _b, fh, deleg) = a_delegated();
