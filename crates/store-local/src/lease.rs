@@ -3,7 +3,9 @@
 //! delegation with a kernel lease: a local process (or another file
 //! server) that opens the file for writing or truncates it breaks the
 //! lease and waits in the kernel until the lease is dropped, or for
-//! `/proc/sys/fs/lease-break-time` at most.
+//! `/proc/sys/fs/lease-break-time` at most. The store's own descriptions
+//! open for writing stand in the way too, until it lets go of them
+//! (`LocalStore::read_lease`).
 //!
 //! Write leases (`F_WRLCK`), which any other open of the file breaks (for
 //! reading too), can be had only on the one open file description of the
