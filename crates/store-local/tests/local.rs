@@ -885,6 +885,75 @@ fn the_store_lets_go_of_its_own_writable_descriptions_for_a_read_lease() {
     });
 }
 
+/// The store's change of a leased file's attributes or names on behalf of
+/// the lease's holder (bracketed by `holder_change_begins`/`_ends`) is not
+/// a break, another lease's on the same file excepted; a local process's
+/// change a moment later still is, and so is one made before the holder's
+/// began. A write lease's holder may change the size too.
+#[test]
+fn the_holder_s_own_change_through_the_store_does_not_break_its_lease() {
+    let _leases = LEASE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let fx = Fixture::new("lease-holder-change");
+    let dir = fx.export_dir.clone();
+    std::fs::write(dir.join("f"), b"data").unwrap();
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        let f = act(ROOT, |w| vfs.lookup(w, &root, b"f")).unwrap().0;
+        let mode = |m| SetAttrs { mode: Some(m), ..SetAttrs::default() };
+        let lease = vfs.read_lease(&f).unwrap();
+        let other = vfs.read_lease(&f).unwrap();
+        lease.holder_change_begins();
+        act(ROOT, |w| vfs.setattr(w, &f, &mode(0o600), None, true)).unwrap();
+        assert!(!lease.is_broken(), "not looked at while the change is in progress");
+        lease.holder_change_ends();
+        assert!(!lease.is_broken(), "the holder's own chmod");
+        assert!(other.is_broken(), "another lease on the file sees the change");
+        drop(other);
+        // Its rename and link too.
+        lease.holder_change_begins();
+        act(ROOT, |w| vfs.rename(w, &root, b"f", &root, b"g", true)).unwrap();
+        act(ROOT, |w| vfs.link(w, &f, &root, b"h", true)).unwrap();
+        lease.holder_change_ends();
+        assert!(!lease.is_broken(), "the holder's own rename and link");
+        // A local chmod a moment later is a break.
+        let d = dir.clone();
+        as_local_process(move || {
+            std::fs::set_permissions(d.join("g"), std::fs::Permissions::from_mode(0o640)).unwrap()
+        });
+        wait_until("a local chmod after the holder's breaks the lease", || lease.is_broken());
+        drop(lease);
+
+        // A change before the holder's began stays a break.
+        let lease = vfs.read_lease(&f).unwrap();
+        let d = dir.clone();
+        as_local_process(move || {
+            std::fs::set_permissions(d.join("g"), std::fs::Permissions::from_mode(0o644)).unwrap()
+        });
+        lease.holder_change_begins();
+        act(ROOT, |w| vfs.setattr(w, &f, &mode(0o600), None, true)).unwrap();
+        lease.holder_change_ends();
+        assert!(lease.is_broken(), "the local change before the holder's is not absorbed");
+        drop(lease);
+
+        // A write lease's holder: mode and size.
+        let made = act(ROOT, |w| vfs.create(w, &root, b"w", CreateMode::Guarded, &SetAttrs::default(), true));
+        let w = made.unwrap().object;
+        let lease = vfs.write_lease(&w).unwrap();
+        lease.holder_change_begins();
+        let set = SetAttrs { mode: Some(0o600), size: Some(3), ..SetAttrs::default() };
+        act(ROOT, |c| vfs.setattr(c, &w, &set, None, true)).unwrap();
+        lease.holder_change_ends();
+        act(ROOT, |c| vfs.write(c, &w, 0, b"more", Stability::Unstable)).unwrap();
+        assert!(!lease.is_broken(), "the holder's own chmod and truncation, then its write");
+        let d = dir.clone();
+        as_local_process(move || {
+            std::fs::set_permissions(d.join("w"), std::fs::Permissions::from_mode(0o644)).unwrap()
+        });
+        wait_until("a local chmod breaks the write lease", || lease.is_broken());
+    });
+}
+
 /// The object `name` names in `dir`, looked up afresh.
 fn f_handle(vfs: &LocalStore, dir: &LocalObject, name: &[u8]) -> LocalObject {
     act(ROOT, |w| vfs.lookup(w, dir, name)).unwrap().0

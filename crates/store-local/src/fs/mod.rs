@@ -587,6 +587,7 @@ fn apply_attrs(cred: &Cred, inode: &Inode, set: &SetAttrs) -> StoreResult<()> {
     if set.atime != SetTime::Keep || set.mtime != SetTime::Keep {
         sys::set_times(inode.fd(), &[timespec(set.atime), timespec(set.mtime)])?;
     }
+    crate::lease::own_change_made();
     Ok(())
 }
 
