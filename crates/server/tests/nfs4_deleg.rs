@@ -15,7 +15,10 @@
 //! it took locally, which a local reader and another client recall. And
 //! CB_GETATTR (RFC 8881 section 10.4.3): another client's GETATTR of the
 //! size of a write-delegated file answered with what the holder says,
-//! the testkit client's and the kernel client's.
+//! the testkit client's and the kernel client's. And a file the testkit
+//! client created through Keel, read-delegated by its second OPEN, whose
+//! holder's own SETATTR keeps the delegation while a local chmod recalls
+//! it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
