@@ -112,29 +112,53 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         share: &ShareAccess,
         now: Instant,
     ) -> DelegationOffer {
+        let kind = match self.delegation_offerable(client, file, share, now) {
+            Ok(kind) => kind,
+            Err(why) => return DelegationOffer::Declined(why),
+        };
+        match self.grant_delegation(client, file, kind, now) {
+            Some(stateid) => DelegationOffer::Granted { stateid, kind },
+            None => DelegationOffer::Declined(OpenNoneDelegation4::Wnd4Resource(false)),
+        }
+    }
+
+    /// The kind of delegation [`NfsState::offer_delegation`] would grant
+    /// `client` on `file` now, or why none, granting nothing: what the
+    /// handler asks before it takes the store's lease (a few system calls,
+    /// and for a file the store created, the closing of its own writable
+    /// descriptions), so that a client that wants none (RFC 8881 section
+    /// 18.16.3: WND4_NOT_WANTED, WND4_CANCELLED) or another client's open
+    /// for writing never costs one.
+    pub fn delegation_offerable(
+        &mut self,
+        client: ClientId,
+        file: &F,
+        share: &ShareAccess,
+        now: Instant,
+    ) -> Result<DelegationKind, OpenNoneDelegation4> {
         use OpenNoneDelegation4 as Why;
         let writing = share.access & OPEN4_SHARE_ACCESS_WRITE != 0;
         let write_ok = self.config.write_delegations && writing;
         let kind = match share.want & OPEN4_SHARE_ACCESS_WANT_DELEG_MASK {
-            OPEN4_SHARE_ACCESS_WANT_NO_DELEG => return DelegationOffer::Declined(Why::Wnd4NotWanted),
-            OPEN4_SHARE_ACCESS_WANT_CANCEL => return DelegationOffer::Declined(Why::Wnd4Cancelled),
+            OPEN4_SHARE_ACCESS_WANT_NO_DELEG => return Err(Why::Wnd4NotWanted),
+            OPEN4_SHARE_ACCESS_WANT_CANCEL => return Err(Why::Wnd4Cancelled),
             OPEN4_SHARE_ACCESS_WANT_READ_DELEG if writing => {
-                return DelegationOffer::Declined(Why::Wnd4Contention(false));
+                return Err(Why::Wnd4Contention(false));
             }
             OPEN4_SHARE_ACCESS_WANT_READ_DELEG => DelegationKind::Read,
             OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG if write_ok => DelegationKind::Write,
-            OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG => return DelegationOffer::Declined(Why::Wnd4WriteDelegNotSuppFtype),
+            OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG => return Err(Why::Wnd4WriteDelegNotSuppFtype),
             _ if write_ok => DelegationKind::Write,
             // As knfsd: a writer without write delegations gets none.
-            _ if writing => return DelegationOffer::Declined(Why::Wnd4WriteDelegNotSuppFtype),
+            _ if writing => return Err(Why::Wnd4WriteDelegNotSuppFtype),
             _ => DelegationKind::Read,
         };
         if self.poll_grace(now) || self.recent_conflicts.contains_key(file) {
-            return DelegationOffer::Declined(Why::Wnd4Contention(false));
+            return Err(Why::Wnd4Contention(false));
         }
-        let Some(c) = self.clients.get(&client) else { return DelegationOffer::Declined(Why::Wnd4Resource(false)) };
+        let Some(c) = self.clients.get(&client) else { return Err(Why::Wnd4Resource(false)) };
         if c.callback != CallbackState::Up || self.callback_channel(client).is_none() {
-            return DelegationOffer::Declined(Why::Wnd4Resource(false));
+            return Err(Why::Wnd4Resource(false));
         }
         if let Some(fs) = self.files.get(file) {
             let mut why = None;
@@ -162,13 +186,10 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
                 }
             }
             if let Some(why) = why {
-                return DelegationOffer::Declined(why);
+                return Err(why);
             }
         }
-        match self.grant_delegation(client, file, kind, now) {
-            Some(stateid) => DelegationOffer::Granted { stateid, kind },
-            None => DelegationOffer::Declined(Why::Wnd4Resource(false)),
-        }
+        Ok(kind)
     }
 
     /// The kind of `client`'s delegation on `file` that is not revoked,

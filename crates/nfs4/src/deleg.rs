@@ -9,15 +9,20 @@
 //! writing somewhere). A local process (or another file server) that opens
 //! the file for writing breaks the lease and waits (one that changes the
 //! file's attributes or names counts as breaking it, and does not wait:
-//! the store watches the file too); the callback thread finds the broken
+//! the store watches the file too; the holder's own SETATTR, RENAME, LINK
+//! or REMOVE does not: [`before_change`]); the callback thread finds the broken
 //! leases ([`DelegationLeases::take_broken`], every [`CALLBACK_TICK`]) and
 //! the delegation is recalled, and revoked unless returned before the
 //! breaker would stop waiting; its lease is dropped when it ends, which
 //! lets the breaker go on. Offered for an OPEN of CLAIM_NULL or CLAIM_FH
 //! for reading only, as knfsd, when keel-nfs4-state allows
-//! ([`NfsState::offer_delegation`]: the callback path is up, nobody else
-//! has the file open for writing, nobody conflicted on it lately, outside
-//! the grace period).
+//! ([`NfsState::offer_delegation`]: the client wants one, the callback
+//! path is up, nobody else has the file open for writing, nobody
+//! conflicted on it lately, outside the grace period), which is asked
+//! before the lease is taken. A file the store created or wrote, whose
+//! own writable description stands in the way of the lease, gets none at
+//! the first such OPEN, which makes the store let go of that description
+//! (`Store::read_lease`); the next OPEN gets one.
 //!
 //! Write delegations are offered when the state is configured for them
 //! (`StateConfig::write_delegations`, the server's `nfs4_write_delegations`),
@@ -121,21 +126,32 @@ pub(crate) fn on_open<S: Store>(
             OpenDelegation4::OpenDelegateNoneExt(why)
         }
     };
-    let (callback, held) = c.program.with_state(|s| (s.callback_state(client), s.delegation_held(client, file)));
-    // No lease is taken (a few system calls) for a client whose callback
-    // path is not up: the state would decline.
+    let now = c.now;
+    // No lease is taken (a few system calls; for a file the store created,
+    // the closing of its writable descriptions: `Store::read_lease`)
+    // where the state declines anyway: a client that wants none or whose
+    // callback path is not up, another client's open for writing, or a
+    // delegation of this client's on the file already (the state declines
+    // a second, and a new description of the file, a read lease's, would
+    // break the write lease of the first).
+    let (callback, held, offerable) = c.program.with_state(|s| {
+        (s.callback_state(client), s.delegation_held(client, file), s.delegation_offerable(client, file, &share, now))
+    });
+    if let Err(why @ (OpenNoneDelegation4::Wnd4NotWanted | OpenNoneDelegation4::Wnd4Cancelled)) = offerable {
+        return declined(why);
+    }
     if callback != Some(CallbackState::Up) {
         return declined(OpenNoneDelegation4::Wnd4Resource(false));
     }
-    // Nor for one holding a delegation on the file already: the state
-    // declines a second, and a new description of the file (a read
-    // lease's) would break the write lease of the first.
     if let Some(kind) = held {
         let why = match (kind, writing) {
             (DelegationKind::Read, true) => OpenNoneDelegation4::Wnd4NotSuppUpgrade,
             (DelegationKind::Write, false) => OpenNoneDelegation4::Wnd4NotSuppDowngrade,
             _ => OpenNoneDelegation4::Wnd4Contention(false),
         };
+        return declined(why);
+    }
+    if let Err(why) = offerable {
         return declined(why);
     }
     // The lease first: a file open for writing somewhere gets none, and a
@@ -163,7 +179,6 @@ pub(crate) fn on_open<S: Store>(
             return declined(OpenNoneDelegation4::Wnd4Contention(false));
         }
     };
-    let now = c.now;
     let leases = &c.program.leases;
     let (offer, unused) = c.program.with_state(|s| {
         let offer = s.offer_delegation(client, file, &share, now);
@@ -225,7 +240,9 @@ struct HeldLease<L> {
     client: ClientId,
     stateid: Stateid4,
     file: Bytes,
-    lease: L,
+    /// Shared only with a change of its holder's in progress
+    /// ([`HolderChange`]).
+    lease: Arc<L>,
     /// Found broken (and told to the state) already.
     broken: bool,
     /// The change attribute and size the server has accounted for: the
@@ -244,6 +261,7 @@ impl<L: ReadLease> DelegationLeases<L> {
     }
 
     fn hold(&self, client: ClientId, stateid: Stateid4, file: Bytes, lease: L, seen: HolderAttrs) {
+        let lease = Arc::new(lease);
         self.held().insert(stateid.other, HeldLease { client, stateid, file, lease, broken: false, seen });
     }
 
@@ -273,7 +291,7 @@ impl<L: ReadLease> DelegationLeases<L> {
 
     /// The lease of `client`'s delegation on `file`, if it holds one,
     /// taken out: its stateid and the lease.
-    fn take_of(&self, client: ClientId, file: &Bytes) -> Option<(Stateid4, L)> {
+    fn take_of(&self, client: ClientId, file: &Bytes) -> Option<(Stateid4, Arc<L>)> {
         let mut held = self.held();
         let key = held.iter().find(|(_, h)| h.client == client && h.file == *file).map(|(k, _)| *k)?;
         held.remove(&key).map(|h| (h.stateid, h.lease))
@@ -281,7 +299,7 @@ impl<L: ReadLease> DelegationLeases<L> {
 
     /// The lease of delegation `stateid`, which ended (returned, revoked,
     /// its client gone): the caller drops it, which releases it.
-    pub(crate) fn release(&self, stateid: &Stateid4) -> Option<L> {
+    pub(crate) fn release(&self, stateid: &Stateid4) -> Option<Arc<L>> {
         self.held().remove(&stateid.other).map(|h| h.lease)
     }
 
@@ -297,6 +315,11 @@ impl<L: ReadLease> DelegationLeases<L> {
             }
         }
         out
+    }
+
+    /// The lease of `client`'s delegation on `file`, if it holds one.
+    fn of(&self, client: ClientId, file: &Bytes) -> Option<Arc<L>> {
+        self.held().values().find(|h| h.client == client && h.file == *file).map(|h| h.lease.clone())
     }
 
     /// Leases held.
@@ -347,14 +370,57 @@ pub(crate) fn recall_broken_leases<S: Store>(p: &Nfs4Program<S>, now: Instant) {
 /// Before a COMPOUND changes `file` otherwise than by WRITE (whose
 /// stateid check does this): SETATTR, REMOVE, RENAME, LINK. A delegation
 /// of another client on it is recalled, and the operation gets
-/// NFS4ERR_DELAY until it is returned (RFC 8881 section 10.4.4).
-pub(crate) fn before_change<S: Store>(c: &Compound<'_, S>, file: &Bytes) -> Result<(), keel_nfs4_proto::Nfsstat4> {
+/// NFS4ERR_DELAY until it is returned (RFC 8881 section 10.4.4). The
+/// caller's own delegation is not (recall is for others' conflicting
+/// accesses, and knfsd does not recall here either): the returned
+/// [`HolderChange`], held while the store makes the change, tells its
+/// lease that the change is its holder's, so the store's own change of
+/// the file's attributes or names does not read as a break of it.
+pub(crate) fn before_change<S: Store>(
+    c: &Compound<'_, S>,
+    file: &Bytes,
+) -> Result<HolderChange<S::ReadLease>, keel_nfs4_proto::Nfsstat4> {
     if !c.program.callbacks.any_granted() {
-        return Ok(());
+        return Ok(HolderChange::none());
     }
     let who = c.slot.as_ref().map_or(Accessor::Other, |g| Accessor::Client(g.clientid));
     let now = c.now;
-    c.program.with_state(|s| s.delegation_conflict(who, file, ConflictAccess::Write, now))
+    c.program.with_state(|s| s.delegation_conflict(who, file, ConflictAccess::Write, now))?;
+    let own = match who {
+        Accessor::Client(client) => c.program.leases.of(client, file),
+        Accessor::Other => None,
+    };
+    Ok(HolderChange::begin(own))
+}
+
+/// A change a delegation's holder makes to its file through the store, in
+/// progress on this thread until dropped ([`ReadLease::holder_change_begins`]).
+pub(crate) struct HolderChange<L: ReadLease> {
+    lease: Option<Arc<L>>,
+    /// Ends on the thread it began on (the store's own change is told
+    /// apart there).
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl<L: ReadLease> HolderChange<L> {
+    fn none() -> Self {
+        HolderChange { lease: None, _thread: std::marker::PhantomData }
+    }
+
+    fn begin(lease: Option<Arc<L>>) -> Self {
+        if let Some(l) = &lease {
+            l.holder_change_begins();
+        }
+        HolderChange { lease, _thread: std::marker::PhantomData }
+    }
+}
+
+impl<L: ReadLease> Drop for HolderChange<L> {
+    fn drop(&mut self) {
+        if let Some(l) = &self.lease {
+            l.holder_change_ends();
+        }
+    }
 }
 
 /// How long a GETATTR waits for the CB_GETATTR it sent to be answered
@@ -432,15 +498,15 @@ pub(crate) fn before_change_of_name<S: Store>(
     c: &mut Compound<'_, S>,
     dir: &crate::ExportFh<S::Object>,
     name: &[u8],
-) -> Result<(), keel_nfs4_proto::Nfsstat4> {
+) -> Result<HolderChange<S::ReadLease>, keel_nfs4_proto::Nfsstat4> {
     if !c.program.callbacks.any_granted() {
-        return Ok(());
+        return Ok(HolderChange::none());
     }
     let store = c.store();
     let who = c.act(dir)?;
     match store.lookup(who, &dir.object, name) {
         Ok((object, _)) => before_change(c, keel_store::Object::handle(&object)),
-        Err(_) => Ok(()),
+        Err(_) => Ok(HolderChange::none()),
     }
 }
 

@@ -630,6 +630,34 @@ fn a_local_writer_breaks_the_delegation_s_lease_which_is_recalled_and_released_o
     assert_eq!(store.leases_held(&f), 0, "returned: the lease is released, the local writer goes on");
 }
 
+/// The holder's own SETATTR and LINK of its delegated file recall nothing:
+/// its lease is told the change is its holder's (RFC 8881 section 10.4,
+/// pynfs DELEG32); a local process's change of the file's attributes
+/// after it still recalls.
+#[test]
+fn the_holder_s_own_setattr_and_link_keep_its_delegation_and_a_local_chmod_recalls_it() {
+    let (w, mut a, _b, fh, deleg) = a_delegated();
+    let store = w.p.exports.store.clone();
+    let f = object(&w, &fh);
+    let chmod = Attrs4 { mode: Some(0o600), ..Attrs4::default() };
+    let setattr = Setattr4Args { stateid: Stateid4::default(), obj_attributes: chmod.to_fattr4(&Attrs4::known()) };
+    a.ok(vec![putfh(&fh), NfsArgop4::Setattr(setattr)]);
+    let mut ops = vec![putfh(&fh), NfsArgop4::Savefh(())];
+    ops.extend(dir());
+    ops.push(NfsArgop4::Link(Link4Args { newname: "f-link".into() }));
+    a.ok(ops);
+    tick(&w, Instant::now());
+    assert!(a.callbacks().is_empty(), "the holder's own changes recalled its delegation");
+    assert_eq!(store.leases_held(&f), 1);
+    store.change_attributes_locally(&f);
+    tick(&w, Instant::now());
+    let calls = a.callbacks();
+    assert_eq!(calls.len(), 1, "a local chmod recalls the delegation");
+    let args = calls[0].1.as_ref().expect("a CB_COMPOUND");
+    let NfsCbArgop4::CbRecall(recall) = &args.argarray[1] else { panic!("CB_RECALL: {args:?}") };
+    assert_eq!(recall.stateid, deleg);
+}
+
 #[test]
 fn a_delegation_whose_lease_breaks_and_is_not_returned_is_revoked_before_the_breaker_stops_waiting() {
     let (w, mut a, _b, fh, deleg) = a_delegated();
@@ -673,6 +701,30 @@ fn no_delegation_is_offered_on_a_file_a_local_process_has_open_for_writing() {
     store.close_local_writer(&g);
     let (o, _) = open_in_dir(&mut a, "g", "oa3", OPEN4_SHARE_ACCESS_READ);
     assert!(read_delegation(&o).is_some(), "the writer closed: offered again");
+}
+
+/// A client that wants no delegation (or cancels its wish) is told so,
+/// whatever the lease would have said: the want is decided before the
+/// lease is taken (pynfs DELEG4).
+#[test]
+fn a_client_that_wants_no_delegation_is_told_not_wanted_even_where_no_lease_can_be_had() {
+    let w = world(true);
+    let mut a = Client::new(&w, "10.0.0.5:700", 1, "a");
+    a.answer_probe();
+    let (o, fh) = open_in_dir(&mut a, "g", "oa", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG);
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Wnd4NotWanted));
+    // A local writer: no lease could be had.
+    let store = w.p.exports.store.clone();
+    let g = object(&w, &fh);
+    store.open_for_write_locally(&g);
+    let (o, _) = open_in_dir(&mut a, "g", "ob", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG);
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Wnd4NotWanted));
+    let (o, _) = open_in_dir(&mut a, "g", "oc", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_CANCEL);
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Wnd4Cancelled));
+    // One that wants one hears of the contention.
+    let (o, _) = open_in_dir(&mut a, "g", "od", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_READ_DELEG);
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNoneExt(OpenNoneDelegation4::Wnd4Contention(false)));
+    store.close_local_writer(&g);
 }
 
 #[test]

@@ -15,7 +15,10 @@
 //! it took locally, which a local reader and another client recall. And
 //! CB_GETATTR (RFC 8881 section 10.4.3): another client's GETATTR of the
 //! size of a write-delegated file answered with what the holder says,
-//! the testkit client's and the kernel client's.
+//! the testkit client's and the kernel client's. And a file the testkit
+//! client created through Keel, read-delegated by its second OPEN, whose
+//! holder's own SETATTR keeps the delegation while a local chmod recalls
+//! it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -581,4 +584,80 @@ fn the_kernel_client_answers_cb_getattr_and_another_client_s_getattr_gets_its_si
         assert!(code == Some(0) && get("done") == "1", "guest failed:\n{output}\n{}", context());
         assert_eq!(get("size"), "10", "{output}");
     });
+}
+
+/// The export's path as LOOKUPs from the root.
+fn export_lookups(server: &TestServer) -> Vec<NfsArgop4> {
+    let mut ops = vec![NfsArgop4::Putrootfh(())];
+    for part in server.export_path(1).split('/').filter(|p| !p.is_empty()) {
+        ops.push(NfsArgop4::Lookup(Lookup4Args { objname: part.into() }));
+    }
+    ops
+}
+
+/// Whether a CB_RECALL comes within `within`, the client sending
+/// SEQUENCEs meanwhile (so the callbacks on its connection are read).
+fn recalled_within(v4: &mut V4, within: Duration) -> bool {
+    let start = Instant::now();
+    while v4.recalled.is_empty() && start.elapsed() < within {
+        v4.run(vec![]);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    !v4.recalled.is_empty()
+}
+
+/// A file a client created, wrote and closed through Keel is delegated at
+/// the latest at the second OPEN for reading (the store's own writable
+/// description of a file it created stood in the way of every read lease);
+/// the holder's own SETATTR keeps the delegation (the store's chmod is not
+/// a break of its lease), while a local process's chmod a moment later
+/// recalls it.
+#[test]
+fn a_file_created_through_keel_is_read_delegated_and_its_holder_s_setattr_keeps_the_delegation() {
+    let server = v41_server_with_delegations("nfs4-deleg-created");
+    let mut v4 = V4::connect(&server, b"deleg-created");
+    let mut ops = export_lookups(&server);
+    let mode = Attrs4 { mode: Some(0o644), ..Attrs4::default() };
+    ops.push(NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_NO_DELEG,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: keel_xdr::Opaque(bytes::Bytes::from_static(b"writer")) },
+        openhow: Openflag4::Open4Create(Createhow4::Guarded4(mode.to_fattr4(&Attrs4::known()))),
+        claim: OpenClaim4::ClaimNull("f".into()),
+    }));
+    ops.push(NfsArgop4::Getfh(()));
+    let res = v4.ok(ops);
+    let n = res.len();
+    let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[n - 2] else { panic!("OPEN: {res:?}") };
+    let NfsResop4::Getfh(Nfs4Result::Ok(fh)) = &res[n - 1] else { panic!("GETFH: {res:?}") };
+    let (created, fh) = (open.stateid, fh.object.0.clone());
+    let write =
+        Write4Args { stateid: created, offset: 0, stable: StableHow4::Unstable4, data: b"old data".to_vec().into() };
+    v4.ok(vec![putfh(&fh), NfsArgop4::Write(write), NfsArgop4::Commit(Commit4Args { offset: 0, count: 0 })]);
+    v4.ok(vec![putfh(&fh), NfsArgop4::Close(Close4Args { seqid: 0, open_stateid: created })]);
+
+    let (mut open, _) = v4.open_read(&server, 1, b"reader", "f");
+    if !matches!(open.delegation, OpenDelegation4::OpenDelegateRead(_)) {
+        open = v4.open_read(&server, 1, b"reader", "f").0;
+    }
+    let OpenDelegation4::OpenDelegateRead(deleg) = &open.delegation else {
+        panic!("no read delegation at the second OPEN: {:?}", open.delegation)
+    };
+    let deleg = deleg.stateid;
+    assert_eq!(&data_of(&v4.ok(vec![putfh(&fh), read(deleg)])[2])[..], b"old data");
+
+    // The holder's own SETATTR: no recall.
+    let chmod = Attrs4 { mode: Some(0o600), ..Attrs4::default() };
+    let setattr = Setattr4Args { stateid: Stateid4::default(), obj_attributes: chmod.to_fattr4(&Attrs4::known()) };
+    v4.ok(vec![putfh(&fh), NfsArgop4::Setattr(setattr)]);
+    assert!(!recalled_within(&mut v4, Duration::from_secs(3)), "the holder's own SETATTR recalled its delegation");
+    assert_eq!(delegations_held(&server), 1);
+
+    // A local chmod a moment later: recalled.
+    let path = server.export_dir(1).join("f");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    assert!(recalled_within(&mut v4, WAIT), "a local chmod after the holder's did not recall the delegation");
+    assert_eq!(v4.recalled, vec![deleg]);
+    v4.ok(vec![putfh(&fh), NfsArgop4::Delegreturn(Delegreturn4Args { deleg_stateid: deleg })]);
 }

@@ -2,7 +2,7 @@
 //! costs no open: knfsd's file cache, in user space.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use bytes::Bytes;
@@ -22,7 +22,9 @@ pub struct Inode {
     pub ftype: FileType,
     kernel: KernelHandle,
     /// Directories: O_RDONLY|O_DIRECTORY. Regular files: O_RDONLY, or
-    /// O_RDWR when the file was created here. Others: O_PATH.
+    /// O_RDWR when the file was created here (until a read lease makes
+    /// the store let go of the inode: `LocalStore::read_lease`). Others:
+    /// O_PATH.
     fd: OwnedFd,
     fd_writable: bool,
     /// O_RDWR descriptor of a regular file, opened on its first write so
@@ -42,6 +44,9 @@ pub struct Inode {
     /// write-back errors since the last.
     write_leased: AtomicBool,
     leased_sync_turn: Mutex<()>,
+    /// Lock-holding descriptions opened through this inode and open now
+    /// (`LocalLockFile`): each stands in the way of a read lease.
+    lock_files: Arc<AtomicUsize>,
 }
 
 /// Idle synchronous-write descriptions kept per inode (the server's
@@ -69,6 +74,7 @@ impl Inode {
             sync_writers: Mutex::default(),
             write_leased: AtomicBool::new(false),
             leased_sync_turn: Mutex::default(),
+            lock_files: Arc::default(),
         }
     }
 
@@ -122,6 +128,28 @@ impl Inode {
     /// A write lease is held on [`Inode::fd`] (`true`) or no longer.
     pub(crate) fn set_write_leased(&self, leased: bool) {
         self.write_leased.store(leased, Ordering::Release);
+    }
+
+    pub(crate) fn is_write_leased(&self) -> bool {
+        self.write_leased.load(Ordering::Acquire)
+    }
+
+    /// Whether the store holds a description of the object open for
+    /// writing that every writer shares ([`Inode::fd`] of a file created
+    /// here, or the writer opened on a first write): one that stays open
+    /// as long as the inode does.
+    pub(crate) fn has_shared_writer(&self) -> bool {
+        self.fd_writable || self.writer.get().is_some()
+    }
+
+    /// Whether synchronous-write descriptions are kept idle.
+    pub(crate) fn has_idle_sync_writers(&self) -> bool {
+        !self.sync_writers.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+    }
+
+    /// The counter of lock-holding descriptions opened through this inode.
+    pub(crate) fn lock_files(&self) -> &Arc<AtomicUsize> {
+        &self.lock_files
     }
 
     /// A new read-write description of the object (as root: permission is
@@ -193,6 +221,11 @@ impl InodeCache {
 
     pub fn remove(&self, handle: &FileHandle) {
         self.cache.remove(handle.as_bytes());
+    }
+
+    /// Removes `inode`, if it is the one cached under its handle.
+    pub fn remove_this(&self, inode: &Arc<Inode>) {
+        self.cache.remove_if(inode.handle.as_bytes(), |cached| Arc::ptr_eq(cached, inode));
     }
 
     pub fn len(&self) -> usize {

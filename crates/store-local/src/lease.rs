@@ -3,7 +3,9 @@
 //! delegation with a kernel lease: a local process (or another file
 //! server) that opens the file for writing or truncates it breaks the
 //! lease and waits in the kernel until the lease is dropped, or for
-//! `/proc/sys/fs/lease-break-time` at most.
+//! `/proc/sys/fs/lease-break-time` at most. The store's own descriptions
+//! open for writing stand in the way too, until it lets go of them
+//! (`LocalStore::read_lease`).
 //!
 //! Write leases (`F_WRLCK`), which any other open of the file breaks (for
 //! reading too), can be had only on the one open file description of the
@@ -30,10 +32,26 @@
 //! ([`Watches`], one instance for the process), and such a change reports
 //! the lease broken as a break does. A file that cannot be watched (past
 //! `/proc/sys/fs/inotify/max_user_watches`) gets no lease.
+//!
+//! The lease's holder changing the file through the store (its own
+//! SETATTR, RENAME, LINK, REMOVE: RFC 8881 section 10.4 recalls a
+//! delegation for others' conflicting accesses, and knfsd does not break
+//! a lease for the client that holds it) is not a break: the caller
+//! brackets the store's verb with [`ReadLease::holder_change_begins`] and
+//! [`ReadLease::holder_change_ends`] on the same thread, the store counts
+//! the watch's events right after its own change ([`own_change_made`]),
+//! and the events up to that count are the holder's, unless the file had
+//! changed before the verb began. One that comes after the count is
+//! anyone's: a local process's chmod a moment later still breaks the
+//! lease (inotify merges an event into the last unread one only if they
+//! are the same, and the queue is read right after the change). A change
+//! by someone else between the store's system call and that count (a few
+//! microseconds) passes for the holder's.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -186,9 +204,39 @@ fn set_lease_as_owner(on: &LeasedDescription, kind: libc::c_int) -> StoreResult<
 
 impl ReadLease for LocalReadLease {
     fn is_broken(&self) -> bool {
+        // The events of a change of its holder's in progress are not
+        // looked at until it ends (`holder_change_ends`).
+        let watched = self.watch.events.holder_changes.load(Ordering::Acquire) == 0 && self.watch.changed();
         // An error says nothing good about the lease either (while it
         // breaks, F_GETLEASE answers the kind it goes down to).
-        self.watch.changed() || sys::get_lease(self.on.fd()).map_or(true, |k| k != self.kind)
+        watched || sys::get_lease(self.on.fd()).map_or(true, |k| k != self.kind)
+    }
+
+    fn holder_change_begins(&self) {
+        let events = &self.watch.events;
+        events.holder_changes.fetch_add(1, Ordering::AcqRel);
+        let _ = Watches::with(Watches::drain);
+        let changed_before = events.changed();
+        HOLDER_CHANGES.with(|h| {
+            h.borrow_mut().push(HolderChange { events: events.clone(), changed_before, own_upto: None });
+        });
+    }
+
+    fn holder_change_ends(&self) {
+        let events = &self.watch.events;
+        let change = HOLDER_CHANGES.with(|h| {
+            let mut h = h.borrow_mut();
+            let at = h.iter().rposition(|c| Arc::ptr_eq(&c.events, events))?;
+            Some(h.remove(at))
+        });
+        let _ = Watches::with(Watches::drain);
+        // Absorbed only if nothing came after the store's own change.
+        if let Some(HolderChange { changed_before: false, own_upto: Some(upto), .. }) = change
+            && events.seen.load(Ordering::Acquire) == upto
+        {
+            events.holders.fetch_max(upto, Ordering::AcqRel);
+        }
+        events.holder_changes.fetch_sub(1, Ordering::AcqRel);
     }
 
     fn break_wait(&self) -> Duration {
@@ -209,13 +257,73 @@ impl Drop for LocalReadLease {
     }
 }
 
+/// A holder's change of its leased file in progress on this thread.
+struct HolderChange {
+    events: Arc<WatchEvents>,
+    /// The file had changed before it began: a break, whatever follows.
+    changed_before: bool,
+    /// The count of events right after the store's own change.
+    own_upto: Option<u64>,
+}
+
+thread_local! {
+    /// The changes in progress on this thread, made by the store for the
+    /// holders of these leases ([`ReadLease::holder_change_begins`]).
+    static HOLDER_CHANGES: RefCell<Vec<HolderChange>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Called by the store right after a change of a file's attributes or
+/// names it made (the system calls of one verb): if the verb is a lease
+/// holder's own change, the events seen until now are the holder's.
+pub(crate) fn own_change_made() {
+    HOLDER_CHANGES.with(|h| {
+        let mut h = h.borrow_mut();
+        if h.is_empty() {
+            return;
+        }
+        let _ = Watches::with(Watches::drain);
+        for change in h.iter_mut() {
+            change.own_upto = Some(change.events.seen.load(Ordering::Acquire));
+        }
+    });
+}
+
 /// The process's inotify instance and the leases watching through it.
 #[derive(Debug)]
 struct Watches {
     inotify: OwnedFd,
-    /// By watch descriptor (one per inode): each lease's flag, set when an
-    /// event came for it.
-    by_wd: HashMap<i32, Vec<Arc<AtomicBool>>>,
+    /// By watch descriptor (one per inode): each lease's events.
+    by_wd: HashMap<i32, Vec<Arc<WatchEvents>>>,
+}
+
+/// What one lease's watch saw.
+#[derive(Debug, Default)]
+struct WatchEvents {
+    /// Events read for it (one for several the kernel merged).
+    seen: AtomicU64,
+    /// Events up to this count were its holder's own changes.
+    holders: AtomicU64,
+    /// Events may have been lost (the queue overflowed or could not be
+    /// read): never the holder's.
+    lost: AtomicBool,
+    /// The holder's changes in progress, during which the events are not
+    /// looked at.
+    holder_changes: AtomicUsize,
+}
+
+impl WatchEvents {
+    fn mark(&self) {
+        self.seen.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn mark_lost(&self) {
+        self.lost.store(true, Ordering::Release);
+        self.mark();
+    }
+
+    fn changed(&self) -> bool {
+        self.lost.load(Ordering::Acquire) || self.seen.load(Ordering::Acquire) > self.holders.load(Ordering::Acquire)
+    }
 }
 
 impl Watches {
@@ -244,15 +352,15 @@ impl Watches {
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return,
                 Err(e) => {
                     tracing::warn!(error = %e, "inotify read failed: every read lease counts as broken");
-                    self.by_wd.values().flatten().for_each(|f| f.store(true, Ordering::Relaxed));
+                    self.by_wd.values().flatten().for_each(|w| w.mark_lost());
                     return;
                 }
             };
             for (wd, mask) in sys::inotify_events(&buf[..n]) {
                 if mask & libc::IN_Q_OVERFLOW != 0 {
-                    self.by_wd.values().flatten().for_each(|f| f.store(true, Ordering::Relaxed));
-                } else if let Some(flags) = self.by_wd.get(&wd) {
-                    flags.iter().for_each(|f| f.store(true, Ordering::Relaxed));
+                    self.by_wd.values().flatten().for_each(|w| w.mark_lost());
+                } else if let Some(watches) = self.by_wd.get(&wd) {
+                    watches.iter().for_each(|w| w.mark());
                 }
                 // The kernel dropped the watch (its inode is gone).
                 if mask & libc::IN_IGNORED != 0 {
@@ -267,7 +375,7 @@ impl Watches {
 #[derive(Debug)]
 struct Watch {
     wd: i32,
-    changed: Arc<AtomicBool>,
+    events: Arc<WatchEvents>,
 }
 
 impl Watch {
@@ -278,9 +386,9 @@ impl Watch {
             // Events from before this watch are not this lease's.
             watches.drain();
             let wd = ident::as_root(|| sys::inotify_watch_fd(watches.inotify.as_fd(), fd, mask))?;
-            let changed = Arc::new(AtomicBool::new(false));
-            watches.by_wd.entry(wd).or_default().push(changed.clone());
-            Ok::<_, std::io::Error>(Watch { wd, changed })
+            let events = Arc::new(WatchEvents::default());
+            watches.by_wd.entry(wd).or_default().push(events.clone());
+            Ok::<_, std::io::Error>(Watch { wd, events })
         })??;
         Ok(watch)
     }
@@ -288,11 +396,11 @@ impl Watch {
     /// Whether the file's attributes, name or data changed since it was
     /// watched.
     fn changed(&self) -> bool {
-        if !self.changed.load(Ordering::Relaxed) {
+        if !self.events.changed() {
             // The instance is there: this watch was made in it.
             let _ = Watches::with(Watches::drain);
         }
-        self.changed.load(Ordering::Relaxed)
+        self.events.changed()
     }
 }
 
@@ -300,7 +408,7 @@ impl Drop for Watch {
     fn drop(&mut self) {
         let _ = Watches::with(|watches| {
             let Some(flags) = watches.by_wd.get_mut(&self.wd) else { return };
-            flags.retain(|f| !Arc::ptr_eq(f, &self.changed));
+            flags.retain(|f| !Arc::ptr_eq(f, &self.events));
             if flags.is_empty() {
                 watches.by_wd.remove(&self.wd);
                 // EINVAL: the kernel dropped it already (the inode is gone).

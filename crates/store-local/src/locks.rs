@@ -17,12 +17,15 @@ use crate::sys;
 pub struct LocalLockFile {
     fd: OwnedFd,
     writable: bool,
-    open: Arc<AtomicUsize>,
+    /// The store's count, and its inode's.
+    open: [Arc<AtomicUsize>; 2],
 }
 
 impl LocalLockFile {
-    pub(crate) fn new(fd: OwnedFd, writable: bool, open: Arc<AtomicUsize>) -> Self {
-        open.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn new(fd: OwnedFd, writable: bool, open: [Arc<AtomicUsize>; 2]) -> Self {
+        open.iter().for_each(|n| {
+            n.fetch_add(1, Ordering::Relaxed);
+        });
         LocalLockFile { fd, writable, open }
     }
 
@@ -80,6 +83,8 @@ impl LockFile for LocalLockFile {
 
 impl Drop for LocalLockFile {
     fn drop(&mut self) {
-        self.open.fetch_sub(1, Ordering::Relaxed);
+        self.open.iter().for_each(|n| {
+            n.fetch_sub(1, Ordering::Relaxed);
+        });
     }
 }

@@ -57,7 +57,7 @@ impl Store for LocalStore {
     type ReadLease = crate::LocalReadLease;
 
     fn read_lease(&self, obj: &LocalObject) -> StoreResult<crate::LocalReadLease> {
-        crate::LocalReadLease::take(&obj.0)
+        LocalStore::read_lease(self, &obj.0)
     }
 
     fn write_lease(&self, obj: &LocalObject) -> StoreResult<crate::LocalReadLease> {

@@ -35,4 +35,15 @@ pub trait ReadLease: Send + Sync + 'static {
     /// How long a breaker waits for the lease at most before the system
     /// takes it away (Linux: `/proc/sys/fs/lease-break-time`).
     fn break_wait(&self) -> Duration;
+
+    /// The lease's holder is about to change the file's attributes or names
+    /// through the store, on this thread (its own SETATTR, RENAME, LINK,
+    /// REMOVE), until [`ReadLease::holder_change_ends`] on this thread:
+    /// what the store does for it then is not a break (a store whose leases
+    /// see such changes tells its own from anyone else's). By default
+    /// nothing: such a change counts as anyone's.
+    fn holder_change_begins(&self) {}
+
+    /// The change [`ReadLease::holder_change_begins`] announced is over.
+    fn holder_change_ends(&self) {}
 }

@@ -339,9 +339,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// A read lease on the regular file `obj`, on an open file description
     /// of its own (see [`lease`]): EAGAIN when the file is open for writing
-    /// (by anyone, the store included), EINVAL where the file system takes
-    /// no leases. For whoever already may read the file: no permission is
-    /// checked.
+    /// (by anyone, the store included: a store may then let go of its own
+    /// idle descriptions open for writing, so that a later call gets one),
+    /// EINVAL where the file system takes no leases. For whoever already
+    /// may read the file: no permission is checked.
     fn read_lease(&self, obj: &Self::Object) -> StoreResult<Self::ReadLease>;
 
     /// A write lease on the regular file `obj` (see [`lease`]), on the

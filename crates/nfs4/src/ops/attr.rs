@@ -337,7 +337,8 @@ fn do_setattr<S: Store>(c: &mut Compound<'_, S>, args: &Setattr4Args) -> Result<
     let fh = c.current_export(Nfsstat4::Rofs)?;
     let (set, bits) = set_attrs(&args.obj_attributes, c.program.owner_names.as_ref())?;
     fh.writable()?;
-    crate::deleg::before_change(c, fh.handle())?;
+    // Held until the store has made the change.
+    let _holder = crate::deleg::before_change(c, fh.handle())?;
     if set.size.is_some() {
         if fh.object.file_type() != FileType::Regular {
             return Err(if fh.object.file_type() == FileType::Directory { Nfsstat4::Isdir } else { Nfsstat4::Inval });

@@ -234,7 +234,7 @@ pub(super) fn link<S: Store>(c: &mut Compound<'_, S>, args: Link4Args) -> Result
     }
     let n = name(&args.newname)?.to_vec();
     dir.writable()?;
-    crate::deleg::before_change(c, file.handle())?;
+    let _holder = crate::deleg::before_change(c, file.handle())?;
     let before = dir_before(c, &dir.object);
     let store = c.store();
     let who = c.act(&dir)?;
@@ -255,7 +255,7 @@ pub(super) fn remove<S: Store>(c: &mut Compound<'_, S>, args: Remove4Args) -> Re
     let n = name(&args.target)?.to_vec();
     dir.writable()?;
     outside_grace(c)?;
-    crate::deleg::before_change_of_name(c, &dir, &n)?;
+    let _holder = crate::deleg::before_change_of_name(c, &dir, &n)?;
     let before = dir_before(c, &dir.object);
     let store = c.store();
     let who = c.act(&dir)?;
@@ -276,8 +276,8 @@ pub(super) fn rename<S: Store>(c: &mut Compound<'_, S>, args: Rename4Args) -> Re
     let (from, to) = (name(&args.oldname)?.to_vec(), name(&args.newname)?.to_vec());
     to_dir.writable()?;
     outside_grace(c)?;
-    crate::deleg::before_change_of_name(c, &from_dir, &from)?;
-    crate::deleg::before_change_of_name(c, &to_dir, &to)?;
+    let _holder_from = crate::deleg::before_change_of_name(c, &from_dir, &from)?;
+    let _holder_to = crate::deleg::before_change_of_name(c, &to_dir, &to)?;
     // One directory: one change of it, not two overlapping ones.
     let one_dir = from_dir.object.file_key() == to_dir.object.file_key();
     let from_before = dir_before(c, &from_dir.object);

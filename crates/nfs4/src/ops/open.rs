@@ -175,11 +175,13 @@ fn by_name<S: Store>(
     let before = super::dir::dir_before(c, &dir.object);
     let who = c.act(&dir)?;
     let existed = store.lookup(who, &dir.object, &n).is_ok();
-    if existed && mode == CreateMode::Unchecked && set.size.is_some() {
+    let _holder = if existed && mode == CreateMode::Unchecked && set.size.is_some() {
         // It truncates the file: a delegation on it is recalled first (the
         // store writes a write-delegated file unseen by its lease).
-        crate::deleg::before_change_of_name(c, &dir, &n)?;
-    }
+        Some(crate::deleg::before_change_of_name(c, &dir, &n)?)
+    } else {
+        None
+    };
     let store = c.store();
     let who = c.act(&dir)?;
     let created = store.create(who, &dir.object, &n, mode, &set, dir.options.sync).map_err(|e| status(&e))?;

@@ -162,6 +162,7 @@ impl LocalStore {
     ) -> StoreResult<Attrs> {
         rules::check_link(file.ftype, file.export.id, dir.ftype, dir.export.id, name)?;
         sys::link_fd(file.fd(), dir.fd(), name)?;
+        crate::lease::own_change_made();
         if commit {
             self.commit_namespace_op(&[dir, file])?;
         }

@@ -125,7 +125,7 @@ impl LocalStore {
             }
             Err(e) => return Err(e.into()),
         };
-        Ok(crate::LocalLockFile::new(fd, writable, self.lock_files_open.clone()))
+        Ok(crate::LocalLockFile::new(fd, writable, [self.lock_files_open.clone(), inode.lock_files().clone()]))
     }
 
     /// Faults to inject into this storage layer's calls (tests).
@@ -177,6 +177,67 @@ impl LocalStore {
         leased.retain(|_, i| i.strong_count() > 0);
         leased.insert(inode.handle.as_bytes().clone(), Arc::downgrade(inode));
         Ok(lease)
+    }
+
+    /// A read lease on `inode` (see `lease.rs`). A file the store created
+    /// or wrote keeps a description open for writing in its cached inode
+    /// (see `Inode`), which stands in the way (EAGAIN): once no lock
+    /// description of the inode is open and no write lease is on it (its
+    /// description must stay, and findable: `write_leased`), the store lets
+    /// go of its own writable descriptions, as knfsd closes the files its
+    /// cache holds when a lease is set on their inode. Idle synchronous
+    /// writers are closed at once, and if they alone stood in the way the
+    /// lease is tried again. The shared writer cannot be closed under the
+    /// calls that hold the inode (the caller's among them): the inode is
+    /// synced through it, as a COMMIT would (so that no write-back error of
+    /// data written through it goes unreported: a failure changes the write
+    /// verifier; after a success nothing written through it is left to
+    /// fail), and leaves the cache, so that the next resolve of its handle
+    /// opens it read-only and the lease can be had once the calls holding
+    /// it are done (the caller's own lease attempt still fails).
+    ///
+    /// Whether a local process has the file open for writing too is not
+    /// known here (Linux does not tell who holds a file open): then this
+    /// lets go for nothing, once per write through the store at most (an
+    /// inode reopened read-only holds no writer until the next write).
+    ///
+    /// Not done when a client CLOSEs its last open for writing, though it
+    /// would give the first OPEN for reading after it a delegation rather
+    /// than the second: the description of a file the store created is the
+    /// only one a write delegation can ever be had on (`lease.rs`), and
+    /// closing it at every CLOSE of a written file would cost every later
+    /// OPEN for writing of it the write delegation (write delegations are
+    /// on by default), as well as a reopen per file closed.
+    pub(crate) fn read_lease(&self, inode: &Arc<Inode>) -> StoreResult<crate::LocalReadLease> {
+        match crate::LocalReadLease::take(inode) {
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && self.let_go_of_own_writers(inode) => {
+                if inode.has_shared_writer() { Err(e) } else { crate::LocalReadLease::take(inode) }
+            }
+            other => other,
+        }
+    }
+
+    /// See [`LocalStore::read_lease`]: whether the store let go of some
+    /// description of `inode` open for writing.
+    fn let_go_of_own_writers(&self, inode: &Arc<Inode>) -> bool {
+        let lock_files = inode.lock_files().load(std::sync::atomic::Ordering::Relaxed);
+        if inode.is_write_leased() || lock_files > 0 {
+            return false;
+        }
+        let shared = inode.has_shared_writer();
+        if !shared && !inode.has_idle_sync_writers() {
+            return false;
+        }
+        // Each synchronous writer reported its own write's errors.
+        inode.close_idle_sync_writers();
+        if shared {
+            keel_store::blocking::may_block();
+            if let Err(e) = self.commit_objects(&[inode]) {
+                tracing::warn!(error = %e, "sync of a file before its writer is let go of failed");
+            }
+            self.cache.remove_this(inode);
+        }
+        true
     }
 
     pub(crate) fn root(&self, export: &Export) -> StoreResult<Arc<Inode>> {
@@ -526,6 +587,7 @@ fn apply_attrs(cred: &Cred, inode: &Inode, set: &SetAttrs) -> StoreResult<()> {
     if set.atime != SetTime::Keep || set.mtime != SetTime::Keep {
         sys::set_times(inode.fd(), &[timespec(set.atime), timespec(set.mtime)])?;
     }
+    crate::lease::own_change_made();
     Ok(())
 }
 

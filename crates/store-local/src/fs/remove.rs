@@ -30,6 +30,7 @@ impl LocalStore {
         rules::check_unlink(dir.ftype, name)?;
         let victim = self.handle_of_name(dir, name);
         sys::unlinkat(dir.fd(), name, flags)?;
+        crate::lease::own_change_made();
         if let Some(fh) = victim {
             self.cache.remove(&fh);
         }
@@ -54,6 +55,7 @@ impl LocalStore {
         let source = self.handle_of_name(from_dir, from);
         let victim = self.handle_of_name(to_dir, to).filter(|v| Some(v) != source.as_ref());
         sys::renameat(from_dir.fd(), from, to_dir.fd(), to)?;
+        crate::lease::own_change_made();
         if let Some(fh) = victim {
             self.cache.remove(&fh);
         }

@@ -6,7 +6,11 @@
 //! lease on the file, and the store's own verb then fails with EAGAIN (as
 //! the local store's non-blocking open does) until they are dropped. Not
 //! modelled: the store's own descriptors held open for writing (the local
-//! store refuses a lease while it holds one).
+//! store refuses a lease while it holds one). The store's own change of a
+//! file's attributes (SETATTR, LINK) breaks every lease on it but those
+//! whose holder's change it is ([`ReadLease::holder_change_begins`]), as
+//! the local store's watch of a leased file does; a simulated local
+//! process's ([`SimStore::change_attributes_locally`]) breaks them all.
 //!
 //!
 //! Write leases: one can be had while nobody has the file open (no local
@@ -17,9 +21,10 @@
 //!
 //! [`SimStore::open_for_write_locally`]: super::SimStore::open_for_write_locally
 //! [`SimStore::open_for_read_locally`]: super::SimStore::open_for_read_locally
+//! [`SimStore::change_attributes_locally`]: super::SimStore::change_attributes_locally
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -44,6 +49,8 @@ struct SimLease {
     id: u64,
     write: bool,
     broken: Arc<AtomicBool>,
+    /// Its holder's changes in progress.
+    holder_changes: Arc<AtomicUsize>,
 }
 
 impl LeasedFile {
@@ -78,6 +85,7 @@ pub struct SimReadLease {
     ino: u64,
     id: u64,
     broken: Arc<AtomicBool>,
+    holder_changes: Arc<AtomicUsize>,
 }
 
 impl ReadLease for SimReadLease {
@@ -87,6 +95,14 @@ impl ReadLease for SimReadLease {
 
     fn break_wait(&self) -> Duration {
         SIM_LEASE_BREAK_WAIT
+    }
+
+    fn holder_change_begins(&self) {
+        self.holder_changes.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn holder_change_ends(&self) {
+        self.holder_changes.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -123,8 +139,18 @@ fn take_kind(leases: &SharedLeases, ino: u64, write: bool) -> StoreResult<SimRea
         return Err(StoreError::errno(libc::EAGAIN));
     }
     let broken = Arc::new(AtomicBool::new(false));
-    f.leases.push(SimLease { id, write, broken: broken.clone() });
-    Ok(SimReadLease { leases: leases.clone(), ino, id, broken })
+    let holder_changes = Arc::new(AtomicUsize::new(0));
+    f.leases.push(SimLease { id, write, broken: broken.clone(), holder_changes: holder_changes.clone() });
+    Ok(SimReadLease { leases: leases.clone(), ino, id, broken, holder_changes })
+}
+
+/// The store changed `ino`'s attributes: every lease on it but those whose
+/// holder's change it is counts as broken.
+pub(crate) fn attributes_changed(leases: &SharedLeases, ino: u64) {
+    let t = table(leases);
+    if let Some(f) = t.by_ino.get(&ino) {
+        f.break_some(|l| l.holder_changes.load(Ordering::SeqCst) == 0);
+    }
 }
 
 /// Breaks every lease on `ino`: how many still stand (a breaker waits for

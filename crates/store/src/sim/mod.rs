@@ -193,6 +193,13 @@ impl SimStore {
         leases::local_reader(&self.leases, obj.ino, false);
     }
 
+    /// A simulated local process changes `obj`'s attributes (a chmod):
+    /// every lease on it counts as broken, as the local store's watch
+    /// makes it (how many).
+    pub fn change_attributes_locally(&self, obj: &SimObject) -> usize {
+        leases::break_all(&self.leases, obj.ino)
+    }
+
     /// Leases held on `obj` now.
     pub fn leases_held(&self, obj: &SimObject) -> usize {
         leases::held(&self.leases, obj.ino)
@@ -728,7 +735,9 @@ impl crate::Store for SimStore {
         leases::take_write(&self.leases, obj.ino)
     }
 
-    /// Not a break: the simulated leases watch no attributes.
+    /// Not a break: a change of the modification time alone is not
+    /// watched (the local store's shows as IN_MODIFY, which its write
+    /// leases do not watch).
     fn touch_leased(&self, obj: &SimObject, _lease: &SimReadLease) -> StoreResult<()> {
         let mut st = self.lock();
         st.node(obj)?;
@@ -833,6 +842,7 @@ impl crate::Store for SimStore {
         st.strike(SimPoint::Setattr, obj.ino)?;
         rules::check_guard(guard, || Ok(st.attrs(obj.ino)?.ctime))?;
         st.apply(&who.cred, obj.ino, set)?;
+        leases::attributes_changed(&self.leases, obj.ino);
         st.commit_change(commit, Some(obj.ino), &[])
     }
 
@@ -1118,6 +1128,7 @@ impl crate::Store for SimStore {
         let f = st.node_mut(file.ino);
         f.meta.nlink += 1;
         f.meta.ctime = now;
+        leases::attributes_changed(&self.leases, file.ino);
         st.meta_dirty.insert(file.ino);
         st.meta_dirty.insert(dir.ino);
         st.commit_change(commit, Some(file.ino), &[dir.ino])?;
