@@ -60,7 +60,7 @@ machine_txt
 
 status=0
 (cd "$pynfs/nfs4.1" && timeout 3600 "$py" ./testserver.py "127.0.0.1:$port$run/export" \
-  --minorversion "$minor" --maketree --rundeps "${codes[@]}") > "$out/pynfs.txt" 2>&1 || status=$?
+  --minorversion "$minor" --maketree --rundeps ${PYNFS_OPTS:-} "${codes[@]}") > "$out/pynfs.txt" 2>&1 || status=$?
 if ! kill -0 "$keel_pid" 2>/dev/null; then
   echo "pynfs.sh: Keel exited during the run (see $out/keel.log)" >&2; status=1
 fi

@@ -83,6 +83,9 @@ pub struct ServerConfig {
     pub nsm_state_dir: Option<PathBuf>,
     /// The longest grace period after a restart (0: none).
     pub grace_max: Duration,
+    /// How long an NFSv4.1 client's lease lasts without a SEQUENCE, and
+    /// how long a recalled delegation may stay unreturned.
+    pub nfs4_lease: Duration,
     /// Locks held and waited for, per client host.
     pub max_locks_per_client: usize,
     /// The keytab holding the server's Kerberos key, read at start when
@@ -272,6 +275,7 @@ impl Default for ServerConfig {
             metrics_listen: None,
             nsm_state_dir: None,
             grace_max: Duration::from_secs(90),
+            nfs4_lease: keel_nfs4_state::LEASE_DEFAULT,
             max_locks_per_client: 4096,
             keytab: PathBuf::from(DEFAULT_KEYTAB),
             principal: None,
@@ -698,6 +702,11 @@ impl Checker<'_> {
         if let Some(v) = &raw.grace_seconds_max {
             let secs = self.int("grace_seconds_max", v, 0, GRACE_SECONDS_MAX_MAX);
             s.grace_max = secs.map_or(s.grace_max, |n| Duration::from_secs(n as u64));
+        }
+        if let Some(v) = &raw.nfs4_lease_seconds {
+            let (min, max) = (keel_nfs4_state::LEASE_MIN.as_secs(), keel_nfs4_state::LEASE_MAX.as_secs());
+            let secs = self.int("nfs4_lease_seconds", v, min as i64, max as i64);
+            s.nfs4_lease = secs.map_or(s.nfs4_lease, |n| Duration::from_secs(n as u64));
         }
         if let Some(v) = &raw.max_locks_per_client {
             s.max_locks_per_client =

@@ -58,7 +58,13 @@ fn state_config(config: &Config, delegations_max: usize) -> StateConfig {
         limits.delegations = keel_nfs4_state::Bound { total, per_address };
     }
     let write_delegations = config.server.nfs4_write_delegations;
-    StateConfig { grace_max: config.server.grace_max, limits, write_delegations, ..defaults }
+    StateConfig {
+        lease: config.server.nfs4_lease,
+        grace_max: config.server.grace_max,
+        limits,
+        write_delegations,
+        ..defaults
+    }
 }
 
 /// The NFSv4 program, if the configuration serves a minor version of it:

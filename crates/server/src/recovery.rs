@@ -90,7 +90,7 @@ pub fn open(config: &Config, nsm_dir: &Path) -> anyhow::Result<Recovery> {
         forget_unserved(&mut nfs4_records, &nfs4_dir)?;
         Vec::new()
     };
-    let grace = shared_grace(&nlm_previous, &nfs4_previous, keel_nfs4_state::LEASE_DEFAULT, config.server.grace_max);
+    let grace = shared_grace(&nlm_previous, &nfs4_previous, config.server.nfs4_lease, config.server.grace_max);
     Ok(Recovery { nsm, nlm_previous, nfs4_records, grace })
 }
 

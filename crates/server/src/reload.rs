@@ -366,6 +366,9 @@ fn server_changes(old: &ServerConfig, new: &ServerConfig) -> Vec<String> {
     };
     check("principal_users", sorted(&old.principal_users), sorted(&new.principal_users));
     check("nfs_versions", old.nfs_versions.to_string(), new.nfs_versions.to_string());
+    check("nfs4_lease_seconds", old.nfs4_lease.as_secs().to_string(), new.nfs4_lease.as_secs().to_string());
+    check("nfs4_read_delegations", old.nfs4_read_delegations.to_string(), new.nfs4_read_delegations.to_string());
+    check("nfs4_write_delegations", old.nfs4_write_delegations.to_string(), new.nfs4_write_delegations.to_string());
     check("nfs4_idmap_domain", format!("{:?}", old.nfs4_idmap_domain), format!("{:?}", new.nfs4_idmap_domain));
     out
 }

@@ -54,6 +54,7 @@ pub(super) struct RawServer {
     pub metrics_listen: Option<Spanned<String>>,
     pub nsm_state_dir: Option<Spanned<String>>,
     pub grace_seconds_max: Option<Spanned<Int>>,
+    pub nfs4_lease_seconds: Option<Spanned<Int>>,
     pub max_locks_per_client: Option<Spanned<Int>>,
     pub keytab: Option<Spanned<String>>,
     pub principal: Option<Spanned<String>>,

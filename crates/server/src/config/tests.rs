@@ -111,6 +111,7 @@ stall_timeout_seconds = 20
 metrics_listen = "127.0.0.1:9049"
 nsm_state_dir = "/shared/keel/nsm"
 grace_seconds_max = 15
+nfs4_lease_seconds = 30
 max_locks_per_client = 100
 nfs_versions = ["3", "4.2"]
 nfs4_read_delegations = false
@@ -174,6 +175,7 @@ clients = [{{ host = "192.0.2.7" }}]
             metrics_listen: Some("127.0.0.1:9049".parse().unwrap()),
             nsm_state_dir: Some(PathBuf::from("/shared/keel/nsm")),
             grace_max: std::time::Duration::from_secs(15),
+            nfs4_lease: std::time::Duration::from_secs(30),
             max_locks_per_client: 100,
             keytab: PathBuf::from("/etc/krb5.keytab"),
             principal: None,
@@ -219,7 +221,7 @@ clients = [{{ host = "192.0.2.7" }}]
                     },
                 ],
                 cache: keel_cache::CacheMode::Off,
-                line: 25,
+                line: 26,
             },
             ExportConfig {
                 path: PathBuf::from(&scratch),
@@ -227,7 +229,7 @@ clients = [{{ host = "192.0.2.7" }}]
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
                 cache: keel_cache::CacheMode::Off,
-                line: 56,
+                line: 57,
             },
         ]
     );
@@ -583,6 +585,11 @@ fn out_of_range_numbers() {
         &format!("[server]\nstall_timeout_seconds = 86401\n{SIMPLE_EXPORT}"),
         2,
         &["stall_timeout_seconds = 86401 is out of range", "from 1 to 86400"],
+    );
+    assert_problem(
+        &format!("[server]\nnfs4_lease_seconds = 9\n{SIMPLE_EXPORT}"),
+        2,
+        &["nfs4_lease_seconds = 9 is out of range", "from 10 to 3600"],
     );
     let text = "[[export]]\npath = \"/\"\nid = 1\nanonuid = -1\nclients = [{ host = \"*\", anongid = 4294967296 }]\n";
     assert_problem(text, 4, &["anonuid = -1 is out of range"]);
