@@ -475,26 +475,17 @@ impl Callbacks {
             };
             let minor = e.minors.get(&client).copied().unwrap_or(1);
             let cred = credential(&channel.sec);
-            let args = CbCompound4Args {
-                tag: Tag4::default(),
-                minorversion: minor,
-                callback_ident: 0,
-                argarray: vec![
-                    NfsCbArgop4::CbSequence(CbSequence4Args {
-                        csa_sessionid: sid.0,
-                        csa_sequenceid: seq,
-                        csa_slotid: slot,
-                        csa_highest_slotid: 0,
-                        csa_cachethis: false,
-                        csa_referring_call_lists: Default::default(),
-                    }),
-                    NfsCbArgop4::CbRecall(CbRecall4Args {
-                        stateid: q.recall.stateid,
-                        truncate: false,
-                        fh: NfsFh4(q.recall.file.clone()),
-                    }),
-                ],
-            };
+            let args = sequenced(
+                minor,
+                &sid,
+                slot,
+                seq,
+                NfsCbArgop4::CbRecall(CbRecall4Args {
+                    stateid: q.recall.stateid,
+                    truncate: false,
+                    fh: NfsFh4(q.recall.file.clone()),
+                }),
+            );
             let encode = |xid, enc: &mut Encoder| {
                 call_header(xid, channel.program, CB_COMPOUND, &cred).encode(enc);
                 args.encode(enc);
@@ -535,25 +526,16 @@ impl Callbacks {
         let (slot, seq) = program.with_state(|s| s.cb_sequence_begin(&sid))?;
         let minor = e.minors.get(&client).copied().unwrap_or(1);
         let cred = credential(&channel.sec);
-        let args = CbCompound4Args {
-            tag: Tag4::default(),
-            minorversion: minor,
-            callback_ident: 0,
-            argarray: vec![
-                NfsCbArgop4::CbSequence(CbSequence4Args {
-                    csa_sessionid: sid.0,
-                    csa_sequenceid: seq,
-                    csa_slotid: slot,
-                    csa_highest_slotid: 0,
-                    csa_cachethis: false,
-                    csa_referring_call_lists: Default::default(),
-                }),
-                NfsCbArgop4::CbGetattr(CbGetattr4Args {
-                    fh: NfsFh4(file.clone()),
-                    attr_request: Bitmap4::from_bits([FATTR4_CHANGE, FATTR4_SIZE]),
-                }),
-            ],
-        };
+        let args = sequenced(
+            minor,
+            &sid,
+            slot,
+            seq,
+            NfsCbArgop4::CbGetattr(CbGetattr4Args {
+                fh: NfsFh4(file.clone()),
+                attr_request: Bitmap4::from_bits([FATTR4_CHANGE, FATTR4_SIZE]),
+            }),
+        );
         let encode = |xid, enc: &mut Encoder| {
             call_header(xid, channel.program, CB_COMPOUND, &cred).encode(enc);
             args.encode(enc);
@@ -678,6 +660,28 @@ const CONNECTIONS_TRIED_MAX: usize = 8;
 /// The credential the client asked its callbacks to carry: the first
 /// AUTH_SYS or AUTH_NONE of its list (the state refuses lists without
 /// one).
+/// A CB_COMPOUND of CB_SEQUENCE on backchannel `slot` (sequence `seq`)
+/// of session `sid`, then `op`: one call in flight per session, so the
+/// highest slot is 0 and no reply is cached.
+fn sequenced(minor: u32, sid: &SessionId, slot: u32, seq: u32, op: NfsCbArgop4) -> CbCompound4Args {
+    CbCompound4Args {
+        tag: Tag4::default(),
+        minorversion: minor,
+        callback_ident: 0,
+        argarray: vec![
+            NfsCbArgop4::CbSequence(CbSequence4Args {
+                csa_sessionid: sid.0,
+                csa_sequenceid: seq,
+                csa_slotid: slot,
+                csa_highest_slotid: 0,
+                csa_cachethis: false,
+                csa_referring_call_lists: Default::default(),
+            }),
+            op,
+        ],
+    }
+}
+
 fn credential(sec: &[CallbackSecParms4]) -> OpaqueAuth {
     for s in sec {
         match s {
