@@ -898,7 +898,7 @@ fn fail_over_checked(
         // back (DENIED_GRACE_PERIOD) until the client has sent its lock.
         let recalling = |s: &Nlm4Stats| *s == Nlm4Stats::DeniedGracePeriod;
         assert!(
-            before.iter().any(|s| *s == Nlm4Stats::Denied)
+            before.contains(&Nlm4Stats::Denied)
                 && before.iter().skip_while(|s| recalling(s)).all(|s| *s == Nlm4Stats::Denied),
             "{what}: before the fault a second client's lock is denied: {before:?}"
         );
