@@ -41,7 +41,7 @@ use keel_nfs4_proto::{
     CbRecall4Args, CbSequence4Args, FATTR4_CHANGE, FATTR4_SIZE, NFS_CB, Nfs4Result, NfsCbArgop4, NfsCbResop4, NfsFh4,
     Nfsstat4, Tag4,
 };
-use keel_nfs4_state::{CallbackState, ClientId, ConnId, Recall, SessionId};
+use keel_nfs4_state::{CallbackChannel, CallbackState, ClientId, ConnId, Recall, SessionId};
 use keel_rpc::msg::{AcceptStat, CallHeader, OpaqueAuth, ReplyStat, decode_reply_header};
 use keel_rpc::{AuthSys, BackchannelError, CallConnection, ConnectionId, ReplyRouter};
 use keel_store::Store;
@@ -366,6 +366,46 @@ impl Callbacks {
         self.mailbox.unanswered.fetch_sub(taken, Ordering::SeqCst);
     }
 
+    /// Sends `client` a CB_COMPOUND on `channel` of CB_SEQUENCE on the
+    /// backchannel slot and sequence the caller began (one call in flight
+    /// per session: the highest slot is 0, no reply is cached), then `op`.
+    #[allow(clippy::too_many_arguments)]
+    fn send_sequenced<S: Store>(
+        &self,
+        program: &Nfs4Program<S>,
+        e: &mut Engine,
+        router: &ReplyRouter,
+        client: ClientId,
+        channel: &CallbackChannel,
+        (slot, seq): (u32, u32),
+        op: NfsCbArgop4,
+        purpose: Purpose,
+        now: Instant,
+    ) -> Result<(), BackchannelError> {
+        let args = CbCompound4Args {
+            tag: Tag4::default(),
+            minorversion: e.minors.get(&client).copied().unwrap_or(1),
+            callback_ident: 0,
+            argarray: vec![
+                NfsCbArgop4::CbSequence(CbSequence4Args {
+                    csa_sessionid: channel.sessionid.0,
+                    csa_sequenceid: seq,
+                    csa_slotid: slot,
+                    csa_highest_slotid: 0,
+                    csa_cachethis: false,
+                    csa_referring_call_lists: Default::default(),
+                }),
+                op,
+            ],
+        };
+        let cred = credential(&channel.sec);
+        let encode = |xid, enc: &mut Encoder| {
+            call_header(xid, channel.program, CB_COMPOUND, &cred).encode(enc);
+            args.encode(enc);
+        };
+        self.send(program, e, router, client, channel.conn, encode, purpose, now)
+    }
+
     /// Sends `call` (header and arguments after the xid the router gives)
     /// on the client's backchannel; the token of the call in flight.
     #[allow(clippy::too_many_arguments)]
@@ -473,25 +513,13 @@ impl Callbacks {
                 kept.push(q);
                 continue;
             };
-            let minor = e.minors.get(&client).copied().unwrap_or(1);
-            let cred = credential(&channel.sec);
-            let args = sequenced(
-                minor,
-                &sid,
-                slot,
-                seq,
-                NfsCbArgop4::CbRecall(CbRecall4Args {
-                    stateid: q.recall.stateid,
-                    truncate: false,
-                    fh: NfsFh4(q.recall.file.clone()),
-                }),
-            );
-            let encode = |xid, enc: &mut Encoder| {
-                call_header(xid, channel.program, CB_COMPOUND, &cred).encode(enc);
-                args.encode(enc);
-            };
+            let recall = NfsCbArgop4::CbRecall(CbRecall4Args {
+                stateid: q.recall.stateid,
+                truncate: false,
+                fh: NfsFh4(q.recall.file.clone()),
+            });
             let purpose = Purpose::Recall { sessionid: sid, recall: q.recall.clone() };
-            match self.send(program, e, router, client, channel.conn, encode, purpose, now) {
+            match self.send_sequenced(program, e, router, client, &channel, (slot, seq), recall, purpose, now) {
                 Ok(()) => self.count(|c| c.recalls_sent += 1),
                 Err(err) => {
                     tracing::debug!(client = client.0, %err, "CB_RECALL not sent; retried once the path is up");
@@ -524,25 +552,13 @@ impl Callbacks {
         let channel = program.with_state(|s| s.callback_channel(client))?;
         let sid = channel.sessionid;
         let (slot, seq) = program.with_state(|s| s.cb_sequence_begin(&sid))?;
-        let minor = e.minors.get(&client).copied().unwrap_or(1);
-        let cred = credential(&channel.sec);
-        let args = sequenced(
-            minor,
-            &sid,
-            slot,
-            seq,
-            NfsCbArgop4::CbGetattr(CbGetattr4Args {
-                fh: NfsFh4(file.clone()),
-                attr_request: Bitmap4::from_bits([FATTR4_CHANGE, FATTR4_SIZE]),
-            }),
-        );
-        let encode = |xid, enc: &mut Encoder| {
-            call_header(xid, channel.program, CB_COMPOUND, &cred).encode(enc);
-            args.encode(enc);
-        };
+        let getattr = NfsCbArgop4::CbGetattr(CbGetattr4Args {
+            fh: NfsFh4(file.clone()),
+            attr_request: Bitmap4::from_bits([FATTR4_CHANGE, FATTR4_SIZE]),
+        });
         let answer = Arc::new(GetattrAnswer::default());
         let purpose = Purpose::Getattr { sessionid: sid, answer: answer.clone() };
-        match self.send(program, &mut e, router, client, channel.conn, encode, purpose, now) {
+        match self.send_sequenced(program, &mut e, router, client, &channel, (slot, seq), getattr, purpose, now) {
             Ok(()) => {
                 self.count(|c| c.getattrs_sent += 1);
                 Some(answer)
@@ -660,28 +676,6 @@ const CONNECTIONS_TRIED_MAX: usize = 8;
 /// The credential the client asked its callbacks to carry: the first
 /// AUTH_SYS or AUTH_NONE of its list (the state refuses lists without
 /// one).
-/// A CB_COMPOUND of CB_SEQUENCE on backchannel `slot` (sequence `seq`)
-/// of session `sid`, then `op`: one call in flight per session, so the
-/// highest slot is 0 and no reply is cached.
-fn sequenced(minor: u32, sid: &SessionId, slot: u32, seq: u32, op: NfsCbArgop4) -> CbCompound4Args {
-    CbCompound4Args {
-        tag: Tag4::default(),
-        minorversion: minor,
-        callback_ident: 0,
-        argarray: vec![
-            NfsCbArgop4::CbSequence(CbSequence4Args {
-                csa_sessionid: sid.0,
-                csa_sequenceid: seq,
-                csa_slotid: slot,
-                csa_highest_slotid: 0,
-                csa_cachethis: false,
-                csa_referring_call_lists: Default::default(),
-            }),
-            op,
-        ],
-    }
-}
-
 fn credential(sec: &[CallbackSecParms4]) -> OpaqueAuth {
     for s in sec {
         match s {
