@@ -42,8 +42,21 @@ impl Fixture {
 }
 
 impl Drop for Fixture {
+    /// Removes the directories as root, on a thread of its own: a worker
+    /// thread that drops the fixture may still act as the last caller it
+    /// acted as (identities stay on a thread until the next differs), and
+    /// such a caller may empty the export (mode 0777) but not remove it
+    /// from `base` (0755, root's).
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.base);
+        let base = self.base.clone();
+        let removed = std::thread::spawn(move || {
+            keel_store_local::ident::reset()?;
+            std::fs::remove_dir_all(&base)
+        })
+        .join();
+        if let Ok(Err(e)) = removed {
+            eprintln!("cannot remove {}: {e}", self.base.display());
+        }
     }
 }
 
