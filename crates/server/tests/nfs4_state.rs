@@ -6,7 +6,9 @@
 //! then the XFS under the state directory and the export shut down
 //! without flushing its log); no new OPEN before the client's
 //! RECLAIM_COMPLETE; the change attribute within one tick of the kernel's
-//! clock.
+//! clock; the configured lease (`nfs4_lease_seconds`) as the lease_time
+//! attribute and as how long a silent client's open stands in another's
+//! way.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -321,4 +323,62 @@ fn the_change_attribute_moves_with_every_change_within_one_clock_tick() {
             "a change that did not move the change attribute: {changes:?}"
         );
     }
+}
+
+/// `nfs4_lease_seconds` on the wire: the lease_time attribute reads it,
+/// and a client that stops renewing its lease keeps its open against
+/// another client's conflicting OPEN (one denying reads) until that long
+/// after its last call, not longer: the server is courteous, and a
+/// courtesy client whose state is in someone's way is expired then (its
+/// session goes with it).
+#[test]
+fn the_configured_lease_is_the_lease_time_and_how_long_a_silent_client_s_open_stands() {
+    const LEASE_S: u64 = 10;
+    let extra = format!("nfs_versions = [\"4.1\"]\nnfs4_lease_seconds = {LEASE_S}");
+    let server = TestServer::start("nfs4-lease", vec![ExportOpts::rw(1, "export")], &extra);
+    std::fs::write(server.export_dir(1).join("f"), b"data").unwrap();
+
+    let mut silent = V4::connect(&server, b"lease-silent");
+    let (_, fh) = silent.open_read(&server, 1, b"reader", "f");
+    // The server renewed the lease at that OPEN's SEQUENCE, before this.
+    let renewed = Instant::now();
+    let getattr = NfsArgop4::Getattr(Getattr4Args { attr_request: Bitmap4::from_bits([FATTR4_LEASE_TIME]) });
+    let mut other = V4::connect(&server, b"lease-other");
+    let res = other.ok(vec![putfh(&fh), getattr]);
+    let NfsResop4::Getattr(Nfs4Result::Ok(g)) = &res[2] else { panic!("GETATTR: {res:?}") };
+    let lease_time = Attrs4::from_fattr4(&g.obj_attributes, AttrUse::Reply).unwrap().lease_time;
+    assert_eq!(lease_time, Some(LEASE_S as u32), "the lease_time attribute");
+
+    let open_denying_reads = NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_READ,
+        share_deny: OPEN4_SHARE_DENY_READ,
+        owner: OpenOwner4 { clientid: 0, owner: Opaque(bytes::Bytes::from_static(b"denier")) },
+        openhow: Openflag4::Open4Nocreate,
+        claim: OpenClaim4::ClaimFh,
+    });
+    let mut denied = 0;
+    let waited = loop {
+        let (_, res) = other.run(vec![putfh(&fh), open_denying_reads.clone()]);
+        let waited = renewed.elapsed();
+        if res.status == Nfsstat4::Ok {
+            break waited;
+        }
+        assert_eq!(res.status, Nfsstat4::ShareDenied, "{res:?}");
+        denied += 1;
+        assert!(
+            waited < Duration::from_secs(LEASE_S + 5),
+            "the silent client's open still stands {waited:?} after its last call, with a lease of {LEASE_S} s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(denied > 0, "the silent client's open never stood in the way");
+    assert!(
+        waited >= Duration::from_millis(LEASE_S * 1000 - 500),
+        "the silent client's open went {waited:?} after its last call, before its lease of {LEASE_S} s ran out"
+    );
+    // Its state and session are gone.
+    let sequence = NfsArgop4::Sequence(Sequence4Args { sa_sessionid: silent.session, ..Sequence4Args::default() });
+    let res = silent.compound(vec![sequence]);
+    assert_eq!(res.status, Nfsstat4::Badsession, "{res:?}");
 }
