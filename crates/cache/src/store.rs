@@ -339,6 +339,14 @@ impl<S: Store> Store for CacheStore<S> {
     }
 
     /// The back end's, as [`read_lease`](Self::read_lease)'s.
+    fn read_lease_replacing(&self, obj: &mut S::Object) -> StoreResult<S::ReadLease> {
+        if self.shared.mode(obj.export_id()) != crate::CacheMode::Off || self.shared.index.get(obj.handle()).is_some() {
+            return Err(crate::errno(libc::EINVAL));
+        }
+        self.shared.inner.read_lease_replacing(obj)
+    }
+
+    /// The back end's, as [`read_lease`](Self::read_lease)'s.
     fn write_lease(&self, obj: &S::Object) -> StoreResult<S::ReadLease> {
         if self.shared.mode(obj.export_id()) != crate::CacheMode::Off || self.shared.index.get(obj.handle()).is_some() {
             return Err(crate::errno(libc::EINVAL));

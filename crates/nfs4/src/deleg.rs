@@ -20,9 +20,11 @@
 //! path is up, nobody else has the file open for writing, nobody
 //! conflicted on it lately, outside the grace period), which is asked
 //! before the lease is taken. A file the store created or wrote, whose
-//! own writable description stands in the way of the lease, gets none at
-//! the first such OPEN, which makes the store let go of that description
-//! (`Store::read_lease`); the next OPEN gets one.
+//! own writable description stands in the way of the lease, gets one at
+//! the first such OPEN all the same: the store lets go of that description
+//! and leases the file on a fresh object in its place
+//! (`Store::read_lease_replacing`), unless another call in flight still
+//! holds the old one (then the next OPEN gets one).
 //!
 //! Write delegations are offered when the state is configured for them
 //! (`StateConfig::write_delegations`, the server's `nfs4_write_delegations`),
@@ -108,7 +110,7 @@ pub(crate) fn on_open<S: Store>(
     c: &Compound<'_, S>,
     client: ClientId,
     file: &Bytes,
-    object: &S::Object,
+    object: &mut S::Object,
     share: ShareAccess,
     claim: &OpenClaim4,
     none: OpenDelegation4,
@@ -155,8 +157,11 @@ pub(crate) fn on_open<S: Store>(
         return declined(why);
     }
     // The lease first: a file open for writing somewhere gets none, and a
-    // write delegation none while the file is open anywhere else.
-    let lease = if writing { c.store().write_lease(object) } else { c.store().read_lease(object) };
+    // write delegation none while the file is open anywhere else. The
+    // caller holds no other reference to `object`: a file the store
+    // created or wrote is read-leased at this OPEN, on the object its
+    // handle names afresh, once the store let go of its own writable one.
+    let lease = if writing { c.store().write_lease(object) } else { c.store().read_lease_replacing(object) };
     let lease = match lease {
         Ok(lease) => lease,
         Err(e) => {

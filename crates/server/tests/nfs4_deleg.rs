@@ -16,7 +16,7 @@
 //! CB_GETATTR (RFC 8881 section 10.4.3): another client's GETATTR of the
 //! size of a write-delegated file answered with what the holder says,
 //! the testkit client's and the kernel client's. And a file the testkit
-//! client created through Keel, read-delegated by its second OPEN, whose
+//! client created through Keel, read-delegated by its first OPEN, whose
 //! holder's own SETATTR keeps the delegation while a local chmod recalls
 //! it.
 
@@ -607,11 +607,11 @@ fn recalled_within(v4: &mut V4, within: Duration) -> bool {
 }
 
 /// A file a client created, wrote and closed through Keel is delegated at
-/// the latest at the second OPEN for reading (the store's own writable
-/// description of a file it created stood in the way of every read lease);
-/// the holder's own SETATTR keeps the delegation (the store's chmod is not
-/// a break of its lease), while a local process's chmod a moment later
-/// recalls it.
+/// the first OPEN for reading (the store's own writable description of a
+/// file it created stood in the way of every read lease, and then of the
+/// first OPEN's, which made the store let go of it); the holder's own
+/// SETATTR keeps the delegation (the store's chmod is not a break of its
+/// lease), while a local process's chmod a moment later recalls it.
 #[test]
 fn a_file_created_through_keel_is_read_delegated_and_its_holder_s_setattr_keeps_the_delegation() {
     let server = v41_server_with_delegations("nfs4-deleg-created");
@@ -637,12 +637,9 @@ fn a_file_created_through_keel_is_read_delegated_and_its_holder_s_setattr_keeps_
     v4.ok(vec![putfh(&fh), NfsArgop4::Write(write), NfsArgop4::Commit(Commit4Args { offset: 0, count: 0 })]);
     v4.ok(vec![putfh(&fh), NfsArgop4::Close(Close4Args { seqid: 0, open_stateid: created })]);
 
-    let (mut open, _) = v4.open_read(&server, 1, b"reader", "f");
-    if !matches!(open.delegation, OpenDelegation4::OpenDelegateRead(_)) {
-        open = v4.open_read(&server, 1, b"reader", "f").0;
-    }
+    let (open, _) = v4.open_read(&server, 1, b"reader", "f");
     let OpenDelegation4::OpenDelegateRead(deleg) = &open.delegation else {
-        panic!("no read delegation at the second OPEN: {:?}", open.delegation)
+        panic!("no read delegation at the first OPEN for reading: {:?}", open.delegation)
     };
     let deleg = deleg.stateid;
     assert_eq!(&data_of(&v4.ok(vec![putfh(&fh), read(deleg)])[2])[..], b"old data");
@@ -660,4 +657,42 @@ fn a_file_created_through_keel_is_read_delegated_and_its_holder_s_setattr_keeps_
     assert!(recalled_within(&mut v4, WAIT), "a local chmod after the holder's did not recall the delegation");
     assert_eq!(v4.recalled, vec![deleg]);
     v4.ok(vec![putfh(&fh), NfsArgop4::Delegreturn(Delegreturn4Args { deleg_stateid: deleg })]);
+}
+
+/// A file that was there before, written and closed through Keel (the
+/// store opened a writer on it for the write, which it keeps), is
+/// delegated at the first OPEN for reading after, and reads what was
+/// written.
+#[test]
+fn a_file_written_through_keel_is_read_delegated_at_the_first_open_for_reading_after() {
+    let server = v41_server_with_delegations("nfs4-deleg-written");
+    let path = server.export_dir(1).join("f");
+    std::fs::write(&path, b"old data").unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let mut v4 = V4::connect(&server, b"deleg-written");
+    let mut ops = export_lookups(&server);
+    ops.push(NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_NO_DELEG,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: keel_xdr::Opaque(bytes::Bytes::from_static(b"writer")) },
+        openhow: Openflag4::Open4Nocreate,
+        claim: OpenClaim4::ClaimNull("f".into()),
+    }));
+    ops.push(NfsArgop4::Getfh(()));
+    let res = v4.ok(ops);
+    let n = res.len();
+    let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[n - 2] else { panic!("OPEN: {res:?}") };
+    let NfsResop4::Getfh(Nfs4Result::Ok(fh)) = &res[n - 1] else { panic!("GETFH: {res:?}") };
+    let (written, fh) = (open.stateid, fh.object.0.clone());
+    let write = Write4Args { stateid: written, offset: 0, stable: StableHow4::Unstable4, data: b"NEW".to_vec().into() };
+    v4.ok(vec![putfh(&fh), NfsArgop4::Write(write), NfsArgop4::Commit(Commit4Args { offset: 0, count: 0 })]);
+    v4.ok(vec![putfh(&fh), NfsArgop4::Close(Close4Args { seqid: 0, open_stateid: written })]);
+
+    let (open, _) = v4.open_read(&server, 1, b"reader", "f");
+    let OpenDelegation4::OpenDelegateRead(deleg) = &open.delegation else {
+        panic!("no read delegation at the first OPEN for reading: {:?}", open.delegation)
+    };
+    assert_eq!(&data_of(&v4.ok(vec![putfh(&fh), read(deleg.stateid)])[2])[..], b"NEW data");
+    assert_eq!(delegations_held(&server), 1);
 }

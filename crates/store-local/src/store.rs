@@ -60,6 +60,10 @@ impl Store for LocalStore {
         LocalStore::read_lease(self, &obj.0)
     }
 
+    fn read_lease_replacing(&self, obj: &mut LocalObject) -> StoreResult<crate::LocalReadLease> {
+        LocalStore::read_lease_replacing(self, &mut obj.0)
+    }
+
     fn write_lease(&self, obj: &LocalObject) -> StoreResult<crate::LocalReadLease> {
         LocalStore::write_lease(self, &obj.0)
     }

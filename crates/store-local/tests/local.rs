@@ -898,6 +898,47 @@ fn the_store_lets_go_of_its_own_writable_descriptions_for_a_read_lease() {
     });
 }
 
+/// A caller that holds the object alone (an OPEN) has the read lease at
+/// once where the store's own writable description stood in the way: the
+/// store lets go of it and puts the object the handle names afresh in the
+/// caller's place, and the old inode, with its descriptions, is closed.
+/// Not while another call holds the old object (EAGAIN, as before).
+#[test]
+fn a_caller_holding_the_object_alone_has_the_read_lease_at_once_after_the_store_s_writes() {
+    let _leases = LEASE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let fx = Fixture::new("lease-replacing");
+    std::fs::write(fx.export_dir.join("old"), b"old").unwrap();
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+
+        // A file created here (its description is O_RDWR), written.
+        let made = act(user(1000), |w| vfs.create(w, &root, b"f", CreateMode::Guarded, &SetAttrs::default(), true));
+        let mut f = made.unwrap().object;
+        act(user(1000), |w| vfs.write(w, &f, 0, b"data", Stability::Unstable)).unwrap();
+        let created = Arc::downgrade(f.inode());
+        let lease = vfs.read_lease_replacing(&mut f).expect("the lease at the first attempt");
+        assert!(!lease.is_broken());
+        assert!(created.upgrade().is_none(), "the inode opened at the creation is closed");
+        assert_eq!(&act(user(1000), |w| vfs.read(w, &f, 0, 16)).unwrap().data.into_bytes().unwrap()[..], b"data");
+        assert!(Arc::ptr_eq(f.inode(), resolve(&vfs, f.handle()).unwrap().inode()), "the new one is cached");
+        drop(lease);
+
+        // A file written here (its shared writer opened by the write).
+        let mut old = act(user(1000), |w| vfs.lookup(w, &root, b"old")).unwrap().0;
+        act(ROOT, |w| vfs.write(w, &old, 0, b"NEW", Stability::Unstable)).unwrap();
+        drop(vfs.read_lease_replacing(&mut old).expect("the written file's lease at the first attempt"));
+
+        // Another call holds the old object: its writer stays open, no lease.
+        act(ROOT, |w| vfs.write(w, &old, 0, b"new", Stability::Unstable)).unwrap();
+        let other = old.clone();
+        assert_eq!(errno(&vfs.read_lease_replacing(&mut old).unwrap_err()), Some(libc::EAGAIN));
+        drop(other);
+        drop(vfs.read_lease_replacing(&mut old).expect("the next attempt"));
+        assert_eq!(std::fs::read(fx.export_dir.join("old")).unwrap(), b"new");
+    });
+}
+
 /// The store's change of a leased file's attributes or names on behalf of
 /// the lease's holder (bracketed by `holder_change_begins`/`_ends`) is not
 /// a break, another lease's on the same file excepted; a local process's

@@ -345,6 +345,19 @@ pub trait Store: Send + Sync + 'static {
     /// may read the file: no permission is checked.
     fn read_lease(&self, obj: &Self::Object) -> StoreResult<Self::ReadLease>;
 
+    /// [`Store::read_lease`] for a caller that holds no other reference to
+    /// `obj` (an OPEN about to answer with the lease's delegation): where
+    /// only the store's own description of the file open for writing,
+    /// which lives as long as the object does, stands in the way, the
+    /// store may put the object its handle names afresh (the same file,
+    /// opened for reading) in `obj`'s place, so that the old one's
+    /// descriptions close with the caller's reference and this call, not
+    /// the next one, gets the lease. Still EAGAIN if another call holds
+    /// the old object. The default: [`Store::read_lease`].
+    fn read_lease_replacing(&self, obj: &mut Self::Object) -> StoreResult<Self::ReadLease> {
+        self.read_lease(obj)
+    }
+
     /// A write lease on the regular file `obj` (see [`lease`]), on the
     /// store's own description of it, through which it goes on reading and
     /// writing the file unseen by the lease: whoever holds it sees to it

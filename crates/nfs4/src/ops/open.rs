@@ -64,18 +64,19 @@ pub(super) fn open<S: Store>(c: &mut Compound<'_, S>, args: Open4Args) -> Result
         OpenClaim4::ClaimDelegatePrev(_) | OpenClaim4::ClaimDelegPrevFh => return Err(Nfsstat4::Notsupp),
     };
     let owner = args.owner.owner.as_bytes().to_vec();
-    let file = opened.file.handle().clone();
-    let object = opened.file.object.clone();
+    let Opened { file: mut fh, cinfo, attrset } = opened;
+    let file = fh.handle().clone();
     let ok = c.program.with_state(|s| s.open(client, &owner, &file, share, claim, now))?;
-    c.current = Some(Filehandle::Export(opened.file));
     c.stateid.set(ok.stateid);
-    Ok(Open4ResOk {
-        stateid: ok.stateid,
-        cinfo: opened.cinfo,
-        rflags: OPEN4_RESULT_LOCKTYPE_POSIX,
-        attrset: opened.attrset,
-        delegation: crate::deleg::on_open(c, client, &file, &object, share, &args.claim, no_delegation(share.want)),
-    })
+    // The file becomes the current filehandle after the delegation is
+    // decided: until then `fh` holds the compound's only reference to its
+    // object (the current filehandle, CLAIM_FH's file, lets go of its own),
+    // which the store may replace to have the lease (`on_open`).
+    c.current = None;
+    let none = no_delegation(share.want);
+    let delegation = crate::deleg::on_open(c, client, &file, &mut fh.object, share, &args.claim, none);
+    c.current = Some(Filehandle::Export(fh));
+    Ok(Open4ResOk { stateid: ok.stateid, cinfo, rflags: OPEN4_RESULT_LOCKTYPE_POSIX, attrset, delegation })
 }
 
 /// "No delegation", and why when the client wished for one (RFC 8881

@@ -194,7 +194,8 @@ impl LocalStore {
     /// verifier; after a success nothing written through it is left to
     /// fail), and leaves the cache, so that the next resolve of its handle
     /// opens it read-only and the lease can be had once the calls holding
-    /// it are done (the caller's own lease attempt still fails).
+    /// it are done (the caller's own lease attempt still fails; with
+    /// [`LocalStore::read_lease_replacing`] it need not).
     ///
     /// Whether a local process has the file open for writing too is not
     /// known here (Linux does not tell who holds a file open): then this
@@ -212,6 +213,30 @@ impl LocalStore {
         match crate::LocalReadLease::take(inode) {
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && self.let_go_of_own_writers(inode) => {
                 if inode.has_shared_writer() { Err(e) } else { crate::LocalReadLease::take(inode) }
+            }
+            other => other,
+        }
+    }
+
+    /// [`LocalStore::read_lease`], for a caller whose reference `inode`
+    /// is the only one it holds: once the shared writer's inode has left
+    /// the cache, the inode its handle resolves to now (opened read-only,
+    /// cached, unless another call resolved it first) takes its place, and
+    /// the old one, and its writable descriptions with it, is closed if no
+    /// other call holds it; the lease is tried on the new one. If the
+    /// handle no longer resolves (the file was removed meanwhile), the
+    /// caller keeps the old inode and the lease's EAGAIN.
+    pub(crate) fn read_lease_replacing(&self, inode: &mut Arc<Inode>) -> StoreResult<crate::LocalReadLease> {
+        match crate::LocalReadLease::take(inode) {
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && self.let_go_of_own_writers(inode) => {
+                if inode.has_shared_writer() {
+                    let Ok((fresh, ())) = self.resolve(inode.handle.as_bytes(), |_| Ok::<_, StoreError>(())) else {
+                        return Err(e);
+                    };
+                    // The old inode goes here, if this was its last holder.
+                    *inode = fresh;
+                }
+                crate::LocalReadLease::take(inode)
             }
             other => other,
         }
