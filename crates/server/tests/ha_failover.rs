@@ -400,6 +400,9 @@ struct KernelClient {
     service: Service,
     dir: String,
     vers: KernelVers,
+    /// Where run.sh makes the guest's files: Drop kills it (SIGKILL: its
+    /// own cleanup never runs) and removes them.
+    work_dir: PathBuf,
 }
 
 /// What the kernel client mounts and does in the failure table's cases.
@@ -437,6 +440,7 @@ impl Drop for KernelClient {
         // SAFETY: a signal to the process group the child leads.
         unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.work_dir);
     }
 }
 
@@ -636,8 +640,10 @@ impl KernelClient {
         std::fs::write(&script, std::fs::read_to_string(FAILOVER_WRITER).unwrap().replace("DIR", &dir)).unwrap();
         let tap = "kclient0";
         let ns = lab.public_tap(tap);
+        let work_dir = lab.dir().join(format!("{dir}.run"));
         let mut cmd = ns.cmd(&[RUN_SH, "--tap", tap, "--ip", KERNEL_CLIENT_IP, "--server", service.ip]);
         cmd.args(["--hostname", "kclient", "--port", "2049", "--timeout", "400", "--export", service.export]);
+        cmd.arg("--work-dir").arg(&work_dir);
         if vers == KernelVers::V41 {
             // With /opt/v4lock the guest's writer holds a lock.
             let v4lock = lab.dir().join("v4lock");
@@ -668,7 +674,7 @@ impl KernelClient {
                 }
             });
         }
-        KernelClient { child, lines, seen: Vec::new(), service, dir, vers }
+        KernelClient { child, lines, seen: Vec::new(), service, dir, vers, work_dir }
     }
 
     /// The value of the guest's `RESULT key=value` line, waiting up to
