@@ -13,8 +13,8 @@
 use std::fs;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::process::{Child, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use keel_testkit::netns::Netns;
@@ -30,21 +30,18 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
     VM.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// kstatd and klock, built static once per test process.
-fn tools() -> &'static (PathBuf, PathBuf) {
-    static TOOLS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
-    TOOLS.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("keel-klock-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let build = |src: &str, out: &Path| {
-            let st = Command::new("gcc").args(["-static", "-O2", "-o"]).arg(out).arg(src).status().unwrap();
-            assert!(st.success(), "cannot build {src}");
-        };
-        let (kstatd, klock) = (dir.join("kstatd"), dir.join("klock"));
-        build(KSTATD_C, &kstatd);
-        build(&format!("{GUEST}/klock.c"), &klock);
-        (kstatd, klock)
-    })
+/// kstatd and klock, built static once per server, in its directory
+/// (which goes with it: a directory of the test process's own would
+/// outlive every test in /tmp).
+fn tools(server: &TestServer) -> (PathBuf, PathBuf) {
+    let (kstatd, klock) = (server.base.join("kstatd"), server.base.join("klock"));
+    if !kstatd.exists() {
+        keel_testkit::procs::build_static_c(Path::new(KSTATD_C), &kstatd);
+    }
+    if !klock.exists() {
+        keel_testkit::procs::build_static_c(&Path::new(GUEST).join("klock.c"), &klock);
+    }
+    (kstatd, klock)
 }
 
 /// A namespace with a bridge at 10.0.2.2/24 and `taps` tap devices on it.
@@ -83,7 +80,7 @@ fn guest(
     script: &str,
     replace: &[(&str, &str)],
 ) -> Child {
-    let (kstatd, klock) = tools();
+    let (kstatd, klock) = tools(server);
     let mut text = fs::read_to_string(format!("{GUEST}/{script}")).unwrap();
     for (from, to) in replace {
         text = text.replace(from, to);
