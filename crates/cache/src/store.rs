@@ -326,6 +326,10 @@ impl<S: Store> Store for CacheStore<S> {
         self.shared.inner.open_for_locks(who, obj)
     }
 
+    fn lock_file_on_lease(&self, obj: &S::Object, lease: &S::ReadLease) -> StoreResult<S::LockFile> {
+        self.shared.inner.lock_file_on_lease(obj, lease)
+    }
+
     /// The back end's, for an export the tier does not cache. None in
     /// front of a cached one (or of a file with data in the log): the tier
     /// writes the back end's files whenever it destages, which would break

@@ -347,6 +347,23 @@ pub(crate) fn release_own_lease<S: Store>(p: &Nfs4Program<S>, client: ClientId, 
     true
 }
 
+/// A lock description on the lease of `client`'s own delegation on
+/// `file`, if it holds one and the store lends it
+/// ([`Store::lock_file_on_lease`]).
+pub(crate) fn lend_own_lease<S: Store>(
+    p: &Nfs4Program<S>,
+    store: &S,
+    client: ClientId,
+    file: &Bytes,
+    object: &S::Object,
+) -> Option<S::LockFile> {
+    let lease = p.leases.of(client, file)?;
+    store
+        .lock_file_on_lease(object, &lease)
+        .map_err(|e| tracing::debug!(error = %e, "no lock description lent by the lease"))
+        .ok()
+}
+
 /// Whether `e` is EAGAIN: what the store answers for a write it would have
 /// to wait for a lease for.
 pub(crate) fn is_eagain(e: &keel_store::StoreError) -> bool {

@@ -47,6 +47,10 @@ pub struct Inode {
     /// Lock-holding descriptions opened through this inode and open now
     /// (`LocalLockFile`): each stands in the way of a read lease.
     lock_files: Arc<AtomicUsize>,
+    /// [`Inode::fd`] is lent for a lock owner's locks now (a write lease's
+    /// description: `LocalReadLease::lend_for_locks`), by this lease or an
+    /// earlier one: one owner's at a time.
+    fd_lent_for_locks: Arc<AtomicBool>,
 }
 
 /// Idle synchronous-write descriptions kept per inode (the server's
@@ -75,6 +79,7 @@ impl Inode {
             write_leased: AtomicBool::new(false),
             leased_sync_turn: Mutex::default(),
             lock_files: Arc::default(),
+            fd_lent_for_locks: Arc::default(),
         }
     }
 
@@ -150,6 +155,11 @@ impl Inode {
     /// The counter of lock-holding descriptions opened through this inode.
     pub(crate) fn lock_files(&self) -> &Arc<AtomicUsize> {
         &self.lock_files
+    }
+
+    /// Whether [`Inode::fd`] is lent for locks now, and the flag saying so.
+    pub(crate) fn fd_lent_for_locks(&self) -> &Arc<AtomicBool> {
+        &self.fd_lent_for_locks
     }
 
     /// A new read-write description of the object (as root: permission is

@@ -89,6 +89,13 @@ pub struct LocalReadLease {
     /// F_RDLCK or F_WRLCK.
     kind: libc::c_int,
     watch: Watch,
+    /// The inode's count of lock descriptions.
+    lock_files: Arc<AtomicUsize>,
+    /// Its description is lent for locks now
+    /// ([`LocalReadLease::lend_for_locks`]): a read lease's own flag, a
+    /// write lease's the inode's (its description outlives the lease, and
+    /// a later write lease on it would lend it again).
+    lent: Arc<AtomicBool>,
 }
 
 #[derive(Debug)]
@@ -120,7 +127,7 @@ impl LocalReadLease {
         let watch = Watch::add(fd.as_fd(), WATCHED)?;
         let on = LeasedDescription::Own(fd);
         set_lease_as_owner(&on, libc::F_RDLCK)?;
-        Ok(LocalReadLease { on, kind: libc::F_RDLCK, watch })
+        Ok(LocalReadLease::new(on, libc::F_RDLCK, watch, inode))
     }
 
     /// A write lease on `inode`'s own description: EAGAIN unless that one
@@ -150,7 +157,7 @@ impl LocalReadLease {
                 return Err(e);
             }
         };
-        let lease = LocalReadLease { on, kind: libc::F_WRLCK, watch };
+        let lease = LocalReadLease::new(on, libc::F_WRLCK, watch, inode);
         // A change between the lease and the watch is not missed: every
         // one the watch looks for changes the file's ctime.
         let after = sys::fstat(lease.on.fd())?;
@@ -163,6 +170,30 @@ impl LocalReadLease {
 }
 
 impl LocalReadLease {
+    fn new(on: LeasedDescription, kind: libc::c_int, watch: Watch, inode: &Inode) -> Self {
+        let lock_files = inode.lock_files().clone();
+        let lent = match &on {
+            LeasedDescription::Own(_) => Arc::default(),
+            LeasedDescription::Store(inode) => inode.fd_lent_for_locks().clone(),
+        };
+        LocalReadLease { on, kind, watch, lock_files, lent }
+    }
+
+    /// A lock description on the lease's own description (see
+    /// `Store::lock_file_on_lease`), counted in `store_count` and the
+    /// inode's: a write lease's is open for writing, a read lease's for
+    /// reading only. EBUSY while one lent lives: the locks of one
+    /// description are one owner's.
+    pub(crate) fn lend_for_locks(&self, store_count: &Arc<AtomicUsize>) -> StoreResult<crate::LocalLockFile> {
+        let fd = self.on.fd().try_clone_to_owned()?;
+        if self.lent.swap(true, Ordering::AcqRel) {
+            return Err(StoreError::errno(libc::EBUSY));
+        }
+        let writable = self.kind == libc::F_WRLCK;
+        let open = [store_count.clone(), self.lock_files.clone()];
+        Ok(crate::LocalLockFile::lent(fd, writable, open, self.lent.clone()))
+    }
+
     /// Sets the file's modification time (and so its change time) to now
     /// through a write lease's description, as root (for the lease's
     /// holder, whatever the caller may do). Not a break of the lease: a

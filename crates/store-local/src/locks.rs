@@ -1,12 +1,14 @@
 //! Byte-range locks as Linux open file description (OFD) locks: each
 //! [`LocalLockFile`] is a description of its own, opened by handle, so
 //! the locks of NFS clients and of local processes on the server exclude
-//! each other, and closing it releases its locks.
+//! each other, and closing it releases its locks. One lent by a lease
+//! (`LocalReadLease::lend_for_locks`) shares the lease's description,
+//! which may stay open after it: it releases its locks when dropped.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use keel_store::{LockConflict, LockFile, LockKind, LockRange, StoreResult};
 
@@ -19,14 +21,28 @@ pub struct LocalLockFile {
     writable: bool,
     /// The store's count, and its inode's.
     open: [Arc<AtomicUsize>; 2],
+    /// The description is a lease's (and maybe the store's cached
+    /// inode's), lent while this lives, and may outlive `fd`: its locks are
+    /// released on drop, and it is the lease's to lend again.
+    lent: Option<Arc<AtomicBool>>,
 }
 
 impl LocalLockFile {
     pub(crate) fn new(fd: OwnedFd, writable: bool, open: [Arc<AtomicUsize>; 2]) -> Self {
-        open.iter().for_each(|n| {
+        Self::counted(LocalLockFile { fd, writable, open, lent: None })
+    }
+
+    /// One on `fd`, a duplicate of a lease's description, which `lent`
+    /// says is lent until this is dropped.
+    pub(crate) fn lent(fd: OwnedFd, writable: bool, open: [Arc<AtomicUsize>; 2], lent: Arc<AtomicBool>) -> Self {
+        Self::counted(LocalLockFile { fd, writable, open, lent: Some(lent) })
+    }
+
+    fn counted(self) -> Self {
+        self.open.iter().for_each(|n| {
             n.fetch_add(1, Ordering::Relaxed);
         });
-        LocalLockFile { fd, writable, open }
+        self
     }
 
     fn fcntl(&self, cmd: libc::c_int, kind: libc::c_int, range: LockRange) -> StoreResult<Option<LockConflict>> {
@@ -83,6 +99,11 @@ impl LockFile for LocalLockFile {
 
 impl Drop for LocalLockFile {
     fn drop(&mut self) {
+        if let Some(lent) = &self.lent {
+            // From 0 to the end: everything.
+            let _ = sys::ofd_lock(self.fd.as_fd(), libc::F_OFD_SETLK, libc::F_UNLCK, 0, 0);
+            lent.store(false, Ordering::Release);
+        }
         self.open.iter().for_each(|n| {
             n.fetch_sub(1, Ordering::Relaxed);
         });

@@ -72,6 +72,14 @@ impl Store for LocalStore {
         lease.touch_modified()
     }
 
+    fn lock_file_on_lease(
+        &self,
+        _obj: &LocalObject,
+        lease: &crate::LocalReadLease,
+    ) -> StoreResult<crate::LocalLockFile> {
+        LocalStore::lock_file_on_lease(self, lease)
+    }
+
     fn open_for_locks(&self, who: &Acting, obj: &LocalObject) -> StoreResult<crate::LocalLockFile> {
         LocalStore::open_for_locks(self, who, &obj.0)
     }

@@ -1072,6 +1072,74 @@ fn a_write_lease_is_broken_by_another_process_s_open_for_reading() {
     });
 }
 
+/// Whether a process on the server can take an exclusive OFD lock on all
+/// of `file` now.
+fn local_lock_free(file: &std::fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a zeroed flock is valid; l_pid 0 as OFD locks require.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: a valid descriptor and flock.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) == 0 }
+}
+
+/// A write lease's holder that locks while it gives the lease up (an
+/// NFSv4.1 client returning its delegation) locks through the lease's own
+/// description: a process that the lease kept waiting in its open finds
+/// the range locked as soon as the open goes through. Dropped, the lent
+/// description's locks go, though the store's cached inode keeps the
+/// description open.
+#[test]
+fn a_lock_taken_through_a_lease_s_description_holds_from_before_the_lease_goes() {
+    let _leases = LEASE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let fx = Fixture::new("lease-lock");
+    let path = fx.export_dir.join("w");
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        let made = act(user(1000), |w| vfs.create(w, &root, b"w", CreateMode::Guarded, &SetAttrs::default(), true));
+        let f = made.unwrap().object;
+        let lease = vfs.write_lease(&f).unwrap();
+
+        // A local process opens w for writing (it waits for the lease),
+        // then tries to lock all of it.
+        let (done, locked) = std::sync::mpsc::channel();
+        let locker_path = path.clone();
+        let locker = std::thread::spawn(move || {
+            keel_store_local::ident::reset().unwrap();
+            let file = std::fs::OpenOptions::new().read(true).write(true).open(&locker_path).unwrap();
+            done.send(local_lock_free(&file)).unwrap();
+        });
+        wait_until("the write lease is broken by the process's open", || lease.is_broken());
+        let lent = vfs.lock_file_on_lease(&f, &lease).unwrap();
+        let again = vfs.lock_file_on_lease(&f, &lease).map(drop).unwrap_err();
+        assert_eq!(errno(&again), Some(libc::EBUSY), "one lent at a time: one owner's locks");
+
+        assert_eq!(lent.try_lock(LockKind::Exclusive, LockRange::new(0, 0)).unwrap(), None);
+        assert!(locked.try_recv().is_err(), "the process waits while the lease is held");
+        drop(lease);
+        let free = locked.recv_timeout(std::time::Duration::from_secs(20)).expect("the open goes on once dropped");
+        locker.join().unwrap();
+        assert!(!free, "the lock was had before the lease went");
+
+        // A later write lease on the same description (the store's cached
+        // inode's) lends it to no other owner while this one lives.
+        let later = vfs.write_lease(&f).unwrap();
+        let other = vfs.lock_file_on_lease(&f, &later).map(drop).unwrap_err();
+        assert_eq!(errno(&other), Some(libc::EBUSY), "another owner's locks would mix with the first's");
+        drop(later);
+
+        drop(lent);
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        assert!(local_lock_free(&file), "the lent description's locks went with it");
+        drop(file);
+        // Given back: the next lease lends it again.
+        let next = vfs.write_lease(&f).unwrap();
+        drop(vfs.lock_file_on_lease(&f, &next).unwrap());
+    });
+}
+
 /// Runs `change` as a root process on the server would (not as this
 /// worker's caller).
 fn as_local_process(change: impl FnOnce() + Send + 'static) {

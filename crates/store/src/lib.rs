@@ -379,4 +379,17 @@ pub trait Store: Send + Sync + 'static {
     fn touch_leased(&self, _obj: &Self::Object, _lease: &Self::ReadLease) -> StoreResult<()> {
         Err(StoreError::errno(libc::EINVAL))
     }
+
+    /// A lock-holding description of `obj` (as [`Store::open_for_locks`])
+    /// that is `lease`'s own, for the lease's holder while it gives the
+    /// lease up: a lock taken through it holds before the lease goes, so
+    /// that a process the lease kept waiting cannot take the range in
+    /// between. Exclusive locks need a lease on a description open for
+    /// writing (EBADF otherwise). At most one per lease: every lock of
+    /// one description is one owner's. EINVAL where the store gives none
+    /// (the default); the holder then gives the lease up first and opens
+    /// a description of its own.
+    fn lock_file_on_lease(&self, _obj: &Self::Object, _lease: &Self::ReadLease) -> StoreResult<Self::LockFile> {
+        Err(StoreError::errno(libc::EINVAL))
+    }
 }

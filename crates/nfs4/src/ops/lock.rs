@@ -159,7 +159,9 @@ pub(super) fn lock<S: Store>(c: &mut Compound<'_, S>, args: Lock4Args) -> Result
     let who = c.act(&fh)?;
     let file = fh.handle();
     let (want, at) = (store_kind(kind), store_range(range));
-    let attempt = || {
+    // `lent`: a description to take a new owner's locks through, instead
+    // of one of its own.
+    let attempt = |lent: Option<S::LockFile>| {
         program.with_state(|s| -> Result<Attempt, Nfsstat4> {
             let req = LockRequest { file, kind, range, reclaim: args.reclaim, locker };
             match s.lock(client, req, now)? {
@@ -168,7 +170,7 @@ pub(super) fn lock<S: Store>(c: &mut Compound<'_, S>, args: Lock4Args) -> Result
                     Some(conflict) => Ok(Attempt::Conflict(conflict, plan.owner().into())),
                 },
                 LockPlan::New(plan) => {
-                    let holder = match store.open_for_locks(who, &fh.object) {
+                    let holder = match lent.map_or_else(|| store.open_for_locks(who, &fh.object), Ok) {
                         Err(e) if crate::deleg::is_eagain(&e) => return Ok(Attempt::Leased),
                         r => r.map_err(|e| status(&e))?,
                     };
@@ -181,18 +183,29 @@ pub(super) fn lock<S: Store>(c: &mut Compound<'_, S>, args: Lock4Args) -> Result
             }
         })
     };
-    let mut outcome = attempt()?;
-    if let Attempt::Leased = outcome
-        && crate::deleg::release_own_lease(program, client, file, now)
-    {
-        // The client locks while it returns its delegation.
-        outcome = attempt()?;
+    let mut outcome = attempt(None)?;
+    if let Attempt::Leased = outcome {
+        // The client locks while it returns its delegation, whose lease
+        // kept a process out that now waits to open the file (and lock
+        // it): the lock is taken through the lease's own description
+        // before the lease goes, where the store lends it.
+        if let Some(lent) = crate::deleg::lend_own_lease(program, store, client, file, &fh.object)
+            && let Ok(lent_outcome) = attempt(Some(lent))
+        {
+            outcome = lent_outcome;
+        }
+        if crate::deleg::release_own_lease(program, client, file, now) && matches!(outcome, Attempt::Leased) {
+            // None lent (another owner of the client's has it, or the
+            // lease is on a description not open for writing): a
+            // description of its own, now the lease is gone.
+            outcome = attempt(None)?;
+        }
     }
     if let Attempt::Conflict(..) = outcome
         && program.with_state(|s| s.expire_courtesy_lock_conflicts(file, kind, range, now)) > 0
     {
         // Their descriptions were dropped as the state was let go of.
-        outcome = attempt()?;
+        outcome = attempt(None)?;
     }
     match outcome {
         Attempt::Granted(stateid) => {
@@ -226,10 +239,15 @@ pub(super) fn lockt<S: Store>(c: &mut Compound<'_, S>, args: Lockt4Args) -> Resu
         None => {
             let open = || store.open_for_locks(who, &fh.object);
             let holder = match open() {
-                Err(e)
-                    if crate::deleg::is_eagain(&e) && crate::deleg::release_own_lease(program, client, file, now) =>
-                {
-                    open()
+                // Tested through the client's own delegation's lease's
+                // description, which keeps the lease (as LOCK, a LOCKT
+                // giving it up would let a process it keeps out in).
+                Err(e) if crate::deleg::is_eagain(&e) => {
+                    match crate::deleg::lend_own_lease(program, store, client, file, &fh.object) {
+                        Some(lent) => Ok(lent),
+                        None if crate::deleg::release_own_lease(program, client, file, now) => open(),
+                        None => Err(e),
+                    }
                 }
                 r => r,
             };

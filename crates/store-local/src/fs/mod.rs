@@ -179,6 +179,12 @@ impl LocalStore {
         Ok(lease)
     }
 
+    /// A lock description on `lease`'s own description (see
+    /// `Store::lock_file_on_lease`).
+    pub(crate) fn lock_file_on_lease(&self, lease: &crate::LocalReadLease) -> StoreResult<crate::LocalLockFile> {
+        lease.lend_for_locks(&self.lock_files_open)
+    }
+
     /// A read lease on `inode` (see `lease.rs`). A file the store created
     /// or wrote keeps a description open for writing in its cached inode
     /// (see `Inode`), which stands in the way (EAGAIN): once no lock
