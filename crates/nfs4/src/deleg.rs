@@ -68,11 +68,14 @@
 //! DELEG27: a holder whose writes reached the server reports the change
 //! it was granted with and the server's size). knfsd marks the file
 //! changed for good once it was and moves its times at every later
-//! CB_GETATTR; Keel moves them only when the answer is new. No answer in
-//! time, a refusal, a busy backchannel slot (a recall or another
-//! CB_GETATTR in flight) or a path that is down: the delegation is
-//! recalled and the GETATTR gets NFS4ERR_DELAY, as before. The holder's
-//! own GETATTR asks nothing.
+//! CB_GETATTR; Keel moves them only when the answer is new. A GETATTR
+//! that finds a CB_GETATTR of the same file in flight to the holder sends
+//! none and waits for that one's answer, [`CB_GETATTR_WAIT`] at most, as
+//! knfsd keeps one per delegation in flight. No answer in time, a
+//! refusal, a busy backchannel slot (a recall, or a CB_GETATTR of another
+//! file, in flight) or a path that is down: the delegation is recalled
+//! and the GETATTR gets NFS4ERR_DELAY, as before. The holder's own
+//! GETATTR asks nothing.
 //!
 //! Not reclaimed after a restart (CLAIM_PREVIOUS): the OPEN is, without a
 //! delegation (knfsd reclaims read delegations only); the client writes

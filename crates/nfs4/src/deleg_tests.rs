@@ -1106,3 +1106,40 @@ fn a_refused_cb_getattr_falls_back_to_a_recall() {
     let (_, args) = callback_within_2s(&a);
     assert!(matches!(args.argarray[1], NfsCbArgop4::CbRecall(_)), "{args:?}");
 }
+
+/// Two other clients' GETATTRs while one CB_GETATTR is in flight share
+/// it (knfsd keeps one per delegation in flight): the second waits for
+/// the holder's answer instead of recalling, and both get its size.
+#[test]
+fn concurrent_getattrs_share_the_cb_getattr_in_flight() {
+    let (w, mut a, mut b, fh, deleg) = a_write_delegated_new_file();
+    let mut c = Client::new(&w, "10.0.0.7:702", 3, "c");
+    c.answer_probe();
+    let attrs1 = getattr_of(&mut a, &fh);
+    let (from_b, from_c) = std::thread::scope(|scope| {
+        let from_b = scope.spawn(|| b.run(vec![putfh(&fh), getattr(SEEN)]).1);
+        let (header, args) = callback_within_2s(&a);
+        let NfsCbArgop4::CbGetattr(asked) = &args.argarray[1] else { panic!("CB_GETATTR: {args:?}") };
+        let from_c = scope.spawn(|| c.run(vec![putfh(&fh), getattr(SEEN)]).1);
+        // C joins the CB_GETATTR in flight before it is answered.
+        let until = Instant::now() + Duration::from_secs(2);
+        while w.p.callbacks.counters().getattrs_shared == 0 && !from_c.is_finished() {
+            assert!(Instant::now() < until, "C neither joined nor finished");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let attrs = Attrs4 { change: Some(attrs1.change + 1), size: Some(5), ..Attrs4::default() };
+        let ok = CbGetattr4ResOk { obj_attributes: attrs.to_fattr4(&asked.attr_request) };
+        a.reply_with(&header, Some(&args), Nfsstat4::Ok, NfsCbResop4::CbGetattr(Nfs4Result::Ok(ok)));
+        a.p.callbacks.pump(&a.p, Instant::now());
+        (from_b.join().unwrap(), from_c.join().unwrap())
+    });
+    assert_eq!(from_c.status, Nfsstat4::Ok, "C waited for the answer: {from_c:?}");
+    assert_eq!(from_b.status, Nfsstat4::Ok, "{from_b:?}");
+    let (seen_b, seen_c) = (seen(&from_b.resarray), seen(&from_c.resarray));
+    assert_eq!(seen_b.size, 5);
+    assert_eq!(seen_c, seen_b, "one answer, accounted once");
+    assert!(a.callbacks().is_empty(), "no second CB_GETATTR, no recall");
+    let counters = w.p.callbacks.counters();
+    assert_eq!((counters.getattrs_sent, counters.getattrs_shared, counters.recalls_sent), (1, 1, 0));
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+}
