@@ -1143,3 +1143,100 @@ fn concurrent_getattrs_share_the_cb_getattr_in_flight() {
     assert_eq!((counters.getattrs_sent, counters.getattrs_shared, counters.recalls_sent), (1, 1, 0));
     a.ok(vec![putfh(&fh), delegreturn(deleg)]);
 }
+
+/// B runs `ops` while A answers the CB_GETATTR they cause with `change`
+/// and `size` (and the server takes the reply): what B got.
+fn b_runs_while_a_answers(a: &mut Client, b: &mut Client, ops: Vec<NfsArgop4>, change: u64, size: u64) -> Compound4Res {
+    std::thread::scope(|scope| {
+        let run = scope.spawn(|| b.run(ops).1);
+        let (header, args) = callback_within_2s(a);
+        let NfsCbArgop4::CbGetattr(asked) = &args.argarray[1] else { panic!("CB_GETATTR: {args:?}") };
+        let attrs = Attrs4 { change: Some(change), size: Some(size), ..Attrs4::default() };
+        let ok = CbGetattr4ResOk { obj_attributes: attrs.to_fattr4(&asked.attr_request) };
+        a.reply_with(&header, Some(&args), Nfsstat4::Ok, NfsCbResop4::CbGetattr(Nfs4Result::Ok(ok)));
+        a.p.callbacks.pump(&a.p, Instant::now());
+        run.join().unwrap()
+    })
+}
+
+/// VERIFY and NVERIFY of the size of a file another client holds a write
+/// delegation on compare the holder's size (CB_GETATTR), not the
+/// server's stale one, as knfsd's (its VERIFY encodes the attributes as
+/// GETATTR does).
+#[test]
+fn verify_and_nverify_of_the_size_ask_the_holder_with_cb_getattr() {
+    let (_w, mut a, mut b, fh, deleg) = a_write_delegated_new_file();
+    let attrs1 = getattr_of(&mut a, &fh);
+    assert_eq!(attrs1.size, 0);
+    let size5 = Attrs4 { size: Some(5), ..Attrs4::default() }.to_fattr4(&Bitmap4::from_bits([FATTR4_SIZE]));
+    let verify = vec![putfh(&fh), NfsArgop4::Verify(Verify4Args { obj_attributes: size5.clone() })];
+    let res = b_runs_while_a_answers(&mut a, &mut b, verify, attrs1.change + 1, 5);
+    assert_eq!(res.status, Nfsstat4::Ok, "the holder's size: {res:?}");
+    let nverify = vec![putfh(&fh), NfsArgop4::Nverify(Nverify4Args { obj_attributes: size5 })];
+    let res = b_runs_while_a_answers(&mut a, &mut b, nverify, attrs1.change + 1, 5);
+    assert_eq!(res.status, Nfsstat4::Same, "{res:?}");
+    assert!(a.callbacks().is_empty(), "not recalled");
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+}
+
+fn readdir_of_dir(bits: &[u32]) -> Vec<NfsArgop4> {
+    let mut ops = dir();
+    ops.push(NfsArgop4::Readdir(Readdir4Args {
+        cookie: 0,
+        cookieverf: [0; 8],
+        dircount: 0,
+        maxcount: 8192,
+        attr_request: Bitmap4::from_bits(bits.iter().copied()),
+    }));
+    ops
+}
+
+/// The attributes READDIR's entry `name` carries.
+fn entry_attrs(res: &Compound4Res, name: &str) -> Attrs4 {
+    let Some(NfsResop4::Readdir(Nfs4Result::Ok(r))) = res.resarray.last() else { panic!("READDIR: {res:?}") };
+    let e = r.reply.entries.iter().find(|e| e.name.as_str() == Some(name)).expect("the entry");
+    Attrs4::from_fattr4(&e.attrs, AttrUse::Reply).unwrap()
+}
+
+/// READDIR's attributes of an entry another client holds a write
+/// delegation on go the way GETATTR's do, as knfsd's (its entries'
+/// attributes are encoded as GETATTR's): the holder is asked with
+/// CB_GETATTR; one that does not answer gets the delegation recalled and
+/// the entry NFS4ERR_DELAY as its `rdattr_error`, or the whole READDIR if
+/// that was not asked for.
+#[test]
+fn readdir_attributes_of_a_write_delegated_file_ask_the_holder_or_wait_for_the_recall() {
+    let (w, mut a, mut b, fh, deleg) = a_write_delegated_new_file();
+    let attrs1 = getattr_of(&mut a, &fh);
+    let with_error = [FATTR4_RDATTR_ERROR, FATTR4_CHANGE, FATTR4_SIZE];
+    let res = b_runs_while_a_answers(&mut a, &mut b, readdir_of_dir(&with_error), attrs1.change + 1, 5);
+    assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
+    let f = entry_attrs(&res, "f");
+    assert_eq!(f.size, Some(5), "the holder's size");
+    assert_ne!(f.change, Some(attrs1.change), "the holder changed it");
+    assert_eq!(f.rdattr_error, None);
+    // The holder's own READDIR asks nothing: the server's size.
+    let (_, res) = a.run(readdir_of_dir(&with_error));
+    assert_eq!(entry_attrs(&res, "f").size, Some(0));
+    assert!(a.callbacks().is_empty());
+    // No answer in time: the entry says NFS4ERR_DELAY; the recall follows
+    // the late answer.
+    let (_, res) = b.run(readdir_of_dir(&with_error));
+    assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
+    assert_eq!(entry_attrs(&res, "f").rdattr_error, Some(Nfsstat4::Delay));
+    let (header, args) = callback_within_2s(&a);
+    assert!(matches!(args.argarray[1], NfsCbArgop4::CbGetattr(_)), "{args:?}");
+    a.reply_with(&header, Some(&args), Nfsstat4::Delay, NfsCbResop4::CbGetattr(Nfs4Result::Fail(Nfsstat4::Delay)));
+    w.p.callbacks.pump(&w.p, Instant::now());
+    let (header, args) = callback_within_2s(&a);
+    assert!(matches!(args.argarray[1], NfsCbArgop4::CbRecall(_)), "{args:?}");
+    // Recalled, and no rdattr_error asked for: the READDIR waits.
+    let (_, res) = b.run(readdir_of_dir(&[FATTR4_SIZE]));
+    assert_eq!(res.status, Nfsstat4::Delay, "{res:?}");
+    // Attributes the holder's writes do not change are answered.
+    b.ok(readdir_of_dir(&[FATTR4_MODE, FATTR4_FILEID]));
+    a.answer(&header, Some(&args), Nfsstat4::Ok);
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    let (_, res) = b.run(readdir_of_dir(&[FATTR4_SIZE]));
+    assert_eq!(entry_attrs(&res, "f").size, Some(0), "returned without writing back: the server's size");
+}
