@@ -177,14 +177,19 @@ pub(crate) fn on_open<S: Store>(
             return declined(why);
         }
     };
-    // What the holder's CB_GETATTR answers are measured against: the
-    // change attribute and size its OPEN sees.
-    let seen = match c.store().getattr(object) {
-        Ok(a) => HolderAttrs { change: crate::ops::attr::change(&a), size: a.size },
-        Err(e) => {
-            tracing::debug!(error = %e, "no attributes: no delegation");
-            return declined(OpenNoneDelegation4::Wnd4Contention(false));
+    // What a write delegation's holder's CB_GETATTR answers are measured
+    // against: the change attribute and size its OPEN sees. A read
+    // delegation's holder is never asked: no system call for it.
+    let seen = if writing {
+        match c.store().getattr(object) {
+            Ok(a) => Some(HolderAttrs { change: crate::ops::attr::change(&a), size: a.size }),
+            Err(e) => {
+                tracing::debug!(error = %e, "no attributes: no delegation");
+                return declined(OpenNoneDelegation4::Wnd4Contention(false));
+            }
         }
+    } else {
+        None
     };
     let leases = &c.program.leases;
     let (offer, unused) = c.program.with_state(|s| {
@@ -252,10 +257,10 @@ struct HeldLease<L> {
     lease: Arc<L>,
     /// Found broken (and told to the state) already.
     broken: bool,
-    /// The change attribute and size the server has accounted for: the
-    /// file's when the delegation was granted, then the holder's last
-    /// CB_GETATTR answer.
-    seen: HolderAttrs,
+    /// A write delegation's: the change attribute and size the server has
+    /// accounted for, the file's when the delegation was granted, then
+    /// the holder's last CB_GETATTR answer. None for a read delegation.
+    seen: Option<HolderAttrs>,
 }
 
 impl<L: ReadLease> DelegationLeases<L> {
@@ -267,7 +272,7 @@ impl<L: ReadLease> DelegationLeases<L> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn hold(&self, client: ClientId, stateid: Stateid4, file: Bytes, lease: L, seen: HolderAttrs) {
+    fn hold(&self, client: ClientId, stateid: Stateid4, file: Bytes, lease: L, seen: Option<HolderAttrs>) {
         let lease = Arc::new(lease);
         self.held().insert(stateid.other, HeldLease { client, stateid, file, lease, broken: false, seen });
     }
@@ -277,8 +282,9 @@ impl<L: ReadLease> DelegationLeases<L> {
     /// the holder changed the file since the server last accounted for it
     /// (its change attribute moved, or it reports a size that is neither
     /// the file's nor the one it reported last), after `touch`, which is
-    /// given the lease when it did; None if the delegation is gone.
-    /// `reported` is accounted for once `touch` succeeds.
+    /// given the lease when it did; None if the delegation is gone (or
+    /// is a read delegation). `reported` is accounted for once `touch`
+    /// succeeds.
     fn account<E>(
         &self,
         stateid: &Stateid4,
@@ -288,11 +294,12 @@ impl<L: ReadLease> DelegationLeases<L> {
     ) -> Option<Result<bool, E>> {
         let mut held = self.held();
         let h = held.get_mut(&stateid.other)?;
-        let modified = reported.change != h.seen.change || (reported.size != size_here && reported.size != h.seen.size);
+        let seen = h.seen.as_mut()?;
+        let modified = reported.change != seen.change || (reported.size != size_here && reported.size != seen.size);
         if modified && let Err(e) = touch(&h.lease) {
             return Some(Err(e));
         }
-        h.seen = reported;
+        *seen = reported;
         Some(Ok(modified))
     }
 

@@ -1240,3 +1240,52 @@ fn readdir_attributes_of_a_write_delegated_file_ask_the_holder_or_wait_for_the_r
     let (_, res) = b.run(readdir_of_dir(&[FATTR4_SIZE]));
     assert_eq!(entry_attrs(&res, "f").size, Some(0), "returned without writing back: the server's size");
 }
+
+/// An OPEN that gets a read delegation reads nothing of the file's
+/// attributes for it: only a write delegation's CB_GETATTR answers are
+/// measured against the file's change and size when it was granted.
+#[test]
+fn a_read_delegation_costs_no_getattr_and_a_write_delegation_one() {
+    use keel_store::sim::{SimFault, SimPoint};
+    let w = world_with(true, true);
+    let mut a = Client::new(&w, "10.0.0.5:700", 1, "a");
+    a.answer_probe();
+    let (_, fh) = open_in_dir(&mut a, "f", "o0", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG);
+    let fileid = object(&w, &fh).fileid();
+    let store = w.p.exports.store.clone();
+    let mut by_fh = vec![putfh(&fh)];
+    by_fh.push(NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_READ,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: Opaque(Bytes::from_static(b"o1")) },
+        openhow: Openflag4::Open4Nocreate,
+        claim: OpenClaim4::ClaimFh,
+    }));
+    // The file's next GETATTR fails: the read OPEN does none.
+    store.inject(SimFault::fail(SimPoint::Getattr, libc::EIO).on(fileid));
+    let res = a.ok(by_fh.clone());
+    let NfsResop4::Open(Nfs4Result::Ok(o)) = &res[2] else { panic!("OPEN: {res:?}") };
+    assert!(read_delegation(o).is_some(), "{:?}", o.delegation);
+    assert_eq!(store.faults_struck(), 0, "no GETATTR of the file");
+    store.clear_faults();
+    // A write delegation's OPEN reads them once (the same fault declines it).
+    let mut b = Client::new(&w, "10.0.0.6:701", 2, "b");
+    b.answer_probe();
+    let (_, g) = open_in_dir(&mut b, "g", "o0", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG);
+    let mut ops = vec![putfh(&g)];
+    ops.push(NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_BOTH,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: Opaque(Bytes::from_static(b"o2")) },
+        openhow: Openflag4::Open4Nocreate,
+        claim: OpenClaim4::ClaimFh,
+    }));
+    let struck = store.faults_struck();
+    store.inject(SimFault::fail(SimPoint::Getattr, libc::EIO).on(object(&w, &g).fileid()));
+    let res = b.ok(ops);
+    let NfsResop4::Open(Nfs4Result::Ok(o)) = &res[2] else { panic!("OPEN: {res:?}") };
+    assert_eq!(store.faults_struck(), struck + 1, "one GETATTR of the file");
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNone, "no baseline: no write delegation");
+}
