@@ -253,14 +253,17 @@ struct HeldLease<L> {
     stateid: Stateid4,
     file: Bytes,
     /// Shared only with a change of its holder's in progress
-    /// ([`HolderChange`]).
+    /// ([`HolderChange`]) or a CB_GETATTR answer being accounted for
+    /// ([`DelegationLeases::account`]).
     lease: Arc<L>,
     /// Found broken (and told to the state) already.
     broken: bool,
     /// A write delegation's: the change attribute and size the server has
     /// accounted for, the file's when the delegation was granted, then
     /// the holder's last CB_GETATTR answer. None for a read delegation.
-    seen: Option<HolderAttrs>,
+    /// Its own lock: held while an answer is accounted for, which may set
+    /// the file's times, while the table's is not.
+    seen: Option<Arc<Mutex<HolderAttrs>>>,
 }
 
 impl<L: ReadLease> DelegationLeases<L> {
@@ -272,8 +275,9 @@ impl<L: ReadLease> DelegationLeases<L> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn hold(&self, client: ClientId, stateid: Stateid4, file: Bytes, lease: L, seen: Option<HolderAttrs>) {
+    pub(crate) fn hold(&self, client: ClientId, stateid: Stateid4, file: Bytes, lease: L, seen: Option<HolderAttrs>) {
         let lease = Arc::new(lease);
+        let seen = seen.map(|seen| Arc::new(Mutex::new(seen)));
         self.held().insert(stateid.other, HeldLease { client, stateid, file, lease, broken: false, seen });
     }
 
@@ -285,18 +289,26 @@ impl<L: ReadLease> DelegationLeases<L> {
     /// given the lease when it did; None if the delegation is gone (or
     /// is a read delegation). `reported` is accounted for once `touch`
     /// succeeds.
-    fn account<E>(
+    ///
+    /// `touch` (a system call) runs without the table's lock, which every
+    /// grant, return and tick takes, and under the delegation's own: a
+    /// second answer waits for the first to be accounted for and is
+    /// measured against it, so the same news is not touched twice.
+    pub(crate) fn account<E>(
         &self,
         stateid: &Stateid4,
         reported: HolderAttrs,
         size_here: u64,
         touch: impl FnOnce(&L) -> Result<(), E>,
     ) -> Option<Result<bool, E>> {
-        let mut held = self.held();
-        let h = held.get_mut(&stateid.other)?;
-        let seen = h.seen.as_mut()?;
+        let (lease, seen) = {
+            let held = self.held();
+            let h = held.get(&stateid.other)?;
+            (h.lease.clone(), h.seen.clone()?)
+        };
+        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
         let modified = reported.change != seen.change || (reported.size != size_here && reported.size != seen.size);
-        if modified && let Err(e) = touch(&h.lease) {
+        if modified && let Err(e) = touch(&lease) {
             return Some(Err(e));
         }
         *seen = reported;

@@ -1289,3 +1289,58 @@ fn a_read_delegation_costs_no_getattr_and_a_write_delegation_one() {
     assert_eq!(store.faults_struck(), struck + 1, "one GETATTR of the file");
     assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNone, "no baseline: no write delegation");
 }
+
+/// A lease that is never broken, for the lease table alone.
+struct UnbrokenLease;
+
+impl keel_store::ReadLease for UnbrokenLease {
+    fn is_broken(&self) -> bool {
+        false
+    }
+
+    fn break_wait(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+/// A CB_GETATTR answer reporting a change moves the file's times (a
+/// system call) without the lease table's lock, which every OPEN that
+/// gets a delegation, every return and the callback thread's tick take;
+/// two answers of one delegation are accounted one after the other, so
+/// that the second, reporting the same news, touches nothing.
+#[test]
+fn a_cb_getattr_answer_is_accounted_outside_the_lease_table_s_lock_one_at_a_time() {
+    use crate::callback::HolderAttrs;
+    use crate::deleg::DelegationLeases;
+    use std::sync::mpsc;
+    let leases = DelegationLeases::<UnbrokenLease>::new();
+    let stateid = Stateid4 { seqid: 1, other: [7; 12] };
+    let granted = HolderAttrs { change: 1, size: 0 };
+    leases.hold(keel_nfs4_state::ClientId(1), stateid, Bytes::from_static(b"f"), UnbrokenLease, Some(granted));
+    let news = HolderAttrs { change: 2, size: 5 };
+    let (touching_tx, touching_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (table_tx, table_rx) = mpsc::channel();
+    let (first, second, table_free, second_waited) = std::thread::scope(|scope| {
+        let leases = &leases;
+        let first = scope.spawn(move || {
+            leases.account(&stateid, news, 0, |_| {
+                touching_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                Ok::<(), &str>(())
+            })
+        });
+        touching_rx.recv().unwrap();
+        scope.spawn(|| table_tx.send(leases.len()).unwrap());
+        let table_free = table_rx.recv_timeout(Duration::from_secs(2));
+        let second = scope.spawn(|| leases.account(&stateid, news, 0, |_| Err("touched again")));
+        std::thread::sleep(Duration::from_millis(20));
+        let second_waited = !second.is_finished();
+        go_tx.send(()).unwrap();
+        (first.join().unwrap(), second.join().unwrap(), table_free, second_waited)
+    });
+    assert_eq!(table_free, Ok(1), "the table is not locked while the times are set");
+    assert!(second_waited, "the second answer waits for the first's accounting");
+    assert_eq!(first, Some(Ok(true)));
+    assert_eq!(second, Some(Ok(false)), "the same news: nothing touched again");
+}
