@@ -21,9 +21,10 @@
 //! run with its path up, whether or not the callback thread got there
 //! first.
 //!
-//! A CB_GETATTR is sent at once by the GETATTR that needs it
-//! ([`Callbacks::send_getattr`]), which then waits for its
-//! [`GetattrAnswer`] with nothing locked; its reply comes the same way as
+//! A CB_GETATTR is sent at once by the GETATTR that needs it, unless one
+//! of the same file is in flight ([`Callbacks::send_getattr`]); the
+//! GETATTR then waits for its [`GetattrAnswer`] (shared by all that need
+//! it) with nothing locked; its reply comes the same way as
 //! the others' (another worker reads it, the callback thread or the next
 //! COMPOUND answers it), so the waiting worker never stands in its way.
 //!

@@ -491,7 +491,8 @@ pub(crate) fn holder_to_ask<S: Store>(
         return Ok(None);
     }
     let who = c.slot.as_ref().map_or(Accessor::Other, |g| Accessor::Client(g.clientid));
-    let now = c.now;
+    // Not the COMPOUND's start: a READDIR may have waited for holders.
+    let now = Instant::now();
     c.program.with_state(|s| match s.write_delegation_to_ask(who, file, now) {
         Some(holder) => Ok(Some(holder)),
         None => s.delegation_conflict(who, file, ConflictAccess::Read, now).map(|()| None),
