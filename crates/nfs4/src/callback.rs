@@ -21,9 +21,10 @@
 //! run with its path up, whether or not the callback thread got there
 //! first.
 //!
-//! A CB_GETATTR is sent at once by the GETATTR that needs it
-//! ([`Callbacks::send_getattr`]), which then waits for its
-//! [`GetattrAnswer`] with nothing locked; its reply comes the same way as
+//! A CB_GETATTR is sent at once by the GETATTR that needs it, unless one
+//! of the same file is in flight ([`Callbacks::send_getattr`]); the
+//! GETATTR then waits for its [`GetattrAnswer`] (shared by all that need
+//! it) with nothing locked; its reply comes the same way as
 //! the others' (another worker reads it, the callback thread or the next
 //! COMPOUND answers it), so the waiting worker never stands in its way.
 //!
@@ -107,8 +108,16 @@ impl Mailbox {
 #[derive(Debug, Clone)]
 enum Purpose {
     Probe,
-    Recall { sessionid: SessionId, recall: Recall<Bytes> },
-    Getattr { sessionid: SessionId, answer: Arc<GetattrAnswer> },
+    Recall {
+        sessionid: SessionId,
+        recall: Recall<Bytes>,
+    },
+    /// Of the size and change of `file`, which its GETATTRs wait for.
+    Getattr {
+        sessionid: SessionId,
+        file: Bytes,
+        answer: Arc<GetattrAnswer>,
+    },
 }
 
 /// The size and change attribute a write delegation's holder answered
@@ -199,6 +208,9 @@ pub struct CallbackCounters {
     pub probes_sent: u64,
     pub recalls_sent: u64,
     pub getattrs_sent: u64,
+    /// GETATTRs that waited for the answer of a CB_GETATTR in flight for
+    /// the same file instead of sending one.
+    pub getattrs_shared: u64,
     pub replies: u64,
     pub timeouts: u64,
     /// Callbacks that could not be sent (no connection, a full queue).
@@ -538,8 +550,10 @@ impl Callbacks {
 
     /// Sends `client` (whose callback path the caller found up) a
     /// CB_GETATTR of the size and change of `file`, which it holds a write
-    /// delegation on: what the caller waits for, or None if it could not
-    /// be sent (no backchannel, its slot busy with another callback).
+    /// delegation on, unless one is in flight already, whose answer the
+    /// caller then shares (as knfsd keeps one CB_GETATTR per delegation
+    /// in flight): what the caller waits for, or None if it could not be
+    /// sent (no backchannel, its slot busy with another callback).
     pub(crate) fn send_getattr<S: Store>(
         &self,
         program: &Nfs4Program<S>,
@@ -549,6 +563,16 @@ impl Callbacks {
     ) -> Option<Arc<GetattrAnswer>> {
         let router = self.router.as_ref()?;
         let mut e = self.engine();
+        // In flight: not answered yet (an answered callback leaves the
+        // table, under the engine, before its answer is given).
+        let in_flight = e.in_flight.values().find_map(|f| match &f.purpose {
+            Purpose::Getattr { file: asked, answer, .. } if f.client == client && asked == file => Some(answer.clone()),
+            _ => None,
+        });
+        if let Some(answer) = in_flight {
+            self.count(|c| c.getattrs_shared += 1);
+            return Some(answer);
+        }
         let channel = program.with_state(|s| s.callback_channel(client))?;
         let sid = channel.sessionid;
         let (slot, seq) = program.with_state(|s| s.cb_sequence_begin(&sid))?;
@@ -557,7 +581,7 @@ impl Callbacks {
             attr_request: Bitmap4::from_bits([FATTR4_CHANGE, FATTR4_SIZE]),
         });
         let answer = Arc::new(GetattrAnswer::default());
-        let purpose = Purpose::Getattr { sessionid: sid, answer: answer.clone() };
+        let purpose = Purpose::Getattr { sessionid: sid, file: file.clone(), answer: answer.clone() };
         match self.send_sequenced(program, &mut e, router, client, &channel, (slot, seq), getattr, purpose, now) {
             Ok(()) => {
                 self.count(|c| c.getattrs_sent += 1);

@@ -54,7 +54,9 @@
 //! knfsd) keeps close-to-open consistency with the holder.
 //!
 //! Another client's GETATTR of the size or change ([`before_size_read`],
-//! RFC 8881 section 10.4.3) asks the holder with CB_GETATTR instead, as
+//! RFC 8881 section 10.4.3), and its VERIFY, NVERIFY and READDIR entry
+//! attributes of them (knfsd encodes all of these as GETATTR's), asks
+//! the holder with CB_GETATTR instead, as
 //! knfsd does since Linux 6.9, when its callback path is up and the
 //! delegation is not being recalled: the worker waits [`CB_GETATTR_WAIT`]
 //! at most for the answer, with nothing locked (another worker reads the
@@ -70,11 +72,16 @@
 //! DELEG27: a holder whose writes reached the server reports the change
 //! it was granted with and the server's size). knfsd marks the file
 //! changed for good once it was and moves its times at every later
-//! CB_GETATTR; Keel moves them only when the answer is new. No answer in
-//! time, a refusal, a busy backchannel slot (a recall or another
-//! CB_GETATTR in flight) or a path that is down: the delegation is
-//! recalled and the GETATTR gets NFS4ERR_DELAY, as before. The holder's
-//! own GETATTR asks nothing.
+//! CB_GETATTR; Keel moves them only when the answer is new. A GETATTR
+//! that finds a CB_GETATTR of the same file in flight to the holder sends
+//! none and waits for that one's answer, [`CB_GETATTR_WAIT`] at most, as
+//! knfsd keeps one per delegation in flight. No answer in time, a
+//! refusal, a busy backchannel slot (a recall, or a CB_GETATTR of another
+//! file, in flight) or a path that is down: the delegation is recalled
+//! and the GETATTR gets NFS4ERR_DELAY, as before (a READDIR entry gets it
+//! as its `rdattr_error`, or the whole READDIR if that is not asked for,
+//! as with knfsd: the Linux client asks for it, lists the name and
+//! GETATTRs the file later). The holder's own GETATTR asks nothing.
 //!
 //! Not reclaimed after a restart (CLAIM_PREVIOUS): the OPEN is, without a
 //! delegation (knfsd reclaims read delegations only); the client writes
@@ -175,14 +182,19 @@ pub(crate) fn on_open<S: Store>(
             return declined(why);
         }
     };
-    // What the holder's CB_GETATTR answers are measured against: the
-    // change attribute and size its OPEN sees.
-    let seen = match c.store().getattr(object) {
-        Ok(a) => HolderAttrs { change: crate::ops::attr::change(&a), size: a.size },
-        Err(e) => {
-            tracing::debug!(error = %e, "no attributes: no delegation");
-            return declined(OpenNoneDelegation4::Wnd4Contention(false));
+    // What a write delegation's holder's CB_GETATTR answers are measured
+    // against: the change attribute and size its OPEN sees. A read
+    // delegation's holder is never asked: no system call for it.
+    let seen = if writing {
+        match c.store().getattr(object) {
+            Ok(a) => Some(HolderAttrs { change: crate::ops::attr::change(&a), size: a.size }),
+            Err(e) => {
+                tracing::debug!(error = %e, "no attributes: no delegation");
+                return declined(OpenNoneDelegation4::Wnd4Contention(false));
+            }
         }
+    } else {
+        None
     };
     let leases = &c.program.leases;
     let (offer, unused) = c.program.with_state(|s| {
@@ -246,14 +258,17 @@ struct HeldLease<L> {
     stateid: Stateid4,
     file: Bytes,
     /// Shared only with a change of its holder's in progress
-    /// ([`HolderChange`]).
+    /// ([`HolderChange`]) or a CB_GETATTR answer being accounted for
+    /// ([`DelegationLeases::account`]).
     lease: Arc<L>,
     /// Found broken (and told to the state) already.
     broken: bool,
-    /// The change attribute and size the server has accounted for: the
-    /// file's when the delegation was granted, then the holder's last
-    /// CB_GETATTR answer.
-    seen: HolderAttrs,
+    /// A write delegation's: the change attribute and size the server has
+    /// accounted for, the file's when the delegation was granted, then
+    /// the holder's last CB_GETATTR answer. None for a read delegation.
+    /// Its own lock: held while an answer is accounted for, which may set
+    /// the file's times, while the table's is not.
+    seen: Option<Arc<Mutex<HolderAttrs>>>,
 }
 
 impl<L: ReadLease> DelegationLeases<L> {
@@ -265,8 +280,9 @@ impl<L: ReadLease> DelegationLeases<L> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn hold(&self, client: ClientId, stateid: Stateid4, file: Bytes, lease: L, seen: HolderAttrs) {
+    pub(crate) fn hold(&self, client: ClientId, stateid: Stateid4, file: Bytes, lease: L, seen: Option<HolderAttrs>) {
         let lease = Arc::new(lease);
+        let seen = seen.map(|seen| Arc::new(Mutex::new(seen)));
         self.held().insert(stateid.other, HeldLease { client, stateid, file, lease, broken: false, seen });
     }
 
@@ -275,22 +291,32 @@ impl<L: ReadLease> DelegationLeases<L> {
     /// the holder changed the file since the server last accounted for it
     /// (its change attribute moved, or it reports a size that is neither
     /// the file's nor the one it reported last), after `touch`, which is
-    /// given the lease when it did; None if the delegation is gone.
-    /// `reported` is accounted for once `touch` succeeds.
-    fn account<E>(
+    /// given the lease when it did; None if the delegation is gone (or
+    /// is a read delegation). `reported` is accounted for once `touch`
+    /// succeeds.
+    ///
+    /// `touch` (a system call) runs without the table's lock, which every
+    /// grant, return and tick takes, and under the delegation's own: a
+    /// second answer waits for the first to be accounted for and is
+    /// measured against it, so the same news is not touched twice.
+    pub(crate) fn account<E>(
         &self,
         stateid: &Stateid4,
         reported: HolderAttrs,
         size_here: u64,
         touch: impl FnOnce(&L) -> Result<(), E>,
     ) -> Option<Result<bool, E>> {
-        let mut held = self.held();
-        let h = held.get_mut(&stateid.other)?;
-        let modified = reported.change != h.seen.change || (reported.size != size_here && reported.size != h.seen.size);
-        if modified && let Err(e) = touch(&h.lease) {
+        let (lease, seen) = {
+            let held = self.held();
+            let h = held.get(&stateid.other)?;
+            (h.lease.clone(), h.seen.clone()?)
+        };
+        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        let modified = reported.change != seen.change || (reported.size != size_here && reported.size != seen.size);
+        if modified && let Err(e) = touch(&lease) {
             return Some(Err(e));
         }
-        h.seen = reported;
+        *seen = reported;
         Some(Ok(modified))
     }
 
@@ -456,54 +482,88 @@ impl<L: ReadLease> Drop for HolderChange<L> {
 pub const CB_GETATTR_WAIT: Duration = Duration::from_millis(100);
 
 /// Before a COMPOUND reads the size or change attribute of `fh`'s file
-/// (GETATTR), which another client may hold a write delegation on (RFC
-/// 8881 section 10.4.3: the holder may have written what the server has
-/// not seen): the size to answer with, if not the file's. The holder is
-/// asked with CB_GETATTR ([`ask_holder`]) when its callback path is up;
-/// otherwise, or if it does not answer in time, the delegation is
-/// recalled and the operation gets NFS4ERR_DELAY until it is returned.
+/// (GETATTR, VERIFY, NVERIFY), which another client may hold a write
+/// delegation on (RFC 8881 section 10.4.3: the holder may have written
+/// what the server has not seen): the size to answer with, if not the
+/// file's. The holder is asked with CB_GETATTR ([`ask_holder`]) when its
+/// callback path is up; otherwise, or if it does not answer in time, the
+/// delegation is recalled and the operation gets NFS4ERR_DELAY until it
+/// is returned.
 pub(crate) fn before_size_read<S: Store>(
     c: &Compound<'_, S>,
     fh: &ExportFh<S::Object>,
 ) -> Result<Option<u64>, keel_nfs4_proto::Nfsstat4> {
+    match holder_to_ask(c, fh.handle())? {
+        Some(holder) => ask_holder_or_recall(c, fh.handle(), &fh.object, holder),
+        None => Ok(None),
+    }
+}
+
+/// The first half of [`before_size_read`], for a caller that has the
+/// file's handle and not its object yet (READDIR's entries): the holder
+/// of a write delegation on `file` to ask ([`ask_holder_or_recall`]), if
+/// another client holds one; NFS4ERR_DELAY if one is being recalled (or
+/// its holder cannot be asked: it is recalled now). One look at the state
+/// when nobody holds one.
+pub(crate) fn holder_to_ask<S: Store>(
+    c: &Compound<'_, S>,
+    file: &Bytes,
+) -> Result<Option<(ClientId, Stateid4)>, keel_nfs4_proto::Nfsstat4> {
     if !c.program.callbacks.any_write_granted() {
         return Ok(None);
     }
-    let file = fh.handle();
     let who = c.slot.as_ref().map_or(Accessor::Other, |g| Accessor::Client(g.clientid));
-    let holder = c.program.with_state(|s| s.write_delegation_to_ask(who, file, c.now));
-    if let Some((client, stateid)) = holder
-        && let Some(size) = ask_holder(c, fh, client, &stateid)
-    {
+    // Not the COMPOUND's start: a READDIR may have waited for holders.
+    let now = Instant::now();
+    c.program.with_state(|s| match s.write_delegation_to_ask(who, file, now) {
+        Some(holder) => Ok(Some(holder)),
+        None => s.delegation_conflict(who, file, ConflictAccess::Read, now).map(|()| None),
+    })
+}
+
+/// The second half of [`before_size_read`]: asks `holder` about `file`
+/// (whose object is `object`); if it does not answer in time, recalls
+/// its delegation: NFS4ERR_DELAY, or None if the delegation is gone
+/// meanwhile (the file's size is the one to answer with).
+pub(crate) fn ask_holder_or_recall<S: Store>(
+    c: &Compound<'_, S>,
+    file: &Bytes,
+    object: &S::Object,
+    (client, stateid): (ClientId, Stateid4),
+) -> Result<Option<u64>, keel_nfs4_proto::Nfsstat4> {
+    if let Some(size) = ask_holder(c, file, object, client, &stateid) {
         return Ok(Some(size));
     }
+    let who = c.slot.as_ref().map_or(Accessor::Other, |g| Accessor::Client(g.clientid));
     let now = Instant::now();
     c.program.with_state(|s| s.delegation_conflict(who, file, ConflictAccess::Read, now)).map(|()| None)
 }
 
-/// Asks `client`, holding write delegation `stateid` on `fh`'s file, for
-/// its size and change (CB_GETATTR), waiting [`CB_GETATTR_WAIT`] at most
+/// Asks `client`, holding write delegation `stateid` on `file` (whose
+/// object is `object`), for its size and change (CB_GETATTR, or the
+/// answer of the one in flight), waiting [`CB_GETATTR_WAIT`] at most
 /// with nothing locked: the size to answer with, or None if it did not
 /// answer in time (or could not be asked). If it changed the file since
 /// the server last accounted for it, the file's modification and change
-/// times move to now, as knfsd's do: the change attribute the GETATTR
+/// times move to now, as knfsd's do: the change attribute the caller
 /// answers with is then new, and the times move as the holder's writes
 /// will move them. A holder reporting nothing new touches nothing.
 fn ask_holder<S: Store>(
     c: &Compound<'_, S>,
-    fh: &ExportFh<S::Object>,
+    file: &Bytes,
+    object: &S::Object,
     client: ClientId,
     stateid: &Stateid4,
 ) -> Option<u64> {
     let p = c.program;
-    let answer = p.callbacks.send_getattr(p, client, fh.handle(), c.now)?;
+    let answer = p.callbacks.send_getattr(p, client, file, c.now)?;
     // The worker waits off the CPU: its batch goes to other workers, one
     // of which reads the reply.
     keel_store::blocking::may_block();
     let reported = answer.wait(CB_GETATTR_WAIT)?;
     let store = c.store();
-    let here = store.getattr(&fh.object).ok()?;
-    match p.leases.account(stateid, reported, here.size, |lease| store.touch_leased(&fh.object, lease))? {
+    let here = store.getattr(object).ok()?;
+    match p.leases.account(stateid, reported, here.size, |lease| store.touch_leased(object, lease))? {
         Ok(modified) => {
             tracing::debug!(client = client.0, modified, size = reported.size, "CB_GETATTR answered");
             Some(reported.size)

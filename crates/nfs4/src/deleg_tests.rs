@@ -1106,3 +1106,241 @@ fn a_refused_cb_getattr_falls_back_to_a_recall() {
     let (_, args) = callback_within_2s(&a);
     assert!(matches!(args.argarray[1], NfsCbArgop4::CbRecall(_)), "{args:?}");
 }
+
+/// Two other clients' GETATTRs while one CB_GETATTR is in flight share
+/// it (knfsd keeps one per delegation in flight): the second waits for
+/// the holder's answer instead of recalling, and both get its size.
+#[test]
+fn concurrent_getattrs_share_the_cb_getattr_in_flight() {
+    let (w, mut a, mut b, fh, deleg) = a_write_delegated_new_file();
+    let mut c = Client::new(&w, "10.0.0.7:702", 3, "c");
+    c.answer_probe();
+    let attrs1 = getattr_of(&mut a, &fh);
+    let (from_b, from_c) = std::thread::scope(|scope| {
+        let from_b = scope.spawn(|| b.run(vec![putfh(&fh), getattr(SEEN)]).1);
+        let (header, args) = callback_within_2s(&a);
+        let NfsCbArgop4::CbGetattr(asked) = &args.argarray[1] else { panic!("CB_GETATTR: {args:?}") };
+        let from_c = scope.spawn(|| c.run(vec![putfh(&fh), getattr(SEEN)]).1);
+        // C joins the CB_GETATTR in flight before it is answered.
+        let until = Instant::now() + Duration::from_secs(2);
+        while w.p.callbacks.counters().getattrs_shared == 0 && !from_c.is_finished() {
+            assert!(Instant::now() < until, "C neither joined nor finished");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let attrs = Attrs4 { change: Some(attrs1.change + 1), size: Some(5), ..Attrs4::default() };
+        let ok = CbGetattr4ResOk { obj_attributes: attrs.to_fattr4(&asked.attr_request) };
+        a.reply_with(&header, Some(&args), Nfsstat4::Ok, NfsCbResop4::CbGetattr(Nfs4Result::Ok(ok)));
+        a.p.callbacks.pump(&a.p, Instant::now());
+        (from_b.join().unwrap(), from_c.join().unwrap())
+    });
+    assert_eq!(from_c.status, Nfsstat4::Ok, "C waited for the answer: {from_c:?}");
+    assert_eq!(from_b.status, Nfsstat4::Ok, "{from_b:?}");
+    let (seen_b, seen_c) = (seen(&from_b.resarray), seen(&from_c.resarray));
+    assert_eq!(seen_b.size, 5);
+    assert_eq!(seen_c, seen_b, "one answer, accounted once");
+    assert!(a.callbacks().is_empty(), "no second CB_GETATTR, no recall");
+    let counters = w.p.callbacks.counters();
+    assert_eq!((counters.getattrs_sent, counters.getattrs_shared, counters.recalls_sent), (1, 1, 0));
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+}
+
+/// B runs `ops` while A answers the CB_GETATTR they cause with `change`
+/// and `size` (and the server takes the reply): what B got.
+fn b_runs_while_a_answers(a: &mut Client, b: &mut Client, ops: Vec<NfsArgop4>, change: u64, size: u64) -> Compound4Res {
+    std::thread::scope(|scope| {
+        let run = scope.spawn(|| b.run(ops).1);
+        let (header, args) = callback_within_2s(a);
+        let NfsCbArgop4::CbGetattr(asked) = &args.argarray[1] else { panic!("CB_GETATTR: {args:?}") };
+        let attrs = Attrs4 { change: Some(change), size: Some(size), ..Attrs4::default() };
+        let ok = CbGetattr4ResOk { obj_attributes: attrs.to_fattr4(&asked.attr_request) };
+        a.reply_with(&header, Some(&args), Nfsstat4::Ok, NfsCbResop4::CbGetattr(Nfs4Result::Ok(ok)));
+        a.p.callbacks.pump(&a.p, Instant::now());
+        run.join().unwrap()
+    })
+}
+
+/// VERIFY and NVERIFY of the size of a file another client holds a write
+/// delegation on compare the holder's size (CB_GETATTR), not the
+/// server's stale one, as knfsd's (its VERIFY encodes the attributes as
+/// GETATTR does).
+#[test]
+fn verify_and_nverify_of_the_size_ask_the_holder_with_cb_getattr() {
+    let (_w, mut a, mut b, fh, deleg) = a_write_delegated_new_file();
+    let attrs1 = getattr_of(&mut a, &fh);
+    assert_eq!(attrs1.size, 0);
+    let size5 = Attrs4 { size: Some(5), ..Attrs4::default() }.to_fattr4(&Bitmap4::from_bits([FATTR4_SIZE]));
+    let verify = vec![putfh(&fh), NfsArgop4::Verify(Verify4Args { obj_attributes: size5.clone() })];
+    let res = b_runs_while_a_answers(&mut a, &mut b, verify, attrs1.change + 1, 5);
+    assert_eq!(res.status, Nfsstat4::Ok, "the holder's size: {res:?}");
+    let nverify = vec![putfh(&fh), NfsArgop4::Nverify(Nverify4Args { obj_attributes: size5 })];
+    let res = b_runs_while_a_answers(&mut a, &mut b, nverify, attrs1.change + 1, 5);
+    assert_eq!(res.status, Nfsstat4::Same, "{res:?}");
+    assert!(a.callbacks().is_empty(), "not recalled");
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+}
+
+fn readdir_of_dir(bits: &[u32]) -> Vec<NfsArgop4> {
+    let mut ops = dir();
+    ops.push(NfsArgop4::Readdir(Readdir4Args {
+        cookie: 0,
+        cookieverf: [0; 8],
+        dircount: 0,
+        maxcount: 8192,
+        attr_request: Bitmap4::from_bits(bits.iter().copied()),
+    }));
+    ops
+}
+
+/// The attributes READDIR's entry `name` carries.
+fn entry_attrs(res: &Compound4Res, name: &str) -> Attrs4 {
+    let Some(NfsResop4::Readdir(Nfs4Result::Ok(r))) = res.resarray.last() else { panic!("READDIR: {res:?}") };
+    let e = r.reply.entries.iter().find(|e| e.name.as_str() == Some(name)).expect("the entry");
+    Attrs4::from_fattr4(&e.attrs, AttrUse::Reply).unwrap()
+}
+
+/// READDIR's attributes of an entry another client holds a write
+/// delegation on go the way GETATTR's do, as knfsd's (its entries'
+/// attributes are encoded as GETATTR's): the holder is asked with
+/// CB_GETATTR; one that does not answer gets the delegation recalled and
+/// the entry NFS4ERR_DELAY as its `rdattr_error`, or the whole READDIR if
+/// that was not asked for.
+#[test]
+fn readdir_attributes_of_a_write_delegated_file_ask_the_holder_or_wait_for_the_recall() {
+    let (w, mut a, mut b, fh, deleg) = a_write_delegated_new_file();
+    let attrs1 = getattr_of(&mut a, &fh);
+    let with_error = [FATTR4_RDATTR_ERROR, FATTR4_CHANGE, FATTR4_SIZE];
+    let res = b_runs_while_a_answers(&mut a, &mut b, readdir_of_dir(&with_error), attrs1.change + 1, 5);
+    assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
+    let f = entry_attrs(&res, "f");
+    assert_eq!(f.size, Some(5), "the holder's size");
+    assert_ne!(f.change, Some(attrs1.change), "the holder changed it");
+    assert_eq!(f.rdattr_error, None);
+    // The holder's own READDIR asks nothing: the server's size.
+    let (_, res) = a.run(readdir_of_dir(&with_error));
+    assert_eq!(entry_attrs(&res, "f").size, Some(0));
+    assert!(a.callbacks().is_empty());
+    // No answer in time: the entry says NFS4ERR_DELAY; the recall follows
+    // the late answer.
+    let (_, res) = b.run(readdir_of_dir(&with_error));
+    assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
+    assert_eq!(entry_attrs(&res, "f").rdattr_error, Some(Nfsstat4::Delay));
+    let (header, args) = callback_within_2s(&a);
+    assert!(matches!(args.argarray[1], NfsCbArgop4::CbGetattr(_)), "{args:?}");
+    a.reply_with(&header, Some(&args), Nfsstat4::Delay, NfsCbResop4::CbGetattr(Nfs4Result::Fail(Nfsstat4::Delay)));
+    w.p.callbacks.pump(&w.p, Instant::now());
+    let (header, args) = callback_within_2s(&a);
+    assert!(matches!(args.argarray[1], NfsCbArgop4::CbRecall(_)), "{args:?}");
+    // Recalled, and no rdattr_error asked for: the READDIR waits.
+    let (_, res) = b.run(readdir_of_dir(&[FATTR4_SIZE]));
+    assert_eq!(res.status, Nfsstat4::Delay, "{res:?}");
+    // Attributes the holder's writes do not change are answered.
+    b.ok(readdir_of_dir(&[FATTR4_MODE, FATTR4_FILEID]));
+    a.answer(&header, Some(&args), Nfsstat4::Ok);
+    a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    let (_, res) = b.run(readdir_of_dir(&[FATTR4_SIZE]));
+    assert_eq!(entry_attrs(&res, "f").size, Some(0), "returned without writing back: the server's size");
+}
+
+/// An OPEN that gets a read delegation reads nothing of the file's
+/// attributes for it: only a write delegation's CB_GETATTR answers are
+/// measured against the file's change and size when it was granted.
+#[test]
+fn a_read_delegation_costs_no_getattr_and_a_write_delegation_one() {
+    use keel_store::sim::{SimFault, SimPoint};
+    let w = world_with(true, true);
+    let mut a = Client::new(&w, "10.0.0.5:700", 1, "a");
+    a.answer_probe();
+    let (_, fh) = open_in_dir(&mut a, "f", "o0", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG);
+    let fileid = object(&w, &fh).fileid();
+    let store = w.p.exports.store.clone();
+    let mut by_fh = vec![putfh(&fh)];
+    by_fh.push(NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_READ,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: Opaque(Bytes::from_static(b"o1")) },
+        openhow: Openflag4::Open4Nocreate,
+        claim: OpenClaim4::ClaimFh,
+    }));
+    // The file's next GETATTR fails: the read OPEN does none.
+    store.inject(SimFault::fail(SimPoint::Getattr, libc::EIO).on(fileid));
+    let res = a.ok(by_fh.clone());
+    let NfsResop4::Open(Nfs4Result::Ok(o)) = &res[2] else { panic!("OPEN: {res:?}") };
+    assert!(read_delegation(o).is_some(), "{:?}", o.delegation);
+    assert_eq!(store.faults_struck(), 0, "no GETATTR of the file");
+    store.clear_faults();
+    // A write delegation's OPEN reads them once (the same fault declines it).
+    let mut b = Client::new(&w, "10.0.0.6:701", 2, "b");
+    b.answer_probe();
+    let (_, g) = open_in_dir(&mut b, "g", "o0", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG);
+    let mut ops = vec![putfh(&g)];
+    ops.push(NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_BOTH,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: Opaque(Bytes::from_static(b"o2")) },
+        openhow: Openflag4::Open4Nocreate,
+        claim: OpenClaim4::ClaimFh,
+    }));
+    let struck = store.faults_struck();
+    store.inject(SimFault::fail(SimPoint::Getattr, libc::EIO).on(object(&w, &g).fileid()));
+    let res = b.ok(ops);
+    let NfsResop4::Open(Nfs4Result::Ok(o)) = &res[2] else { panic!("OPEN: {res:?}") };
+    assert_eq!(store.faults_struck(), struck + 1, "one GETATTR of the file");
+    assert_eq!(o.delegation, OpenDelegation4::OpenDelegateNone, "no baseline: no write delegation");
+}
+
+/// A lease that is never broken, for the lease table alone.
+struct UnbrokenLease;
+
+impl keel_store::ReadLease for UnbrokenLease {
+    fn is_broken(&self) -> bool {
+        false
+    }
+
+    fn break_wait(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+/// A CB_GETATTR answer reporting a change moves the file's times (a
+/// system call) without the lease table's lock, which every OPEN that
+/// gets a delegation, every return and the callback thread's tick take;
+/// two answers of one delegation are accounted one after the other, so
+/// that the second, reporting the same news, touches nothing.
+#[test]
+fn a_cb_getattr_answer_is_accounted_outside_the_lease_table_s_lock_one_at_a_time() {
+    use crate::callback::HolderAttrs;
+    use crate::deleg::DelegationLeases;
+    use std::sync::mpsc;
+    let leases = DelegationLeases::<UnbrokenLease>::new();
+    let stateid = Stateid4 { seqid: 1, other: [7; 12] };
+    let granted = HolderAttrs { change: 1, size: 0 };
+    leases.hold(keel_nfs4_state::ClientId(1), stateid, Bytes::from_static(b"f"), UnbrokenLease, Some(granted));
+    let news = HolderAttrs { change: 2, size: 5 };
+    let (touching_tx, touching_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (table_tx, table_rx) = mpsc::channel();
+    let (first, second, table_free, second_waited) = std::thread::scope(|scope| {
+        let leases = &leases;
+        let first = scope.spawn(move || {
+            leases.account(&stateid, news, 0, |_| {
+                touching_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                Ok::<(), &str>(())
+            })
+        });
+        touching_rx.recv().unwrap();
+        scope.spawn(|| table_tx.send(leases.len()).unwrap());
+        let table_free = table_rx.recv_timeout(Duration::from_secs(2));
+        let second = scope.spawn(|| leases.account(&stateid, news, 0, |_| Err("touched again")));
+        std::thread::sleep(Duration::from_millis(20));
+        let second_waited = !second.is_finished();
+        go_tx.send(()).unwrap();
+        (first.join().unwrap(), second.join().unwrap(), table_free, second_waited)
+    });
+    assert_eq!(table_free, Ok(1), "the table is not locked while the times are set");
+    assert!(second_waited, "the second answer waits for the first's accounting");
+    assert_eq!(first, Some(Ok(true)));
+    assert_eq!(second, Some(Ok(false)), "the same news: nothing touched again");
+}

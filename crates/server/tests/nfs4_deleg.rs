@@ -15,7 +15,8 @@
 //! it took locally, which a local reader and another client recall. And
 //! CB_GETATTR (RFC 8881 section 10.4.3): another client's GETATTR of the
 //! size of a write-delegated file answered with what the holder says,
-//! the testkit client's and the kernel client's. And a file the testkit
+//! the testkit client's and the kernel client's (and its READDIR and
+//! VERIFY of it, the kernel client's). And a file the testkit
 //! client created through Keel, read-delegated by its first OPEN, whose
 //! holder's own SETATTR keeps the delegation while a local chmod recalls
 //! it.
@@ -545,7 +546,8 @@ fn keel_stat(server: &TestServer) -> String {
 /// The kernel client creates w and writes to it under a write delegation,
 /// keeping it open; another client's GETATTR of w's size then makes the
 /// server ask the kernel client with CB_GETATTR, and answers with the size
-/// it says, without a recall (the delegation stays held).
+/// it says, without a recall (the delegation stays held); so do its
+/// READDIR of the directory and its VERIFY of that size.
 #[test]
 fn the_kernel_client_answers_cb_getattr_and_another_client_s_getattr_gets_its_size_without_a_recall() {
     let server = v41_server_with_write_delegations("nfs4-cbgetattr-kernel");
@@ -576,6 +578,26 @@ fn the_kernel_client_answers_cb_getattr_and_another_client_s_getattr_gets_its_si
         assert_eq!(size, 10, "the guest's size");
         let stat = keel_stat(&server);
         assert!(stat.contains(" 1 CB_GETATTR") && stat.contains(" 0 CB_RECALL"), "{stat}");
+        // READDIR's entry attributes and VERIFY ask the guest the same way.
+        let mut ops = export_lookups(&server);
+        ops.push(NfsArgop4::Readdir(Readdir4Args {
+            cookie: 0,
+            cookieverf: [0; 8],
+            dircount: 0,
+            maxcount: 8192,
+            attr_request: Bitmap4::from_bits([FATTR4_RDATTR_ERROR, FATTR4_SIZE]),
+        }));
+        let res = other.ok(ops);
+        let Some(NfsResop4::Readdir(Nfs4Result::Ok(listing))) = res.last() else { panic!("READDIR: {res:?}") };
+        let w = listing.reply.entries.iter().find(|e| e.name.as_str() == Some("w")).expect("w listed");
+        let w = Attrs4::from_fattr4(&w.attrs, AttrUse::Reply).unwrap();
+        assert_eq!((w.rdattr_error, w.size), (None, Some(10)), "the guest's size in READDIR\n{}", context());
+        let size10 = Attrs4 { size: Some(10), ..Attrs4::default() }.to_fattr4(&Bitmap4::from_bits([FATTR4_SIZE]));
+        other.ok(vec![putfh(&fh), NfsArgop4::Verify(Verify4Args { obj_attributes: size10 })]);
+        // One CB_GETATTR for VERIFY, one for w in READDIR (and one for
+        // each other file the guest holds a write delegation on).
+        let stat = keel_stat(&server);
+        assert!(cb_getattrs(&stat) >= 3 && stat.contains(" 0 CB_RECALL"), "{stat}");
         assert!(write_delegations_held(&server) >= 1, "the guest's delegation was let go of\n{}", context());
 
         drop(go);
@@ -584,6 +606,13 @@ fn the_kernel_client_answers_cb_getattr_and_another_client_s_getattr_gets_its_si
         assert!(code == Some(0) && get("done") == "1", "guest failed:\n{output}\n{}", context());
         assert_eq!(get("size"), "10", "{output}");
     });
+}
+
+/// The CB_GETATTRs `keel stat` counts.
+fn cb_getattrs(stat: &str) -> u64 {
+    let line = stat.lines().find(|l| l.starts_with("nfsv4 callbacks:")).expect("the callbacks' line");
+    let before = line.split(" CB_GETATTR").next().expect("CB_GETATTR counted");
+    before.rsplit(' ').next().and_then(|n| n.parse().ok()).expect("a count")
 }
 
 /// The export's path as LOOKUPs from the root.

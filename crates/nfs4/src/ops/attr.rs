@@ -141,17 +141,7 @@ fn wants_any(request: &Bitmap4, attrs: &[u32]) -> bool {
 }
 
 /// The attributes `request` asks for of an export's object whose
-/// attributes are `a`.
-pub(crate) fn export_attrs<S: Store>(
-    c: &Compound<'_, S>,
-    obj: &S::Object,
-    a: &Attrs,
-    request: &Bitmap4,
-) -> Result<Fattr4, Nfsstat4> {
-    Ok(export_values(c, obj, a, request)?.to_fattr4(request))
-}
-
-/// [`export_attrs`]' values, before encoding.
+/// attributes are `a`, before encoding.
 pub(crate) fn export_values<S: Store>(
     c: &Compound<'_, S>,
     obj: &S::Object,
@@ -249,32 +239,39 @@ pub(crate) fn pseudo_attrs<S: Store>(
     Ok(v.to_fattr4(request))
 }
 
-/// The attributes of the current filehandle that `request` asks for.
+/// Whether `request` asks for the size or the change attribute: what a
+/// write delegation's holder may have changed unseen by the server.
+pub(crate) fn reads_size_or_change(request: &Bitmap4) -> bool {
+    request.contains(FATTR4_SIZE) || request.contains(FATTR4_CHANGE)
+}
+
+/// The attributes of the current filehandle that `request` asks for (GETATTR,
+/// VERIFY, NVERIFY). The size and change of a file another client holds a
+/// write delegation on are the holder's ([`crate::deleg::before_size_read`]:
+/// RFC 8881 section 10.4.3), or NFS4ERR_DELAY while it is recalled.
 pub(crate) fn current_attrs<S: Store>(c: &mut Compound<'_, S>, request: &Bitmap4) -> Result<Fattr4, Nfsstat4> {
     match c.current()?.clone() {
         Filehandle::Pseudo(node) => pseudo_attrs(c, node, request),
         Filehandle::Export(fh) => {
+            let holders_size = if reads_size_or_change(request) && c.program.callbacks.any_write_granted() {
+                crate::deleg::before_size_read(c, &fh)?
+            } else {
+                None
+            };
+            // Read after the holder was asked: its answer may have moved
+            // the times.
             let a = c.store().getattr(&fh.object).map_err(|e| status(&e))?;
-            export_attrs(c, &fh.object, &a, request)
+            let mut values = export_values(c, &fh.object, &a, request)?;
+            if let Some(size) = holders_size {
+                values.size = Some(size);
+            }
+            Ok(values.to_fattr4(request))
         }
     }
 }
 
 pub(super) fn getattr<S: Store>(c: &mut Compound<'_, S>, args: Getattr4Args) -> Result<Getattr4ResOk, Nfsstat4> {
-    let request = &args.attr_request;
-    if (request.contains(FATTR4_SIZE) || request.contains(FATTR4_CHANGE))
-        && c.program.callbacks.any_write_granted()
-        && let Some(Filehandle::Export(fh)) = c.current.clone()
-        && let Some(size) = crate::deleg::before_size_read(c, &fh)?
-    {
-        // A write delegation's holder told its size (RFC 8881 section
-        // 10.4.3); the rest is the file's, its times moved if it changed.
-        let a = c.store().getattr(&fh.object).map_err(|e| status(&e))?;
-        let mut values = export_values(c, &fh.object, &a, request)?;
-        values.size = Some(size);
-        return Ok(Getattr4ResOk { obj_attributes: values.to_fattr4(request) });
-    }
-    Ok(Getattr4ResOk { obj_attributes: current_attrs(c, request)? })
+    Ok(Getattr4ResOk { obj_attributes: current_attrs(c, &args.attr_request)? })
 }
 
 /// Whether the current object's attributes are those given (VERIFY and

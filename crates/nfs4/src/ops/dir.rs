@@ -11,7 +11,7 @@ use keel_exports::pseudo::ExportParent;
 use keel_nfs4_proto::*;
 use keel_store::{Attrs, FileType, NAME_BYTES_MAX, NodeKind, Object, Store};
 
-use super::attr::{READDIR_REPLY_BYTES_MAX, change, export_values, pseudo_attrs, set_attrs};
+use super::attr::{READDIR_REPLY_BYTES_MAX, change, export_values, pseudo_attrs, reads_size_or_change, set_attrs};
 use super::fh::{export_root, reached};
 use crate::compound::{Compound, ExportFh, Filehandle};
 use crate::errno::{pseudo_status, status};
@@ -354,7 +354,8 @@ pub(super) fn readdir<S: Store>(c: &mut Compound<'_, S>, args: Readdir4Args) -> 
             for (n, cookie) in names {
                 let who = c.act(&dir)?;
                 let attrs = match store.entry_plus(who, &dir.object, &n) {
-                    Some((handle, a)) => entry_attrs(c, &dir, handle, &a, &args.attr_request),
+                    Some((handle, a)) => as_delegated(c, &dir, &n, &handle, a, &args.attr_request)
+                        .and_then(|a| entry_attrs(c, &dir, handle, &a, &args.attr_request)),
                     // Gone since it was listed, or not readable.
                     None => Err(Nfsstat4::Noent),
                 };
@@ -370,6 +371,40 @@ pub(super) fn readdir<S: Store>(c: &mut Compound<'_, S>, args: Readdir4Args) -> 
         }
     };
     Ok(Readdir4ResOk { cookieverf, reply: Dirlist4 { entries: page.entries, eof } })
+}
+
+/// The attributes `a` of the entry `name` of `dir`, whose handle is
+/// `handle`, with the size and change of a file another client holds a
+/// write delegation on as its holder reports them: what GETATTR answers
+/// ([`crate::deleg::before_size_read`]; knfsd encodes its entries'
+/// attributes as GETATTR's). NFS4ERR_DELAY while it is recalled (the
+/// entry's `rdattr_error`, or the READDIR's if that is not asked for).
+fn as_delegated<S: Store>(
+    c: &mut Compound<'_, S>,
+    dir: &ExportFh<S::Object>,
+    name: &[u8],
+    handle: &Bytes,
+    a: Attrs,
+    request: &Bitmap4,
+) -> Result<Attrs, Nfsstat4> {
+    if a.ftype != FileType::Regular || !reads_size_or_change(request) {
+        return Ok(a);
+    }
+    let Some(holder) = crate::deleg::holder_to_ask(c, handle)? else { return Ok(a) };
+    let store = c.store();
+    let who = c.act(dir)?;
+    let (object, _) = store.lookup(who, &dir.object, name).map_err(|e| status(&e))?;
+    if object.handle() != handle {
+        // Another file by that name since it was listed: this one is gone.
+        return Err(Nfsstat4::Noent);
+    }
+    let holders_size = crate::deleg::ask_holder_or_recall(c, handle, &object, holder)?;
+    // Read again: the holder's answer may have moved the times.
+    let mut a = store.getattr(&object).map_err(|e| status(&e))?;
+    if let Some(size) = holders_size {
+        a.size = size;
+    }
+    Ok(a)
 }
 
 /// The attributes of a directory entry of an export, by its handle.
