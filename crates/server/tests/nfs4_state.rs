@@ -322,3 +322,26 @@ fn the_change_attribute_moves_with_every_change_within_one_clock_tick() {
         );
     }
 }
+
+/// RFC 8881 section 18.37.3 over the wire (pynfs DSESS9001):
+/// "DESTROY_SESSION MUST be invoked on a connection that is associated
+/// with the session being destroyed". On a new connection a DESTROY_SESSION
+/// alone is NFS4ERR_CONN_NOT_BOUND_TO_SESSION and the session lives on;
+/// once a SEQUENCE in the session came on that connection (binding it),
+/// DESTROY_SESSION there destroys it.
+#[test]
+fn destroy_session_on_a_connection_not_bound_to_it_is_refused() {
+    let server = TestServer::start("nfs4-dsess", vec![ExportOpts::rw(1, "export")], "nfs_versions = [\"4.1\"]");
+    let mut v4 = V4::connect(&server, b"dsess-test");
+    let _first = reconnect(&server, &mut v4);
+    let session = v4.session;
+    let destroy = || NfsArgop4::DestroySession(DestroySession4Args { dsa_sessionid: session });
+    let res = v4.compound(vec![destroy()]);
+    assert_eq!(res.status, Nfsstat4::ConnNotBoundToSession, "{res:?}");
+    let (_, res) = v4.run(vec![]);
+    assert_eq!(res.status, Nfsstat4::Ok, "the session lives on: {res:?}");
+    let res = v4.compound(vec![destroy()]);
+    assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
+    let res = v4.compound(vec![destroy()]);
+    assert_eq!(res.status, Nfsstat4::Badsession, "{res:?}");
+}

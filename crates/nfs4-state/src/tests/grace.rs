@@ -223,7 +223,7 @@ fn the_first_state_waits_for_the_record_and_an_ended_client_is_forgotten() {
     let o = open(&mut st, a, "o", 10, OPEN4_SHARE_ACCESS_READ, 0, t0).unwrap();
     assert_eq!(owners(&records).len(), 1);
     st.close(a, &o, &10).unwrap();
-    st.destroy_session(&s, None).unwrap();
+    st.destroy_session(&s, None, ConnId(1)).unwrap();
     st.destroy_clientid(a, &p, t0).unwrap();
     assert!(owners(&records).is_empty());
 }
