@@ -323,6 +323,113 @@ fn the_change_attribute_moves_with_every_change_within_one_clock_tick() {
     }
 }
 
+/// OPEN's arguments for `owner` with `access` (no delegation wish).
+fn open_with(owner: &'static [u8], access: u32, how: Openflag4, claim: OpenClaim4) -> NfsArgop4 {
+    NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: access,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: Opaque(bytes::Bytes::from_static(owner)) },
+        openhow: how,
+        claim,
+    })
+}
+
+/// RFC 8881 section 18.16.3 ("In this case, delegation will always be
+/// granted, although the server may specify an immediate recall") over
+/// the wire: a client holding a read delegation on r and a write
+/// delegation on w (which the store created) when Keel is killed (-9)
+/// reclaims both after the restart with OPEN CLAIM_PREVIOUS. The read
+/// delegation comes back as it was, backed by a new lease; the write one
+/// comes back pre-recalled (`recall`), since the store's write lease is
+/// had only on the description of a file it created, which the new
+/// instance does not hold. Each one's stateid serves I/O of its kind, and
+/// DELEGRETURN takes it back.
+#[test]
+fn a_v4_client_reclaims_its_read_and_write_delegations_after_a_restart() {
+    let mut server = TestServer::start(
+        "nfs4-deleg-reclaim",
+        vec![ExportOpts::rw(1, "export")],
+        "nfs_versions = [\"4.1\"]\nnfs4_write_delegations = true",
+    );
+    let r = server.export_dir(1).join("r");
+    std::fs::write(&r, b"read me").unwrap();
+    // The client's calls are AUTH_NONE (the anonymous user).
+    std::fs::set_permissions(&r, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    std::fs::set_permissions(server.export_dir(1), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+
+    let mut a = V4::connect(&server, b"deleg-reclaim");
+    a.wait_for_callback_path();
+    let (open_r, fh_r) = a.open_read(&server, 1, b"o", "r");
+    assert!(matches!(open_r.delegation, OpenDelegation4::OpenDelegateRead(_)), "{:?}", open_r.delegation);
+    let mut ops = vec![NfsArgop4::Putrootfh(())];
+    for part in server.export_path(1).split('/').filter(|p| !p.is_empty()) {
+        ops.push(NfsArgop4::Lookup(Lookup4Args { objname: part.into() }));
+    }
+    let create = Openflag4::Open4Create(Createhow4::Unchecked4(Fattr4::default()));
+    ops.extend([
+        open_with(b"o", OPEN4_SHARE_ACCESS_BOTH, create, OpenClaim4::ClaimNull("w".into())),
+        NfsArgop4::Getfh(()),
+    ]);
+    let res = a.ok(ops);
+    let n = res.len();
+    let NfsResop4::Open(Nfs4Result::Ok(open_w)) = &res[n - 2] else { panic!("OPEN: {res:?}") };
+    assert!(matches!(open_w.delegation, OpenDelegation4::OpenDelegateWrite(_)), "{:?}", open_w.delegation);
+    let NfsResop4::Getfh(Nfs4Result::Ok(fh_w)) = &res[n - 1] else { panic!("GETFH: {res:?}") };
+    let fh_w = fh_w.object.0.clone();
+
+    server.kill9();
+    server.start_again();
+    let mut a = V4::connect_to_reclaim(&server, b"deleg-reclaim");
+    // Its new backchannel proven first: one not probed yet would get the
+    // delegations pre-recalled.
+    a.wait_for_callback_path();
+    let context = |server: &TestServer| format!("server log:\n{}", server.log_text());
+
+    let previous = |kind| OpenClaim4::ClaimPrevious(kind);
+    let res = a.ok(vec![
+        putfh(&fh_r),
+        open_with(
+            b"o",
+            OPEN4_SHARE_ACCESS_READ,
+            Openflag4::Open4Nocreate,
+            previous(OpenDelegationType4::OpenDelegateRead),
+        ),
+    ]);
+    let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[2] else { panic!("OPEN: {res:?}") };
+    let OpenDelegation4::OpenDelegateRead(deleg_r) = &open.delegation else {
+        panic!("no read delegation reclaimed: {:?}\n{}", open.delegation, context(&server))
+    };
+    assert!(!deleg_r.recall, "the lease was had and the callback path is up");
+    let res = a.ok(vec![putfh(&fh_r), read(deleg_r.stateid)]);
+    assert_eq!(data_of(&res[2]), bytes::Bytes::from_static(b"read me"));
+
+    let res = a.ok(vec![
+        putfh(&fh_w),
+        open_with(
+            b"o",
+            OPEN4_SHARE_ACCESS_BOTH,
+            Openflag4::Open4Nocreate,
+            previous(OpenDelegationType4::OpenDelegateWrite),
+        ),
+    ]);
+    let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[2] else { panic!("OPEN: {res:?}") };
+    let OpenDelegation4::OpenDelegateWrite(deleg_w) = &open.delegation else {
+        panic!("no write delegation reclaimed: {:?}\n{}", open.delegation, context(&server))
+    };
+    assert!(deleg_w.recall, "no write lease after the restart: pre-recalled");
+    let data = bytes::Bytes::from_static(b"written back");
+    let write =
+        NfsArgop4::Write(Write4Args { stateid: deleg_w.stateid, offset: 0, stable: StableHow4::FileSync4, data });
+    a.ok(vec![putfh(&fh_w), write]);
+
+    for (fh, stateid) in [(&fh_r, deleg_r.stateid), (&fh_w, deleg_w.stateid)] {
+        a.ok(vec![putfh(fh), NfsArgop4::Delegreturn(Delegreturn4Args { deleg_stateid: stateid })]);
+    }
+    a.ok(vec![reclaim_complete()]);
+    assert_eq!(std::fs::read(server.export_dir(1).join("w")).unwrap(), b"written back");
+}
+
 /// RFC 8881 section 18.37.3 over the wire (pynfs DSESS9001):
 /// "DESTROY_SESSION MUST be invoked on a connection that is associated
 /// with the session being destroyed". On a new connection a DESTROY_SESSION
