@@ -80,11 +80,13 @@
 //! specify an immediate recall"), backed by the store's lease as a new
 //! one ([`on_reclaim`]). It comes pre-recalled (`recall` set: the client
 //! returns it at once, after writing back what it caches; section 10.2.1)
-//! when no lease can be had, the callback path is not known up yet, the
-//! server does not offer that kind, or another client's reclaimed state
-//! conflicts with it; the state revokes such a one a lease later if it is
-//! not returned, and NFSv3 accesses wait for it meanwhile (the gate
-//! consults the state).
+//! when the callback path is not known up yet, the server does not offer
+//! that kind, or another client's reclaimed state conflicts with it; the
+//! state revokes such a one a lease later if it is not returned. Where no
+//! lease can be had there is none, as with knfsd (a write lease, only on
+//! the store's own description of a file it created, never can after a
+//! restart): a delegation no lease backs would not hold local processes
+//! off, and its holder would keep its locks local meanwhile.
 //!
 //! [`NfsState::offer_delegation`]: keel_nfs4_state::NfsState::offer_delegation
 //! [`CALLBACK_TICK`]: crate::callback::CALLBACK_TICK
@@ -214,7 +216,16 @@ pub(crate) fn on_open<S: Store>(
 /// claims (`claimed`; none for OPEN_DELEGATE_NONE). The store's lease is
 /// taken as for a new delegation, whatever the configuration offers; the
 /// state grants it (or answers with the one the client holds already)
-/// and decides whether it comes pre-recalled. No delegation only if the
+/// and decides whether it comes pre-recalled.
+///
+/// None where no lease can be had (as knfsd, where a failed lease gives
+/// no delegation, reclaim or not), though RFC 8881 section 18.16.3 says a
+/// claimed delegation "will always be granted": one the lease does not
+/// back would not hold a local process off the file while its holder
+/// writes back, and the Linux client does not reclaim its locks on a file
+/// it holds a delegation of (it keeps them locally until it returns the
+/// delegation), so a local lock could be had meanwhile. Without the
+/// delegation the client reclaims its locks at once. None too where the
 /// state refuses the reclaim (the grace period ended since the OPEN) or
 /// the client is at its limit of delegations.
 fn on_reclaim<S: Store>(
@@ -241,7 +252,7 @@ fn on_reclaim<S: Store>(
     });
     // A second lease for a delegation held already would be one more
     // description of the file, which breaks a write lease: the state
-    // answers with the one held.
+    // answers with the one held, which has its lease.
     let lease = match held {
         Some(_) => None,
         None => {
@@ -254,12 +265,9 @@ fn on_reclaim<S: Store>(
             match (lease, seen) {
                 (Ok(lease), Ok(seen)) => Some((lease, seen)),
                 (lease, seen) => {
-                    tracing::debug!(
-                        lease = lease.is_ok(),
-                        attrs = seen.is_ok(),
-                        "reclaimed delegation without a lease: recalled"
-                    );
-                    None
+                    let error = lease.err().or(seen.err()).map(|e| e.to_string());
+                    tracing::debug!(?kind, ?error, "no lease: delegation not reclaimed");
+                    return none;
                 }
             }
         }
@@ -269,18 +277,19 @@ fn on_reclaim<S: Store>(
     // a backchannel not probed yet gets the delegation pre-recalled, as
     // one found down. (knfsd takes a v4.1 path not known down as up.)
     let path_up = backchannel && callback == Some(CallbackState::Up);
-    let recall = !offered || !path_up || (held.is_none() && lease.is_none());
+    let recall = !offered || !path_up;
     let leases = &c.program.leases;
     let (reclaimed, unused) = c.program.with_state(|s| match s.reclaim_delegation(client, file, kind, recall, now) {
-        Ok(r) if held.is_none() => {
+        Ok(r) => {
             if let Some((lease, seen)) = lease {
+                // Held while the state is: its end (drained after) finds it.
                 leases.hold(client, r.stateid, file.clone(), lease, seen);
             }
             (Ok(r), None)
         }
-        Ok(r) => (Ok(r), lease),
         Err(e) => (Err(e), lease),
     });
+    // Released once the state is unlocked.
     drop(unused);
     match reclaimed {
         Ok(r) => granted(c, r.stateid, r.kind, r.recall),
