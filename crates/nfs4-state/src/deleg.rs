@@ -76,6 +76,16 @@ pub enum DelegationOffer {
     Declined(OpenNoneDelegation4),
 }
 
+/// The delegation an OPEN with CLAIM_PREVIOUS got back
+/// ([`NfsState::reclaim_delegation`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReclaimedDelegation {
+    pub stateid: Stateid4,
+    pub kind: DelegationKind,
+    /// To be returned at once (OPEN's `recall`): the server recalls it.
+    pub recall: bool,
+}
+
 #[derive(Debug)]
 pub(crate) struct Delegation {
     pub(crate) kind: DelegationKind,
@@ -205,21 +215,57 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
     }
 
     /// The delegation an OPEN with CLAIM_PREVIOUS reclaims (RFC 8881
-    /// section 10.2.1): granted during the grace period to a previous
-    /// client whatever the backchannel's state; NFS4ERR_NO_GRACE /
-    /// NFS4ERR_RECLAIM_BAD as for any reclaim.
+    /// section 18.16.3: "delegation will always be granted, although the
+    /// server may specify an immediate recall"; section 10.2.1): granted
+    /// during the grace period to a previous client of the kind it claims,
+    /// whatever its backchannel's state. Pre-recalled (`recall` in OPEN's
+    /// reply) when the handler says so (`recall`: no store lease backs it,
+    /// the callback path is down, the kind is not offered) or another
+    /// client's open or delegation conflicts with it (reclaimed before it);
+    /// a pre-recalled delegation is revoked a lease later if not returned,
+    /// as one recalled with CB_RECALL. A client reclaiming a second
+    /// delegation on the file gets the one it holds. NFS4ERR_NO_GRACE /
+    /// NFS4ERR_RECLAIM_BAD as for any reclaim; NFS4ERR_RESOURCE at the
+    /// client's limit of delegations.
     pub fn reclaim_delegation(
         &mut self,
         client: ClientId,
         file: &F,
         kind: DelegationKind,
+        recall: bool,
         now: Instant,
-    ) -> Result<Stateid4, Nfsstat4> {
+    ) -> Result<ReclaimedDelegation, Nfsstat4> {
         let c = self.client(client)?;
         let (who, principal) = (Reclaimer::Nfs4(c.owner.clone()), c.principal.clone());
         self.poll_grace(now);
         self.grace.lock().check_reclaim(&who, Some(&principal), now).map_err(GraceRefusal::nfs4_status)?;
-        self.grant_delegation(client, file, kind, now).ok_or(Nfsstat4::Resource)
+        let mut conflict = false;
+        if let Some(fs) = self.files.get(file) {
+            for k in fs.opens.iter().chain(&fs.delegations) {
+                let s = &self.states[k];
+                match &s.kind {
+                    StateKind::Delegation(d) if d.revoked => {}
+                    StateKind::Delegation(d) if s.client == client => {
+                        let recall = d.recalled_at.is_some();
+                        return Ok(ReclaimedDelegation { stateid: self.stateid(*k), kind: d.kind, recall });
+                    }
+                    _ if s.client == client => {}
+                    StateKind::Delegation(d) => {
+                        conflict |= kind == DelegationKind::Write || d.kind == DelegationKind::Write;
+                    }
+                    StateKind::Open(o) => {
+                        conflict |= kind == DelegationKind::Write || o.access & OPEN4_SHARE_ACCESS_WRITE != 0;
+                    }
+                    StateKind::Lock(_) => {}
+                }
+            }
+        }
+        let recall = recall || conflict;
+        self.claim(client, Resource::Delegations, 1, now).map_err(|l| l.status())?;
+        let d = Delegation { kind, recalled_at: recall.then_some(now), revoke_by: None, revoked: false };
+        let key = self.insert_state(client, file.clone(), StateKind::Delegation(d));
+        self.files.entry(file.clone()).or_default().delegations.insert(key);
+        Ok(ReclaimedDelegation { stateid: self.stateid(key), kind, recall })
     }
 
     fn grant_delegation(&mut self, client: ClientId, file: &F, kind: DelegationKind, now: Instant) -> Option<Stateid4> {

@@ -141,7 +141,7 @@ pub use keel_nfs4_proto::{Nfsstat4, Stateid4};
 
 pub use client::{Caller, ConnId, ExchangeIdOk, Principal};
 pub use config::*;
-pub use deleg::{Accessor, ConflictAccess, DelegationKind, DelegationOffer, Recall};
+pub use deleg::{Accessor, ConflictAccess, DelegationKind, DelegationOffer, Recall, ReclaimedDelegation};
 pub use grace::{
     ClientRecord, ClientRecords, Grace, GraceEnd, GraceEndReason, GraceRefusal, GraceStatus, MemoryRecords,
     PreviousClient, Reclaimer, SharedGrace,

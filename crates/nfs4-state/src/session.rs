@@ -388,10 +388,24 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
 
     /// DESTROY_SESSION (RFC 8881 section 18.37). `in_session` is the
     /// session of the COMPOUND carrying it, if any (its own slot does not
-    /// count as busy). NFS4ERR_DELAY while other requests are under way on
-    /// the session.
-    pub fn destroy_session(&mut self, sessionid: &SessionId, in_session: Option<&SessionId>) -> Result<(), Nfsstat4> {
+    /// count as busy), `conn` the connection it came on. "DESTROY_SESSION
+    /// MUST be invoked on a connection that is associated with the session
+    /// being destroyed" (section 18.37.3): NFS4ERR_CONN_NOT_BOUND_TO_SESSION
+    /// otherwise, so that a session ID seen on the wire does not suffice
+    /// to end someone's session. A COMPOUND whose SEQUENCE is in the
+    /// session counts as associated (SEQUENCE binds its connection, section
+    /// 2.10.3.1, unless the session is at its bound of connections).
+    /// NFS4ERR_DELAY while other requests are under way on the session.
+    pub fn destroy_session(
+        &mut self,
+        sessionid: &SessionId,
+        in_session: Option<&SessionId>,
+        conn: ConnId,
+    ) -> Result<(), Nfsstat4> {
         let s = self.sessions.get(sessionid).ok_or(Nfsstat4::Badsession)?;
+        if in_session != Some(sessionid) && !s.conns.contains_key(&conn) {
+            return Err(Nfsstat4::ConnNotBoundToSession);
+        }
         let own = usize::from(in_session == Some(sessionid));
         if s.slots_in_use() > own {
             return Err(Nfsstat4::Delay);

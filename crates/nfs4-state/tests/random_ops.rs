@@ -499,7 +499,7 @@ impl World {
             self.st.connection_closed(ConnId(c.conn));
             return "connection closed".into();
         }
-        let r = self.st.destroy_session(&sid, None);
+        let r = self.st.destroy_session(&sid, None, ConnId(c.conn));
         if r.is_ok() {
             self.clients[i] = None;
         }

@@ -83,9 +83,19 @@
 //! as with knfsd: the Linux client asks for it, lists the name and
 //! GETATTRs the file later). The holder's own GETATTR asks nothing.
 //!
-//! Not reclaimed after a restart (CLAIM_PREVIOUS): the OPEN is, without a
-//! delegation (knfsd reclaims read delegations only); the client writes
-//! back through its open.
+//! Reclaimed after a restart: an OPEN with CLAIM_PREVIOUS that claims a
+//! read or write delegation gets one of that kind (RFC 8881 section
+//! 18.16.3: "delegation will always be granted, although the server may
+//! specify an immediate recall"), backed by the store's lease as a new
+//! one ([`on_reclaim`]). It comes pre-recalled (`recall` set: the client
+//! returns it at once, after writing back what it caches; section 10.2.1)
+//! when the callback path is not known up yet, the server does not offer
+//! that kind, or another client's reclaimed state conflicts with it; the
+//! state revokes such a one a lease later if it is not returned. Where no
+//! lease can be had there is none, as with knfsd (a write lease, only on
+//! the store's own description of a file it created, never can after a
+//! restart): a delegation no lease backs would not hold local processes
+//! off, and its holder would keep its locks local meanwhile.
 //!
 //! [`NfsState::offer_delegation`]: keel_nfs4_state::NfsState::offer_delegation
 //! [`CALLBACK_TICK`]: crate::callback::CALLBACK_TICK
@@ -98,7 +108,8 @@ use bytes::Bytes;
 use keel_exports::delegations::{DelegationGate, GateAccess, Recalling};
 use keel_nfs4_proto::{
     Nfsace4, OPEN4_SHARE_ACCESS_WANT_DELEG_MASK, OPEN4_SHARE_ACCESS_WANT_NO_PREFERENCE, OPEN4_SHARE_ACCESS_WRITE,
-    OpenClaim4, OpenDelegation4, OpenNoneDelegation4, OpenReadDelegation4, OpenWriteDelegation4, Stateid4,
+    OpenClaim4, OpenDelegation4, OpenDelegationType4, OpenNoneDelegation4, OpenReadDelegation4, OpenWriteDelegation4,
+    Stateid4,
 };
 use keel_nfs4_state::{
     Accessor, ByteRange, CallbackState, ClientId, ConflictAccess, DelegationKind, DelegationOffer, LockKind,
@@ -124,6 +135,9 @@ pub(crate) fn on_open<S: Store>(
 ) -> OpenDelegation4 {
     let callbacks = &c.program.callbacks;
     let writing = share.access & OPEN4_SHARE_ACCESS_WRITE != 0;
+    if let OpenClaim4::ClaimPrevious(claimed) = claim {
+        return on_reclaim(c, client, file, object, *claimed, none);
+    }
     let offered = if writing { callbacks.write_delegations() } else { callbacks.read_delegations() };
     if !offered || !matches!(claim, OpenClaim4::ClaimNull(_) | OpenClaim4::ClaimFh) {
         return none;
@@ -210,21 +224,119 @@ pub(crate) fn on_open<S: Store>(
     // Released once the state is unlocked.
     drop(unused);
     match offer {
-        DelegationOffer::Granted { stateid, kind: DelegationKind::Read } => {
+        DelegationOffer::Granted { stateid, kind } => granted(c, stateid, kind, false),
+        DelegationOffer::Declined(why) => declined(why),
+    }
+}
+
+/// The delegation an OPEN with CLAIM_PREVIOUS reclaims, of the kind it
+/// claims (`claimed`; none for OPEN_DELEGATE_NONE). The store's lease is
+/// taken as for a new delegation, whatever the configuration offers; the
+/// state grants it (or answers with the one the client holds already)
+/// and decides whether it comes pre-recalled.
+///
+/// None where no lease can be had (as knfsd, where a failed lease gives
+/// no delegation, reclaim or not), though RFC 8881 section 18.16.3 says a
+/// claimed delegation "will always be granted": one the lease does not
+/// back would not hold a local process off the file while its holder
+/// writes back, and the Linux client does not reclaim its locks on a file
+/// it holds a delegation of (it keeps them locally until it returns the
+/// delegation), so a local lock could be had meanwhile. Without the
+/// delegation the client reclaims its locks at once. None too where the
+/// state refuses the reclaim (the grace period ended since the OPEN) or
+/// the client is at its limit of delegations.
+fn on_reclaim<S: Store>(
+    c: &Compound<'_, S>,
+    client: ClientId,
+    file: &Bytes,
+    object: &S::Object,
+    claimed: OpenDelegationType4,
+    none: OpenDelegation4,
+) -> OpenDelegation4 {
+    let kind = match claimed {
+        OpenDelegationType4::OpenDelegateRead => DelegationKind::Read,
+        OpenDelegationType4::OpenDelegateWrite => DelegationKind::Write,
+        _ => return none,
+    };
+    let callbacks = &c.program.callbacks;
+    let offered = match kind {
+        DelegationKind::Read => callbacks.read_delegations(),
+        DelegationKind::Write => callbacks.write_delegations(),
+    };
+    let now = c.now;
+    let (callback, backchannel, held) = c.program.with_state(|s| {
+        (s.callback_state(client), s.callback_channel(client).is_some(), s.delegation_held(client, file))
+    });
+    // A second lease for a delegation held already would be one more
+    // description of the file, which breaks a write lease: the state
+    // answers with the one held, which has its lease.
+    let lease = match held {
+        Some(_) => None,
+        None => {
+            let lease = match kind {
+                DelegationKind::Read => c.store().read_lease(object),
+                DelegationKind::Write => c.store().write_lease(object),
+            };
+            let seen =
+                c.store().getattr(object).map(|a| HolderAttrs { change: crate::ops::attr::change(&a), size: a.size });
+            match (lease, seen) {
+                (Ok(lease), Ok(seen)) => Some((lease, seen)),
+                (lease, seen) => {
+                    let error = lease.err().or(seen.err()).map(|e| e.to_string());
+                    tracing::debug!(?kind, ?error, "no lease: delegation not reclaimed");
+                    return none;
+                }
+            }
+        }
+    };
+    // "The use of callbacks should not be depended upon until the client
+    // has proven its ability to receive them" (RFC 8881 section 10.2.1):
+    // a backchannel not probed yet gets the delegation pre-recalled, as
+    // one found down. (knfsd takes a v4.1 path not known down as up.)
+    let path_up = backchannel && callback == Some(CallbackState::Up);
+    let recall = !offered || !path_up;
+    let leases = &c.program.leases;
+    let (reclaimed, unused) = c.program.with_state(|s| match s.reclaim_delegation(client, file, kind, recall, now) {
+        Ok(r) => {
+            if let Some((lease, seen)) = lease {
+                // Held while the state is: its end (drained after) finds it.
+                leases.hold(client, r.stateid, file.clone(), lease, seen);
+            }
+            (Ok(r), None)
+        }
+        Err(e) => (Err(e), lease),
+    });
+    // Released once the state is unlocked.
+    drop(unused);
+    match reclaimed {
+        Ok(r) => granted(c, r.stateid, r.kind, r.recall),
+        Err(e) => {
+            tracing::debug!(status = ?e, "delegation not reclaimed");
+            none
+        }
+    }
+}
+
+/// OPEN's reply for a delegation granted (`recall`: to be returned at
+/// once, a reclaim the server recalls).
+fn granted<S: Store>(c: &Compound<'_, S>, stateid: Stateid4, kind: DelegationKind, recall: bool) -> OpenDelegation4 {
+    let callbacks = &c.program.callbacks;
+    match kind {
+        DelegationKind::Read => {
             callbacks.delegation_granted(false);
             OpenDelegation4::OpenDelegateRead(OpenReadDelegation4 {
                 stateid,
-                recall: false,
+                recall,
                 // An empty ACE: the client asks the server (ACCESS) before
                 // it lets a user read, as knfsd's.
                 permissions: Nfsace4::default(),
             })
         }
-        DelegationOffer::Granted { stateid, kind: DelegationKind::Write } => {
+        DelegationKind::Write => {
             callbacks.delegation_granted(true);
             OpenDelegation4::OpenDelegateWrite(OpenWriteDelegation4 {
                 stateid,
-                recall: false,
+                recall,
                 // No modified page may stay cached past a close: the Linux
                 // client flushes on close unless fewer pages are dirty than
                 // this limit allows (nfs4_delegation_flush_on_close), so
@@ -239,7 +351,6 @@ pub(crate) fn on_open<S: Store>(
                 permissions: Nfsace4::default(),
             })
         }
-        DelegationOffer::Declined(why) => declined(why),
     }
 }
 

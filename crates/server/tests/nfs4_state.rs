@@ -382,3 +382,140 @@ fn the_configured_lease_is_the_lease_time_and_how_long_a_silent_client_s_open_st
     let res = silent.compound(vec![sequence]);
     assert_eq!(res.status, Nfsstat4::Badsession, "{res:?}");
 }
+
+/// OPEN's arguments for `owner` with `access` (no delegation wish).
+fn open_with(owner: &'static [u8], access: u32, how: Openflag4, claim: OpenClaim4) -> NfsArgop4 {
+    NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: access,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: Opaque(bytes::Bytes::from_static(owner)) },
+        openhow: how,
+        claim,
+    })
+}
+
+/// RFC 8881 section 18.16.3 ("In this case, delegation will always be
+/// granted, although the server may specify an immediate recall") over
+/// the wire: a client holding a read delegation on r and a write
+/// delegation on w (which the store created) when Keel is killed (-9)
+/// reclaims its opens after the restart with OPEN CLAIM_PREVIOUS claiming
+/// them. The read delegation comes back as it was, backed by a new lease:
+/// its stateid serves READ, DELEGRETURN takes it back, and a local writer
+/// breaks its lease, which recalls it. The write one does not (as with
+/// knfsd when its lease fails): the store's write lease is had only on
+/// its own description of a file it created, which the new instance does
+/// not hold, and a delegation no lease backs would not hold a local
+/// process off; the open is reclaimed and serves the client's writes.
+#[test]
+fn a_v4_client_reclaims_its_read_and_write_delegations_after_a_restart() {
+    let mut server = TestServer::start(
+        "nfs4-deleg-reclaim",
+        vec![ExportOpts::rw(1, "export")],
+        "nfs_versions = [\"4.1\"]\nnfs4_write_delegations = true",
+    );
+    let r = server.export_dir(1).join("r");
+    std::fs::write(&r, b"read me").unwrap();
+    // The client's calls are AUTH_NONE (the anonymous user).
+    std::fs::set_permissions(&r, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    std::fs::set_permissions(server.export_dir(1), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+
+    let mut a = V4::connect(&server, b"deleg-reclaim");
+    a.wait_for_callback_path();
+    let (open_r, fh_r) = a.open_read(&server, 1, b"o", "r");
+    assert!(matches!(open_r.delegation, OpenDelegation4::OpenDelegateRead(_)), "{:?}", open_r.delegation);
+    let mut ops = vec![NfsArgop4::Putrootfh(())];
+    for part in server.export_path(1).split('/').filter(|p| !p.is_empty()) {
+        ops.push(NfsArgop4::Lookup(Lookup4Args { objname: part.into() }));
+    }
+    let create = Openflag4::Open4Create(Createhow4::Unchecked4(Fattr4::default()));
+    ops.extend([
+        open_with(b"o", OPEN4_SHARE_ACCESS_BOTH, create, OpenClaim4::ClaimNull("w".into())),
+        NfsArgop4::Getfh(()),
+    ]);
+    let res = a.ok(ops);
+    let n = res.len();
+    let NfsResop4::Open(Nfs4Result::Ok(open_w)) = &res[n - 2] else { panic!("OPEN: {res:?}") };
+    assert!(matches!(open_w.delegation, OpenDelegation4::OpenDelegateWrite(_)), "{:?}", open_w.delegation);
+    let NfsResop4::Getfh(Nfs4Result::Ok(fh_w)) = &res[n - 1] else { panic!("GETFH: {res:?}") };
+    let fh_w = fh_w.object.0.clone();
+
+    server.kill9();
+    server.start_again();
+    let mut a = V4::connect_to_reclaim(&server, b"deleg-reclaim");
+    // Its new backchannel proven first: one not probed yet would get the
+    // delegations pre-recalled.
+    a.wait_for_callback_path();
+    let context = |server: &TestServer| format!("server log:\n{}", server.log_text());
+
+    let previous = |kind| OpenClaim4::ClaimPrevious(kind);
+    let res = a.ok(vec![
+        putfh(&fh_r),
+        open_with(
+            b"o",
+            OPEN4_SHARE_ACCESS_READ,
+            Openflag4::Open4Nocreate,
+            previous(OpenDelegationType4::OpenDelegateRead),
+        ),
+    ]);
+    let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[2] else { panic!("OPEN: {res:?}") };
+    let OpenDelegation4::OpenDelegateRead(deleg_r) = &open.delegation else {
+        panic!("no read delegation reclaimed: {:?}\n{}", open.delegation, context(&server))
+    };
+    assert!(!deleg_r.recall, "the lease was had and the callback path is up");
+    let res = a.ok(vec![putfh(&fh_r), read(deleg_r.stateid)]);
+    assert_eq!(data_of(&res[2]), bytes::Bytes::from_static(b"read me"));
+
+    let res = a.ok(vec![
+        putfh(&fh_w),
+        open_with(
+            b"o",
+            OPEN4_SHARE_ACCESS_BOTH,
+            Openflag4::Open4Nocreate,
+            previous(OpenDelegationType4::OpenDelegateWrite),
+        ),
+    ]);
+    let open_w = opened(&res[2]);
+    let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[2] else { panic!("OPEN: {res:?}") };
+    assert_eq!(open.delegation, OpenDelegation4::OpenDelegateNone, "no write lease after the restart");
+    let data = bytes::Bytes::from_static(b"written back");
+    let write = NfsArgop4::Write(Write4Args { stateid: open_w, offset: 0, stable: StableHow4::FileSync4, data });
+    a.ok(vec![putfh(&fh_w), write]);
+    a.ok(vec![reclaim_complete()]);
+
+    // A local writer breaks the read delegation's lease: recalled.
+    let writer = std::thread::spawn(move || std::fs::OpenOptions::new().write(true).open(r).map(drop));
+    let start = Instant::now();
+    while a.recalled.is_empty() {
+        assert!(start.elapsed() < WAIT, "the reclaimed delegation was never recalled\n{}", context(&server));
+        a.ok(vec![]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(a.recalled, vec![deleg_r.stateid]);
+    a.ok(vec![putfh(&fh_r), NfsArgop4::Delegreturn(Delegreturn4Args { deleg_stateid: deleg_r.stateid })]);
+    writer.join().unwrap().expect("the local writer opens once the delegation is returned");
+    assert_eq!(std::fs::read(server.export_dir(1).join("w")).unwrap(), b"written back");
+}
+
+/// RFC 8881 section 18.37.3 over the wire (pynfs DSESS9001):
+/// "DESTROY_SESSION MUST be invoked on a connection that is associated
+/// with the session being destroyed". On a new connection a DESTROY_SESSION
+/// alone is NFS4ERR_CONN_NOT_BOUND_TO_SESSION and the session lives on;
+/// once a SEQUENCE in the session came on that connection (binding it),
+/// DESTROY_SESSION there destroys it.
+#[test]
+fn destroy_session_on_a_connection_not_bound_to_it_is_refused() {
+    let server = TestServer::start("nfs4-dsess", vec![ExportOpts::rw(1, "export")], "nfs_versions = [\"4.1\"]");
+    let mut v4 = V4::connect(&server, b"dsess-test");
+    let _first = reconnect(&server, &mut v4);
+    let session = v4.session;
+    let destroy = || NfsArgop4::DestroySession(DestroySession4Args { dsa_sessionid: session });
+    let res = v4.compound(vec![destroy()]);
+    assert_eq!(res.status, Nfsstat4::ConnNotBoundToSession, "{res:?}");
+    let (_, res) = v4.run(vec![]);
+    assert_eq!(res.status, Nfsstat4::Ok, "the session lives on: {res:?}");
+    let res = v4.compound(vec![destroy()]);
+    assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
+    let res = v4.compound(vec![destroy()]);
+    assert_eq!(res.status, Nfsstat4::Badsession, "{res:?}");
+}

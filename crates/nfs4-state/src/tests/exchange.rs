@@ -99,7 +99,7 @@ fn records_without_state_are_replaced() {
     );
     // A confirmed record whose only session is gone is replaced too.
     let (a, s) = connect(&mut st, ip(3), "y", t0);
-    st.destroy_session(&s, None).unwrap();
+    st.destroy_session(&s, None, ConnId(3)).unwrap();
     let third = st.exchange_id(&caller(ip(4), &p2, 4), &exid_args("y", 1), t0).unwrap();
     assert_ne!(third.clientid, a);
     assert_eq!(st.clients(t0).len(), 2);
@@ -198,7 +198,7 @@ fn destroy_clientid_waits_for_sessions_and_state() {
     let p = sys(0, "d");
     let (a, s) = connect_as(&mut st, ip(1), &p, "d", 1, t0);
     assert_eq!(st.destroy_clientid(a, &p, t0), Err(Nfsstat4::ClientidBusy));
-    st.destroy_session(&s, None).unwrap();
+    st.destroy_session(&s, None, ConnId(1)).unwrap();
     st.destroy_clientid(a, &p, t0).unwrap();
     assert!(st.clients(t0).is_empty());
     assert_eq!(st.held(Resource::Clients, ip(1)), (0, 0));

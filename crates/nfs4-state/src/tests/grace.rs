@@ -223,7 +223,7 @@ fn the_first_state_waits_for_the_record_and_an_ended_client_is_forgotten() {
     let o = open(&mut st, a, "o", 10, OPEN4_SHARE_ACCESS_READ, 0, t0).unwrap();
     assert_eq!(owners(&records).len(), 1);
     st.close(a, &o, &10).unwrap();
-    st.destroy_session(&s, None).unwrap();
+    st.destroy_session(&s, None, ConnId(1)).unwrap();
     st.destroy_clientid(a, &p, t0).unwrap();
     assert!(owners(&records).is_empty());
 }
@@ -299,4 +299,60 @@ fn a_shared_grace_ends_only_when_the_nlm_hosts_are_done_too() {
     open(&mut two, c, "o", 11, OPEN4_SHARE_ACCESS_READ, 0, t1).unwrap();
     assert_eq!(owners(&records), vec![("a".into(), 2), ("c".into(), 2)]);
     assert_eq!(grace.lock().ended(), Some(GraceEndReason::AllDone));
+}
+
+/// RFC 8881 section 18.16.3: an OPEN with CLAIM_PREVIOUS that claims a
+/// delegation gets one of that kind, "although the server may specify an
+/// immediate recall": pre-recalled when the handler asks (no lease, no
+/// callback path) or another client's reclaimed open conflicts; a
+/// pre-recalled delegation is revoked a lease later if not returned, and
+/// is not recalled again meanwhile. Asked twice, the one held answers.
+/// Only previous clients, only during the grace period.
+#[test]
+fn a_previous_client_reclaims_its_delegations_pre_recalled_when_they_conflict() {
+    let t0 = Instant::now();
+    let records = MemoryRecords::new();
+    let mut one = instance(1, &records, StateConfig::default(), t0);
+    let (a, _) = connect(&mut one, ip(1), "a", t0);
+    let (b, _) = connect(&mut one, ip(2), "b", t0);
+    open(&mut one, a, "o", 10, OPEN4_SHARE_ACCESS_READ, 0, t0).unwrap();
+    open(&mut one, b, "o", 11, OPEN4_SHARE_ACCESS_BOTH, 0, t0).unwrap();
+    drop(one);
+
+    // A ceiling past the revocation: the grace period ends by the completes.
+    let config = StateConfig { grace_max: 3 * LEASE, ..StateConfig::default() };
+    let mut two = instance(2, &records, config, t0);
+    let pa = sys(0, "a");
+    let (a, sa) = connect_reclaiming_as(&mut two, ip(1), &pa, "a", 1, t0);
+    let (b, _) = connect_reclaiming(&mut two, ip(2), "b", t0);
+    let (c, _) = connect_reclaiming(&mut two, ip(3), "c", t0);
+    reclaim_open(&mut two, a, 10, t0).unwrap();
+    let read = two.reclaim_delegation(a, &10, DelegationKind::Read, false, t0).unwrap();
+    assert_eq!((read.kind, read.recall), (DelegationKind::Read, false));
+    assert_eq!(two.delegation_held(a, &10), Some(DelegationKind::Read));
+    assert_eq!(two.check_io(a, &read.stateid, &10, IoAccess::Read, t0), Ok(IoAuth::State(StateType::Delegation)));
+    assert_eq!(two.reclaim_delegation(a, &10, DelegationKind::Read, false, t0), Ok(read), "the one held");
+    let asked = two.reclaim_delegation(a, &12, DelegationKind::Read, true, t0).unwrap();
+    assert!(asked.recall, "pre-recalled when the handler says so");
+    assert_eq!(two.reclaim_delegation(c, &10, DelegationKind::Read, false, t0), Err(Nfsstat4::ReclaimBad));
+
+    // b's reclaimed open for writing conflicts with a's write delegation.
+    reclaim_open(&mut two, b, 11, t0).unwrap();
+    two.reclaim_complete(b, false, t0).unwrap();
+    reclaim_open(&mut two, a, 11, t0).unwrap();
+    let write = two.reclaim_delegation(a, &11, DelegationKind::Write, false, t0).unwrap();
+    assert_eq!((write.kind, write.recall), (DelegationKind::Write, true));
+    let t1 = t0 + Duration::from_secs(1);
+    assert_eq!(two.delegation_conflict(Accessor::Other, &11, ConflictAccess::Write, t1), Err(Nfsstat4::Delay));
+    assert!(two.take_recalls().is_empty(), "recalled by OPEN's reply already, not by CB_RECALL");
+    let deadline = t0 + LEASE;
+    renew(&mut two, ip(1), &pa, sa, 1, deadline - Duration::from_secs(1));
+    assert_eq!(two.delegation_conflict(Accessor::Other, &11, ConflictAccess::Write, deadline), Ok(()));
+    assert_eq!(two.delegreturn(a, &write.stateid, &11), Err(Nfsstat4::DelegRevoked), "not returned in time");
+    assert_eq!(two.delegreturn(a, &read.stateid, &10), Ok(()), "the unrecalled one stays");
+
+    assert!(two.in_grace(deadline), "a has not completed");
+    two.reclaim_complete(a, false, deadline).unwrap();
+    assert!(!two.in_grace(deadline));
+    assert_eq!(two.reclaim_delegation(a, &10, DelegationKind::Read, false, deadline), Err(Nfsstat4::NoGrace));
 }

@@ -189,7 +189,7 @@ fn the_reply_cache_is_bounded_and_counted() {
     }
     assert_eq!(st.reply_cache_bytes(), 8 * 4096);
     assert_eq!(st.stats(t0).reply_cache_bytes, 8 * 4096);
-    st.destroy_session(&sid, None).unwrap();
+    st.destroy_session(&sid, None, ConnId(1)).unwrap();
     assert_eq!(st.reply_cache_bytes(), 0);
 }
 

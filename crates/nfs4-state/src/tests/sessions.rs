@@ -148,19 +148,40 @@ fn destroy_session_waits_for_other_requests_but_not_its_own() {
     let (_, sid) = connect_as(&mut st, ip(1), &p, "d", 1, t0);
     let c = caller(ip(1), &p, 1);
     let SequenceStart::New(own) = st.sequence(&c, &seq_args(sid, 0, 1, false), shape(2), t0).unwrap() else { panic!() };
-    st.destroy_session(&sid, Some(&sid)).unwrap();
+    st.destroy_session(&sid, Some(&sid), ConnId(1)).unwrap();
     st.sequence_done(&own, SlotReply { status: Nfsstat4::Ok, ops: 2, reply: &[] }, t0);
-    assert_eq!(st.destroy_session(&sid, None), Err(Nfsstat4::Badsession));
+    assert_eq!(st.destroy_session(&sid, None, ConnId(1)), Err(Nfsstat4::Badsession));
 
     let (a, sid) = connect_as(&mut st, ip(2), &p, "e", 2, t0);
     let SequenceStart::New(other) = st.sequence(&c, &seq_args(sid, 1, 1, false), shape(2), t0).unwrap() else {
         panic!()
     };
-    assert_eq!(st.destroy_session(&sid, None), Err(Nfsstat4::Delay));
+    assert_eq!(st.destroy_session(&sid, None, ConnId(2)), Err(Nfsstat4::Delay));
     st.sequence_done(&other, SlotReply { status: Nfsstat4::Ok, ops: 2, reply: &[] }, t0);
-    st.destroy_session(&sid, None).unwrap();
+    st.destroy_session(&sid, None, ConnId(2)).unwrap();
     assert_eq!(st.held(Resource::ReplyCacheSlots, ip(2)).0, 0);
     assert_eq!(st.clients(t0).iter().find(|i| i.clientid == a).unwrap().sessions, 0);
+}
+
+/// RFC 8881 section 18.37.3: "DESTROY_SESSION MUST be invoked on a
+/// connection that is associated with the session being destroyed": from
+/// any other it is NFS4ERR_CONN_NOT_BOUND_TO_SESSION and the session lives
+/// on; once a SEQUENCE in the session came on that connection (which binds
+/// it, section 2.10.3.1), it is destroyed (pynfs DSESS9001).
+#[test]
+fn destroy_session_must_come_on_a_connection_of_the_session() {
+    let t0 = Instant::now();
+    let mut st = state(t0);
+    let p = sys(0, "d");
+    let (a, sid) = connect_as(&mut st, ip(1), &p, "d", 1, t0);
+    let (_, other) = connect_as(&mut st, ip(1), &p, "e", 2, t0);
+    assert_eq!(st.destroy_session(&sid, None, ConnId(2)), Err(Nfsstat4::ConnNotBoundToSession));
+    assert_eq!(st.destroy_session(&sid, Some(&other), ConnId(2)), Err(Nfsstat4::ConnNotBoundToSession));
+    assert_eq!(st.sessions_of(a), vec![sid], "the session lives on");
+    // renew's SEQUENCE comes on connection 99.
+    renew(&mut st, ip(1), &p, sid, 1, t0);
+    st.destroy_session(&sid, None, ConnId(99)).unwrap();
+    assert_eq!(st.destroy_session(&sid, None, ConnId(1)), Err(Nfsstat4::Badsession));
 }
 
 /// RFC 8881 sections 18.34 and 18.46.3: a session without a backchannel
@@ -251,6 +272,6 @@ fn sessions_per_client_are_bounded() {
     }
     assert_eq!(st.create_session(&c, &cs_args(ok.clientid, max + 1, 1), t0), Err(Nfsstat4::Delay));
     let first = st.sessions_of(ok.clientid)[0];
-    st.destroy_session(&first, None).unwrap();
+    st.destroy_session(&first, None, ConnId(1)).unwrap();
     st.create_session(&c, &cs_args(ok.clientid, max + 1, 1), t0).unwrap();
 }

@@ -71,7 +71,8 @@ pub(super) fn destroy_session<S: Store>(c: &mut Compound<'_, S>, args: DestroySe
     if own.is_some_and(|s| s.0 == args.dsa_sessionid) && !c.is_last_op() {
         return Err(Nfsstat4::NotOnlyOp);
     }
-    c.program.with_state(|s| s.destroy_session(&SessionId(args.dsa_sessionid), own.as_ref()))
+    let conn = c.conn();
+    c.program.with_state(|s| s.destroy_session(&SessionId(args.dsa_sessionid), own.as_ref(), conn))
 }
 
 pub(super) fn destroy_clientid<S: Store>(c: &mut Compound<'_, S>, args: DestroyClientid4Args) -> Result<(), Nfsstat4> {
