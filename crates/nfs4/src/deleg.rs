@@ -277,8 +277,15 @@ fn on_reclaim<S: Store>(
                 DelegationKind::Read => c.store().read_lease(object),
                 DelegationKind::Write => c.store().write_lease(object),
             };
-            let seen =
-                c.store().getattr(object).map(|a| HolderAttrs { change: crate::ops::attr::change(&a), size: a.size });
+            // The baseline CB_GETATTR answers are compared with: a write
+            // delegation's only.
+            let seen = match kind {
+                DelegationKind::Read => Ok(None),
+                DelegationKind::Write => c
+                    .store()
+                    .getattr(object)
+                    .map(|a| Some(HolderAttrs { change: crate::ops::attr::change(&a), size: a.size })),
+            };
             match (lease, seen) {
                 (Ok(lease), Ok(seen)) => Some((lease, seen)),
                 (lease, seen) => {
