@@ -358,6 +358,14 @@ impl<S: Store> Store for CacheStore<S> {
         self.shared.inner.write_lease(obj)
     }
 
+    /// The back end's, as [`write_lease`](Self::write_lease)'s.
+    fn write_lease_replacing(&self, obj: &mut S::Object) -> StoreResult<S::ReadLease> {
+        if self.shared.mode(obj.export_id()) != crate::CacheMode::Off || self.shared.index.get(obj.handle()).is_some() {
+            return Err(crate::errno(libc::EINVAL));
+        }
+        self.shared.inner.write_lease_replacing(obj)
+    }
+
     /// The back end's: a write-leased file is not cached.
     fn touch_leased(&self, obj: &S::Object, lease: &S::ReadLease) -> StoreResult<()> {
         self.shared.inner.touch_leased(obj, lease)

@@ -242,14 +242,19 @@ pub(crate) fn on_open<S: Store>(
 /// writes back, and the Linux client does not reclaim its locks on a file
 /// it holds a delegation of (it keeps them locally until it returns the
 /// delegation), so a local lock could be had meanwhile. Without the
-/// delegation the client reclaims its locks at once. None too where the
+/// delegation the client reclaims its locks at once, mostly: a client
+/// whose return of the delegation the restart cut short keeps them local
+/// even then (`nfs4_lock_reclaim` skips a delegated open, and the old
+/// delegation still counts until the reclaim is over), which is why a
+/// write lease is had by reopening the file for writing
+/// (`Store::write_lease_replacing`). None too where the
 /// state refuses the reclaim (the grace period ended since the OPEN) or
 /// the client is at its limit of delegations.
 fn on_reclaim<S: Store>(
     c: &Compound<'_, S>,
     client: ClientId,
     file: &Bytes,
-    object: &S::Object,
+    object: &mut S::Object,
     claimed: OpenDelegationType4,
     none: OpenDelegation4,
 ) -> OpenDelegation4 {
@@ -275,7 +280,8 @@ fn on_reclaim<S: Store>(
         None => {
             let lease = match kind {
                 DelegationKind::Read => c.store().read_lease(object),
-                DelegationKind::Write => c.store().write_lease(object),
+                // The file was likely opened read-only since the restart.
+                DelegationKind::Write => c.store().write_lease_replacing(object),
             };
             // The baseline CB_GETATTR answers are compared with: a write
             // delegation's only.

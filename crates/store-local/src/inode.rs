@@ -171,6 +171,14 @@ impl Inode {
         Ok(fd)
     }
 
+    /// A new inode of the same object whose own description is open for
+    /// writing (as [`Inode::open_for_writing`]), nothing else of this one's
+    /// carried over.
+    pub(crate) fn reopened_for_writing(&self) -> std::io::Result<Inode> {
+        let fd = self.open_for_writing()?;
+        Ok(Inode::new(self.export.clone(), self.handle.clone(), self.ftype, self.kernel.clone(), fd, true))
+    }
+
     /// A new open file description of the object (as root: permission is
     /// the caller's business), for byte-range locks.
     pub(crate) fn open_description(&self, flags: libc::c_int) -> std::io::Result<OwnedFd> {

@@ -68,6 +68,10 @@ impl Store for LocalStore {
         LocalStore::write_lease(self, &obj.0)
     }
 
+    fn write_lease_replacing(&self, obj: &mut LocalObject) -> StoreResult<crate::LocalReadLease> {
+        LocalStore::write_lease_replacing(self, &mut obj.0)
+    }
+
     fn touch_leased(&self, _obj: &LocalObject, lease: &crate::LocalReadLease) -> StoreResult<()> {
         lease.touch_modified()
     }

@@ -1140,6 +1140,36 @@ fn a_lock_taken_through_a_lease_s_description_holds_from_before_the_lease_goes()
     });
 }
 
+/// A write lease on a file the store opened read-only (found by its
+/// handle after a restart: a write delegation reclaimed) is had once the
+/// caller's object is replaced by one open for writing; a local reader's
+/// open then breaks it.
+#[test]
+fn a_write_lease_on_a_file_opened_read_only_is_had_by_reopening_it_for_writing() {
+    let _leases = LEASE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let fx = Fixture::new("write-lease-reopen");
+    let path = fx.export_dir.join("old");
+    std::fs::write(&path, b"old").unwrap();
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        let mut old = act(user(1000), |w| vfs.lookup(w, &root, b"old")).unwrap().0;
+        assert_eq!(errno(&vfs.write_lease(&old).unwrap_err()), Some(libc::EAGAIN), "read-only: none");
+        let lease = vfs.write_lease_replacing(&mut old).unwrap();
+        assert!(!lease.is_broken());
+        act(ROOT, |w| vfs.write(w, &old, 3, b" and new", Stability::FileSync)).unwrap();
+        assert!(!lease.is_broken(), "the store writes through the leased description");
+        let reader_path = path.clone();
+        let reader = std::thread::spawn(move || {
+            keel_store_local::ident::reset().unwrap();
+            std::fs::read(&reader_path).unwrap()
+        });
+        wait_until("a local reader breaks the write lease", || lease.is_broken());
+        drop(lease);
+        assert_eq!(reader.join().unwrap(), b"old and new");
+    });
+}
+
 /// Runs `change` as a root process on the server would (not as this
 /// worker's caller).
 fn as_local_process(change: impl FnOnce() + Send + 'static) {

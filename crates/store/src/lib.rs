@@ -369,6 +369,16 @@ pub trait Store: Send + Sync + 'static {
         Err(StoreError::errno(libc::EINVAL))
     }
 
+    /// [`Store::write_lease`], for a caller whose `obj` is the only
+    /// reference it holds, reclaiming a write delegation after a restart:
+    /// where the store's own description of the file is not open for
+    /// writing (it has not written the file since it opened it), one that
+    /// is may take its place, in the store and in `obj`, so that the lease
+    /// can be had. The default: [`Store::write_lease`].
+    fn write_lease_replacing(&self, obj: &mut Self::Object) -> StoreResult<Self::ReadLease> {
+        self.write_lease(obj)
+    }
+
     /// Sets the modification time of `obj`, which `lease` (a write lease
     /// from [`Store::write_lease`]) is on, to now (the change time moves
     /// with it), on behalf of the lease's holder: what a write

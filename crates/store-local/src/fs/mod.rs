@@ -179,6 +179,28 @@ impl LocalStore {
         Ok(lease)
     }
 
+    /// [`LocalStore::write_lease`], for a caller whose reference `inode`
+    /// is the only one it holds (a write delegation reclaimed after a
+    /// restart, on a file the store has not written since it was cached):
+    /// an inode whose own description is read-only, with no other of its
+    /// own open (a writer, a lock description: each would stand in the way
+    /// of the lease anyway), is replaced, in the cache and in the caller's
+    /// hands, by one opened for writing, and the old one closes with the
+    /// caller's reference unless another call holds it (the lease is then
+    /// refused, EAGAIN, as before).
+    pub(crate) fn write_lease_replacing(&self, inode: &mut Arc<Inode>) -> StoreResult<crate::LocalReadLease> {
+        let alone = inode.lock_files().load(std::sync::atomic::Ordering::Relaxed) == 0
+            && !inode.has_shared_writer()
+            && !inode.has_idle_sync_writers();
+        if inode.ftype == FileType::Regular && alone {
+            let fresh = Arc::new(inode.reopened_for_writing()?);
+            self.cache.remove_this(inode);
+            self.cache.insert(fresh.clone());
+            *inode = fresh;
+        }
+        self.write_lease(inode)
+    }
+
     /// A lock description on `lease`'s own description (see
     /// `Store::lock_file_on_lease`).
     pub(crate) fn lock_file_on_lease(&self, lease: &crate::LocalReadLease) -> StoreResult<crate::LocalLockFile> {
