@@ -155,6 +155,7 @@ impl ServerStats {
             callback_probes: cb.probes_sent,
             callback_recalls: cb.recalls_sent,
             callback_getattrs: cb.getattrs_sent,
+            callback_getattrs_shared: cb.getattrs_shared,
             callback_timeouts: cb.timeouts,
             callback_unsent: cb.unsent,
             delegations_recalled: st.recalls,

@@ -33,6 +33,7 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("keel_nfs4_delegations", "gauge"),
     ("keel_nfs4_grace", "gauge"),
     ("keel_nfs4_callbacks_total", "counter"),
+    ("keel_nfs4_cb_getattr_shared_total", "counter"),
     ("keel_nfs4_callback_failures_total", "counter"),
     ("keel_nfs4_delegations_recalled_total", "counter"),
     ("keel_nfs4_delegations_revoked_total", "counter"),
@@ -249,6 +250,11 @@ pub fn render(s: &Snapshot) -> String {
     o.sample("keel_nfs4_callbacks_total", &[("op", "cb_null")], v4.callback_probes);
     o.sample("keel_nfs4_callbacks_total", &[("op", "cb_recall")], v4.callback_recalls);
     o.sample("keel_nfs4_callbacks_total", &[("op", "cb_getattr")], v4.callback_getattrs);
+    o.one(
+        "keel_nfs4_cb_getattr_shared_total",
+        "Attribute reads that waited for a CB_GETATTR in flight for the same file instead of sending one.",
+        v4.callback_getattrs_shared,
+    );
     o.family("keel_nfs4_callback_failures_total", "NFSv4.1 callbacks not answered in time or not sent, by cause.");
     o.sample("keel_nfs4_callback_failures_total", &[("cause", "timeout")], v4.callback_timeouts);
     o.sample("keel_nfs4_callback_failures_total", &[("cause", "unsent")], v4.callback_unsent);
@@ -497,6 +503,17 @@ mod tests {
         assert!(text.contains("keel_cache_device_spare_percent{device=\"/dev/nvme0n1\",role=\"log mirror\"} 100\n"));
         assert!(!text.contains("wear_percent{device=\"/var/tmp/c2\""));
         assert!(text.contains("keel_cache_device_read_bytes_total{device=\"/var/tmp/c2\""));
+    }
+
+    #[test]
+    fn shared_cb_getattrs_are_counted_beside_those_sent() {
+        let mut s = Snapshot::default();
+        s.nfs4.enabled = true;
+        s.nfs4.callback_getattrs = 3;
+        s.nfs4.callback_getattrs_shared = 2;
+        let out = render(&s);
+        assert!(out.contains("keel_nfs4_callbacks_total{op=\"cb_getattr\"} 3\n"), "{out}");
+        assert!(out.contains("keel_nfs4_cb_getattr_shared_total 2\n"), "{out}");
     }
 
     #[test]

@@ -91,6 +91,10 @@ pub struct Nfs4Snapshot {
     pub callback_recalls: u64,
     #[serde(default)]
     pub callback_getattrs: u64,
+    /// GETATTRs (and VERIFYs, READDIRs) that waited for the answer of a
+    /// CB_GETATTR in flight for the same file instead of sending one.
+    #[serde(default)]
+    pub callback_getattrs_shared: u64,
     /// Callbacks that got no answer in time, or could not be sent (no
     /// backchannel connection, a full queue).
     pub callback_timeouts: u64,
@@ -437,6 +441,7 @@ impl Snapshot {
         v4.callback_probes = v4.callback_probes.saturating_sub(was.callback_probes);
         v4.callback_recalls = v4.callback_recalls.saturating_sub(was.callback_recalls);
         v4.callback_getattrs = v4.callback_getattrs.saturating_sub(was.callback_getattrs);
+        v4.callback_getattrs_shared = v4.callback_getattrs_shared.saturating_sub(was.callback_getattrs_shared);
         v4.callback_timeouts = v4.callback_timeouts.saturating_sub(was.callback_timeouts);
         v4.callback_unsent = v4.callback_unsent.saturating_sub(was.callback_unsent);
         v4.delegations_recalled = v4.delegations_recalled.saturating_sub(was.delegations_recalled);

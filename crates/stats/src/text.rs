@@ -105,10 +105,11 @@ pub fn render(s: &Snapshot, opts: Options) -> String {
         );
         let _ = writeln!(
             o,
-            "nfsv4 callbacks: {} CB_NULL, {} CB_RECALL, {} CB_GETATTR, {} timed out, {} unsent; delegations: {} recalled, {} revoked",
+            "nfsv4 callbacks: {} CB_NULL, {} CB_RECALL, {} CB_GETATTR ({} shared), {} timed out, {} unsent; delegations: {} recalled, {} revoked",
             per(v4.callback_probes),
             per(v4.callback_recalls),
             per(v4.callback_getattrs),
+            per(v4.callback_getattrs_shared),
             per(v4.callback_timeouts),
             per(v4.callback_unsent),
             per(v4.delegations_recalled),
@@ -385,6 +386,16 @@ pub fn render_cache(c: &crate::snapshot::CacheSnapshot, interval: Option<f64>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_nfsv4_callbacks_line_counts_cb_getattrs_sent_and_shared() {
+        let mut s = Snapshot::default();
+        s.nfs4.enabled = true;
+        s.nfs4.callback_getattrs = 3;
+        s.nfs4.callback_getattrs_shared = 2;
+        let text = render(&s, Options { interval: None, clients_max: 0, connections: false });
+        assert!(text.contains("3 CB_GETATTR (2 shared)"), "{text}");
+    }
 
     #[test]
     fn sizes_and_durations_read_well() {
