@@ -635,6 +635,18 @@ fn recalled_within(v4: &mut V4, within: Duration) -> bool {
     !v4.recalled.is_empty()
 }
 
+/// OPEN of "f" in the current directory for reading and writing by the
+/// owner "writer", wanting no delegation.
+fn open_f_for_writing(how: Openflag4) -> NfsArgop4 {
+    NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_NO_DELEG,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: keel_xdr::Opaque(bytes::Bytes::from_static(b"writer")) },
+        openhow: how,
+        claim: OpenClaim4::ClaimNull("f".into()),
+    })
+}
 /// A file a client created, wrote and closed through Keel is delegated at
 /// the first OPEN for reading (the store's own writable description of a
 /// file it created stood in the way of every read lease, and then of the
@@ -647,14 +659,7 @@ fn a_file_created_through_keel_is_read_delegated_and_its_holder_s_setattr_keeps_
     let mut v4 = V4::connect(&server, b"deleg-created");
     let mut ops = export_lookups(&server);
     let mode = Attrs4 { mode: Some(0o644), ..Attrs4::default() };
-    ops.push(NfsArgop4::Open(Open4Args {
-        seqid: 0,
-        share_access: OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_NO_DELEG,
-        share_deny: 0,
-        owner: OpenOwner4 { clientid: 0, owner: keel_xdr::Opaque(bytes::Bytes::from_static(b"writer")) },
-        openhow: Openflag4::Open4Create(Createhow4::Guarded4(mode.to_fattr4(&Attrs4::known()))),
-        claim: OpenClaim4::ClaimNull("f".into()),
-    }));
+    ops.push(open_f_for_writing(Openflag4::Open4Create(Createhow4::Guarded4(mode.to_fattr4(&Attrs4::known())))));
     ops.push(NfsArgop4::Getfh(()));
     let res = v4.ok(ops);
     let n = res.len();
@@ -700,14 +705,7 @@ fn a_file_written_through_keel_is_read_delegated_at_the_first_open_for_reading_a
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
     let mut v4 = V4::connect(&server, b"deleg-written");
     let mut ops = export_lookups(&server);
-    ops.push(NfsArgop4::Open(Open4Args {
-        seqid: 0,
-        share_access: OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_NO_DELEG,
-        share_deny: 0,
-        owner: OpenOwner4 { clientid: 0, owner: keel_xdr::Opaque(bytes::Bytes::from_static(b"writer")) },
-        openhow: Openflag4::Open4Nocreate,
-        claim: OpenClaim4::ClaimNull("f".into()),
-    }));
+    ops.push(open_f_for_writing(Openflag4::Open4Nocreate));
     ops.push(NfsArgop4::Getfh(()));
     let res = v4.ok(ops);
     let n = res.len();
