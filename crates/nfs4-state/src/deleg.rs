@@ -126,9 +126,9 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             Ok(kind) => kind,
             Err(why) => return DelegationOffer::Declined(why),
         };
-        match self.grant_delegation(client, file, kind, now) {
-            Some(stateid) => DelegationOffer::Granted { stateid, kind },
-            None => DelegationOffer::Declined(OpenNoneDelegation4::Wnd4Resource(false)),
+        match self.grant_delegation(client, file, kind, None, now) {
+            Ok(stateid) => DelegationOffer::Granted { stateid, kind },
+            Err(_) => DelegationOffer::Declined(OpenNoneDelegation4::Wnd4Resource(false)),
         }
     }
 
@@ -261,19 +261,26 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             }
         }
         let recall = recall || conflict;
-        self.claim(client, Resource::Delegations, 1, now).map_err(|l| l.status())?;
-        let d = Delegation { kind, recalled_at: recall.then_some(now), revoke_by: None, revoked: false };
-        let key = self.insert_state(client, file.clone(), StateKind::Delegation(d));
-        self.files.entry(file.clone()).or_default().delegations.insert(key);
-        Ok(ReclaimedDelegation { stateid: self.stateid(key), kind, recall })
+        let stateid = self.grant_delegation(client, file, kind, recall.then_some(now), now)?;
+        Ok(ReclaimedDelegation { stateid, kind, recall })
     }
 
-    fn grant_delegation(&mut self, client: ClientId, file: &F, kind: DelegationKind, now: Instant) -> Option<Stateid4> {
-        self.claim(client, Resource::Delegations, 1, now).ok()?;
-        let d = Delegation { kind, recalled_at: None, revoke_by: None, revoked: false };
+    /// A new delegation of `client` on `file`, recalled at `recalled_at`
+    /// if given (a pre-recalled reclaim); NFS4ERR_RESOURCE at the client's
+    /// limit of delegations.
+    fn grant_delegation(
+        &mut self,
+        client: ClientId,
+        file: &F,
+        kind: DelegationKind,
+        recalled_at: Option<Instant>,
+        now: Instant,
+    ) -> Result<Stateid4, Nfsstat4> {
+        self.claim(client, Resource::Delegations, 1, now).map_err(|l| l.status())?;
+        let d = Delegation { kind, recalled_at, revoke_by: None, revoked: false };
         let key = self.insert_state(client, file.clone(), StateKind::Delegation(d));
         self.files.entry(file.clone()).or_default().delegations.insert(key);
-        Some(self.stateid(key))
+        Ok(self.stateid(key))
     }
 
     /// Whether an access by `who` to `file` may go on now (RFC 8881

@@ -92,10 +92,11 @@
 //! when the callback path is not known up yet, the server does not offer
 //! that kind, or another client's reclaimed state conflicts with it; the
 //! state revokes such a one a lease later if it is not returned. Where no
-//! lease can be had there is none, as with knfsd (a write lease, only on
-//! the store's own description of a file it created, never can after a
-//! restart): a delegation no lease backs would not hold local processes
-//! off, and its holder would keep its locks local meanwhile.
+//! lease can be had there is none, as with knfsd: a delegation no lease
+//! backs would not hold local processes off, and its holder would keep
+//! its locks local meanwhile. (A write lease, only ever on the store's own
+//! description of the file open for writing, is had after a restart by
+//! reopening the file: `Store::write_lease_replacing`.)
 //!
 //! [`NfsState::offer_delegation`]: keel_nfs4_state::NfsState::offer_delegation
 //! [`CALLBACK_TICK`]: crate::callback::CALLBACK_TICK
@@ -196,19 +197,12 @@ pub(crate) fn on_open<S: Store>(
             return declined(why);
         }
     };
-    // What a write delegation's holder's CB_GETATTR answers are measured
-    // against: the change attribute and size its OPEN sees. A read
-    // delegation's holder is never asked: no system call for it.
-    let seen = if writing {
-        match c.store().getattr(object) {
-            Ok(a) => Some(HolderAttrs { change: crate::ops::attr::change(&a), size: a.size }),
-            Err(e) => {
-                tracing::debug!(error = %e, "no attributes: no delegation");
-                return declined(OpenNoneDelegation4::Wnd4Contention(false));
-            }
+    let seen = match holder_baseline(c, object, writing) {
+        Ok(seen) => seen,
+        Err(e) => {
+            tracing::debug!(error = %e, "no attributes: no delegation");
+            return declined(OpenNoneDelegation4::Wnd4Contention(false));
         }
-    } else {
-        None
     };
     let leases = &c.program.leases;
     let (offer, unused) = c.program.with_state(|s| {
@@ -283,20 +277,10 @@ fn on_reclaim<S: Store>(
                 // The file was likely opened read-only since the restart.
                 DelegationKind::Write => c.store().write_lease_replacing(object),
             };
-            // The baseline CB_GETATTR answers are compared with: a write
-            // delegation's only.
-            let seen = match kind {
-                DelegationKind::Read => Ok(None),
-                DelegationKind::Write => c
-                    .store()
-                    .getattr(object)
-                    .map(|a| Some(HolderAttrs { change: crate::ops::attr::change(&a), size: a.size })),
-            };
-            match (lease, seen) {
-                (Ok(lease), Ok(seen)) => Some((lease, seen)),
-                (lease, seen) => {
-                    let error = lease.err().or(seen.err()).map(|e| e.to_string());
-                    tracing::debug!(?kind, ?error, "no lease: delegation not reclaimed");
+            match lease.and_then(|lease| Ok((lease, holder_baseline(c, object, kind == DelegationKind::Write)?))) {
+                Ok(had) => Some(had),
+                Err(e) => {
+                    tracing::debug!(?kind, error = %e, "no lease: delegation not reclaimed");
                     return none;
                 }
             }
@@ -328,6 +312,21 @@ fn on_reclaim<S: Store>(
             none
         }
     }
+}
+
+/// What a write delegation's holder's CB_GETATTR answers are measured
+/// against: the change attribute and size its OPEN sees. A read
+/// delegation's holder is never asked: no system call for it.
+fn holder_baseline<S: Store>(
+    c: &Compound<'_, S>,
+    object: &S::Object,
+    write: bool,
+) -> keel_store::StoreResult<Option<HolderAttrs>> {
+    if !write {
+        return Ok(None);
+    }
+    let a = c.store().getattr(object)?;
+    Ok(Some(HolderAttrs { change: crate::ops::attr::change(&a), size: a.size }))
 }
 
 /// OPEN's reply for a delegation granted (`recall`: to be returned at

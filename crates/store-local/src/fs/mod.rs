@@ -238,12 +238,7 @@ impl LocalStore {
     /// OPEN for writing of it the write delegation (write delegations are
     /// on by default), as well as a reopen per file closed.
     pub(crate) fn read_lease(&self, inode: &Arc<Inode>) -> StoreResult<crate::LocalReadLease> {
-        match crate::LocalReadLease::take(inode) {
-            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && self.let_go_of_own_writers(inode) => {
-                if inode.has_shared_writer() { Err(e) } else { crate::LocalReadLease::take(inode) }
-            }
-            other => other,
-        }
+        self.read_lease_letting_go(&mut inode.clone(), false)
     }
 
     /// [`LocalStore::read_lease`], for a caller whose reference `inode`
@@ -255,9 +250,18 @@ impl LocalStore {
     /// handle no longer resolves (the file was removed meanwhile), the
     /// caller keeps the old inode and the lease's EAGAIN.
     pub(crate) fn read_lease_replacing(&self, inode: &mut Arc<Inode>) -> StoreResult<crate::LocalReadLease> {
+        self.read_lease_letting_go(inode, true)
+    }
+
+    /// [`LocalStore::read_lease`], and with `replace`
+    /// [`LocalStore::read_lease_replacing`].
+    fn read_lease_letting_go(&self, inode: &mut Arc<Inode>, replace: bool) -> StoreResult<crate::LocalReadLease> {
         match crate::LocalReadLease::take(inode) {
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && self.let_go_of_own_writers(inode) => {
                 if inode.has_shared_writer() {
+                    if !replace {
+                        return Err(e);
+                    }
                     let Ok((fresh, ())) = self.resolve(inode.handle.as_bytes(), |_| Ok::<_, StoreError>(())) else {
                         return Err(e);
                     };
