@@ -422,21 +422,25 @@ fn a_v4_client_reclaims_its_read_and_write_delegations_after_a_restart() {
     a.wait_for_callback_path();
     let (open_r, fh_r) = a.open_read(&server, 1, b"o", "r");
     assert!(matches!(open_r.delegation, OpenDelegation4::OpenDelegateRead(_)), "{:?}", open_r.delegation);
-    let mut ops = vec![NfsArgop4::Putrootfh(())];
-    for part in server.export_path(1).split('/').filter(|p| !p.is_empty()) {
-        ops.push(NfsArgop4::Lookup(Lookup4Args { objname: part.into() }));
-    }
-    let create = Openflag4::Open4Create(Createhow4::Unchecked4(Fattr4::default()));
-    ops.extend([
-        open_with(b"o", OPEN4_SHARE_ACCESS_BOTH, create, OpenClaim4::ClaimNull("w".into())),
-        NfsArgop4::Getfh(()),
-    ]);
-    let res = a.ok(ops);
-    let n = res.len();
-    let NfsResop4::Open(Nfs4Result::Ok(open_w)) = &res[n - 2] else { panic!("OPEN: {res:?}") };
-    assert!(matches!(open_w.delegation, OpenDelegation4::OpenDelegateWrite(_)), "{:?}", open_w.delegation);
-    let NfsResop4::Getfh(Nfs4Result::Ok(fh_w)) = &res[n - 1] else { panic!("GETFH: {res:?}") };
-    let fh_w = fh_w.object.0.clone();
+    let mut create_written = |name: &str| {
+        let mut ops = vec![NfsArgop4::Putrootfh(())];
+        for part in server.export_path(1).split('/').filter(|p| !p.is_empty()) {
+            ops.push(NfsArgop4::Lookup(Lookup4Args { objname: part.into() }));
+        }
+        let create = Openflag4::Open4Create(Createhow4::Unchecked4(Fattr4::default()));
+        ops.extend([
+            open_with(b"o", OPEN4_SHARE_ACCESS_BOTH, create, OpenClaim4::ClaimNull(name.into())),
+            NfsArgop4::Getfh(()),
+        ]);
+        let res = a.ok(ops);
+        let n = res.len();
+        let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[n - 2] else { panic!("OPEN: {res:?}") };
+        assert!(matches!(open.delegation, OpenDelegation4::OpenDelegateWrite(_)), "{:?}", open.delegation);
+        let NfsResop4::Getfh(Nfs4Result::Ok(fh)) = &res[n - 1] else { panic!("GETFH: {res:?}") };
+        fh.object.0.clone()
+    };
+    let fh_w = create_written("w");
+    let fh_x = create_written("x");
 
     server.kill9();
     server.start_again();
@@ -484,6 +488,35 @@ fn a_v4_client_reclaims_its_read_and_write_delegations_after_a_restart() {
     let data = bytes::Bytes::from_static(b"written back");
     let write = NfsArgop4::Write(Write4Args { stateid: open_w, offset: 0, stable: StableHow4::FileSync4, data });
     a.ok(vec![putfh(&fh_w), write]);
+    // A file that cannot be opened for writing now (a program runs from
+    // it: ETXTBSY) gets its open back without the delegation, as knfsd
+    // answers where no lease can be had, not an error.
+    let x = server.export_dir(1).join("x");
+    std::fs::copy("/bin/sleep", &x).unwrap();
+    std::fs::set_permissions(&x, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut running = std::process::Command::new(&x).arg("30").spawn().unwrap();
+    let res = a.ok(vec![
+        putfh(&fh_x),
+        open_with(
+            b"o",
+            OPEN4_SHARE_ACCESS_BOTH,
+            Openflag4::Open4Nocreate,
+            previous(OpenDelegationType4::OpenDelegateWrite),
+        ),
+    ]);
+    let open_x = opened(&res[2]);
+    let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[2] else { panic!("OPEN: {res:?}") };
+    assert!(
+        matches!(open.delegation, OpenDelegation4::OpenDelegateNone),
+        "no write delegation while the file cannot be opened for writing: {:?}\n{}",
+        open.delegation,
+        context(&server)
+    );
+    let res = a.ok(vec![putfh(&fh_x), read(open_x)]);
+    assert_eq!(&data_of(&res[2])[..4], b"\x7fELF", "the reclaimed open reads");
+    running.kill().unwrap();
+    running.wait().unwrap();
+
     a.ok(vec![reclaim_complete()]);
     a.ok(vec![putfh(&fh_w), NfsArgop4::Delegreturn(Delegreturn4Args { deleg_stateid: deleg_w.stateid })]);
 

@@ -1084,6 +1084,19 @@ fn local_lock_free(file: &std::fs::File) -> bool {
     unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) == 0 }
 }
 
+/// Whether a write lock on all of `file` would be free (F_OFD_GETLK:
+/// needs no writable description, so a reader's open keeps a read lease).
+fn write_lock_would_be_free(file: &std::fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a zeroed flock is valid; l_pid 0 as OFD locks require.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: a valid descriptor and flock.
+    assert_eq!(unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) }, 0);
+    fl.l_type == libc::F_UNLCK as libc::c_short
+}
+
 /// A write lease's holder that locks while it gives the lease up (an
 /// NFSv4.1 client returning its delegation) locks through the lease's own
 /// description: a process that the lease kept waiting in its open finds
@@ -1137,6 +1150,35 @@ fn a_lock_taken_through_a_lease_s_description_holds_from_before_the_lease_goes()
         // Given back: the next lease lends it again.
         let next = vfs.write_lease(&f).unwrap();
         drop(vfs.lock_file_on_lease(&f, &next).unwrap());
+    });
+}
+
+/// A read lease's description is open for reading only: an exclusive lock
+/// through it is EBADF (LOCK then gives up the lease and opens a
+/// description of its own), and the failed attempt gives the description
+/// back, so a shared lock through it is had next.
+#[test]
+fn an_exclusive_lock_through_a_read_lease_s_description_is_ebadf_and_gives_it_back() {
+    let _leases = LEASE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let fx = Fixture::new("read-lease-lock");
+    let path = fx.export_dir.join("r");
+    std::fs::write(&path, b"read").unwrap();
+    on_worker(move || {
+        let vfs = fx.vfs();
+        let root = fx.root(&vfs);
+        let r = act(user(1000), |w| vfs.lookup(w, &root, b"r")).unwrap().0;
+        let lease = vfs.read_lease(&r).unwrap();
+        let lent = vfs.lock_file_on_lease(&r, &lease).unwrap();
+        let refused = lent.try_lock(LockKind::Exclusive, LockRange::new(0, 0)).unwrap_err();
+        assert_eq!(errno(&refused), Some(libc::EBADF));
+        drop(lent);
+        let again = vfs.lock_file_on_lease(&r, &lease).expect("given back once dropped");
+        assert_eq!(again.try_lock(LockKind::Shared, LockRange::new(0, 4)).unwrap(), None);
+        assert!(!lease.is_broken(), "a shared lock through the lease's own description keeps it");
+        let file = std::fs::OpenOptions::new().read(true).write(false).open(&path).unwrap();
+        assert!(!write_lock_would_be_free(&file), "the shared lock is held against writers");
+        drop(again);
+        assert!(write_lock_would_be_free(&file), "and released with the lent description");
     });
 }
 
