@@ -113,6 +113,9 @@ pub struct ServerConfig {
     /// workload creating many files beyond its spread (docs/benchmarks.md).
     /// See keel.toml(5).
     pub nfs4_write_delegations: bool,
+    /// NFSv4.1 client IDs one address may hold (a bound against a client
+    /// that makes IDs without end); more for hosts behind one NAT address.
+    pub nfs4_clients_per_address_max: usize,
     /// The domain of NFSv4 owner names (idmapd.conf's `Domain`): a client's
     /// `user@DOMAIN` or `group@DOMAIN` is that user or group of the system's
     /// database. `None`: owners are numbers only.
@@ -283,6 +286,7 @@ impl Default for ServerConfig {
             nfs_versions: NfsVersions::default(),
             nfs4_read_delegations: true,
             nfs4_write_delegations: true,
+            nfs4_clients_per_address_max: keel_nfs4_state::Limits::default().clients.per_address,
             nfs4_idmap_domain: None,
         }
     }
@@ -659,6 +663,12 @@ impl Checker<'_> {
         }
         if let Some(v) = raw.nfs4_write_delegations {
             s.nfs4_write_delegations = v;
+        }
+        if let Some(v) = &raw.nfs4_clients_per_address_max {
+            // One address holds a quarter of the clients at most (keel-exports' claims).
+            let most = keel_nfs4_state::Limits::default().clients.total / 4;
+            let n = self.usize("nfs4_clients_per_address_max", v, most);
+            s.nfs4_clients_per_address_max = n.unwrap_or(s.nfs4_clients_per_address_max);
         }
         if let Some(v) = &raw.max_inflight_mib {
             let mib = self.usize_from("max_inflight_mib", v, MAX_INFLIGHT_MIB_PER_CONNECTION_MIN, MAX_INFLIGHT_MIB_MAX);

@@ -51,6 +51,7 @@ pub type Nfs4 = Nfs4Program<Served>;
 fn state_config(config: &Config, delegations_max: usize) -> StateConfig {
     let defaults = StateConfig::default();
     let mut limits = defaults.limits.clone();
+    limits.clients.per_address = config.server.nfs4_clients_per_address_max;
     if delegations_max > 0 {
         let total = limits.delegations.total.min(delegations_max);
         // One address holds a quarter at most (keel-exports' claims).

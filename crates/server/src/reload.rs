@@ -369,6 +369,11 @@ fn server_changes(old: &ServerConfig, new: &ServerConfig) -> Vec<String> {
     check("nfs4_lease_seconds", old.nfs4_lease.as_secs().to_string(), new.nfs4_lease.as_secs().to_string());
     check("nfs4_read_delegations", old.nfs4_read_delegations.to_string(), new.nfs4_read_delegations.to_string());
     check("nfs4_write_delegations", old.nfs4_write_delegations.to_string(), new.nfs4_write_delegations.to_string());
+    check(
+        "nfs4_clients_per_address_max",
+        old.nfs4_clients_per_address_max.to_string(),
+        new.nfs4_clients_per_address_max.to_string(),
+    );
     check("nfs4_idmap_domain", format!("{:?}", old.nfs4_idmap_domain), format!("{:?}", new.nfs4_idmap_domain));
     out
 }

@@ -8,7 +8,8 @@
 //! RECLAIM_COMPLETE; the change attribute within one tick of the kernel's
 //! clock; the configured lease (`nfs4_lease_seconds`) as the lease_time
 //! attribute and as how long a silent client's open stands in another's
-//! way.
+//! way; the configured bound of client IDs per address
+//! (`nfs4_clients_per_address_max`).
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -555,4 +556,31 @@ fn destroy_session_on_a_connection_not_bound_to_it_is_refused() {
     assert_eq!(res.status, Nfsstat4::Ok, "{res:?}");
     let res = v4.compound(vec![destroy()]);
     assert_eq!(res.status, Nfsstat4::Badsession, "{res:?}");
+}
+
+/// `nfs4_clients_per_address_max` bounds the client IDs one address
+/// holds: past it a new client owner's EXCHANGE_ID is NFS4ERR_DELAY, and an
+/// owner holding an ID already is still answered (the Linux client's
+/// EXCHANGE_ID again after a reconnect).
+#[test]
+fn the_configured_bound_of_client_ids_per_address_holds() {
+    let server = TestServer::start(
+        "nfs4-clients-per-address",
+        vec![ExportOpts::rw(1, "export")],
+        "nfs_versions = [\"4.1\"]\nnfs4_clients_per_address_max = 2",
+    );
+    let mut a = V4::connect(&server, b"per-address-a");
+    let _b = V4::connect(&server, b"per-address-b");
+    let exchange_id = |owner: &'static [u8]| {
+        NfsArgop4::ExchangeId(ExchangeId4Args {
+            eia_clientowner: ClientOwner4 { co_verifier: [7; 8], co_ownerid: Opaque(bytes::Bytes::from_static(owner)) },
+            eia_flags: 0,
+            eia_state_protect: StateProtect4A::Sp4None,
+            eia_client_impl_id: None,
+        })
+    };
+    let res = a.compound(vec![exchange_id(b"per-address-c")]);
+    assert_eq!(res.status, Nfsstat4::Delay, "a third client ID from the address: {res:?}");
+    let res = a.compound(vec![exchange_id(b"per-address-a")]);
+    assert_eq!(res.status, Nfsstat4::Ok, "the owner's own ID again: {res:?}");
 }

@@ -62,6 +62,7 @@ pub(super) struct RawServer {
     pub nfs_versions: Option<Spanned<Vec<Spanned<String>>>>,
     pub nfs4_read_delegations: Option<bool>,
     pub nfs4_write_delegations: Option<bool>,
+    pub nfs4_clients_per_address_max: Option<Spanned<Int>>,
     pub nfs4_idmap_domain: Option<Spanned<String>>,
 }
 

@@ -116,6 +116,7 @@ max_locks_per_client = 100
 nfs_versions = ["3", "4.2"]
 nfs4_read_delegations = false
 nfs4_write_delegations = true
+nfs4_clients_per_address_max = 512
 
 [[export]]
 path = '{home}'
@@ -183,6 +184,7 @@ clients = [{{ host = "192.0.2.7" }}]
             nfs_versions: NfsVersions { v3: true, v41: false, v42: true },
             nfs4_read_delegations: false,
             nfs4_write_delegations: true,
+            nfs4_clients_per_address_max: 512,
             nfs4_idmap_domain: None,
         }
     );
@@ -221,7 +223,7 @@ clients = [{{ host = "192.0.2.7" }}]
                     },
                 ],
                 cache: keel_cache::CacheMode::Off,
-                line: 26,
+                line: 27,
             },
             ExportConfig {
                 path: PathBuf::from(&scratch),
@@ -229,7 +231,7 @@ clients = [{{ host = "192.0.2.7" }}]
                 fsid: None,
                 clients: vec![ClientRule { host: net("192.0.2.7", 32), options: ClientOptions::default() }],
                 cache: keel_cache::CacheMode::Off,
-                line: 57,
+                line: 58,
             },
         ]
     );
@@ -590,6 +592,11 @@ fn out_of_range_numbers() {
         &format!("[server]\nnfs4_lease_seconds = 9\n{SIMPLE_EXPORT}"),
         2,
         &["nfs4_lease_seconds = 9 is out of range", "from 10 to 3600"],
+    );
+    assert_problem(
+        &format!("[server]\nnfs4_clients_per_address_max = 1025\n{SIMPLE_EXPORT}"),
+        2,
+        &["nfs4_clients_per_address_max = 1025 is out of range", "from 1 to 1024"],
     );
     let text = "[[export]]\npath = \"/\"\nid = 1\nanonuid = -1\nclients = [{ host = \"*\", anongid = 4294967296 }]\n";
     assert_problem(text, 4, &["anonuid = -1 is out of range"]);
