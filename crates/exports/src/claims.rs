@@ -116,6 +116,12 @@ impl ClaimPool {
         self.used
     }
 
+    /// What the pool has not handed out (none once [`ClaimPool::add`]
+    /// went past it).
+    pub fn free(&self) -> usize {
+        self.total_max.saturating_sub(self.used)
+    }
+
     /// Addresses holding some of the pool.
     pub fn addresses(&self) -> usize {
         self.held.len()

@@ -93,6 +93,8 @@ pub struct StateStats {
     pub refused: [u64; 8],
     /// Writes or removals of client records that failed.
     pub records_failed: u64,
+    /// Sessions given their one slot beyond the reply cache's pool.
+    pub slots_past_the_pool: u64,
 }
 
 impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
@@ -171,6 +173,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
             revoked: k.revoked,
             refused: k.refused,
             records_failed: k.records_failed,
+            slots_past_the_pool: k.slots_past_the_pool,
         }
     }
 }

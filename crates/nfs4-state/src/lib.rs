@@ -340,6 +340,7 @@ struct Counters {
     revoked: u64,
     refused: [u64; 8],
     records_failed: u64,
+    slots_past_the_pool: u64,
 }
 
 /// The NFSv4.1 server state. `F` is the handler's key of a file, `L` its

@@ -206,6 +206,36 @@ pub struct CallbackChannel {
     pub attrs: ChannelAttrs4,
 }
 
+impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
+    /// The reply-cache slots of a new session of `id`, which asks `want`:
+    /// no more than its address's share leaves, and no more than an eighth
+    /// of what the pool has free (as knfsd), so that as the pool fills the
+    /// slots go round more clients rather than to the first ones alone. A
+    /// client's first session gets one slot however full the pool is,
+    /// beyond it if need be (knfsd: "better than failure"): no client is
+    /// kept from the server by others' slots, and what that adds is one
+    /// slot per client at most. Another session past the pool waits
+    /// (NFS4ERR_DELAY).
+    fn session_slots(&mut self, id: ClientId, want: usize, now: Instant) -> Result<usize, Nfsstat4> {
+        let spread = (self.pools.get(Resource::ReplyCacheSlots).free() / SLOT_SPREAD_DIVISOR).max(1);
+        match self.claim_up_to(id, Resource::ReplyCacheSlots, want.min(spread), now) {
+            Ok(n) => Ok(n),
+            Err(_) if self.clients.get(&id).is_some_and(|c| c.sessions.is_empty()) => {
+                let c = self.clients.get_mut(&id).expect("looked up above");
+                c.held[Resource::ReplyCacheSlots.index()] += 1;
+                let addr = c.addr;
+                self.pools.get_mut(Resource::ReplyCacheSlots).add(addr, 1);
+                self.counters.slots_past_the_pool += 1;
+                Ok(1)
+            }
+            Err(l) => Err(l.status()),
+        }
+    }
+}
+
+/// A new session gets at most this fraction of the reply-cache slots free.
+const SLOT_SPREAD_DIVISOR: usize = 8;
+
 /// The forechannel a session gets (RFC 8881 section 18.36.3): the client's
 /// ask, no larger than the server's limits; NFS4ERR_TOOSMALL below what a
 /// SEQUENCE needs.
@@ -322,9 +352,7 @@ impl<F: Clone + Eq + Hash, L> NfsState<F, L> {
         if c.sessions.len() >= self.config.limits.sessions_per_client {
             return Err(Nfsstat4::Delay);
         }
-        let slots = self
-            .claim_up_to(id, Resource::ReplyCacheSlots, fore.ca_maxrequests as usize, now)
-            .map_err(|l| l.status())?;
+        let slots = self.session_slots(id, fore.ca_maxrequests as usize, now)?;
         let mut fore = fore;
         fore.ca_maxrequests = slots as u32;
 

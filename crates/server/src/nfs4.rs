@@ -51,7 +51,9 @@ pub type Nfs4 = Nfs4Program<Served>;
 fn state_config(config: &Config, delegations_max: usize) -> StateConfig {
     let defaults = StateConfig::default();
     let mut limits = defaults.limits.clone();
-    limits.clients.per_address = config.server.nfs4_clients_per_address_max;
+    let per_address = config.server.nfs4_clients_per_address_max;
+    limits.clients.per_address = per_address;
+    limits.reply_cache_bytes = reply_cache_bytes(&defaults, per_address, memory_bytes());
     if delegations_max > 0 {
         let total = limits.delegations.total.min(delegations_max);
         // One address holds a quarter at most (keel-exports' claims).
@@ -66,6 +68,33 @@ fn state_config(config: &Config, delegations_max: usize) -> StateConfig {
         write_delegations,
         ..defaults
     }
+}
+
+/// The reply caches' budget: as knfsd's, a 128th of the machine's memory
+/// (64 MiB at least), so that a server with memory for more clients gives
+/// more of them all the slots they ask for (a session past the budget has
+/// one slot: see keel-nfs4-state); an address's share is what its
+/// `nfs4_clients_per_address_max` clients take at the most slots each
+/// (the default's at least; a quarter of the whole at most, by the pool).
+fn reply_cache_bytes(
+    defaults: &StateConfig,
+    clients_per_address: usize,
+    memory: Option<u64>,
+) -> keel_nfs4_state::Bound {
+    let default = defaults.limits.reply_cache_bytes;
+    let by_memory = memory.map_or(0, |m| usize::try_from(m / 128).unwrap_or(usize::MAX));
+    let session = defaults.channel.slots_per_session_max as usize * defaults.channel.cached_response_bytes_max as usize;
+    keel_nfs4_state::Bound {
+        total: default.total.max(by_memory),
+        per_address: default.per_address.max(clients_per_address.saturating_mul(session)),
+    }
+}
+
+/// The machine's memory (`MemTotal` of /proc/meminfo), if it tells.
+fn memory_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = meminfo.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().strip_suffix("kB")?.trim();
+    kib.parse::<u64>().ok()?.checked_mul(1024)
 }
 
 /// The NFSv4 program, if the configuration serves a minor version of it:
@@ -208,6 +237,21 @@ impl OpObserver for CountedOps {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reply caches' budget grows with the machine's memory and an
+    /// address's share with its clients, never below the defaults.
+    #[test]
+    fn the_reply_cache_budget_follows_memory_and_the_clients_per_address() {
+        let defaults = StateConfig::default();
+        let (mib, gib) = (1usize << 20, 1u64 << 30);
+        let budget = |clients, memory| reply_cache_bytes(&defaults, clients, memory);
+        assert_eq!(budget(64, None), keel_nfs4_state::Bound { total: 64 * mib, per_address: 16 * mib });
+        assert_eq!(budget(64, Some(4 * gib)).total, 64 * mib, "a small machine keeps the default");
+        assert_eq!(budget(64, Some(24 * gib)).total, 192 * mib);
+        assert_eq!(budget(1, Some(24 * gib)).per_address, 16 * mib);
+        assert_eq!(budget(512, Some(24 * gib)).per_address, 128 * mib, "64 slots of 4 KiB each");
+        assert!(memory_bytes().is_some_and(|m| m > 0), "this machine's /proc/meminfo");
+    }
 
     /// Each start's epoch is larger than the last one's: in the same
     /// second, and with the clock set back; else it is the clock's.

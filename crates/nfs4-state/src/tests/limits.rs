@@ -27,9 +27,11 @@ fn a_flood_of_client_records_from_one_address_is_bounded() {
     assert_eq!(st.held(Resource::Clients, ip(1)).0, 0);
 }
 
-/// Sessions and their replay caches: a session gets fewer slots when its
-/// address's share of the reply cache is short, none past it
-/// (NFS4ERR_DELAY); another address still gets its slots.
+/// Sessions and their replay caches: a session gets no more than its
+/// address's share leaves and an eighth of the pool free; past the share a
+/// client's further session waits (NFS4ERR_DELAY), but a client's first
+/// session always gets one slot, beyond the pool if need be; another
+/// address still gets its slots.
 #[test]
 fn reply_cache_slots_are_shared_among_addresses() {
     let t0 = Instant::now();
@@ -39,15 +41,60 @@ fn reply_cache_slots_are_shared_among_addresses() {
     let p = sys(0, "s");
     let c = caller(ip(1), &p, 1);
     let ok = st.exchange_id(&c, &exid_args("s", 1), t0).unwrap();
-    let first = st.create_session(&c, &cs_args(ok.clientid, 1, 8), t0).unwrap();
-    assert_eq!(first.csr_fore_chan_attrs.ca_maxrequests, 8);
-    let second = st.create_session(&c, &cs_args(ok.clientid, 2, 8), t0).unwrap();
-    assert_eq!(second.csr_fore_chan_attrs.ca_maxrequests, 4, "what is left of the address's share");
-    assert_eq!(st.create_session(&c, &cs_args(ok.clientid, 3, 8), t0), Err(Nfsstat4::Delay));
+    let slots =
+        |r: Result<keel_nfs4_proto::CreateSession4ResOk, Nfsstat4>| r.map(|r| r.csr_fore_chan_attrs.ca_maxrequests);
+    assert_eq!(slots(st.create_session(&c, &cs_args(ok.clientid, 1, 8), t0)), Ok(8), "an eighth of 64");
+    assert_eq!(slots(st.create_session(&c, &cs_args(ok.clientid, 2, 8), t0)), Ok(3), "what is left of the share");
+    assert_eq!(slots(st.create_session(&c, &cs_args(ok.clientid, 3, 8), t0)), Ok(1));
+    assert_eq!(st.create_session(&c, &cs_args(ok.clientid, 4, 8), t0), Err(Nfsstat4::Delay), "the share is spent");
+    // Another client of the address: its first session has one slot,
+    // beyond the address's share.
+    let p2 = sys(0, "s2");
+    let c2 = caller(ip(1), &p2, 3);
+    let ok2 = st.exchange_id(&c2, &exid_args("s2", 1), t0).unwrap();
+    assert_eq!(slots(st.create_session(&c2, &cs_args(ok2.clientid, 1, 8), t0)), Ok(1));
+    assert_eq!(st.create_session(&c2, &cs_args(ok2.clientid, 2, 8), t0), Err(Nfsstat4::Delay));
+    assert_eq!(st.stats(t0).slots_past_the_pool, 1);
+    assert_eq!(st.held(Resource::ReplyCacheSlots, ip(1)), (13, 13));
     let q = sys(0, "t");
     let d = caller(ip(2), &q, 2);
-    let ok2 = st.exchange_id(&d, &exid_args("t", 1), t0).unwrap();
-    assert_eq!(st.create_session(&d, &cs_args(ok2.clientid, 1, 8), t0).unwrap().csr_fore_chan_attrs.ca_maxrequests, 8);
+    let ok3 = st.exchange_id(&d, &exid_args("t", 1), t0).unwrap();
+    assert_eq!(slots(st.create_session(&d, &cs_args(ok3.clientid, 1, 8), t0)), Ok(6), "an eighth of the 51 free");
+}
+
+/// A pool filled by many clients (more than its slots, as an HPC
+/// cluster's nodes may be) keeps admitting clients: each newcomer's first
+/// session gets one slot; the sessions' slots shrink as the pool fills
+/// rather than running out after the first few clients; and what ends
+/// is given back.
+#[test]
+fn every_client_gets_a_session_however_many_share_the_reply_cache() {
+    let t0 = Instant::now();
+    let mut config = StateConfig::default();
+    config.limits.reply_cache_bytes = Bound { total: 256 * 4096, per_address: 64 * 4096 };
+    let mut st = state_with(config, &MemoryRecords::new(), t0);
+    let mut given = Vec::new();
+    let mut clients = Vec::new();
+    let p = sys(0, "node");
+    for i in 0..200u32 {
+        let c = caller(ip(i as u8 + 1), &p, i as u64 + 1);
+        let ok = st.exchange_id(&c, &exid_args(&format!("node{i}"), 1), t0).unwrap();
+        let r = st.create_session(&c, &cs_args(ok.clientid, 1, 64), t0).expect("every node has a session");
+        given.push(r.csr_fore_chan_attrs.ca_maxrequests);
+        clients.push((c, ok.clientid, SessionId(r.csr_sessionid)));
+    }
+    assert_eq!(given[0], 32, "an eighth of the pool");
+    assert!(given.windows(2).all(|w| w[1] <= w[0]), "shrinking as the pool fills: {given:?}");
+    assert!(given.iter().filter(|&&n| n > 1).count() > 20, "more than a few clients have several: {given:?}");
+    let past = st.stats(t0).slots_past_the_pool;
+    assert!(past > 0 && given.iter().sum::<u32>() as usize == 256 + past as usize, "{given:?}, {past} past");
+    // A second session past the pool waits.
+    let (c, id, sid) = clients.pop().unwrap();
+    assert_eq!(st.create_session(&c, &cs_args(id, 2, 64), t0), Err(Nfsstat4::Delay));
+    // Its first session ends; its slot is given back, and it has one again.
+    st.destroy_session(&sid, Some(&sid), c.conn).unwrap();
+    assert_eq!(st.held(Resource::ReplyCacheSlots, c.addr).0, 0);
+    assert_eq!(st.create_session(&c, &cs_args(id, 2, 64), t0).unwrap().csr_fore_chan_attrs.ca_maxrequests, 1);
 }
 
 /// Opens and lock states: a client flooding them from one address gets
