@@ -582,12 +582,14 @@ fn timeline(lab: &HaLab, fault_second: f64) -> String {
         read(format!("keel/{GROUP}-keel.log")),
     );
     let kernel_peer = format!("connection opened peer={KERNEL_CLIENT_IP}:");
-    let steps: [(&str, &str, &[&str]); 21] = [
+    let steps: [(&str, &str, &[&str]); 22] = [
         ("Corosync: token lost", &corosync, &["A processor failed"]),
         ("Corosync: new membership", &corosync, &["A new membership"]),
         ("controld: A lost", &pacemaker, &["pacemaker-controld", "Node keel-ha-a state is now lost"]),
         ("controld: election won", &pacemaker, &["election-DC won by local node"]),
         ("controld: joins done", &pacemaker, &["S_FINALIZE_JOIN -> S_POLICY_ENGINE"]),
+        // transition-delay (keel ha init's) ends.
+        ("controld: transition delay over", &pacemaker, &["New Transition Timer just popped"]),
         ("scheduler: transition", &pacemaker, &["Calculated transition"]),
         ("controld: fencing requested", &pacemaker, &["Requesting fencing"]),
         ("fenced: level 1 asked", &pacemaker, &["Requesting that", "using fence-keel-ha-a-1"]),

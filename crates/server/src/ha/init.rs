@@ -193,6 +193,17 @@ const CONSENSUS_MS_MIN: u32 = 100;
 /// Keel's state directory, under a service's mount point: beside the
 /// export, so no client can LOOKUP and READ the handle key.
 const STATE_DIR_NAME: &str = ".keel";
+/// Pacemaker's `transition-delay`: how long the controller waits after the
+/// last event (each one restarts the wait) before it reads the CIB and
+/// computes what to do. Pacemaker 2.1.5's controller, when it is the DC
+/// and loses its peer, reads the CIB at once, while its own updates of the
+/// peer's state are still on their way; finding them pending, it sleeps a
+/// whole second before it reads again (`do_pe_invoke_callback`). In the
+/// lab they land within 20 ms. The price: every transition starts this
+/// much later, each failover's included (docs/ha.md, "Where a failover's
+/// time goes"); a wait too short for a slow machine costs the second, as
+/// without it.
+const TRANSITION_DELAY_MS: u32 = 50;
 /// Pacemaker's `stonith-timeout` in the generated configuration: how long
 /// one fencing may take, every level included.
 const STONITH_TIMEOUT_SECONDS: u32 = 30;
@@ -459,10 +470,13 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
     let _ = writeln!(c, "# Written by `keel ha init`. Load with: crm configure load update cluster.crm");
     // The action is written out, not left to Pacemaker's default: the
     // level-1 timeout below must be for the action the cluster requests.
+    // transition-delay: see TRANSITION_DELAY_MS (a second saved when the
+    // survivor is the DC).
     let _ = writeln!(
         c,
         "property cib-bootstrap-options: stonith-enabled=true stonith-action={} \
-         stonith-timeout={STONITH_TIMEOUT_SECONDS}s cluster-recheck-interval=1min",
+         stonith-timeout={STONITH_TIMEOUT_SECONDS}s cluster-recheck-interval=1min \
+         transition-delay={TRANSITION_DELAY_MS}ms",
         plan.fence_action.as_str()
     );
     // Stickiness keeps a service where it runs after a failover; a
@@ -791,6 +805,24 @@ mod tests {
         let crm = rendered(&plan(&one).unwrap(), "cluster.crm");
         assert!(!device_of(&crm, "fence-nss-a-1").contains("pcmk_off_timeout"), "{crm}");
         assert!(device_of(&crm, "fence-nss-b-1").contains("pcmk_off_timeout"), "{crm}");
+    }
+
+    /// Pacemaker 2.1.5's DC, on losing its peer, computes nothing until
+    /// its own updates of the peer's state are in the CIB, and a query
+    /// that finds them pending costs a second's sleep: the controller
+    /// waits a little for them first.
+    #[test]
+    fn pacemaker_waits_for_the_dcs_own_updates_before_it_computes_a_transition() {
+        let crm = rendered(&plan(EXAMPLE).unwrap(), "cluster.crm");
+        let property = crm.lines().find(|l| l.starts_with("property cib-bootstrap-options:")).unwrap();
+        let delay = property
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix("transition-delay="))
+            .unwrap_or_else(|| panic!("no transition-delay: {property}"));
+        // Milliseconds, which Pacemaker reads as such, and well under the
+        // second it saves.
+        let ms: u32 = delay.strip_suffix("ms").and_then(|n| n.parse().ok()).expect(delay);
+        assert!((50..=500).contains(&ms), "{property}");
     }
 
     fn device_of(crm: &str, id: &str) -> String {
