@@ -7,13 +7,18 @@
 # granted it is a look-up in the server's state under its lock.
 #
 # A Keel export (a fresh XFS) holds a directory `list` of --files empty
-# files and a directory `held`. Per round and condition
-# (which goes first alternates by round), a fresh server with the default
+# files and an empty directory `held`. Per round and condition (which
+# goes first alternates by round), a fresh server with the default
 # settings (delegations on), then:
 # - a second client, the busybox guest of tools/kernel-nfs-client
-#   (bench/delegcost/holder.sh), holding write delegations on --held files
-#   it creates in `held` (condition "held"; removed after) or on nothing (condition "none"; it
-#   idles all the same),
+#   (bench/delegcost/holder.sh), creating --held files in `held` and
+#   keeping the write delegations it gets (condition "held"; the files are
+#   removed after), or holding nothing (condition "none"; it idles all
+#   the same). Keel grants a write delegation only on a file whose cached
+#   description is writable (one it created or wrote: crates/store-local
+#   lease.rs; opening the others for writing gets none), and at most a quarter of its delegations to one address (both
+#   guests are 127.0.0.1 to it, through qemu's user networking): the
+#   `keel stat` taken before the listings says how many are held.
 # - the measuring client, the Debian guest (bench/delegcost/lister.sh):
 #   --listings times `ls -l list`, each after its caches are dropped,
 #   over NFSv4.1.
@@ -27,7 +32,7 @@
 #
 # Results in DIR (default bench/results/deleg-readdir-DATE): results.tsv
 # (condition, round, listing, ms, server CPU seconds), table.md, stat-*.txt
-# (keel stat after each condition and round), marks.tsv, the guests' logs,
+# (keel stat before and after each condition's listings), marks.tsv, the guests' logs,
 # machine.txt.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
