@@ -105,8 +105,11 @@ set -e
 if [ -n "$perf" ]; then
   kill -INT "${perf_pids[@]}"; wait "${perf_pids[@]}" || true
   for setting in on off; do
-    { echo "# self time"; perf report -i "$run/perf-$setting.data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -40
-      echo "# inclusive time"; perf report -i "$run/perf-$setting.data" --children --sort symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -60
+    # Whole reports first: head closing a pipe from perf would fail the script.
+    perf report -i "$run/perf-$setting.data" --no-children --sort dso,symbol --stdio -g none > "$run/self.txt" 2>/dev/null || true
+    perf report -i "$run/perf-$setting.data" --children --sort symbol --stdio -g none > "$run/incl.txt" 2>/dev/null || true
+    { echo "# self time"; grep -v '^#' "$run/self.txt" | grep -v '^$' | head -40 || true
+      echo "# inclusive time"; grep -v '^#' "$run/incl.txt" | grep -v '^$' | head -80 || true
     } > "$out/perf-$setting.txt"
   done
 fi
