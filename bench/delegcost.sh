@@ -20,8 +20,10 @@
 #
 # --perf: profile each server through the run (perf record, DWARF call
 #         graphs at 499 Hz): perf-on.txt and perf-off.txt in DIR are the
-#         top of each profile by self time and by inclusive time (the
-#         profiling's cost is in that run's figures).
+#         top of each profile by self time and by inclusive time,
+#         perf-on-inclusive-all.txt and perf-off-inclusive-all.txt every
+#         symbol's inclusive time (the profiling's cost is in that run's
+#         figures).
 #
 # Results in DIR (default bench/results/delegcost-DATE): results.tsv
 # (setting, round, processes, phase, files/s, server CPU seconds, wall
@@ -111,6 +113,7 @@ if [ -n "$perf" ]; then
     { echo "# self time"; grep -v '^#' "$run/self.txt" | grep -v '^$' | head -40 || true
       echo "# inclusive time"; grep -v '^#' "$run/incl.txt" | grep -v '^$' | head -80 || true
     } > "$out/perf-$setting.txt"
+    cp "$run/incl.txt" "$out/perf-$setting-inclusive-all.txt"
   done
 fi
 grep -q 'RESULT done=1' "$out/guest.log" || { tail -40 "$out/guest.log" >&2; exit 1; }
