@@ -373,7 +373,31 @@ pub const LEASE_BREAK_MARGIN: Duration = Duration::from_secs(3);
 
 /// The store's read leases backing the delegations granted, by stateid.
 pub(crate) struct DelegationLeases<L> {
-    held: Mutex<HashMap<[u8; 12], HeldLease<L>>>,
+    held: Mutex<HeldLeases<L>>,
+}
+
+/// The leases by stateid, and the stateid of each holder's on a file (a
+/// client holds one delegation per file): every REMOVE, RENAME, SETATTR
+/// and LOCK of a holder looks its own up, which must not cost a walk of
+/// every lease held.
+struct HeldLeases<L> {
+    by_stateid: HashMap<[u8; 12], HeldLease<L>>,
+    by_holder: HashMap<(ClientId, Bytes), [u8; 12]>,
+}
+
+impl<L> HeldLeases<L> {
+    fn remove(&mut self, other: &[u8; 12]) -> Option<HeldLease<L>> {
+        let h = self.by_stateid.remove(other)?;
+        let key = (h.client, h.file.clone());
+        if self.by_holder.get(&key) == Some(other) {
+            self.by_holder.remove(&key);
+        }
+        Some(h)
+    }
+
+    fn of(&self, client: ClientId, file: &Bytes) -> Option<&HeldLease<L>> {
+        self.by_holder.get(&(client, file.clone())).and_then(|other| self.by_stateid.get(other))
+    }
 }
 
 struct HeldLease<L> {
@@ -396,17 +420,20 @@ struct HeldLease<L> {
 
 impl<L: ReadLease> DelegationLeases<L> {
     pub(crate) fn new() -> Self {
-        DelegationLeases { held: Mutex::new(HashMap::new()) }
+        DelegationLeases { held: Mutex::new(HeldLeases { by_stateid: HashMap::new(), by_holder: HashMap::new() }) }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 12], HeldLease<L>>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, HeldLeases<L>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn hold(&self, client: ClientId, stateid: Stateid4, file: Bytes, lease: L, seen: Option<HolderAttrs>) {
         let lease = Arc::new(lease);
         let seen = seen.map(|seen| Arc::new(Mutex::new(seen)));
-        self.held().insert(stateid.other, HeldLease { client, stateid, file, lease, broken: false, seen });
+        let mut held = self.held();
+        held.remove(&stateid.other);
+        held.by_holder.insert((client, file.clone()), stateid.other);
+        held.by_stateid.insert(stateid.other, HeldLease { client, stateid, file, lease, broken: false, seen });
     }
 
     /// The holder of delegation `stateid` answered CB_GETATTR with
@@ -431,7 +458,7 @@ impl<L: ReadLease> DelegationLeases<L> {
     ) -> Option<Result<bool, E>> {
         let (lease, seen) = {
             let held = self.held();
-            let h = held.get(&stateid.other)?;
+            let h = held.by_stateid.get(&stateid.other)?;
             (h.lease.clone(), h.seen.clone()?)
         };
         let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -447,7 +474,7 @@ impl<L: ReadLease> DelegationLeases<L> {
     /// taken out: its stateid and the lease.
     fn take_of(&self, client: ClientId, file: &Bytes) -> Option<(Stateid4, Arc<L>)> {
         let mut held = self.held();
-        let key = held.iter().find(|(_, h)| h.client == client && h.file == *file).map(|(k, _)| *k)?;
+        let key = held.of(client, file)?.stateid.other;
         held.remove(&key).map(|h| (h.stateid, h.lease))
     }
 
@@ -462,7 +489,7 @@ impl<L: ReadLease> DelegationLeases<L> {
     pub(crate) fn take_broken(&self) -> Vec<(ClientId, Stateid4, Duration)> {
         let mut held = self.held();
         let mut out = Vec::new();
-        for h in held.values_mut() {
+        for h in held.by_stateid.values_mut() {
             if !h.broken && h.lease.is_broken() {
                 h.broken = true;
                 out.push((h.client, h.stateid, h.lease.break_wait().saturating_sub(LEASE_BREAK_MARGIN)));
@@ -473,12 +500,12 @@ impl<L: ReadLease> DelegationLeases<L> {
 
     /// The lease of `client`'s delegation on `file`, if it holds one.
     fn of(&self, client: ClientId, file: &Bytes) -> Option<Arc<L>> {
-        self.held().values().find(|h| h.client == client && h.file == *file).map(|h| h.lease.clone())
+        self.held().of(client, file).map(|h| h.lease.clone())
     }
 
     /// Leases held.
     pub(crate) fn len(&self) -> usize {
-        self.held().len()
+        self.held().by_stateid.len()
     }
 }
 
@@ -770,4 +797,47 @@ pub(crate) fn expire_courtesy_lockers<S: Store>(
 /// Installs the gate on the export table the program serves.
 pub(crate) fn install_gate<S: Store>(program: &Arc<Nfs4Program<S>>) {
     program.exports.set_delegation_gate(Arc::new(Gate(Arc::downgrade(program))));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Lease;
+
+    impl ReadLease for Lease {
+        fn is_broken(&self) -> bool {
+            false
+        }
+
+        fn break_wait(&self) -> Duration {
+            Duration::ZERO
+        }
+    }
+
+    fn stateid(n: u8) -> Stateid4 {
+        Stateid4 { seqid: 1, other: [n; 12] }
+    }
+
+    /// A holder's lease on a file is found through the index, which follows
+    /// every grant, return and take.
+    #[test]
+    fn a_holder_s_lease_is_found_by_client_and_file_and_leaves_with_it() {
+        let leases = DelegationLeases::<Lease>::new();
+        let (a, b) = (Bytes::from_static(b"a"), Bytes::from_static(b"b"));
+        leases.hold(ClientId(1), stateid(1), a.clone(), Lease, None);
+        leases.hold(ClientId(2), stateid(2), a.clone(), Lease, None);
+        leases.hold(ClientId(1), stateid(3), b.clone(), Lease, None);
+        assert!(leases.of(ClientId(1), &a).is_some() && leases.of(ClientId(2), &a).is_some());
+        assert!(leases.of(ClientId(2), &b).is_none());
+        let (taken, _) = leases.take_of(ClientId(1), &a).unwrap();
+        assert_eq!(taken, stateid(1));
+        assert!(leases.of(ClientId(1), &a).is_none() && leases.take_of(ClientId(1), &a).is_none());
+        assert!(leases.release(&stateid(2)).is_some());
+        assert!(leases.of(ClientId(2), &a).is_none());
+        assert_eq!(leases.len(), 1);
+        assert!(leases.of(ClientId(1), &b).is_some());
+        let held = leases.held();
+        assert_eq!((held.by_stateid.len(), held.by_holder.len()), (1, 1), "nothing left behind in the index");
+    }
 }
