@@ -56,8 +56,30 @@ pub struct LocalStore {
     /// Objects whose description holds a write lease (`lease.rs`), by
     /// handle: an object that left the cache is found here again rather
     /// than opened anew, which would break the lease (and wait on it).
-    write_leased: Mutex<HashMap<Bytes, Weak<Inode>>>,
+    write_leased: Mutex<WriteLeased>,
 }
+
+/// [`LocalStore`]'s objects of write leases, by handle. Entries whose
+/// object is gone are dropped once the table has doubled since it was
+/// last pruned: each grant does not walk it (a server may hold thousands).
+#[derive(Default)]
+struct WriteLeased {
+    by_handle: HashMap<Bytes, Weak<Inode>>,
+    pruned_len: usize,
+}
+
+impl WriteLeased {
+    fn insert(&mut self, handle: Bytes, inode: Weak<Inode>) {
+        if self.by_handle.len() >= (2 * self.pruned_len).max(WRITE_LEASED_PRUNED_FROM) {
+            self.by_handle.retain(|_, i| i.strong_count() > 0);
+            self.pruned_len = self.by_handle.len();
+        }
+        self.by_handle.insert(handle, inode);
+    }
+}
+
+/// The write-leased table is not pruned before it holds this many entries.
+const WRITE_LEASED_PRUNED_FROM: usize = 64;
 
 impl LocalStore {
     /// A storage layer over `exports`, with a fresh write verifier.
@@ -174,7 +196,6 @@ impl LocalStore {
     pub(crate) fn write_lease(&self, inode: &Arc<Inode>) -> StoreResult<crate::LocalReadLease> {
         let lease = crate::LocalReadLease::take_write(inode)?;
         let mut leased = self.write_leased.lock().unwrap_or_else(|e| e.into_inner());
-        leased.retain(|_, i| i.strong_count() > 0);
         leased.insert(inode.handle.as_bytes().clone(), Arc::downgrade(inode));
         Ok(lease)
     }
@@ -352,7 +373,8 @@ impl LocalStore {
         if let Some(inode) = self.cache.get(handle.as_bytes()) {
             return Ok(inode);
         }
-        let leased = self.write_leased.lock().unwrap_or_else(|e| e.into_inner()).get(handle.as_bytes()).cloned();
+        let leased =
+            self.write_leased.lock().unwrap_or_else(|e| e.into_inner()).by_handle.get(handle.as_bytes()).cloned();
         if let Some(inode) = leased.and_then(|i| i.upgrade()) {
             self.cache.insert(inode.clone());
             return Ok(inode);
@@ -706,4 +728,20 @@ fn check_inside(export: &Export, fd: std::os::fd::BorrowedFd) -> StoreResult<()>
     }
     tracing::warn!(export = export.id, "handle of a directory outside the export refused");
     Err(StoreError::Stale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Entries of objects gone are dropped as the table grows, not kept
+    /// for ever nor walked at every grant.
+    #[test]
+    fn the_write_leased_table_drops_what_is_gone_as_it_grows() {
+        let mut leased = WriteLeased::default();
+        for n in 0..1000u32 {
+            leased.insert(Bytes::from(n.to_be_bytes().to_vec()), Weak::new());
+            assert!(leased.by_handle.len() <= WRITE_LEASED_PRUNED_FROM, "{n}: {}", leased.by_handle.len());
+        }
+    }
 }
