@@ -296,7 +296,7 @@ pub(crate) fn run<S: Store>(
         return Ok(Some(Nfsstat4::MinorVersMismatch));
     }
     let now = Instant::now();
-    program.reap_if_due(now);
+    program.reap_if_due_soon(now);
     // Replies the client sent before this call (its CB_NULL answered)
     // count for it.
     program.callbacks.before_compound(program, now);

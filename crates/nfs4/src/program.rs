@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -98,7 +99,17 @@ pub struct Nfs4Program<S: Store> {
     /// Owner names taken in SETATTR, OPEN and CREATE: `None` takes numbers
     /// only.
     pub(crate) owner_names: Option<OwnerNames>,
+    /// What [`Nfs4Program::reap_if_due_soon`] measures from, and until
+    /// when (nanoseconds from it) no COMPOUND looks at the state again.
+    reap_clock: Instant,
+    reap_checked_until: AtomicU64,
 }
+
+/// How often COMPOUNDs look whether the state has something to reap: the
+/// look walks every client and state under the state's lock, which a
+/// server holding hundreds of thousands of opens must not do at every call
+/// (the callback thread looks every second regardless).
+pub(crate) const REAP_RECHECK: Duration = Duration::from_millis(100);
 
 impl<S: Store> Nfs4Program<S> {
     /// The program, with the client records of earlier instances (a grace
@@ -146,6 +157,8 @@ impl<S: Store> Nfs4Program<S> {
             callbacks,
             leases: crate::deleg::DelegationLeases::new(),
             owner_names: None,
+            reap_clock: Instant::now(),
+            reap_checked_until: AtomicU64::new(0),
         }
     }
 
@@ -307,6 +320,22 @@ impl<S: Store> Nfs4Program<S> {
 
     /// Expires leases, recalls past their deadline, the end of the grace
     /// period, when due.
+    /// [`Nfs4Program::reap_if_due`] for a COMPOUND: at most once per
+    /// [`REAP_RECHECK`], so a lease or recall deadline is acted on that much
+    /// later at most (and within the callback thread's tick anyway).
+    pub(crate) fn reap_if_due_soon(&self, now: Instant) {
+        let at = now.saturating_duration_since(self.reap_clock).as_nanos() as u64;
+        let until = self.reap_checked_until.load(Ordering::Relaxed);
+        if at < until {
+            return;
+        }
+        let next = at.saturating_add(REAP_RECHECK.as_nanos() as u64);
+        // One COMPOUND of those arriving together looks.
+        if self.reap_checked_until.compare_exchange(until, next, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            self.reap_if_due(now);
+        }
+    }
+
     pub(crate) fn reap_if_due(&self, now: Instant) {
         self.with_state(|s| {
             if s.next_due().is_some_and(|due| due <= now) {

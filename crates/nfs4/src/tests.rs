@@ -1149,3 +1149,21 @@ fn in_an_ha_pair_a_compound_failing_with_the_export_s_storage_gets_no_reply_and_
         assert_eq!(a.status(vec![putfh(&fh), read(stateid, 100)]), Nfsstat4::Ok);
     }
 }
+
+/// A COMPOUND looks for state to reap (walking every client and state) at
+/// most once per `REAP_RECHECK`: a client whose lease ran out goes at the
+/// first look after it, which comes that much later at most.
+#[test]
+fn compounds_look_for_state_to_reap_at_most_once_per_recheck() {
+    use std::time::{Duration, Instant};
+    let p = program();
+    let _a = Client::new(&p, "10.0.0.1:700", "a");
+    let late = Instant::now() + StateConfig::default().lease + Duration::from_secs(1);
+    p.reap_if_due_soon(late);
+    assert!(p.clients().is_empty(), "a's lease ran out: reaped");
+    let _b = Client::new(&p, "10.0.0.2:700", "b");
+    p.reap_if_due_soon(late);
+    assert_eq!(p.clients().len(), 1, "b's lease ran out too, but the state was looked at just now");
+    p.reap_if_due_soon(late + crate::program::REAP_RECHECK);
+    assert!(p.clients().is_empty(), "the next look reaps b");
+}
