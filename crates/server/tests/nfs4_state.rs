@@ -451,39 +451,26 @@ fn a_v4_client_reclaims_its_read_and_write_delegations_after_a_restart() {
     a.wait_for_callback_path();
     let context = |server: &TestServer| format!("server log:\n{}", server.log_text());
 
-    let previous = |kind| OpenClaim4::ClaimPrevious(kind);
-    let res = a.ok(vec![
-        putfh(&fh_r),
-        open_with(
-            b"o",
-            OPEN4_SHARE_ACCESS_READ,
-            Openflag4::Open4Nocreate,
-            previous(OpenDelegationType4::OpenDelegateRead),
-        ),
-    ]);
-    let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[2] else { panic!("OPEN: {res:?}") };
-    let OpenDelegation4::OpenDelegateRead(deleg_r) = &open.delegation else {
-        panic!("no read delegation reclaimed: {:?}\n{}", open.delegation, context(&server))
+    // The open's stateid and the delegation an OPEN reclaiming `kind` gets.
+    let reclaim = |a: &mut V4, fh: &bytes::Bytes, access, kind| {
+        let claim = OpenClaim4::ClaimPrevious(kind);
+        let res = a.ok(vec![putfh(fh), open_with(b"o", access, Openflag4::Open4Nocreate, claim)]);
+        let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[2] else { panic!("OPEN: {res:?}") };
+        (open.stateid, open.delegation.clone())
+    };
+    let (_, delegation) = reclaim(&mut a, &fh_r, OPEN4_SHARE_ACCESS_READ, OpenDelegationType4::OpenDelegateRead);
+    let OpenDelegation4::OpenDelegateRead(deleg_r) = &delegation else {
+        panic!("no read delegation reclaimed: {delegation:?}\n{}", context(&server))
     };
     assert!(!deleg_r.recall, "the lease was had and the callback path is up");
     let res = a.ok(vec![putfh(&fh_r), read(deleg_r.stateid)]);
     assert_eq!(data_of(&res[2]), bytes::Bytes::from_static(b"read me"));
 
-    let res = a.ok(vec![
-        putfh(&fh_w),
-        open_with(
-            b"o",
-            OPEN4_SHARE_ACCESS_BOTH,
-            Openflag4::Open4Nocreate,
-            previous(OpenDelegationType4::OpenDelegateWrite),
-        ),
-    ]);
-    let open_w = opened(&res[2]);
-    let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[2] else { panic!("OPEN: {res:?}") };
+    let (open_w, delegation) = reclaim(&mut a, &fh_w, OPEN4_SHARE_ACCESS_BOTH, OpenDelegationType4::OpenDelegateWrite);
     // The store opened the file read-only since the restart: its write
     // lease is had on a description reopened for writing.
-    let OpenDelegation4::OpenDelegateWrite(deleg_w) = &open.delegation else {
-        panic!("no write delegation reclaimed: {:?}\n{}", open.delegation, context(&server))
+    let OpenDelegation4::OpenDelegateWrite(deleg_w) = &delegation else {
+        panic!("no write delegation reclaimed: {delegation:?}\n{}", context(&server))
     };
     assert!(!deleg_w.recall, "the lease was had and the callback path is up");
     let data = bytes::Bytes::from_static(b"written back");
@@ -496,21 +483,10 @@ fn a_v4_client_reclaims_its_read_and_write_delegations_after_a_restart() {
     std::fs::copy("/bin/sleep", &x).unwrap();
     std::fs::set_permissions(&x, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mut running = std::process::Command::new(&x).arg("30").spawn().unwrap();
-    let res = a.ok(vec![
-        putfh(&fh_x),
-        open_with(
-            b"o",
-            OPEN4_SHARE_ACCESS_BOTH,
-            Openflag4::Open4Nocreate,
-            previous(OpenDelegationType4::OpenDelegateWrite),
-        ),
-    ]);
-    let open_x = opened(&res[2]);
-    let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[2] else { panic!("OPEN: {res:?}") };
+    let (open_x, delegation) = reclaim(&mut a, &fh_x, OPEN4_SHARE_ACCESS_BOTH, OpenDelegationType4::OpenDelegateWrite);
     assert!(
-        matches!(open.delegation, OpenDelegation4::OpenDelegateNone),
-        "no write delegation while the file cannot be opened for writing: {:?}\n{}",
-        open.delegation,
+        matches!(delegation, OpenDelegation4::OpenDelegateNone),
+        "no write delegation while the file cannot be opened for writing: {delegation:?}\n{}",
         context(&server)
     );
     let res = a.ok(vec![putfh(&fh_x), read(open_x)]);
