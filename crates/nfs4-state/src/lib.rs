@@ -187,6 +187,20 @@ impl Resource {
     fn index(self) -> usize {
         self as usize
     }
+
+    /// The resource's name in statistics and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Resource::Clients => "clients",
+            Resource::ReplyCacheSlots => "reply_cache_slots",
+            Resource::OpenOwners => "open_owners",
+            Resource::Opens => "opens",
+            Resource::LockOwners => "lock_owners",
+            Resource::LockStates => "lock_states",
+            Resource::LockRanges => "lock_ranges",
+            Resource::Delegations => "delegations",
+        }
+    }
 }
 
 /// A claim refused: what was short and why. The operation answers with

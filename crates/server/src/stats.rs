@@ -160,6 +160,13 @@ impl ServerStats {
             callback_unsent: cb.unsent,
             delegations_recalled: st.recalls,
             delegations_revoked: st.revoked,
+            reply_cache_bytes: n(st.reply_cache_bytes),
+            refused: keel_nfs4_state::Resource::ALL
+                .iter()
+                .map(|r| keel_stats::Nfs4Refusals { resource: r.name().into(), count: st.refused[*r as usize] })
+                .collect(),
+            slots_past_the_pool: st.slots_past_the_pool,
+            client_records_failed: st.records_failed,
         }
     }
 

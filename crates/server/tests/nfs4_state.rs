@@ -559,4 +559,21 @@ fn the_configured_bound_of_client_ids_per_address_holds() {
     assert_eq!(res.status, Nfsstat4::Delay, "a third client ID from the address: {res:?}");
     let res = a.compound(vec![exchange_id(b"per-address-a")]);
     assert_eq!(res.status, Nfsstat4::Ok, "the owner's own ID again: {res:?}");
+
+    // The refusal is counted where an administrator looks.
+    let mut cmd = Command::new(keel_bin());
+    cmd.args(["stat", "--json"]).arg("--config").arg(&server.config);
+    let out = keel_testkit::procs::run_timeout(&mut cmd, WAIT);
+    assert!(out.status.success(), "keel stat: {}", out.text());
+    let stat: Value = serde_json::from_str(&out.stdout).expect("keel stat --json is JSON");
+    let refused = |resource: &str| {
+        let list = stat["nfs4"]["refused"].as_array().expect("nfs4.refused is a list");
+        list.iter().find(|r| r["resource"] == resource).map(|r| r["count"].clone())
+    };
+    assert_eq!(refused("clients"), Some(1.into()), "{stat:#}");
+    assert_eq!(refused("opens"), Some(0.into()), "every resource is listed: {stat:#}");
+    let mut cmd = Command::new(keel_bin());
+    cmd.arg("stat").arg("--config").arg(&server.config);
+    let out = keel_testkit::procs::run_timeout(&mut cmd, WAIT);
+    assert!(out.stdout.contains("nfsv4 limits: refused clients 1;"), "keel stat: {}", out.text());
 }

@@ -37,6 +37,10 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("keel_nfs4_callback_failures_total", "counter"),
     ("keel_nfs4_delegations_recalled_total", "counter"),
     ("keel_nfs4_delegations_revoked_total", "counter"),
+    ("keel_nfs4_reply_cache_bytes", "gauge"),
+    ("keel_nfs4_refused_total", "counter"),
+    ("keel_nfs4_slots_past_the_pool_total", "counter"),
+    ("keel_nfs4_client_record_failures_total", "counter"),
     ("keel_replies_total", "counter"),
     ("keel_read_bytes_total", "counter"),
     ("keel_write_bytes_total", "counter"),
@@ -263,6 +267,21 @@ pub fn render(s: &Snapshot) -> String {
         "keel_nfs4_delegations_revoked_total",
         "NFSv4 delegations revoked: not returned in time after a recall.",
         v4.delegations_revoked,
+    );
+    o.one("keel_nfs4_reply_cache_bytes", "Bytes the NFSv4.1 sessions' reply caches hold now.", v4.reply_cache_bytes);
+    o.family("keel_nfs4_refused_total", "NFSv4.1 claims refused past a limit, by what was short.");
+    for r in &v4.refused {
+        o.sample("keel_nfs4_refused_total", &[("resource", &r.resource)], r.count);
+    }
+    o.one(
+        "keel_nfs4_slots_past_the_pool_total",
+        "NFSv4.1 sessions given their one slot beyond the reply cache's budget.",
+        v4.slots_past_the_pool,
+    );
+    o.one(
+        "keel_nfs4_client_record_failures_total",
+        "NFSv4.1 client records that could not be written or removed in state_dir.",
+        v4.client_records_failed,
     );
     o.family(
         "keel_replies_total",
@@ -514,6 +533,21 @@ mod tests {
         let out = render(&s);
         assert!(out.contains("keel_nfs4_callbacks_total{op=\"cb_getattr\"} 3\n"), "{out}");
         assert!(out.contains("keel_nfs4_cb_getattr_shared_total 2\n"), "{out}");
+    }
+
+    #[test]
+    fn nfs4_refusals_are_counted_by_resource() {
+        let mut s = Snapshot::default();
+        s.nfs4.enabled = true;
+        s.nfs4.refused = vec![
+            crate::Nfs4Refusals { resource: "clients".into(), count: 2 },
+            crate::Nfs4Refusals { resource: "opens".into(), count: 0 },
+        ];
+        s.nfs4.slots_past_the_pool = 5;
+        let out = render(&s);
+        assert!(out.contains("keel_nfs4_refused_total{resource=\"clients\"} 2\n"), "{out}");
+        assert!(out.contains("keel_nfs4_refused_total{resource=\"opens\"} 0\n"), "{out}");
+        assert!(out.contains("keel_nfs4_slots_past_the_pool_total 5\n"), "{out}");
     }
 
     #[test]

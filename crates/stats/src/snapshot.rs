@@ -102,6 +102,29 @@ pub struct Nfs4Snapshot {
     /// Delegations recalled, and revoked (not returned in time).
     pub delegations_recalled: u64,
     pub delegations_revoked: u64,
+    /// Bytes the sessions' reply caches hold now (slots × their size).
+    #[serde(default)]
+    pub reply_cache_bytes: u64,
+    /// Claims refused past a limit since the start, by what was short
+    /// (clients, reply_cache_slots, opens, ...): the clients that met a
+    /// bound, every resource listed.
+    #[serde(default)]
+    pub refused: Vec<Nfs4Refusals>,
+    /// Sessions given their one slot beyond the reply cache's budget (a
+    /// client's first session is never refused).
+    #[serde(default)]
+    pub slots_past_the_pool: u64,
+    /// Client records (for reclaim after a restart) that could not be
+    /// written or removed in state_dir.
+    #[serde(default)]
+    pub client_records_failed: u64,
+}
+
+/// Claims of one resource refused past a limit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Nfs4Refusals {
+    pub resource: String,
+    pub count: u64,
 }
 
 /// RPCSEC_GSS (Kerberos), when the server serves it.
@@ -446,6 +469,13 @@ impl Snapshot {
         v4.callback_unsent = v4.callback_unsent.saturating_sub(was.callback_unsent);
         v4.delegations_recalled = v4.delegations_recalled.saturating_sub(was.delegations_recalled);
         v4.delegations_revoked = v4.delegations_revoked.saturating_sub(was.delegations_revoked);
+        v4.slots_past_the_pool = v4.slots_past_the_pool.saturating_sub(was.slots_past_the_pool);
+        v4.client_records_failed = v4.client_records_failed.saturating_sub(was.client_records_failed);
+        for r in &mut v4.refused {
+            if let Some(o) = was.refused.iter().find(|o| o.resource == r.resource) {
+                r.count = r.count.saturating_sub(o.count);
+            }
+        }
         let g = &mut out.gss;
         g.established = g.established.saturating_sub(earlier.gss.established);
         g.evicted = g.evicted.saturating_sub(earlier.gss.evicted);

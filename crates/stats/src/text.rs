@@ -115,6 +115,16 @@ pub fn render(s: &Snapshot, opts: Options) -> String {
             per(v4.delegations_recalled),
             per(v4.delegations_revoked)
         );
+        let refused: Vec<String> =
+            v4.refused.iter().filter(|r| r.count > 0).map(|r| format!("{} {}", r.resource, per(r.count))).collect();
+        let _ = writeln!(
+            o,
+            "nfsv4 limits: refused {}; {} sessions given a slot past the reply cache ({} held); {} client records failed",
+            if refused.is_empty() { "none".to_owned() } else { refused.join(", ") },
+            per(v4.slots_past_the_pool),
+            bytes(v4.reply_cache_bytes as f64),
+            per(v4.client_records_failed)
+        );
     }
     let r = &s.reply_cache;
     let _ = writeln!(
@@ -395,6 +405,24 @@ mod tests {
         s.nfs4.callback_getattrs_shared = 2;
         let text = render(&s, Options { interval: None, clients_max: 0, connections: false });
         assert!(text.contains("3 CB_GETATTR (2 shared)"), "{text}");
+    }
+
+    #[test]
+    fn the_nfsv4_limits_line_names_only_what_was_refused() {
+        let mut s = Snapshot::default();
+        s.nfs4.enabled = true;
+        let line = |s: &Snapshot| {
+            let text = render(s, Options { interval: None, clients_max: 0, connections: false });
+            text.lines().find(|l| l.starts_with("nfsv4 limits:")).map(str::to_owned).unwrap_or_default()
+        };
+        assert!(line(&s).starts_with("nfsv4 limits: refused none;"), "{}", line(&s));
+        s.nfs4.refused = vec![
+            crate::Nfs4Refusals { resource: "clients".into(), count: 0 },
+            crate::Nfs4Refusals { resource: "opens".into(), count: 4 },
+        ];
+        s.nfs4.client_records_failed = 1;
+        assert!(line(&s).starts_with("nfsv4 limits: refused opens 4;"), "{}", line(&s));
+        assert!(line(&s).ends_with("; 1 client records failed"), "{}", line(&s));
     }
 
     #[test]
