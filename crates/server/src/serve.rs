@@ -393,7 +393,13 @@ async fn serve(
             Err(e) => tracing::warn!(error = %e, "cannot keep the connection list: a failover tickles no client"),
         }
     }
-    tracing::info!(listen = ?bound, mount_port, workers = server.workers, "serving NFSv3, MOUNT v3, NLM v4 and NSM");
+    tracing::info!(
+        listen = ?bound,
+        nfs_versions = %server.nfs_versions,
+        mount_port,
+        workers = server.workers,
+        "serving NFS, MOUNT v3, NLM v4 and NSM"
+    );
     // Informational: a reader that has gone (`keel serve | head -1`) does
     // not stop the server.
     {

@@ -92,7 +92,7 @@ impl NsChild {
     /// Waits for Keel's banner (it is serving), panicking if it exits.
     fn wait_serving(&mut self) {
         let ok = wait_for(Duration::from_secs(20), || {
-            if self.stdout.lock().unwrap().contains(" serving NFSv3 on ") {
+            if self.stdout.lock().unwrap().contains(" serving NFS") {
                 return Some(true);
             }
             if !self.running() {

@@ -236,8 +236,9 @@ impl TestServer {
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if let Some(rest) = line.split(" serving NFSv3 on ").nth(1) {
-                    let addr: SocketAddr = rest.split(',').next().unwrap().trim().parse().unwrap();
+                // "keel VERSION serving NFSv3, NFSv4.1 and NFSv4.2 on ADDR, ..."
+                if let Some(rest) = line.split_once(" serving NFS").and_then(|(_, r)| r.split_once(" on ")) {
+                    let addr: SocketAddr = rest.1.split(',').next().unwrap().trim().parse().unwrap();
                     let _ = tx.send(addr);
                 }
             }

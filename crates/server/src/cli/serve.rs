@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use keel_exports::{Access, ClientOptions, ClientRule, HostMatch, Squash};
 
 use super::list;
-use crate::config::{self, Config, ExportConfig, LogLevel, PortmapMode, ServerConfig, describe_options};
+use crate::config::{self, Config, ExportConfig, LogLevel, NfsVersions, PortmapMode, ServerConfig, describe_options};
 use crate::reload;
 
 #[derive(clap::Args)]
@@ -79,15 +79,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.exports.iter().map(|e| (e.path.clone(), describe_options(&e.clients))).collect();
     let versions = config.server.nfs_versions;
     crate::serve::run(config, file, overrides, move |bound, mount_port, portmapped| {
-        let mut text = banner(&exports, bound, mount_port, portmapped);
-        let v4 = if versions.v42 { Some("4.2") } else { versions.v41.then_some("4.1") };
-        if let Some(v4) = v4 {
-            text += &format!(
-                "\nNFSv{v4} on the same port (no MOUNT port; any export's path): mount -t nfs -o vers={v4},port={} SERVER:PATH /mnt",
-                bound[0].port()
-            );
-        }
-        text
+        banner(&exports, versions, bound, mount_port, portmapped)
     })
 }
 
@@ -137,14 +129,29 @@ fn default_config(dir: Option<PathBuf>) -> anyhow::Result<Config> {
     })
 }
 
-/// What `keel serve` prints once serving: the exports and the exact mount
-/// command for each. Without a portmapper (`portmapped` false) the
-/// clients' lock managers cannot find NLM, so the command says `nolock`
-/// (locks then stay local to each client), as README says.
-fn banner(exports: &[(PathBuf, String)], bound: &[SocketAddr], mount_port: u16, portmapped: bool) -> String {
+/// What `keel serve` prints once serving: the versions, the exports and
+/// the exact mount command for each. Without a portmapper (`portmapped`
+/// false) the clients' lock managers cannot find NLM, so the NFSv3 command
+/// says `nolock` (locks then stay local to each client), as README says.
+fn banner(
+    exports: &[(PathBuf, String)],
+    versions: NfsVersions,
+    bound: &[SocketAddr],
+    mount_port: u16,
+    portmapped: bool,
+) -> String {
     let addr = bound[0];
     let host = if addr.ip().is_unspecified() { hostname() } else { addr.ip().to_string() };
-    let mut out = format!("keel {} serving NFSv3 on {}", env!("CARGO_PKG_VERSION"), list(bound));
+    let served: Vec<&str> = [(versions.v3, "NFSv3"), (versions.v41, "NFSv4.1"), (versions.v42, "NFSv4.2")]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+    let served = match served.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => "no NFS version".into(),
+    };
+    let mut out = format!("keel {} serving {served} on {}", env!("CARGO_PKG_VERSION"), list(bound));
     for (path, options) in exports {
         out += &format!("\n  export {} {}", path.display(), options);
     }
@@ -154,15 +161,26 @@ fn banner(exports: &[(PathBuf, String)], bound: &[SocketAddr], mount_port: u16, 
     }
     let nolock = if portmapped { "" } else { ",nolock" };
     out += "\nMount from a Linux client with:";
-    for (path, _) in exports {
+    if versions.v3 {
+        for (path, _) in exports {
+            out += &format!(
+                "\n  mount -t nfs -o vers=3,proto=tcp,port={},mountport={mount_port},mountproto=tcp{nolock} {host}:{} /mnt",
+                addr.port(),
+                path.display()
+            );
+        }
+        if !portmapped {
+            out += "\n(nolock: no portmapper knows Keel's lock manager here, so clients lock only locally)";
+        }
+    }
+    let v4 = if versions.v42 { Some("4.2") } else { versions.v41.then_some("4.1") };
+    if let Some(v4) = v4 {
+        let (path, _) = &exports[0];
         out += &format!(
-            "\n  mount -t nfs -o vers=3,proto=tcp,port={},mountport={mount_port},mountproto=tcp{nolock} {host}:{} /mnt",
+            "\n  mount -t nfs -o vers={v4},port={} {host}:{} /mnt   (NFSv{v4}: no MOUNT port; any export's path)",
             addr.port(),
             path.display()
         );
-    }
-    if !portmapped {
-        out += "\n(nolock: no portmapper knows Keel's lock manager here, so clients lock only locally)";
     }
     out
 }
@@ -202,7 +220,7 @@ mod tests {
         let exports = [(PathBuf::from("/srv/a"), "*(rw)".to_string())];
         let bound = ["192.0.2.7:2049".parse().unwrap()];
         let mount = |portmapped| {
-            let text = banner(&exports, &bound, 2049, portmapped);
+            let text = banner(&exports, NfsVersions::default(), &bound, 2049, portmapped);
             text.lines().find(|l| l.trim_start().starts_with("mount ")).expect("a mount line").trim().to_string()
         };
         assert_eq!(
@@ -213,6 +231,34 @@ mod tests {
             mount(false),
             "mount -t nfs -o vers=3,proto=tcp,port=2049,mountport=2049,mountproto=tcp,nolock 192.0.2.7:/srv/a /mnt"
         );
+    }
+
+    /// The banner names the versions served and gives a mount command
+    /// only for those.
+    #[test]
+    fn the_banner_names_the_versions_served() {
+        let exports = [(PathBuf::from("/srv/a"), "*(rw)".to_string())];
+        let bound = ["192.0.2.7:2049".parse().unwrap()];
+        let text = |versions| banner(&exports, versions, &bound, 2049, true);
+        let all = text(NfsVersions::default());
+        assert!(
+            all.starts_with("keel ")
+                && all.lines().next().unwrap().contains(" serving NFSv3, NFSv4.1 and NFSv4.2 on 192.0.2.7:2049"),
+            "{all}"
+        );
+        assert!(
+            all.contains("mount -t nfs -o vers=3,")
+                && all.contains("mount -t nfs -o vers=4.2,port=2049 192.0.2.7:/srv/a /mnt"),
+            "{all}"
+        );
+        let v41 = text(NfsVersions { v3: false, v41: true, v42: false });
+        assert!(v41.lines().next().unwrap().contains(" serving NFSv4.1 on 192.0.2.7:2049"), "{v41}");
+        assert!(
+            !v41.contains("vers=3") && v41.contains("mount -t nfs -o vers=4.1,port=2049 192.0.2.7:/srv/a /mnt"),
+            "{v41}"
+        );
+        let v3 = text(NfsVersions { v3: true, v41: false, v42: false });
+        assert!(v3.lines().next().unwrap().contains(" serving NFSv3 on ") && !v3.contains("vers=4"), "{v3}");
     }
 
     /// The zero-configuration export: this host only, even when --listen
