@@ -728,7 +728,7 @@ fn a_client_that_wants_no_delegation_is_told_not_wanted_even_where_no_lease_can_
 }
 
 #[test]
-fn the_holder_s_own_lock_releases_its_delegation_s_lease_and_is_granted_while_the_delegation_is_recalled() {
+fn the_holder_s_own_read_lock_is_granted_at_once_and_its_lease_stands_until_the_delegation_is_returned() {
     let (w, mut a, _b, fh, deleg) = a_delegated();
     let store = w.p.exports.store.clone();
     let f = object(&w, &fh);
@@ -737,9 +737,11 @@ fn the_holder_s_own_lock_releases_its_delegation_s_lease_and_is_granted_while_th
     let res = a.ok(ops);
     let NfsResop4::Open(Nfs4Result::Ok(o)) = &res[4] else { panic!("OPEN: {res:?}") };
     // A locks (as the Linux client does with the locks it kept locally
-    // while it returns its delegation): the store's lock description
-    // would break A's own lease. The lease goes instead, the delegation is
-    // recalled, and the lock is granted at once.
+    // while it returns its delegation): the store's lock description open
+    // for writing would break A's own lease (and the try begins to break
+    // it); a read lock is taken through one open for reading instead, and
+    // the lease stands until the delegation is returned, so that nobody
+    // it keeps out gets in before A's other lock owners have locked.
     let lock = NfsArgop4::Lock(Lock4Args {
         locktype: NfsLockType4::ReadLt,
         reclaim: false,
@@ -753,12 +755,13 @@ fn the_holder_s_own_lock_releases_its_delegation_s_lease_and_is_granted_while_th
         }),
     });
     a.ok(vec![putfh(&fh), lock]);
-    assert_eq!(store.leases_held(&f), 0, "the holder's own lock released its lease");
+    assert_eq!(store.leases_held(&f), 1, "the holder's own lock keeps its lease");
     tick(&w, Instant::now());
     let calls = a.callbacks();
-    assert_eq!(calls.len(), 1, "recalled");
+    assert_eq!(calls.len(), 1, "recalled: the try to open for writing broke the lease");
     a.answer(&calls[0].0, Some(calls[0].1.as_ref().unwrap()), Nfsstat4::Ok);
     a.ok(vec![putfh(&fh), delegreturn(deleg)]);
+    assert_eq!(store.leases_held(&f), 0, "released with the delegation");
 }
 
 #[test]

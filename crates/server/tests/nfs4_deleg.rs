@@ -139,6 +139,73 @@ fn a_local_process_s_write_recalls_a_read_delegation_and_the_v4_client_then_read
     assert_eq!(&data_of(&res[2])[..], b"NEW data");
 }
 
+/// Opens `path` for writing, as a local process on the server would, on
+/// a thread of its own (the open waits while a lease on the file is held),
+/// and tries an exclusive lock (OFD, as Keel's) on bytes `range`: the
+/// receiver gets whether the lock was had.
+fn local_open_and_lock(path: std::path::PathBuf, range: (i64, i64)) -> std::sync::mpsc::Receiver<bool> {
+    use std::os::fd::AsRawFd;
+    let (done, locked) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        // SAFETY: zeroed flock is valid; l_pid 0 as OFD locks require.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = libc::F_WRLCK as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        (fl.l_start, fl.l_len) = range;
+        // SAFETY: valid descriptor and flock.
+        let r = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) };
+        let _ = done.send(r == 0);
+    });
+    locked
+}
+
+/// A client returning a read delegation sends the read locks its
+/// processes took under it, one lock owner each. A local process that
+/// waits to open the file for writing (and then lock it) must not get in
+/// between two of those LOCKs: the lease stays until the DELEGRETURN, and
+/// the second owner's read lock is taken through a description of its own
+/// that leaves the read lease standing.
+#[test]
+fn a_second_lock_owner_s_read_lock_during_a_recall_is_taken_before_a_local_writer_gets_in() {
+    let server = v41_server_with_delegations("nfs4-deleg-two-owners");
+    let path = server.export_dir(1).join("f");
+    std::fs::write(&path, b"old data").unwrap();
+    let mut v4 = V4::connect(&server, b"deleg-two-owners");
+    let (open, fh, deleg) = open_delegated(&mut v4, &server);
+
+    let locked = local_open_and_lock(path.clone(), (4, 4));
+    let start = Instant::now();
+    while v4.recalled.is_empty() {
+        assert!(start.elapsed() < WAIT, "no CB_RECALL after a local open for writing");
+        v4.run(vec![]);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let lock = |owner: &'static [u8], offset: u64| {
+        NfsArgop4::Lock(Lock4Args {
+            locktype: NfsLockType4::ReadLt,
+            reclaim: false,
+            offset,
+            length: 4,
+            locker: Locker4::OpenOwner(OpenToLockOwner4 {
+                open_seqid: 0,
+                open_stateid: open.stateid,
+                lock_seqid: 0,
+                lock_owner: LockOwner4 { clientid: 0, owner: keel_xdr::Opaque(bytes::Bytes::from_static(owner)) },
+            }),
+        })
+    };
+    v4.ok(vec![putfh(&fh), lock(b"first process", 0)]);
+    assert!(
+        locked.recv_timeout(Duration::from_millis(500)).is_err(),
+        "the local process got in after the first LOCK, before the second"
+    );
+    v4.ok(vec![putfh(&fh), lock(b"second process", 4)]);
+    v4.ok(vec![putfh(&fh), NfsArgop4::Delegreturn(Delegreturn4Args { deleg_stateid: deleg })]);
+    let had = locked.recv_timeout(WAIT).expect("the local process went on once the delegation was returned");
+    assert!(!had, "the local process locked bytes the second owner holds");
+}
+
 #[test]
 fn no_read_delegation_is_offered_on_a_file_a_local_process_has_open_for_writing() {
     let server = v41_server_with_delegations("nfs4-deleg-busy");
@@ -445,6 +512,50 @@ fn v41_server_with_write_delegations(tag: &str) -> TestServer {
     keel_testkit::server::require_root();
     let export = ExportOpts::new(1, "export", "access = \"rw\"\nsquash = \"no_root_squash\"\ninsecure = true");
     TestServer::start(tag, vec![export], "nfs_versions = [\"3\", \"4.1\"]\nnfs4_write_delegations = true")
+}
+
+/// A returned delegation's lease is released at once whoever returns it:
+/// the kernel lets only the file's owner release a lease (Keel holds no
+/// CAP_LEASE), and the thread that drops it runs as the calling client,
+/// here root on a file of another user's. Left in place on the store's
+/// cached description, the lease would make the next local open wait for
+/// the kernel's lease-break-time (45 s by default).
+#[test]
+fn a_returned_write_delegation_s_lease_is_released_when_the_caller_does_not_own_the_file() {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let server = v41_server_with_write_delegations("nfs4-deleg-release");
+    let path = server.export_dir(1).join("w");
+    let mut holder = V4::connect(&server, b"deleg-release");
+    holder.cred = keel_rpc::msg::AuthSys { uid: 0, gid: 0, ..Default::default() }.to_opaque();
+    holder.wait_for_callback_path();
+    let mut ops = export_lookups(&server);
+    ops.push(NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: keel_xdr::Opaque(bytes::Bytes::from_static(b"holder")) },
+        // Root creates it for another user (as `install -o` would).
+        openhow: Openflag4::Open4Create(Createhow4::Unchecked4(
+            Attrs4 { mode: Some(0o666), owner: Some("4242".into()), ..Attrs4::default() }.to_fattr4(&Attrs4::known()),
+        )),
+        claim: OpenClaim4::ClaimNull("w".into()),
+    }));
+    ops.push(NfsArgop4::Getfh(()));
+    let res = holder.ok(ops);
+    assert_eq!(std::fs::metadata(&path).unwrap().uid(), 4242);
+    let n = res.len();
+    let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[n - 2] else { panic!("OPEN: {res:?}") };
+    let OpenDelegation4::OpenDelegateWrite(deleg) = &open.delegation else {
+        panic!("no write delegation: {:?}", open.delegation)
+    };
+    let deleg = deleg.stateid;
+    let NfsResop4::Getfh(Nfs4Result::Ok(fh)) = &res[n - 1] else { panic!("GETFH: {res:?}") };
+    let fh = fh.object.0.clone();
+    let local_open = || std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&path);
+    let held = local_open().expect_err("a local open while the write delegation is held");
+    assert_eq!(held.raw_os_error(), Some(libc::EWOULDBLOCK), "{held}");
+    holder.ok(vec![putfh(&fh), NfsArgop4::Delegreturn(Delegreturn4Args { deleg_stateid: deleg })]);
+    local_open().expect("a local open once the delegation was returned");
 }
 
 /// What a GETATTR of the change, size and modification time answered.

@@ -153,7 +153,7 @@ impl LocalReadLease {
         let watch = match Watch::add(on.fd(), WATCHED_WRITE_LEASED) {
             Ok(watch) => watch,
             Err(e) => {
-                let _ = sys::set_lease(on.fd(), libc::F_UNLCK);
+                let _ = set_lease_as_owner(&on, libc::F_UNLCK);
                 return Err(e);
             }
         };
@@ -280,8 +280,15 @@ impl ReadLease for LocalReadLease {
 
 impl Drop for LocalReadLease {
     fn drop(&mut self) {
-        // Closing the description would release it too; this says so.
-        let _ = sys::set_lease(self.on.fd(), libc::F_UNLCK);
+        // Closing the description would release it too, but the
+        // description may outlive the lease (a write lease's is the cached
+        // inode's, a lent lock description shares either kind's). The
+        // kernel lets only the file's owner (or CAP_LEASE, which Keel does
+        // not hold) release a lease, as take it: the thread dropping it
+        // runs as whichever client called.
+        if let Err(e) = set_lease_as_owner(&self.on, libc::F_UNLCK) {
+            tracing::warn!(error = %e, "a lease could not be released: it ends with its description");
+        }
         if let LeasedDescription::Store(inode) = &self.on {
             inode.set_write_leased(false);
         }

@@ -337,6 +337,12 @@ pub trait Store: Send + Sync + 'static {
     /// those of every other description, a local process's included.
     fn open_for_locks(&self, who: &Self::Caller, obj: &Self::Object) -> StoreResult<Self::LockFile>;
 
+    /// [`Store::open_for_locks`] for shared locks only (an exclusive one
+    /// through it is EBADF): a description open for reading, which leaves
+    /// a read lease on the file standing where one open for writing would
+    /// break it. EAGAIN while a write lease stands.
+    fn open_for_shared_locks(&self, who: &Self::Caller, obj: &Self::Object) -> StoreResult<Self::LockFile>;
+
     /// A read lease on the regular file `obj`, on an open file description
     /// of its own (see [`lease`]): EAGAIN when the file is open for writing
     /// (by anyone, the store included: a store may then let go of its own

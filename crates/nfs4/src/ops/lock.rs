@@ -187,16 +187,27 @@ pub(super) fn lock<S: Store>(c: &mut Compound<'_, S>, args: Lock4Args) -> Result
     if let Attempt::Leased = outcome {
         // The client locks while it returns its delegation, whose lease
         // kept a process out that now waits to open the file (and lock
-        // it): the lock is taken through the lease's own description
-        // before the lease goes, where the store lends it.
+        // it): the lock is taken through the lease's own description,
+        // where the store lends it, and the lease stays until the
+        // delegation is returned (the client's other lock owners may
+        // still have locks to send).
         if let Some(lent) = crate::deleg::lend_own_lease(program, store, client, file, &fh.object)
             && let Ok(lent_outcome) = attempt(Some(lent))
         {
             outcome = lent_outcome;
         }
-        if crate::deleg::release_own_lease(program, client, file, now) && matches!(outcome, Attempt::Leased) {
-            // None lent (another owner of the client's has it, or the
-            // lease is on a description not open for writing): a
+        // Lent to another owner of the client's already: a read lock goes
+        // through a description of its own open for reading, which leaves
+        // a read lease standing.
+        if matches!(outcome, Attempt::Leased)
+            && kind == LockKind::Read
+            && program.leases.holds(client, file)
+            && let Ok(shared) = store.open_for_shared_locks(who, &fh.object)
+        {
+            outcome = attempt(Some(shared))?;
+        }
+        if matches!(outcome, Attempt::Leased) && crate::deleg::release_own_lease(program, client, file, now) {
+            // None of those (a write lease: any open breaks it): a
             // description of its own, now the lease is gone.
             outcome = attempt(None)?;
         }

@@ -175,6 +175,14 @@ pub(crate) fn before_store_open(leases: &SharedLeases, ino: u64) -> StoreResult<
     if break_all(leases, ino) > 0 { Err(StoreError::errno(libc::EAGAIN)) } else { Ok(()) }
 }
 
+/// Before the store opens a description of `ino` of its own for reading
+/// (shared locks): EAGAIN, its write leases broken, while one stands.
+pub(crate) fn before_store_read_open(leases: &SharedLeases, ino: u64) -> StoreResult<()> {
+    let t = table(leases);
+    let broken = t.by_ino.get(&ino).map_or(0, |f| f.break_some(|l| l.write));
+    if broken > 0 { Err(StoreError::errno(libc::EAGAIN)) } else { Ok(()) }
+}
+
 /// A simulated local process opens `ino` for writing (`true`) or closes
 /// it (`false`).
 pub(crate) fn local_writer(leases: &SharedLeases, ino: u64, open: bool) {

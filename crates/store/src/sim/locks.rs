@@ -44,13 +44,15 @@ pub struct SimLockFile {
     locks: SharedLocks,
     ino: u64,
     ofd: u64,
+    /// Open for writing: an exclusive lock needs it (EBADF otherwise).
+    writable: bool,
 }
 
 impl SimLockFile {
-    pub(crate) fn open(locks: &SharedLocks, ino: u64) -> Self {
+    pub(crate) fn open(locks: &SharedLocks, ino: u64, writable: bool) -> Self {
         let mut t = table(locks);
         t.next_ofd += 1;
-        SimLockFile { locks: locks.clone(), ino, ofd: t.next_ofd }
+        SimLockFile { locks: locks.clone(), ino, ofd: t.next_ofd, writable }
     }
 
     fn conflict(&self, held: &[Held], kind: LockKind, range: LockRange) -> Option<LockConflict> {
@@ -114,6 +116,9 @@ impl Held {
 
 impl LockFile for SimLockFile {
     fn try_lock(&self, kind: LockKind, range: LockRange) -> StoreResult<Option<LockConflict>> {
+        if kind == LockKind::Exclusive && !self.writable {
+            return Err(crate::StoreError::errno(libc::EBADF));
+        }
         range.check()?;
         let mut t = table(&self.locks);
         let held = t.by_ino.entry(self.ino).or_default();
@@ -163,7 +168,7 @@ mod tests {
     #[test]
     fn descriptions_conflict_and_their_own_locks_merge() {
         let locks = SharedLocks::default();
-        let (a, b) = (SimLockFile::open(&locks, 7), SimLockFile::open(&locks, 7));
+        let (a, b) = (SimLockFile::open(&locks, 7, true), SimLockFile::open(&locks, 7, true));
         assert_eq!(a.try_lock(LockKind::Exclusive, LockRange::new(0, 10)).unwrap(), None);
         let c = b.try_lock(LockKind::Shared, LockRange::new(5, 1)).unwrap().expect("conflict");
         assert_eq!(c.range, LockRange::new(0, 10));
@@ -181,7 +186,7 @@ mod tests {
     #[test]
     fn own_locks_of_one_kind_merge_when_they_touch_and_split_around_the_other_kind() {
         let locks = SharedLocks::default();
-        let (a, b) = (SimLockFile::open(&locks, 7), SimLockFile::open(&locks, 7));
+        let (a, b) = (SimLockFile::open(&locks, 7, true), SimLockFile::open(&locks, 7, true));
         a.try_lock(LockKind::Exclusive, LockRange::new(0, 10)).unwrap();
         a.try_lock(LockKind::Exclusive, LockRange::new(10, 10)).unwrap();
         let c = b.test(LockKind::Shared, LockRange::new(0, 1)).unwrap().expect("conflict");

@@ -758,7 +758,19 @@ impl crate::Store for SimStore {
         }
         // The local store opens a description of its own, for writing.
         leases::before_store_open(&self.leases, obj.ino)?;
-        Ok(SimLockFile::open(&self.locks, obj.ino))
+        Ok(SimLockFile::open(&self.locks, obj.ino, true))
+    }
+
+    fn open_for_shared_locks(&self, who: &SimCaller, obj: &SimObject) -> StoreResult<SimLockFile> {
+        let st = self.lock();
+        let n = st.node(obj)?;
+        rules::check_lock_file(n.ftype)?;
+        if !(rules::owner_overrides(&who.cred, n.meta.uid) || fs::may(&who.cred, n, R)) {
+            return Err(StoreError::errno(libc::EACCES));
+        }
+        // For reading: only a write lease stands in the way.
+        leases::before_store_read_open(&self.leases, obj.ino)?;
+        Ok(SimLockFile::open(&self.locks, obj.ino, false))
     }
 
     fn exports(&self) -> Vec<ExportInfo> {
