@@ -582,12 +582,14 @@ fn timeline(lab: &HaLab, fault_second: f64) -> String {
         read(format!("keel/{GROUP}-keel.log")),
     );
     let kernel_peer = format!("connection opened peer={KERNEL_CLIENT_IP}:");
-    let steps: [(&str, &str, &[&str]); 22] = [
+    let steps: [(&str, &str, &[&str]); 25] = [
         ("Corosync: token lost", &corosync, &["A processor failed"]),
         ("Corosync: new membership", &corosync, &["A new membership"]),
         ("controld: A lost", &pacemaker, &["pacemaker-controld", "Node keel-ha-a state is now lost"]),
         ("controld: election won", &pacemaker, &["election-DC won by local node"]),
         ("controld: joins done", &pacemaker, &["S_FINALIZE_JOIN -> S_POLICY_ENGINE"]),
+        // Pacemaker then runs fewer actions at once (one, at worst).
+        ("controld: throttled (high CPU load)", &pacemaker, &["High CPU load detected"]),
         // transition-delay (keel ha init's) ends.
         ("controld: transition delay over", &pacemaker, &["New Transition Timer just popped"]),
         ("scheduler: transition", &pacemaker, &["Calculated transition"]),
@@ -600,6 +602,11 @@ fn timeline(lab: &HaLab, fault_second: f64) -> String {
         ("Filesystem started", &pacemaker, &["Result of start operation for nfs-fs on keel-ha-b"]),
         ("keel start", &pacemaker, &["Initiating start operation nfs-keel_start_0"]),
         ("keel started", &pacemaker, &["Result of start operation for nfs-keel on keel-ha-b"]),
+        ("keel: first monitor", &pacemaker, &["Initiating monitor operation nfs-keel_monitor_"]),
+        // The agent's record of the start (keel-history) written to the
+        // CIB: the controller drops the transition under way and computes
+        // it again, transition-delay included.
+        ("controld: transition aborted by keel's record", &pacemaker, &["aborted by", "keel-nfs-keel-"]),
         ("IPaddr2 start", &pacemaker, &["Initiating start operation nfs-ip_start_0"]),
         ("IPaddr2 started", &pacemaker, &["Result of start operation for nfs-ip on keel-ha-b"]),
         ("keel: tickles sent", &keel, &["sent tickle ACKs"]),
