@@ -66,6 +66,9 @@ for c in $cases; do
   env KEEL_HA_TRIALS=$trials KEEL_HA_TOKEN_MS=$token_ms ${consensus_ms:+KEEL_HA_CONSENSUS_MS=$consensus_ms} KEEL_HA_KERNEL_VERS=$vers \
     cargo test -p keel --test ha_failover --quiet -- --exact "$c" --nocapture --test-threads 1 \
     >"$out/$c.log" 2>&1 || { echo "$c failed: see $out/$c.log" >&2; exit 1; }
-  grep -h '^ha_failover summary' "$out/$c.log" | tee -a "$out/summary.txt"
+  # Every case prints one (heartbeat_switch_loss's says 1 trial).
+  summary=$(grep -h '^ha_failover summary' "$out/$c.log") \
+    || { echo "$c passed but printed no summary line: see $out/$c.log" >&2; exit 1; }
+  echo "$summary" | tee -a "$out/summary.txt"
 done
 echo "results in $out" >&2
