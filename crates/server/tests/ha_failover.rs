@@ -117,11 +117,16 @@ fn plan(services: &[Service]) -> String {
         )
     };
     // bench/ha.sh sets the token and consensus timeouts, the knobs that
-    // set a crash's failover.
+    // set a crash's failover, and the fencing delay.
     let token_ms: u32 = std::env::var("KEEL_HA_TOKEN_MS").ok().and_then(|t| t.parse().ok()).unwrap_or(TOKEN_MS);
     let consensus = match std::env::var("KEEL_HA_CONSENSUS_MS") {
         Ok(ms) => format!("consensus_ms = {ms}\n"),
         Err(_) => String::new(),
+    };
+    // And the fencing delay that settles a race, which adds to it.
+    let consensus = match std::env::var("KEEL_HA_PRIORITY_FENCING_DELAY") {
+        Ok(s) => format!("{consensus}priority_fencing_delay_seconds = {s}\n"),
+        Err(_) => consensus,
     };
     format!(
         "token_ms = {token_ms}\n{consensus}monitor_seconds = 2\nping = [\"{CLIENT_IP}\"]\nkeel_binary = \"{}\"\n\n{}{}{}",
@@ -582,7 +587,7 @@ fn timeline(lab: &HaLab, fault_second: f64) -> String {
         read(format!("keel/{GROUP}-keel.log")),
     );
     let kernel_peer = format!("connection opened peer={KERNEL_CLIENT_IP}:");
-    let steps: [(&str, &str, &[&str]); 25] = [
+    let steps: [(&str, &str, &[&str]); 26] = [
         ("Corosync: token lost", &corosync, &["A processor failed"]),
         ("Corosync: new membership", &corosync, &["A new membership"]),
         ("controld: A lost", &pacemaker, &["pacemaker-controld", "Node keel-ha-a state is now lost"]),
@@ -595,6 +600,8 @@ fn timeline(lab: &HaLab, fault_second: f64) -> String {
         ("scheduler: transition", &pacemaker, &["Calculated transition"]),
         ("controld: fencing requested", &pacemaker, &["Requesting fencing"]),
         ("fenced: level 1 asked", &pacemaker, &["Requesting that", "using fence-keel-ha-a-1"]),
+        // priority-fencing-delay (keel ha init's): A served.
+        ("fenced: delayed", &pacemaker, &["Delaying 'off' action targeting keel-ha-a"]),
         ("fenced: level 1 timed out", &pacemaker, &["Peer's 'off' action targeting keel-ha-a", "timed out"]),
         ("fenced: level 2 asked", &pacemaker, &["Requesting that", "using fence-keel-ha-a-2"]),
         ("fenced: A fenced", &pacemaker, &["Operation 'off' targeting keel-ha-a by keel-ha-b", "OK"]),
@@ -1269,6 +1276,108 @@ fn heartbeat_switch_loss() {
     // One trial whatever KEEL_HA_TRIALS says: there is no repair to run
     // the next from.
     summarize("heartbeat switch loss", vers, &[outcome]);
+    let _ = std::fs::remove_file(config);
+}
+
+/// Cuts (or restores) the heartbeat between the nodes and nothing else:
+/// each node's route to the other's heartbeat address is a blackhole, so
+/// Corosync loses the peer on both at once while the power switches, on
+/// the same network, still answer both.
+fn heartbeat_between_nodes(lab: &HaLab, up: bool) {
+    for (node, peer) in [(Node::A, Node::B), (Node::B, Node::A)] {
+        if lab.is_powered(node) {
+            let verb = if up { "del" } else { "add" };
+            let peer = format!("{}/32", peer.heartbeat_ip());
+            let out = lab.run(node, &["ip", "route", verb, "blackhole", &peer]);
+            assert!(up || out.status.success(), "{out:?}");
+        }
+    }
+}
+
+/// The fencing race: both nodes lose each other at once while both reach
+/// the fence devices (the heartbeat network's fault between them), so
+/// each fences the other, and with stonith-action=off both may end up
+/// off. `keel ha init`'s priority-fencing-delay makes B, which serves
+/// nothing, wait before it fences A, which serves: A fences B at once and
+/// keeps the service, and B's request dies with B. With keel ha init's
+/// delay, A is never fenced. With KEEL_HA_PRIORITY_FENCING_DELAY=0 the
+/// race is run as it was before and only reported.
+#[test]
+fn fencing_race() {
+    if skip() {
+        return;
+    }
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    race("fencing race", true, &|lab| heartbeat_between_nodes(lab, false));
+}
+
+/// The race the heartbeat switch's repair starts: while it is down,
+/// neither node reaches the switches, and both keep trying to fence the
+/// other; when it comes back, the attempts in flight on both sides reach
+/// them. Reported, not asserted: a delay before each request does not
+/// order two attempts already under way.
+#[test]
+fn fencing_race_at_switch_repair() {
+    if skip() {
+        return;
+    }
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    race("fencing race at switch repair", false, &|lab| {
+        lab.heartbeat_switch_down();
+        // Both nodes fence and fail (level 1's 2 s, level 2's 5 s) and try again.
+        std::thread::sleep(Duration::from_secs(10));
+        lab.heartbeat_switch_up();
+    });
+}
+
+/// KEEL_HA_TRIALS trials of `fault` from both nodes up and the service on
+/// A: who was fenced, each time. With `assert_served`, and keel ha init's
+/// priority-fencing-delay on, A must never be.
+fn race(what: &str, assert_served: bool, fault: &dyn Fn(&HaLab)) {
+    let trials: usize = std::env::var("KEEL_HA_TRIALS").ok().and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
+    let delayed = std::env::var("KEEL_HA_PRIORITY_FENCING_DELAY").map_or(true, |d| d.trim() != "0");
+    let (lab, config) = lab_serving_from_a();
+    let mut tally = std::collections::BTreeMap::<&str, usize>::new();
+    for trial in 0..trials {
+        if trial > 0 {
+            // Back to both nodes up and the service on A.
+            lab.heartbeat_switch_up();
+            for node in Node::ALL {
+                if !lab.is_powered(node) {
+                    lab.power_on(node);
+                }
+            }
+            heartbeat_between_nodes(&lab, true);
+            lab.wait_online(FAILOVER_TIMEOUT);
+            lab.wait_until_running_on(GROUP, Node::A, FAILOVER_TIMEOUT);
+        }
+        let seen = lab.fence_events().len();
+        fault(&lab);
+        // Corosync's 2.2 s, the delay, the fencing: long done by then.
+        std::thread::sleep(Duration::from_secs(12));
+        let offs: Vec<String> = lab.fence_events()[seen..]
+            .iter()
+            .filter(|e| e.answered && e.action == "off")
+            .map(|e| e.target.clone())
+            .collect();
+        let outcome = match (offs.iter().any(|t| t == Node::A.name()), offs.iter().any(|t| t == Node::B.name())) {
+            (false, true) => "B fenced, A kept the service",
+            (true, false) => "A fenced, the service moved to B",
+            (true, true) => "both fenced, nothing served",
+            (false, false) => "nobody fenced",
+        };
+        eprintln!("{what}: trial {}: {outcome} (off: {offs:?}, service on {:?})", trial + 1, lab.where_is(GROUP));
+        *tally.entry(outcome).or_default() += 1;
+    }
+    let line: Vec<String> = tally.iter().map(|(o, n)| format!("{o}: {n}")).collect();
+    eprintln!(
+        "ha_failover summary: {what}: {trials} trial(s), priority-fencing-delay {}: {}",
+        if delayed { "on" } else { "off" },
+        line.join(", ")
+    );
+    if assert_served && delayed {
+        assert_eq!(tally.get("B fenced, A kept the service"), Some(&trials), "the serving node lost a race: {tally:?}");
+    }
     let _ = std::fs::remove_file(config);
 }
 
