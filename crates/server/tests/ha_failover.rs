@@ -1020,12 +1020,18 @@ fn ha_status_recorded(lab: &HaLab, node: Node, service: Service, holder: Node) -
 /// (default 1), each from the service on A; between two, `repair` and the
 /// service's return to A (it prefers A). Prints p50 and p99. The kernel
 /// client mounts the version KEEL_HA_KERNEL_VERS says (NFSv3 by default).
-fn case(what: &str, expect: Expect, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaLab)) -> HaLab {
+fn case(what: &str, expect: Expect, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaLab)) -> CaseLab {
     case_with(what, expect, KernelVers::from_env(), fault, repair)
 }
 
 /// `case` with the kernel client on `vers`.
-fn case_with(what: &str, expect: Expect, vers: KernelVers, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaLab)) -> HaLab {
+fn case_with(
+    what: &str,
+    expect: Expect,
+    vers: KernelVers,
+    fault: &dyn Fn(&HaLab),
+    repair: &dyn Fn(&HaLab),
+) -> CaseLab {
     let trials: usize = std::env::var("KEEL_HA_TRIALS").ok().and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
     let (lab, config) = lab_serving_from_a();
     let mut outcomes = Vec::new();
@@ -1037,8 +1043,29 @@ fn case_with(what: &str, expect: Expect, vers: KernelVers, fault: &dyn Fn(&HaLab
         outcomes.push(fail_over(&lab, what, expect, vers, fault));
     }
     summarize(what, vers, &outcomes);
-    let _ = std::fs::remove_file(config);
-    lab
+    CaseLab { lab, config }
+}
+
+/// A case's lab, still serving: its Keel configuration (in /etc/keel,
+/// which the nodes share with the host) goes with it, not before, or the
+/// agent's next monitor fails on the missing file while the test still
+/// asks the cluster what it sees.
+struct CaseLab {
+    lab: HaLab,
+    config: PathBuf,
+}
+
+impl std::ops::Deref for CaseLab {
+    type Target = HaLab;
+    fn deref(&self) -> &HaLab {
+        &self.lab
+    }
+}
+
+impl Drop for CaseLab {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.config);
+    }
 }
 
 /// The line `bench/ha.sh` collects for a case: p50 and p99 of its trials.
