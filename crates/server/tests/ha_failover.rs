@@ -1025,13 +1025,7 @@ fn case(what: &str, expect: Expect, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaL
 }
 
 /// `case` with the kernel client on `vers`.
-fn case_with(
-    what: &str,
-    expect: Expect,
-    vers: KernelVers,
-    fault: &dyn Fn(&HaLab),
-    repair: &dyn Fn(&HaLab),
-) -> CaseLab {
+fn case_with(what: &str, expect: Expect, vers: KernelVers, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaLab)) -> CaseLab {
     let trials: usize = std::env::var("KEEL_HA_TRIALS").ok().and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
     let (lab, config) = lab_serving_from_a();
     let mut outcomes = Vec::new();

@@ -903,8 +903,8 @@ mod tests {
         let bare = plan(&EXAMPLE.replace("priority_fencing_delay_seconds = 1", "")).unwrap();
         assert_eq!(bare.priority_fencing_delay_seconds, WholeSeconds(1));
         for (value, why) in [("11", "at most 10"), ("0.5", "whole seconds"), ("\"1s\"", "whole seconds")] {
-            let text =
-                EXAMPLE.replace("priority_fencing_delay_seconds = 1", &format!("priority_fencing_delay_seconds = {value}"));
+            let text = EXAMPLE
+                .replace("priority_fencing_delay_seconds = 1", &format!("priority_fencing_delay_seconds = {value}"));
             let err = format!("{:#}", plan(&text).unwrap_err());
             assert!(err.contains(why), "{value}: {err}");
         }

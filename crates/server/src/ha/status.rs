@@ -316,7 +316,9 @@ mod tests {
         assert_eq!(st.services[0].previous, Some(("nss-a".to_string(), 1000)));
         let text = render(&st, 1090);
         assert!(
-            text.contains("service home: served by nss-b (start not recorded yet); before that by nss-a (from 90 s ago)"),
+            text.contains(
+                "service home: served by nss-b (start not recorded yet); before that by nss-a (from 90 s ago)"
+            ),
             "{text}"
         );
     }
