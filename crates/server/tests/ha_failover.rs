@@ -95,9 +95,13 @@ fn skip() -> bool {
 /// the test powers them on), and `services`, each with its shared disk
 /// and floating address.
 fn plan(services: &[Service]) -> String {
+    // KEEL_HA_HEARTBEAT2 (bench/ha.sh --heartbeat2): a second Corosync
+    // link, on the public network.
+    let second_link = std::env::var_os("KEEL_HA_HEARTBEAT2").is_some();
     let node = |n: Node| {
+        let heartbeat2 = if second_link { format!("heartbeat2 = \"{}\"\n", n.public_ip()) } else { String::new() };
         format!(
-            "[[node]]\nname = \"{}\"\nheartbeat = \"{}\"\nfence = [\n  \
+            "[[node]]\nname = \"{}\"\nheartbeat = \"{}\"\n{heartbeat2}fence = [\n  \
              {{ agent = \"fence_keel_lab\", params = {{ switch = \"ipmi\" }} }},\n  \
              {{ agent = \"fence_keel_lab\", params = {{ switch = \"pdu\" }} }},\n]\n\n",
             n.name(),
