@@ -1218,7 +1218,12 @@ fn primary_fence_device_hung() {
     let lab = case("fence level 1 hung + crash", Expect::FencedBy(Switch::Pdu), &fault, &repair);
     // Pacemaker gave level 1 the plan's timeout (keel ha init's default,
     // 2 s), not the agent's own 5 s twice: the timeout is set for the
-    // action the cluster requests.
+    // action the cluster requests. With the priority-fencing-delay (keel
+    // ha init's 1 s, unless bench/ha.sh --fencing-delay says otherwise),
+    // that and a second more besides, which the fencer waits within it.
+    let delay: u32 =
+        std::env::var("KEEL_HA_PRIORITY_FENCING_DELAY").ok().and_then(|d| d.trim().parse().ok()).unwrap_or(1);
+    let level1_timeout = if delay > 0 { 2 + delay + 1 } else { 2 };
     let log = std::fs::read_to_string(lab.log_dir(Node::B).join("pacemaker/pacemaker.log")).unwrap_or_default();
     let level1 = log
         .lines()
@@ -1227,8 +1232,8 @@ fn primary_fence_device_hung() {
         })
         .collect::<Vec<_>>();
     assert!(
-        !level1.is_empty() && level1.iter().all(|l| l.ends_with("(2s)")),
-        "level 1 asked to power A off within 2 s: {level1:?}\n{}",
+        !level1.is_empty() && level1.iter().all(|l| l.ends_with(&format!("({level1_timeout}s)"))),
+        "level 1 asked to power A off within {level1_timeout} s: {level1:?}\n{}",
         lab.diagnostics()
     );
 }

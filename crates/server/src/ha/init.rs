@@ -315,6 +315,18 @@ fn network_of(ip: IpAddr, prefix: u8) -> String {
 }
 
 impl Plan {
+    /// Level 1's `pcmk_off_timeout`: the plan's timeout, plus room for the
+    /// priority-fencing-delay, which Pacemaker 2.1.5's fencer waits out
+    /// within that timeout (measured: with a 1 s delay and 2 s, a level 1
+    /// that takes 1 s was given up in 2 of 3 fencings), on a GLib timer of
+    /// whole seconds that fires up to a second late (the 1 s delay took
+    /// 1.2-1.7 s). So level 1 keeps the plan's timeout for its own work,
+    /// and a dead one costs the delay more before level 2.
+    fn level1_device_timeout(&self) -> u32 {
+        let delay = self.priority_fencing_delay_seconds.0;
+        self.fence_level1_timeout_seconds.0 + if delay > 0 { delay + 1 } else { 0 }
+    }
+
     pub fn load(path: &Path) -> anyhow::Result<Plan> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         let plan: Plan = toml::from_str(&text).with_context(|| format!("{}", path.display()))?;
@@ -356,6 +368,14 @@ impl Plan {
             bail!(
                 "priority_fencing_delay_seconds = {delay}: at most {PRIORITY_FENCING_DELAY_MAX_SECONDS} (every \
                  failover from a fenced node waits it), or 0 for none"
+            );
+        }
+        if self.level1_device_timeout() > FENCE_LEVEL1_TIMEOUT_MAX_SECONDS {
+            bail!(
+                "fence_level1_timeout_seconds = {level1} with priority_fencing_delay_seconds = {delay}: level 1 \
+                 gets both and a second more ({} s), over {FENCE_LEVEL1_TIMEOUT_MAX_SECONDS}, which leaves level 2 \
+                 its time within stonith-timeout ({STONITH_TIMEOUT_SECONDS} s)",
+                self.level1_device_timeout()
             );
         }
         if let Some(b) = &self.keel_binary {
@@ -545,7 +565,7 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
                 // costs one timeout, not the agent's own timeout twice,
                 // before level 2. For both actions: a reboot may be
                 // carried out as off, then on.
-                let t = plan.fence_level1_timeout_seconds.0;
+                let t = plan.level1_device_timeout();
                 let _ = write!(
                     params,
                     " \\\n    pcmk_reboot_timeout={t}s pcmk_reboot_retries=1 pcmk_off_timeout={t}s pcmk_off_retries=1"
@@ -823,7 +843,10 @@ mod tests {
 
     #[test]
     fn level_one_gives_up_after_the_plans_timeout_for_the_action_the_cluster_requests() {
-        let p = plan(EXAMPLE).unwrap();
+        // Without the priority-fencing-delay, which adds to level 1's
+        // timeout (see the_serving_node_wins_a_fencing_race).
+        let text = EXAMPLE.replace("priority_fencing_delay_seconds = 1", "priority_fencing_delay_seconds = 0");
+        let p = plan(&text).unwrap();
         assert_eq!((p.fence_action, p.fence_level1_timeout_seconds), (FenceAction::Off, WholeSeconds(2)));
         let crm = rendered(&p, "cluster.crm");
         assert!(crm.contains("stonith-action=off"), "{crm}");
@@ -833,7 +856,7 @@ mod tests {
             assert!(!device_of(&crm, &format!("fence-{n}-2")).contains("_timeout"), "level 2 keeps its own: {crm}");
         }
 
-        let text = EXAMPLE
+        let text = text
             .replace("fence_action = \"off\"", "fence_action = \"reboot\"")
             .replace("fence_level1_timeout_seconds = 2", "fence_level1_timeout_seconds = 9");
         let crm = rendered(&plan(&text).unwrap(), "cluster.crm");
@@ -845,7 +868,7 @@ mod tests {
         assert_eq!((bare.fence_action, bare.fence_level1_timeout_seconds), (FenceAction::Off, WholeSeconds(2)));
 
         // A node with one device: no timeout shortened, nothing to fall back to.
-        let one = EXAMPLE.replacen(
+        let one = text.replacen(
             "  { agent = \"fence_apc_snmp\", params = { ip = \"192.168.10.20\", plug = \"1\" } },\n",
             "",
             1,
@@ -888,6 +911,18 @@ mod tests {
         // No pcmk_delay_*: it would add to every fencing, and favour a
         // node rather than the service.
         assert!(!crm.contains("pcmk_delay"), "{crm}");
+        // Pacemaker's fencer waits the delay out within level 1's
+        // timeout, on a timer of whole seconds: level 1 gets the delay and
+        // a second more, and keeps the plan's 2 s for its own work.
+        for n in ["nss-a", "nss-b"] {
+            let level1 = device_of(&crm, &format!("fence-{n}-1"));
+            assert!(level1.contains("pcmk_off_timeout=4s") && level1.contains("pcmk_reboot_timeout=4s"), "{crm}");
+            assert!(!device_of(&crm, &format!("fence-{n}-2")).contains("_timeout"), "{crm}");
+        }
+        let text = EXAMPLE.replace("fence_level1_timeout_seconds = 2", "fence_level1_timeout_seconds = 15");
+        let text = text.replace("priority_fencing_delay_seconds = 1", "priority_fencing_delay_seconds = 5");
+        let err = format!("{:#}", plan(&text).unwrap_err());
+        assert!(err.contains("level 1 gets both and a second more (21 s)"), "{err}");
 
         let two = format!(
             "{}\n[[service]]\nname = \"scratch\"\naddress = \"10.1.0.101/24\"\ndevice = \"/dev/sdc\"\n\
