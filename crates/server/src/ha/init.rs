@@ -191,7 +191,8 @@ fn default_fence_level1_timeout() -> WholeSeconds {
 }
 /// Longer than a live level-1 device takes to power the other node off
 /// (0.1 s in the lab; fence_ipmilan's `off` with `power_wait = "0"`, about
-/// a second), within the 5 s goal for a crash (2.9 s without it in the lab).
+/// a second), within the 5 s goal for a crash: 4.3-4.4 s with it in the
+/// lab, 2.9-3.1 s without (the fencer's whole-second timer costs 1.2-1.7 s).
 fn default_priority_fencing_delay() -> WholeSeconds {
     WholeSeconds(1)
 }
@@ -517,22 +518,27 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
     // transition-delay: see TRANSITION_DELAY_MS (a second saved when the
     // survivor is the DC).
     //
-    // priority-fencing-delay: when the nodes lose each other at once (the
-    // heartbeat network fails while both reach their fence devices, or
-    // comes back while both still try to fence), each fences the other,
-    // and with stonith-action=off both may end up off: no service at all.
-    // With the delay, a node that has lost its peer waits before it fences
-    // the peer if the peer runs the services (the higher total `priority`
-    // of its resources: each group's, below), and fences a peer that runs
+    // priority-fencing-delay: when the nodes lose each other at once while
+    // both reach their fence devices (the heartbeat fails between them),
+    // each fences the other: the serving node is fenced for nothing about
+    // half the time, and with stonith-action=off both may end up off. With
+    // the delay, a node that has lost its peer waits before it fences the
+    // peer if the peer runs the services (the higher total `priority` of
+    // its resources: each group's, below), and fences a peer that runs
     // none at once; so the serving node fences first, and the other's
-    // request dies with it. What it costs: Pacemaker cannot tell a peer
-    // that crashed from one cut off, so every failover from a fenced node
-    // that served waits the delay too (a crash, a hang, a lost heartbeat
-    // link). A static pcmk_delay_base on one node's devices costs the same
-    // and keeps favouring that node after the service has moved; the
-    // random pcmk_delay_max costs up to its maximum and settles nothing
-    // for certain. It must exceed how long the serving node's level 1
-    // takes to power the other off, or both requests reach the devices.
+    // request dies with it (the lab's fencing_race: 5 of 5, against 2 of 5
+    // without). What it costs: Pacemaker cannot tell a peer that crashed
+    // from one cut off, so every failover from a fenced node that served
+    // waits the delay too (a crash, a hang, a lost heartbeat link; 1.2-1.7
+    // s for 1 s in the lab), and level 1's timeout grows by it (see
+    // level1_device_timeout). A static pcmk_delay_base on one node's
+    // devices costs the same and keeps favouring that node after the
+    // service has moved; the random pcmk_delay_max costs up to its maximum
+    // and settles nothing for certain. It must exceed how long the serving
+    // node's level 1 takes to power the other off, or both requests reach
+    // the devices. It does not order fencing already under way on both
+    // nodes when a heartbeat switch the devices sit behind comes back
+    // (docs/ha.md, "When both nodes fence").
     let delay = plan.priority_fencing_delay_seconds.0;
     let priority_delay = if delay > 0 { format!(" priority-fencing-delay={delay}s") } else { String::new() };
     let _ = writeln!(
