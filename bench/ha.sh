@@ -9,10 +9,14 @@
 # acknowledged byte was lost.
 #
 #   sudo bench/ha.sh [--trials N] [--token-ms MS] [--consensus-ms MS]
-#                    [--cases "server_crash ..."] [--vers 3|4.1] [--debug] [--out DIR]
+#                    [--fencing-delay S] [--heartbeat2] [--cases "server_crash ..."]
+#                    [--vers 3|4.1] [--debug] [--out DIR]
 #
 # --consensus-ms: the plan's consensus_ms (default: unset, Corosync's 1.2
-# times the token).
+# times the token). --fencing-delay: the plan's
+# priority_fencing_delay_seconds (default: unset, keel ha init's 1 s; 0
+# for none). --heartbeat2: each node's heartbeat2, a second Corosync link
+# on the public network.
 #
 # The nodes run the release build of keel, as users do (KEEL_BIN; the lab
 # itself is the debug test binary); --debug runs the debug build there
@@ -28,11 +32,13 @@
 # Cases: server_crash server_hang heartbeat_link_loss public_link_loss
 # primary_fence_device_failure primary_fence_device_hung
 # primary_fence_device_slow storage_path_loss (heartbeat_switch_loss
-# runs once: it is not repaired). Needs root and the Debian packages
+# runs once: it is not repaired). Not run unless named: fencing_race and
+# fencing_race_at_switch_repair (who is fenced when both nodes fence;
+# with --fencing-delay 0, as before keel ha init set a delay). Needs root and the Debian packages
 # scripts/test.sh installs; one lab at a time, on a quiet machine.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-trials=5; token_ms=1000; consensus_ms=""; vers=3; profile=release
+trials=5; token_ms=1000; consensus_ms=""; fencing_delay=""; heartbeat2=""; vers=3; profile=release
 cases="server_crash server_hang heartbeat_link_loss public_link_loss primary_fence_device_failure"
 cases="$cases primary_fence_device_hung primary_fence_device_slow storage_path_loss"
 out=$repo/bench/results/ha-$(date -u +%Y%m%dT%H%M%SZ)
@@ -41,11 +47,13 @@ while [ $# -gt 0 ]; do
     --trials) trials=$2; shift 2;;
     --token-ms) token_ms=$2; shift 2;;
     --consensus-ms) consensus_ms=$2; shift 2;;
+    --fencing-delay) fencing_delay=$2; shift 2;;
+    --heartbeat2) heartbeat2=1; shift;;
     --cases) cases=$2; shift 2;;
     --vers) vers=$2; shift 2;;
     --debug) profile=debug; shift;;
     --out) out=$2; shift 2;;
-    *) echo "usage: $0 [--trials N] [--token-ms MS] [--consensus-ms MS] [--cases \"...\"] [--vers 3|4.1] [--debug] [--out DIR]" >&2; exit 2;;
+    *) echo "usage: $0 [--trials N] [--token-ms MS] [--consensus-ms MS] [--fencing-delay S] [--heartbeat2] [--cases \"...\"] [--vers 3|4.1] [--debug] [--out DIR]" >&2; exit 2;;
   esac
 done
 mkdir -p "$out"
@@ -58,14 +66,17 @@ if [ "$profile" = release ]; then
   export KEEL_BIN=${CARGO_TARGET_DIR:-$repo/target}/release/keel
 fi
 {
-  echo "# bench/ha.sh --trials $trials --token-ms $token_ms${consensus_ms:+ --consensus-ms $consensus_ms} --vers $vers ($profile keel on the nodes), $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD)"
+  echo "# bench/ha.sh --trials $trials --token-ms $token_ms${consensus_ms:+ --consensus-ms $consensus_ms}${fencing_delay:+ --fencing-delay $fencing_delay}${heartbeat2:+ --heartbeat2} --vers $vers ($profile keel on the nodes), $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD)"
   echo "# $(nproc) cores, $(uname -r)"
 } >"$out/summary.txt"
 for c in $cases; do
   echo "== $c" >&2
-  env KEEL_HA_TRIALS=$trials KEEL_HA_TOKEN_MS=$token_ms ${consensus_ms:+KEEL_HA_CONSENSUS_MS=$consensus_ms} KEEL_HA_KERNEL_VERS=$vers \
+  env KEEL_HA_TRIALS=$trials KEEL_HA_TOKEN_MS=$token_ms ${consensus_ms:+KEEL_HA_CONSENSUS_MS=$consensus_ms} ${fencing_delay:+KEEL_HA_PRIORITY_FENCING_DELAY=$fencing_delay} ${heartbeat2:+KEEL_HA_HEARTBEAT2=1} KEEL_HA_KERNEL_VERS=$vers \
     cargo test -p keel --test ha_failover --quiet -- --exact "$c" --nocapture --test-threads 1 \
     >"$out/$c.log" 2>&1 || { echo "$c failed: see $out/$c.log" >&2; exit 1; }
-  grep -h '^ha_failover summary' "$out/$c.log" | tee -a "$out/summary.txt"
+  # Every case prints one (heartbeat_switch_loss's says 1 trial).
+  summary=$(grep -h '^ha_failover summary' "$out/$c.log") \
+    || { echo "$c passed but printed no summary line: see $out/$c.log" >&2; exit 1; }
+  echo "$summary" | tee -a "$out/summary.txt"
 done
 echo "results in $out" >&2

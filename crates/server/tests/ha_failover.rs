@@ -95,9 +95,13 @@ fn skip() -> bool {
 /// the test powers them on), and `services`, each with its shared disk
 /// and floating address.
 fn plan(services: &[Service]) -> String {
+    // KEEL_HA_HEARTBEAT2 (bench/ha.sh --heartbeat2): a second Corosync
+    // link, on the public network.
+    let second_link = std::env::var_os("KEEL_HA_HEARTBEAT2").is_some();
     let node = |n: Node| {
+        let heartbeat2 = if second_link { format!("heartbeat2 = \"{}\"\n", n.public_ip()) } else { String::new() };
         format!(
-            "[[node]]\nname = \"{}\"\nheartbeat = \"{}\"\nfence = [\n  \
+            "[[node]]\nname = \"{}\"\nheartbeat = \"{}\"\n{heartbeat2}fence = [\n  \
              {{ agent = \"fence_keel_lab\", params = {{ switch = \"ipmi\" }} }},\n  \
              {{ agent = \"fence_keel_lab\", params = {{ switch = \"pdu\" }} }},\n]\n\n",
             n.name(),
@@ -117,11 +121,16 @@ fn plan(services: &[Service]) -> String {
         )
     };
     // bench/ha.sh sets the token and consensus timeouts, the knobs that
-    // set a crash's failover.
+    // set a crash's failover, and the fencing delay.
     let token_ms: u32 = std::env::var("KEEL_HA_TOKEN_MS").ok().and_then(|t| t.parse().ok()).unwrap_or(TOKEN_MS);
     let consensus = match std::env::var("KEEL_HA_CONSENSUS_MS") {
         Ok(ms) => format!("consensus_ms = {ms}\n"),
         Err(_) => String::new(),
+    };
+    // And the fencing delay that settles a race, which adds to it.
+    let consensus = match std::env::var("KEEL_HA_PRIORITY_FENCING_DELAY") {
+        Ok(s) => format!("{consensus}priority_fencing_delay_seconds = {s}\n"),
+        Err(_) => consensus,
     };
     format!(
         "token_ms = {token_ms}\n{consensus}monitor_seconds = 2\nping = [\"{CLIENT_IP}\"]\nkeel_binary = \"{}\"\n\n{}{}{}",
@@ -582,17 +591,21 @@ fn timeline(lab: &HaLab, fault_second: f64) -> String {
         read(format!("keel/{GROUP}-keel.log")),
     );
     let kernel_peer = format!("connection opened peer={KERNEL_CLIENT_IP}:");
-    let steps: [(&str, &str, &[&str]); 22] = [
+    let steps: [(&str, &str, &[&str]); 26] = [
         ("Corosync: token lost", &corosync, &["A processor failed"]),
         ("Corosync: new membership", &corosync, &["A new membership"]),
         ("controld: A lost", &pacemaker, &["pacemaker-controld", "Node keel-ha-a state is now lost"]),
         ("controld: election won", &pacemaker, &["election-DC won by local node"]),
         ("controld: joins done", &pacemaker, &["S_FINALIZE_JOIN -> S_POLICY_ENGINE"]),
+        // Pacemaker then runs fewer actions at once (one, at worst).
+        ("controld: throttled (high CPU load)", &pacemaker, &["High CPU load detected"]),
         // transition-delay (keel ha init's) ends.
         ("controld: transition delay over", &pacemaker, &["New Transition Timer just popped"]),
         ("scheduler: transition", &pacemaker, &["Calculated transition"]),
         ("controld: fencing requested", &pacemaker, &["Requesting fencing"]),
         ("fenced: level 1 asked", &pacemaker, &["Requesting that", "using fence-keel-ha-a-1"]),
+        // priority-fencing-delay (keel ha init's): A served.
+        ("fenced: delayed", &pacemaker, &["Delaying 'off' action targeting keel-ha-a"]),
         ("fenced: level 1 timed out", &pacemaker, &["Peer's 'off' action targeting keel-ha-a", "timed out"]),
         ("fenced: level 2 asked", &pacemaker, &["Requesting that", "using fence-keel-ha-a-2"]),
         ("fenced: A fenced", &pacemaker, &["Operation 'off' targeting keel-ha-a by keel-ha-b", "OK"]),
@@ -600,6 +613,11 @@ fn timeline(lab: &HaLab, fault_second: f64) -> String {
         ("Filesystem started", &pacemaker, &["Result of start operation for nfs-fs on keel-ha-b"]),
         ("keel start", &pacemaker, &["Initiating start operation nfs-keel_start_0"]),
         ("keel started", &pacemaker, &["Result of start operation for nfs-keel on keel-ha-b"]),
+        ("keel: first monitor", &pacemaker, &["Initiating monitor operation nfs-keel_monitor_"]),
+        // The agent's record of the start (keel-history) written to the
+        // CIB: the controller drops the transition under way and computes
+        // it again, transition-delay included.
+        ("controld: transition aborted by keel's record", &pacemaker, &["aborted by", "keel-nfs-keel-"]),
         ("IPaddr2 start", &pacemaker, &["Initiating start operation nfs-ip_start_0"]),
         ("IPaddr2 started", &pacemaker, &["Result of start operation for nfs-ip on keel-ha-b"]),
         ("keel: tickles sent", &keel, &["sent tickle ACKs"]),
@@ -986,17 +1004,32 @@ fn ha_status(lab: &HaLab, node: Node) -> keel_testkit::procs::Output {
     lab.run(node, &[keel_bin().to_str().unwrap(), "ha", "status"])
 }
 
+/// `keel ha status` on `node` once it shows `service`'s start on `holder`:
+/// the agent records a start from the first monitor that finds the
+/// floating address up, a monitor interval (2 s) after it at most.
+fn ha_status_recorded(lab: &HaLab, node: Node, service: Service, holder: Node) -> keel_testkit::procs::Output {
+    let since = format!("service {}: served by {} since", service.group, holder.name());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = ha_status(lab, node);
+        if out.stdout.contains(&since) || Instant::now() > deadline {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Trials of one row of the NSS7.0-HA paper's failure table (docs/benchmarks.md,
 /// "Reference systems"): KEEL_HA_TRIALS of them
 /// (default 1), each from the service on A; between two, `repair` and the
 /// service's return to A (it prefers A). Prints p50 and p99. The kernel
 /// client mounts the version KEEL_HA_KERNEL_VERS says (NFSv3 by default).
-fn case(what: &str, expect: Expect, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaLab)) -> HaLab {
+fn case(what: &str, expect: Expect, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaLab)) -> CaseLab {
     case_with(what, expect, KernelVers::from_env(), fault, repair)
 }
 
 /// `case` with the kernel client on `vers`.
-fn case_with(what: &str, expect: Expect, vers: KernelVers, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaLab)) -> HaLab {
+fn case_with(what: &str, expect: Expect, vers: KernelVers, fault: &dyn Fn(&HaLab), repair: &dyn Fn(&HaLab)) -> CaseLab {
     let trials: usize = std::env::var("KEEL_HA_TRIALS").ok().and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
     let (lab, config) = lab_serving_from_a();
     let mut outcomes = Vec::new();
@@ -1007,6 +1040,35 @@ fn case_with(what: &str, expect: Expect, vers: KernelVers, fault: &dyn Fn(&HaLab
         }
         outcomes.push(fail_over(&lab, what, expect, vers, fault));
     }
+    summarize(what, vers, &outcomes);
+    CaseLab { lab, config }
+}
+
+/// A case's lab, still serving: its Keel configuration (in /etc/keel,
+/// which the nodes share with the host) goes with it, not before, or the
+/// agent's next monitor fails on the missing file while the test still
+/// asks the cluster what it sees.
+struct CaseLab {
+    lab: HaLab,
+    config: PathBuf,
+}
+
+impl std::ops::Deref for CaseLab {
+    type Target = HaLab;
+    fn deref(&self) -> &HaLab {
+        &self.lab
+    }
+}
+
+impl Drop for CaseLab {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.config);
+    }
+}
+
+/// The line `bench/ha.sh` collects for a case: p50 and p99 of its trials.
+fn summarize(what: &str, vers: KernelVers, outcomes: &[Outcome]) {
+    let trials = outcomes.len();
     let pct = |mut v: Vec<Duration>, p: f64| {
         v.sort();
         v[((v.len() - 1) as f64 * p).round() as usize]
@@ -1040,8 +1102,6 @@ fn case_with(what: &str, expect: Expect, vers: KernelVers, fault: &dyn Fn(&HaLab
         pct(kernel.clone(), 0.99),
         pct(kernel, 1.0)
     );
-    let _ = std::fs::remove_file(config);
-    lab
 }
 
 fn power_on_a(lab: &HaLab) {
@@ -1056,7 +1116,7 @@ fn server_crash() {
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let lab = case("server crash", Expect::FencedBy(Switch::Ipmi), &|lab| lab.crash(Node::A), &power_on_a);
     // What the administrator sees afterwards.
-    let after = ha_status(&lab, Node::B);
+    let after = ha_status_recorded(&lab, Node::B, NFS, Node::B);
     eprintln!("keel ha status on B after the failover:\n{}", after.stdout);
     assert!(after.stdout.contains(&format!("service {GROUP}: served by keel-ha-b since")), "{after:?}");
     assert!(after.stdout.contains("before that by keel-ha-a"), "{after:?}");
@@ -1158,7 +1218,12 @@ fn primary_fence_device_hung() {
     let lab = case("fence level 1 hung + crash", Expect::FencedBy(Switch::Pdu), &fault, &repair);
     // Pacemaker gave level 1 the plan's timeout (keel ha init's default,
     // 2 s), not the agent's own 5 s twice: the timeout is set for the
-    // action the cluster requests.
+    // action the cluster requests. With the priority-fencing-delay (keel
+    // ha init's 1 s, unless bench/ha.sh --fencing-delay says otherwise),
+    // that and a second more besides, which the fencer waits within it.
+    let delay: u32 =
+        std::env::var("KEEL_HA_PRIORITY_FENCING_DELAY").ok().and_then(|d| d.trim().parse().ok()).unwrap_or(1);
+    let level1_timeout = if delay > 0 { 2 + delay + 1 } else { 2 };
     let log = std::fs::read_to_string(lab.log_dir(Node::B).join("pacemaker/pacemaker.log")).unwrap_or_default();
     let level1 = log
         .lines()
@@ -1167,8 +1232,8 @@ fn primary_fence_device_hung() {
         })
         .collect::<Vec<_>>();
     assert!(
-        !level1.is_empty() && level1.iter().all(|l| l.ends_with("(2s)")),
-        "level 1 asked to power A off within 2 s: {level1:?}\n{}",
+        !level1.is_empty() && level1.iter().all(|l| l.ends_with(&format!("({level1_timeout}s)"))),
+        "level 1 asked to power A off within {level1_timeout} s: {level1:?}\n{}",
         lab.diagnostics()
     );
 }
@@ -1237,7 +1302,142 @@ fn heartbeat_switch_loss() {
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let vers = KernelVers::from_env();
     let (lab, config) = lab_serving_from_a();
-    fail_over(&lab, "heartbeat switch loss", Expect::StaysOnA, vers, &|lab| lab.heartbeat_switch_down());
+    let outcome = fail_over(&lab, "heartbeat switch loss", Expect::StaysOnA, vers, &|lab| lab.heartbeat_switch_down());
+    // One trial whatever KEEL_HA_TRIALS says: there is no repair to run
+    // the next from.
+    summarize("heartbeat switch loss", vers, &[outcome]);
+    let _ = std::fs::remove_file(config);
+}
+
+/// Cuts (or restores) the heartbeat between the nodes and nothing else:
+/// each node's route to the other's heartbeat address is a blackhole, so
+/// Corosync loses the peer on both at once while the power switches, on
+/// the same network, still answer both.
+fn heartbeat_between_nodes(lab: &HaLab, up: bool) {
+    for (node, peer) in [(Node::A, Node::B), (Node::B, Node::A)] {
+        if lab.is_powered(node) {
+            let verb = if up { "del" } else { "add" };
+            let peer = format!("{}/32", peer.heartbeat_ip());
+            let out = lab.run(node, &["ip", "route", verb, "blackhole", &peer]);
+            assert!(up || out.status.success(), "{out:?}");
+        }
+    }
+}
+
+/// The fencing race: both nodes lose each other at once while both reach
+/// the fence devices (the heartbeat network's fault between them), so
+/// each fences the other, and with stonith-action=off both may end up
+/// off. `keel ha init`'s priority-fencing-delay makes B, which serves
+/// nothing, wait before it fences A, which serves: A fences B at once and
+/// keeps the service, and B's request dies with B. With keel ha init's
+/// delay, A is never fenced. With KEEL_HA_PRIORITY_FENCING_DELAY=0 the
+/// race is run as it was before and only reported.
+#[test]
+fn fencing_race() {
+    if skip() {
+        return;
+    }
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    race("fencing race", true, &|lab| heartbeat_between_nodes(lab, false));
+}
+
+/// The race the heartbeat switch's repair starts: while it is down,
+/// neither node reaches the switches, and both keep trying to fence the
+/// other; when it comes back, the attempts in flight on both sides reach
+/// them, and the nodes rejoin each other. Reported, not asserted: the
+/// priority-fencing-delay does not settle it (docs/ha.md, "When both
+/// nodes fence"); each trial prints both nodes' fencing steps.
+#[test]
+fn fencing_race_at_switch_repair() {
+    if skip() {
+        return;
+    }
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    race("fencing race at switch repair", false, &|lab| {
+        lab.heartbeat_switch_down();
+        // Both nodes fence and fail (level 1's 2 s, level 2's 5 s) and try again.
+        std::thread::sleep(Duration::from_secs(10));
+        lab.heartbeat_switch_up();
+    });
+}
+
+/// Each node's fencing steps within a minute after the fault, from its
+/// Pacemaker log: what it requested, delayed, and saw done, and the
+/// membership it saw.
+fn fencing_steps(lab: &HaLab, fault_second: f64) -> String {
+    let needles: [&[&str]; 6] = [
+        &["pacemaker-controld", "Requesting fencing"],
+        &["Delaying 'off' action"],
+        &["Operation 'off' targeting", "OK"],
+        &["pacemaker-controld", "state is now lost"],
+        &["pacemaker-controld", "state is now member"],
+        &["election-DC won by local node"],
+    ];
+    let mut out = String::new();
+    for node in Node::ALL {
+        let log = std::fs::read_to_string(lab.log_dir(node).join("pacemaker/pacemaker.log")).unwrap_or_default();
+        for l in log.lines().filter(|l| needles.iter().any(|n| n.iter().all(|w| l.contains(w)))) {
+            if let Some(at) = cluster_second_of_day(l).map(|t| (t - fault_second).rem_euclid(86_400.0))
+                && at < 60.0
+            {
+                let said = l.split_once(") ").map_or(l, |(_, rest)| rest.trim());
+                out.push_str(&format!("  +{at:.3} s  {}: {said}\n", node.name()));
+            }
+        }
+    }
+    out
+}
+
+/// KEEL_HA_TRIALS trials of `fault` from both nodes up and the service on
+/// A: who was fenced, each time. With `assert_served`, and keel ha init's
+/// priority-fencing-delay on, A must never be.
+fn race(what: &str, assert_served: bool, fault: &dyn Fn(&HaLab)) {
+    let trials: usize = std::env::var("KEEL_HA_TRIALS").ok().and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
+    let delayed = std::env::var("KEEL_HA_PRIORITY_FENCING_DELAY").map_or(true, |d| d.trim() != "0");
+    let (lab, config) = lab_serving_from_a();
+    let mut tally = std::collections::BTreeMap::<&str, usize>::new();
+    for trial in 0..trials {
+        if trial > 0 {
+            // Back to both nodes up and the service on A.
+            lab.heartbeat_switch_up();
+            for node in Node::ALL {
+                if !lab.is_powered(node) {
+                    lab.power_on(node);
+                }
+            }
+            heartbeat_between_nodes(&lab, true);
+            lab.wait_online(FAILOVER_TIMEOUT);
+            lab.wait_until_running_on(GROUP, Node::A, FAILOVER_TIMEOUT);
+        }
+        let seen = lab.fence_events().len();
+        let fault_second = second_of_day(None);
+        fault(&lab);
+        // Corosync's 2.2 s, the delay, the fencing: long done by then.
+        std::thread::sleep(Duration::from_secs(12));
+        let offs: Vec<String> = lab.fence_events()[seen..]
+            .iter()
+            .filter(|e| e.answered && e.action == "off")
+            .map(|e| e.target.clone())
+            .collect();
+        let outcome = match (offs.iter().any(|t| t == Node::A.name()), offs.iter().any(|t| t == Node::B.name())) {
+            (false, true) => "B fenced, A kept the service",
+            (true, false) => "A fenced, the service moved to B",
+            (true, true) => "both fenced, nothing served",
+            (false, false) => "nobody fenced",
+        };
+        eprintln!("{what}: trial {}: {outcome} (off: {offs:?}, service on {:?})", trial + 1, lab.where_is(GROUP));
+        eprint!("{}", fencing_steps(&lab, fault_second));
+        *tally.entry(outcome).or_default() += 1;
+    }
+    let line: Vec<String> = tally.iter().map(|(o, n)| format!("{o}: {n}")).collect();
+    eprintln!(
+        "ha_failover summary: {what}: {trials} trial(s), priority-fencing-delay {}: {}",
+        if delayed { "on" } else { "off" },
+        line.join(", ")
+    );
+    if assert_served && delayed {
+        assert_eq!(tally.get("B fenced, A kept the service"), Some(&trials), "the serving node lost a race: {tally:?}");
+    }
     let _ = std::fs::remove_file(config);
 }
 
@@ -1426,7 +1626,7 @@ fn active_active_crash_and_failback() {
         assert_eq!(nfs_port_from_portmap(&lab, s.ip), Ok(2049), "the portmapper at {}", s.ip);
     }
     assert!(!tcp.contains("0.0.0.0:2049") && !tcp.contains("*:2049"), "no wildcard listener:\n{tcp}");
-    let on_a = ha_status(&lab, Node::A);
+    let on_a = ha_status_recorded(&lab, Node::A, NFS2, Node::A);
     eprintln!("keel ha status on A with B down:\n{}", on_a.stdout);
     assert!(on_a.stdout.contains("service nfs: served by keel-ha-a"), "{on_a:?}");
     assert!(on_a.stdout.contains("service nfs2: served by keel-ha-a since"), "{on_a:?}");
@@ -1447,7 +1647,7 @@ fn active_active_crash_and_failback() {
         let check = check_journal(&lab, j);
         assert!(check.status.success(), "{}: the crash's writes after the failback:\n{check:?}", s.group);
     }
-    let on_b = ha_status(&lab, Node::B);
+    let on_b = ha_status_recorded(&lab, Node::B, NFS2, Node::B);
     eprintln!("keel ha status on B after the failback:\n{}", on_b.stdout);
     assert!(on_b.stdout.contains("service nfs: served by keel-ha-a"), "{on_b:?}");
     assert!(on_b.stdout.contains("service nfs2: served by keel-ha-b since"), "{on_b:?}");

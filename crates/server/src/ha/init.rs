@@ -43,6 +43,13 @@ pub struct Plan {
     /// follows. The trade-off is in `contrib/ha/keel-ha.example.toml`.
     #[serde(default = "default_fence_level1_timeout")]
     pub fence_level1_timeout_seconds: WholeSeconds,
+    /// Pacemaker's `priority-fencing-delay`: how long a node waits before
+    /// it fences a lost peer that runs the services (0: not at all). When
+    /// both nodes lose each other at once and both fence, the one serving
+    /// wins; every failover from a fenced serving node waits it. The
+    /// trade-off is in `contrib/ha/keel-ha.example.toml`.
+    #[serde(default = "default_priority_fencing_delay")]
+    pub priority_fencing_delay_seconds: WholeSeconds,
     /// Hosts on the public network the active node must reach (a gateway,
     /// a switch): losing them all moves the services (ocf:pacemaker:ping).
     #[serde(default)]
@@ -182,6 +189,13 @@ fn default_fstype() -> String {
 fn default_fence_level1_timeout() -> WholeSeconds {
     WholeSeconds(2)
 }
+/// Longer than a live level-1 device takes to power the other node off
+/// (0.1 s in the lab; fence_ipmilan's `off` with `power_wait = "0"`, about
+/// a second), within the 5 s goal for a crash: 4.3-4.4 s with it in the
+/// lab, 2.9-3.1 s without (the fencer's whole-second timer costs 1.2-1.7 s).
+fn default_priority_fencing_delay() -> WholeSeconds {
+    WholeSeconds(1)
+}
 fn default_export() -> PathBuf {
     PathBuf::from("export")
 }
@@ -189,6 +203,10 @@ fn default_export() -> PathBuf {
 /// The shortest consensus the plan takes: above Corosync's join timeout
 /// (50 ms), which corosync.conf(5) asks of a two-node cluster's.
 const CONSENSUS_MS_MIN: u32 = 100;
+
+/// The longest `priority_fencing_delay_seconds`: every failover from a
+/// fenced node waits it, and a crash already takes about 3 s of the 5 s goal.
+const PRIORITY_FENCING_DELAY_MAX_SECONDS: u32 = 10;
 
 /// Keel's state directory, under a service's mount point: beside the
 /// export, so no client can LOOKUP and READ the handle key.
@@ -298,6 +316,18 @@ fn network_of(ip: IpAddr, prefix: u8) -> String {
 }
 
 impl Plan {
+    /// Level 1's `pcmk_off_timeout`: the plan's timeout, plus room for the
+    /// priority-fencing-delay, which Pacemaker 2.1.5's fencer waits out
+    /// within that timeout (measured: with a 1 s delay and 2 s, a level 1
+    /// that takes 1 s was given up in 2 of 3 fencings), on a GLib timer of
+    /// whole seconds that fires up to a second late (the 1 s delay took
+    /// 1.2-1.7 s). So level 1 keeps the plan's timeout for its own work,
+    /// and a dead one costs the delay more before level 2.
+    fn level1_device_timeout(&self) -> u32 {
+        let delay = self.priority_fencing_delay_seconds.0;
+        self.fence_level1_timeout_seconds.0 + if delay > 0 { delay + 1 } else { 0 }
+    }
+
     pub fn load(path: &Path) -> anyhow::Result<Plan> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         let plan: Plan = toml::from_str(&text).with_context(|| format!("{}", path.display()))?;
@@ -332,6 +362,21 @@ impl Plan {
             bail!(
                 "fence_level1_timeout_seconds = {level1}: between 1 and {FENCE_LEVEL1_TIMEOUT_MAX_SECONDS}, \
                  which leaves level 2 its time within stonith-timeout ({STONITH_TIMEOUT_SECONDS} s)"
+            );
+        }
+        let delay = self.priority_fencing_delay_seconds.0;
+        if delay > PRIORITY_FENCING_DELAY_MAX_SECONDS {
+            bail!(
+                "priority_fencing_delay_seconds = {delay}: at most {PRIORITY_FENCING_DELAY_MAX_SECONDS} (every \
+                 failover from a fenced node waits it), or 0 for none"
+            );
+        }
+        if self.level1_device_timeout() > FENCE_LEVEL1_TIMEOUT_MAX_SECONDS {
+            bail!(
+                "fence_level1_timeout_seconds = {level1} with priority_fencing_delay_seconds = {delay}: level 1 \
+                 gets both and a second more ({} s), over {FENCE_LEVEL1_TIMEOUT_MAX_SECONDS}, which leaves level 2 \
+                 its time within stonith-timeout ({STONITH_TIMEOUT_SECONDS} s)",
+                self.level1_device_timeout()
             );
         }
         if let Some(b) = &self.keel_binary {
@@ -472,11 +517,35 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
     // level-1 timeout below must be for the action the cluster requests.
     // transition-delay: see TRANSITION_DELAY_MS (a second saved when the
     // survivor is the DC).
+    //
+    // priority-fencing-delay: when the nodes lose each other at once while
+    // both reach their fence devices (the heartbeat fails between them),
+    // each fences the other: the serving node is fenced for nothing about
+    // half the time, and with stonith-action=off both may end up off. With
+    // the delay, a node that has lost its peer waits before it fences the
+    // peer if the peer runs the services (the higher total `priority` of
+    // its resources: each group's, below), and fences a peer that runs
+    // none at once; so the serving node fences first, and the other's
+    // request dies with it (the lab's fencing_race: 5 of 5, against 2 of 5
+    // without). What it costs: Pacemaker cannot tell a peer that crashed
+    // from one cut off, so every failover from a fenced node that served
+    // waits the delay too (a crash, a hang, a lost heartbeat link; 1.2-1.7
+    // s for 1 s in the lab), and level 1's timeout grows by it (see
+    // level1_device_timeout). A static pcmk_delay_base on one node's
+    // devices costs the same and keeps favouring that node after the
+    // service has moved; the random pcmk_delay_max costs up to its maximum
+    // and settles nothing for certain. It must exceed how long the serving
+    // node's level 1 takes to power the other off, or both requests reach
+    // the devices. It does not order fencing already under way on both
+    // nodes when a heartbeat switch the devices sit behind comes back
+    // (docs/ha.md, "When both nodes fence").
+    let delay = plan.priority_fencing_delay_seconds.0;
+    let priority_delay = if delay > 0 { format!(" priority-fencing-delay={delay}s") } else { String::new() };
     let _ = writeln!(
         c,
         "property cib-bootstrap-options: stonith-enabled=true stonith-action={} \
          stonith-timeout={STONITH_TIMEOUT_SECONDS}s cluster-recheck-interval=1min \
-         transition-delay={TRANSITION_DELAY_MS}ms",
+         transition-delay={TRANSITION_DELAY_MS}ms{priority_delay}",
         plan.fence_action.as_str()
     );
     // Stickiness keeps a service where it runs after a failover; a
@@ -502,7 +571,7 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
                 // costs one timeout, not the agent's own timeout twice,
                 // before level 2. For both actions: a reboot may be
                 // carried out as off, then on.
-                let t = plan.fence_level1_timeout_seconds.0;
+                let t = plan.level1_device_timeout();
                 let _ = write!(
                     params,
                     " \\\n    pcmk_reboot_timeout={t}s pcmk_reboot_retries=1 pcmk_off_timeout={t}s pcmk_off_retries=1"
@@ -536,7 +605,7 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
         let _ = writeln!(c, "clone public-link-clone public-link\n");
     }
 
-    for s in &plan.service {
+    for (i, s) in plan.service.iter().enumerate() {
         let (ip, prefix) = split_address(&s.address)?;
         let n = &s.name;
         let _ = writeln!(
@@ -567,7 +636,12 @@ fn crm_script(plan: &Plan) -> anyhow::Result<String> {
         // exists), then the address: a client never finds the address
         // without a listener. Stopped in the reverse order.
         // (GROUP_MEMBERS counts them.)
-        let _ = writeln!(c, "group {n} {n}-fs {n}-keel {n}-ip");
+        // Its priority, which each member inherits, makes the node that
+        // runs it the one priority-fencing-delay protects. Active/active:
+        // the first service outranks the second, so that the nodes are
+        // never equal (Pacemaker then applies no delay at all).
+        let priority = plan.service.len() - i;
+        let _ = writeln!(c, "group {n} {n}-fs {n}-keel {n}-ip \\\n    meta priority={priority}");
         if let Some(prefer) = &s.prefer {
             let _ = writeln!(c, "location {n}-prefers-{prefer} {n} {PREFER_SCORE}: {prefer}");
         }
@@ -775,7 +849,10 @@ mod tests {
 
     #[test]
     fn level_one_gives_up_after_the_plans_timeout_for_the_action_the_cluster_requests() {
-        let p = plan(EXAMPLE).unwrap();
+        // Without the priority-fencing-delay, which adds to level 1's
+        // timeout (see the_serving_node_wins_a_fencing_race).
+        let text = EXAMPLE.replace("priority_fencing_delay_seconds = 1", "priority_fencing_delay_seconds = 0");
+        let p = plan(&text).unwrap();
         assert_eq!((p.fence_action, p.fence_level1_timeout_seconds), (FenceAction::Off, WholeSeconds(2)));
         let crm = rendered(&p, "cluster.crm");
         assert!(crm.contains("stonith-action=off"), "{crm}");
@@ -785,7 +862,7 @@ mod tests {
             assert!(!device_of(&crm, &format!("fence-{n}-2")).contains("_timeout"), "level 2 keeps its own: {crm}");
         }
 
-        let text = EXAMPLE
+        let text = text
             .replace("fence_action = \"off\"", "fence_action = \"reboot\"")
             .replace("fence_level1_timeout_seconds = 2", "fence_level1_timeout_seconds = 9");
         let crm = rendered(&plan(&text).unwrap(), "cluster.crm");
@@ -797,7 +874,7 @@ mod tests {
         assert_eq!((bare.fence_action, bare.fence_level1_timeout_seconds), (FenceAction::Off, WholeSeconds(2)));
 
         // A node with one device: no timeout shortened, nothing to fall back to.
-        let one = EXAMPLE.replacen(
+        let one = text.replacen(
             "  { agent = \"fence_apc_snmp\", params = { ip = \"192.168.10.20\", plug = \"1\" } },\n",
             "",
             1,
@@ -823,6 +900,55 @@ mod tests {
         // second it saves.
         let ms: u32 = delay.strip_suffix("ms").and_then(|n| n.parse().ok()).expect(delay);
         assert!((50..=500).contains(&ms), "{property}");
+    }
+
+    /// When the nodes lose each other at once, both fence; the node that
+    /// serves must win, or with stonith-action=off both may end up off.
+    /// priority-fencing-delay delays the fencing of the node whose
+    /// resources have the higher total priority; each group carries one,
+    /// distinct per service, so the two nodes of an active/active pair are
+    /// never equal (Pacemaker then delays neither).
+    #[test]
+    fn the_serving_node_wins_a_fencing_race() {
+        let crm = rendered(&plan(EXAMPLE).unwrap(), "cluster.crm");
+        let property = crm.lines().find(|l| l.starts_with("property cib-bootstrap-options:")).unwrap();
+        assert!(property.split_whitespace().any(|kv| kv == "priority-fencing-delay=1s"), "{property}");
+        assert!(crm.contains("group home home-fs home-keel home-ip \\\n    meta priority=1\n"), "{crm}");
+        // No pcmk_delay_*: it would add to every fencing, and favour a
+        // node rather than the service.
+        assert!(!crm.contains("pcmk_delay"), "{crm}");
+        // Pacemaker's fencer waits the delay out within level 1's
+        // timeout, on a timer of whole seconds: level 1 gets the delay and
+        // a second more, and keeps the plan's 2 s for its own work.
+        for n in ["nss-a", "nss-b"] {
+            let level1 = device_of(&crm, &format!("fence-{n}-1"));
+            assert!(level1.contains("pcmk_off_timeout=4s") && level1.contains("pcmk_reboot_timeout=4s"), "{crm}");
+            assert!(!device_of(&crm, &format!("fence-{n}-2")).contains("_timeout"), "{crm}");
+        }
+        let text = EXAMPLE.replace("fence_level1_timeout_seconds = 2", "fence_level1_timeout_seconds = 15");
+        let text = text.replace("priority_fencing_delay_seconds = 1", "priority_fencing_delay_seconds = 5");
+        let err = format!("{:#}", plan(&text).unwrap_err());
+        assert!(err.contains("level 1 gets both and a second more (21 s)"), "{err}");
+
+        let two = format!(
+            "{}\n[[service]]\nname = \"scratch\"\naddress = \"10.1.0.101/24\"\ndevice = \"/dev/sdc\"\n\
+             mount = \"/srv/scratch\"\nprefer = \"nss-b\"\n",
+            EXAMPLE
+        );
+        let crm = rendered(&plan(&two).unwrap(), "cluster.crm");
+        assert!(crm.contains("group home home-fs home-keel home-ip \\\n    meta priority=2\n"), "{crm}");
+        assert!(crm.contains("group scratch scratch-fs scratch-keel scratch-ip \\\n    meta priority=1\n"), "{crm}");
+
+        let text = EXAMPLE.replace("priority_fencing_delay_seconds = 1", "priority_fencing_delay_seconds = 0");
+        assert!(!rendered(&plan(&text).unwrap(), "cluster.crm").contains("priority-fencing-delay"));
+        let bare = plan(&EXAMPLE.replace("priority_fencing_delay_seconds = 1", "")).unwrap();
+        assert_eq!(bare.priority_fencing_delay_seconds, WholeSeconds(1));
+        for (value, why) in [("11", "at most 10"), ("0.5", "whole seconds"), ("\"1s\"", "whole seconds")] {
+            let text = EXAMPLE
+                .replace("priority_fencing_delay_seconds = 1", &format!("priority_fencing_delay_seconds = {value}"));
+            let err = format!("{:#}", plan(&text).unwrap_err());
+            assert!(err.contains(why), "{value}: {err}");
+        }
     }
 
     fn device_of(crm: &str, id: &str) -> String {

@@ -38,6 +38,8 @@ pub struct ServiceState {
     pub since: Option<u64>,
     /// The node that served it before, and when that activation began.
     pub previous: Option<(String, u64)>,
+    /// Served by a node whose start the agent has not recorded yet.
+    pub unrecorded: bool,
     /// A member that is failed, blocked or unmanaged, and how.
     pub problems: Vec<String>,
 }
@@ -127,12 +129,18 @@ pub fn parse(mon: &str, cib: &str) -> anyhow::Result<HaStatus> {
         let node = if yes(keel, "active") && attr(keel, "role") == "Started" { running_on(keel) } else { None };
         let keel_id = attr(keel, "id");
         let mut svc = ServiceState { name: attr(&g, "id"), node: node.clone(), ..Default::default() };
-        if let Some((at, since)) = history(&cib, &keel_id, "active")
-            && Some(&at) == node.as_ref()
-        {
-            svc.since = Some(since);
-        }
         svc.previous = history(&cib, &keel_id, "previous");
+        match history(&cib, &keel_id, "active") {
+            Some((at, since)) if Some(&at) == node.as_ref() => svc.since = Some(since),
+            // The agent records a start once the floating address is up
+            // on the new node (a monitor interval later at most): until
+            // then the last record is the node that served before.
+            Some(record) if node.is_some() => {
+                svc.previous = Some(record);
+                svc.unrecorded = true;
+            }
+            _ => {}
+        }
         for m in &members {
             let mut bad = Vec::new();
             for (a, what) in [("failed", "failed"), ("blocked", "blocked"), ("orphaned", "orphaned")] {
@@ -195,6 +203,7 @@ pub fn render(st: &HaStatus, now: u64) -> String {
     for s in &st.services {
         let mut line = match (&s.node, s.since) {
             (Some(n), Some(t)) => format!("service {}: served by {n} since {}", s.name, ago(now, t)),
+            (Some(n), None) if s.unrecorded => format!("service {}: served by {n} (start not recorded yet)", s.name),
             (Some(n), None) => format!("service {}: served by {n}", s.name),
             (None, _) => format!("service {}: NOT SERVED", s.name),
         };
@@ -295,11 +304,23 @@ mod tests {
         assert!(text.contains("home-keel_monitor_2000 on nss-a: error (keel does not answer NFS)"), "{text}");
     }
 
+    /// Right after a failover, before the agent on the new node has
+    /// recorded its start (it waits for the floating address), the last
+    /// record is the node that served before: shown as such, not as a
+    /// "since" of the new node and not with the record before it.
     #[test]
     fn a_record_of_another_node_is_not_a_since() {
-        let cib = CIB.replace("nss-b 1000", "nss-a 1000");
+        let cib = CIB.replace("nss-b 1000", "nss-a 1000").replace("nss-a 400", "nss-b 300");
         let st = parse(MON, &cib).unwrap();
         assert_eq!(st.services[0].since, None);
+        assert_eq!(st.services[0].previous, Some(("nss-a".to_string(), 1000)));
+        let text = render(&st, 1090);
+        assert!(
+            text.contains(
+                "service home: served by nss-b (start not recorded yet); before that by nss-a (from 90 s ago)"
+            ),
+            "{text}"
+        );
     }
 
     /// crm_mon's answer in the lab after two failovers, each fencing
