@@ -14,8 +14,8 @@
 #
 # --consensus-ms: the plan's consensus_ms (default: unset, Corosync's 1.2
 # times the token). --fencing-delay: the plan's
-# priority_fencing_delay_seconds (default: unset, keel ha init's 1 s; 0
-# for none). --heartbeat2: each node's heartbeat2, a second Corosync link
+# priority_fencing_delay_seconds (default: unset, keel ha init's none;
+# 1 makes the serving node win a fencing race). --heartbeat2: each node's heartbeat2, a second Corosync link
 # on the public network.
 #
 # The nodes run the release build of keel, as users do (KEEL_BIN; the lab
@@ -34,7 +34,7 @@
 # primary_fence_device_slow storage_path_loss (heartbeat_switch_loss
 # runs once: it is not repaired). Not run unless named: fencing_race and
 # fencing_race_at_switch_repair (who is fenced when both nodes fence;
-# with --fencing-delay 0, as before keel ha init set a delay). Needs root and the Debian packages
+# asserted with --fencing-delay 1, reported without). Needs root and the Debian packages
 # scripts/test.sh installs; one lab at a time, on a quiet machine.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)

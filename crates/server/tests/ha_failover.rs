@@ -1218,11 +1218,11 @@ fn primary_fence_device_hung() {
     let lab = case("fence level 1 hung + crash", Expect::FencedBy(Switch::Pdu), &fault, &repair);
     // Pacemaker gave level 1 the plan's timeout (keel ha init's default,
     // 2 s), not the agent's own 5 s twice: the timeout is set for the
-    // action the cluster requests. With the priority-fencing-delay (keel
-    // ha init's 1 s, unless bench/ha.sh --fencing-delay says otherwise),
-    // that and a second more besides, which the fencer waits within it.
+    // action the cluster requests. With a priority-fencing-delay (none by
+    // default; bench/ha.sh --fencing-delay sets one), that and a second
+    // more besides, which the fencer waits within it.
     let delay: u32 =
-        std::env::var("KEEL_HA_PRIORITY_FENCING_DELAY").ok().and_then(|d| d.trim().parse().ok()).unwrap_or(1);
+        std::env::var("KEEL_HA_PRIORITY_FENCING_DELAY").ok().and_then(|d| d.trim().parse().ok()).unwrap_or(0);
     let level1_timeout = if delay > 0 { 2 + delay + 1 } else { 2 };
     let log = std::fs::read_to_string(lab.log_dir(Node::B).join("pacemaker/pacemaker.log")).unwrap_or_default();
     let level1 = log
@@ -1327,11 +1327,11 @@ fn heartbeat_between_nodes(lab: &HaLab, up: bool) {
 /// The fencing race: both nodes lose each other at once while both reach
 /// the fence devices (the heartbeat network's fault between them), so
 /// each fences the other, and with stonith-action=off both may end up
-/// off. `keel ha init`'s priority-fencing-delay makes B, which serves
-/// nothing, wait before it fences A, which serves: A fences B at once and
-/// keeps the service, and B's request dies with B. With keel ha init's
-/// delay, A is never fenced. With KEEL_HA_PRIORITY_FENCING_DELAY=0 the
-/// race is run as it was before and only reported.
+/// off. A priority-fencing-delay (the plan's, off by default) makes B,
+/// which serves nothing, wait before it fences A, which serves: A fences B
+/// at once and keeps the service, and B's request dies with B. With a
+/// delay (bench/ha.sh --fencing-delay 1), A is never fenced; without one
+/// the race is only reported.
 #[test]
 fn fencing_race() {
     if skip() {
@@ -1393,7 +1393,7 @@ fn fencing_steps(lab: &HaLab, fault_second: f64) -> String {
 /// priority-fencing-delay on, A must never be.
 fn race(what: &str, assert_served: bool, fault: &dyn Fn(&HaLab)) {
     let trials: usize = std::env::var("KEEL_HA_TRIALS").ok().and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
-    let delayed = std::env::var("KEEL_HA_PRIORITY_FENCING_DELAY").map_or(true, |d| d.trim() != "0");
+    let delayed = std::env::var("KEEL_HA_PRIORITY_FENCING_DELAY").is_ok_and(|d| d.trim() != "0");
     let (lab, config) = lab_serving_from_a();
     let mut tally = std::collections::BTreeMap::<&str, usize>::new();
     for trial in 0..trials {

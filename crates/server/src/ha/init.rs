@@ -189,12 +189,15 @@ fn default_fstype() -> String {
 fn default_fence_level1_timeout() -> WholeSeconds {
     WholeSeconds(2)
 }
-/// Longer than a live level-1 device takes to power the other node off
-/// (0.1 s in the lab; fence_ipmilan's `off` with `power_wait = "0"`, about
-/// a second), within the 5 s goal for a crash: 4.3-4.4 s with it in the
-/// lab, 2.9-3.1 s without (the fencer's whole-second timer costs 1.2-1.7 s).
+/// None: every failover from a fenced node would wait it, and more (the
+/// fencer's whole-second timer: 1 s cost 1.2-1.7 s in the lab), which puts
+/// a level-1 device that takes a second, or one that is dead, past the 5 s
+/// goal (5.1-5.6 s and 7.0-7.1 s in the lab, against 4.0 and 4.9 s). A
+/// site that would rather have the serving node win a fencing race sets
+/// it (1 s: longer than a live level-1 device takes to power the other
+/// node off).
 fn default_priority_fencing_delay() -> WholeSeconds {
-    WholeSeconds(1)
+    WholeSeconds(0)
 }
 fn default_export() -> PathBuf {
     PathBuf::from("export")
@@ -849,9 +852,9 @@ mod tests {
 
     #[test]
     fn level_one_gives_up_after_the_plans_timeout_for_the_action_the_cluster_requests() {
-        // Without the priority-fencing-delay, which adds to level 1's
-        // timeout (see the_serving_node_wins_a_fencing_race).
-        let text = EXAMPLE.replace("priority_fencing_delay_seconds = 1", "priority_fencing_delay_seconds = 0");
+        // Without the priority-fencing-delay (the example's), which adds
+        // to level 1's timeout (see the_serving_node_wins_a_fencing_race).
+        let text = EXAMPLE.to_string();
         let p = plan(&text).unwrap();
         assert_eq!((p.fence_action, p.fence_level1_timeout_seconds), (FenceAction::Off, WholeSeconds(2)));
         let crm = rendered(&p, "cluster.crm");
@@ -910,7 +913,8 @@ mod tests {
     /// never equal (Pacemaker then delays neither).
     #[test]
     fn the_serving_node_wins_a_fencing_race() {
-        let crm = rendered(&plan(EXAMPLE).unwrap(), "cluster.crm");
+        let example = EXAMPLE.replace("priority_fencing_delay_seconds = 0", "priority_fencing_delay_seconds = 1");
+        let crm = rendered(&plan(&example).unwrap(), "cluster.crm");
         let property = crm.lines().find(|l| l.starts_with("property cib-bootstrap-options:")).unwrap();
         assert!(property.split_whitespace().any(|kv| kv == "priority-fencing-delay=1s"), "{property}");
         assert!(crm.contains("group home home-fs home-keel home-ip \\\n    meta priority=1\n"), "{crm}");
@@ -925,7 +929,7 @@ mod tests {
             assert!(level1.contains("pcmk_off_timeout=4s") && level1.contains("pcmk_reboot_timeout=4s"), "{crm}");
             assert!(!device_of(&crm, &format!("fence-{n}-2")).contains("_timeout"), "{crm}");
         }
-        let text = EXAMPLE.replace("fence_level1_timeout_seconds = 2", "fence_level1_timeout_seconds = 15");
+        let text = example.replace("fence_level1_timeout_seconds = 2", "fence_level1_timeout_seconds = 15");
         let text = text.replace("priority_fencing_delay_seconds = 1", "priority_fencing_delay_seconds = 5");
         let err = format!("{:#}", plan(&text).unwrap_err());
         assert!(err.contains("level 1 gets both and a second more (21 s)"), "{err}");
@@ -933,19 +937,19 @@ mod tests {
         let two = format!(
             "{}\n[[service]]\nname = \"scratch\"\naddress = \"10.1.0.101/24\"\ndevice = \"/dev/sdc\"\n\
              mount = \"/srv/scratch\"\nprefer = \"nss-b\"\n",
-            EXAMPLE
+            example
         );
         let crm = rendered(&plan(&two).unwrap(), "cluster.crm");
         assert!(crm.contains("group home home-fs home-keel home-ip \\\n    meta priority=2\n"), "{crm}");
         assert!(crm.contains("group scratch scratch-fs scratch-keel scratch-ip \\\n    meta priority=1\n"), "{crm}");
 
-        let text = EXAMPLE.replace("priority_fencing_delay_seconds = 1", "priority_fencing_delay_seconds = 0");
-        assert!(!rendered(&plan(&text).unwrap(), "cluster.crm").contains("priority-fencing-delay"));
-        let bare = plan(&EXAMPLE.replace("priority_fencing_delay_seconds = 1", "")).unwrap();
-        assert_eq!(bare.priority_fencing_delay_seconds, WholeSeconds(1));
+        // Off in the example and by default (the 5 s goal).
+        assert!(!rendered(&plan(EXAMPLE).unwrap(), "cluster.crm").contains("priority-fencing-delay"));
+        let bare = plan(&EXAMPLE.replace("priority_fencing_delay_seconds = 0", "")).unwrap();
+        assert_eq!(bare.priority_fencing_delay_seconds, WholeSeconds(0));
         for (value, why) in [("11", "at most 10"), ("0.5", "whole seconds"), ("\"1s\"", "whole seconds")] {
             let text = EXAMPLE
-                .replace("priority_fencing_delay_seconds = 1", &format!("priority_fencing_delay_seconds = {value}"));
+                .replace("priority_fencing_delay_seconds = 0", &format!("priority_fencing_delay_seconds = {value}"));
             let err = format!("{:#}", plan(&text).unwrap_err());
             assert!(err.contains(why), "{value}: {err}");
         }
