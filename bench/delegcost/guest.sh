@@ -22,32 +22,9 @@ mkdir -p /mnt/off
 timeout 120 mount -t nfs -o "vers=4.1,proto=tcp,port=$port_off" "10.0.2.2:$export" /mnt/off || { result mount_off failed; exit 1; }
 dir() { [ "$1" = on ] && echo /mnt/nfs || echo /mnt/off; }
 meta() { # phase dir procs
-  local each=$(( files / $3 )) pids="" j d rates=/tmp/meta-rates
-  rm -f $rates.*
-  for j in $(seq "$3"); do
-    d=$2/p$j
-    perl -MFcntl -e '
-      my ($phase, $dir, $n) = @ARGV;
-      sub now { my $ts = "\0" x 16; syscall(228, 1, $ts) == 0 or die "clock_gettime: $!";
-                my ($s, $ns) = unpack("q q", $ts); $s + $ns / 1e9 }
-      my $block = "k" x 4096;
-      my $start = now();
-      for my $i (1 .. $n) {
-        my $f = "$dir/f$i";
-        if ($phase eq "create") { sysopen(my $fh, $f, O_WRONLY | O_CREAT | O_TRUNC, 0644) or die "$f: $!"; close $fh }
-        elsif ($phase eq "write") {
-          sysopen(my $fh, $f, O_WRONLY | O_CREAT | O_TRUNC, 0644) or die "$f: $!";
-          syswrite($fh, $block) == 4096 or die "$f: $!";
-          close $fh or die "$f: $!";
-        }
-        elsif ($phase eq "stat") { my @s = stat $f or die "$f: $!" }
-        else { unlink $f or die "$f: $!" }
-      }
-      printf "%d\n", $n / (now() - $start);' "$1" "$d" "$each" > $rates.$j &
-    pids="$pids $!"
-  done
-  for j in $pids; do wait "$j" || return 1; done
-  cat $rates.* | awk '{ t += $1 } END { print t }'
+  local j dirs=""
+  for j in $(seq "$3"); do dirs="$dirs $2/p$j"; done
+  meta_phase "$1" $(( files / $3 )) $dirs
 }
 now_ns() { date +%s%N; }
 # A line for the host's CPU reading, and one more: run.sh shows each

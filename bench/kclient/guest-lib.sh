@@ -1,5 +1,6 @@
 # Shared by the guest sides of the kernel-client benchmarks (bench/krb5.sh,
-# bench/nfs4.sh): copied into the guest's /opt with --file and sourced.
+# bench/nfs4.sh, bench/delegcost.sh): copied into the guest's /opt with
+# --file and sourced.
 result() { echo "RESULT $1=$2"; }
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 # MiB/s of a dd run, from its last line ("... bytes ... copied, S s, ...").
@@ -40,4 +41,41 @@ rand4k() {
   done
   for p in $pids; do wait "$p" || return 1; done
   result row "$label $round rand4k $(( each * procs * 1000000000 / ($(date +%s%N) - start) ))"
+}
+
+# meta_phase PHASE EACH DIR...: mdtest's create, stat or remove (or
+# write: create, one 4 KiB write, close) of EACH files f1..fEACH in each
+# DIR, one process per DIR at once, each timing its own loop as mdtest
+# does (timed from the shell, a phase would also hold perl's start, read
+# back from the guest's disk after the caches are dropped); prints the
+# sum of their rates, files/s. perl-base has no Time::HiRes:
+# clock_gettime(CLOCK_MONOTONIC) by its x86-64 syscall number.
+meta_phase() {
+  local phase=$1 each=$2 pids="" j=0 d rates=/tmp/meta-rates
+  shift 2
+  rm -f $rates.*
+  for d in "$@"; do
+    j=$(( j + 1 ))
+    perl -MFcntl -e '
+      my ($phase, $dir, $n) = @ARGV;
+      sub now { my $ts = "\0" x 16; syscall(228, 1, $ts) == 0 or die "clock_gettime: $!";
+                my ($s, $ns) = unpack("q q", $ts); $s + $ns / 1e9 }
+      my $block = "k" x 4096;
+      my $start = now();
+      for my $i (1 .. $n) {
+        my $f = "$dir/f$i";
+        if ($phase eq "create") { sysopen(my $fh, $f, O_WRONLY | O_CREAT | O_TRUNC, 0644) or die "$f: $!"; close $fh }
+        elsif ($phase eq "write") {
+          sysopen(my $fh, $f, O_WRONLY | O_CREAT | O_TRUNC, 0644) or die "$f: $!";
+          syswrite($fh, $block) == 4096 or die "$f: $!";
+          close $fh or die "$f: $!";
+        }
+        elsif ($phase eq "stat") { my @s = stat $f or die "$f: $!" }
+        else { unlink $f or die "$f: $!" }
+      }
+      printf "%d\n", $n / (now() - $start);' "$phase" "$d" "$each" > $rates.$j &
+    pids="$pids $!"
+  done
+  for j in $pids; do wait "$j" || return 1; done
+  cat $rates.* | awk '{ t += $1 } END { print t }'
 }

@@ -19,30 +19,12 @@ dir() { [ "$1" = 3 ] && echo /mnt/nfs || echo "/mnt/v$1"; }
 # held perl's start (read back from the guest's disk after the caches
 # are dropped), 0.26-0.52 s in a captured run against 0.34-0.45 s for the
 # 500 stats on the wire (bench/results/nfs4/wire-stat.md), and its spread
-# hid the versions'. perl-base has no Time::HiRes:
-# clock_gettime(CLOCK_MONOTONIC) by its x86-64 syscall number.
+# hid the versions' (meta_phase, in bench/kclient/guest-lib.sh).
 procs=${procs:-1}
 meta() { # phase dir
-  local each=$(( files / procs )) pids="" j d rates=/tmp/meta-rates
-  rm -f $rates.*
-  for j in $(seq "$procs"); do
-    d=$2; [ "$procs" = 1 ] || d=$2/p$j
-    perl -MFcntl -e '
-      my ($phase, $dir, $n) = @ARGV;
-      sub now { my $ts = "\0" x 16; syscall(228, 1, $ts) == 0 or die "clock_gettime: $!";
-                my ($s, $ns) = unpack("q q", $ts); $s + $ns / 1e9 }
-      my $start = now();
-      for my $i (1 .. $n) {
-        my $f = "$dir/f$i";
-        if ($phase eq "create") { sysopen(my $fh, $f, O_WRONLY | O_CREAT | O_TRUNC, 0644) or die "$f: $!"; close $fh }
-        elsif ($phase eq "stat") { my @s = stat $f or die "$f: $!" }
-        else { unlink $f or die "$f: $!" }
-      }
-      printf "%d\n", $n / (now() - $start);' "$1" "$d" "$each" > $rates.$j &
-    pids="$pids $!"
-  done
-  for j in $pids; do wait "$j" || return 1; done
-  cat $rates.* | awk '{ t += $1 } END { print t }'
+  local j dirs=$2
+  [ "$procs" = 1 ] || { dirs=""; for j in $(seq "$procs"); do dirs="$dirs $2/p$j"; done; }
+  meta_phase "$1" $(( files / procs )) $dirs
 }
 for round in $(seq "$rounds"); do
   # Every round starts with the next version.
