@@ -89,6 +89,9 @@ until ls -l /proc/\$gssd/fd 2>/dev/null | grep -q 'rpc_pipefs/gssd/'; do
   i=\$((i+1)); [ \$i -le 100 ] || { echo "KCLIENT-GSSD-NOT-READY"; cat /var/log/rpc.gssd.log; break; }
   sleep 0.1
 done
+# The kernel's messages went to the console log until here (run.sh boots
+# without "quiet"): from the mount on, only errors.
+echo 4 > /proc/sys/kernel/printk
 if [ -n "$no_mount" ]; then
   echo "KCLIENT-MOUNTING nothing (--no-mount)"; echo "KCLIENT-MOUNTED nothing (--no-mount)"
   cd /root; sh /guest.sh; rc=\$?; cd /
