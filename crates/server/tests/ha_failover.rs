@@ -1597,8 +1597,11 @@ fn active_active_crash_and_failback() {
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let pair = [NFS, NFS2];
     let (lab, configs) = lab_serving(&pair, |c| c);
-    let before = ha_status(&lab, Node::A);
+    // B's start of nfs2 recorded (its agent does so once nfs2's address
+    // is up), so that A's status can say B served it before.
+    let before = ha_status_recorded(&lab, Node::A, NFS2, Node::B);
     assert!(before.stdout.contains("service nfs: served by keel-ha-a"), "{before:?}");
+    assert!(before.stdout.contains("service nfs2: served by keel-ha-b since"), "{before:?}");
     assert!(before.stdout.contains("service nfs2: served by keel-ha-b"), "{before:?}");
     let nfs_pid = keel_pid(&lab, Node::A, NFS).expect("nfs's Keel on A");
 
