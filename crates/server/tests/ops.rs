@@ -623,10 +623,20 @@ fn nfs4_clients_and_their_state_show_in_keel_clients_status_and_the_metrics() {
     assert_eq!(metric(&body, "keel_nfs4_lock_states"), 1.0);
     assert_eq!(metric(&body, "keel_nfs4_delegations"), 1.0);
     assert!(metric(&body, r#"keel_nfs4_callbacks_total{op="cb_null"}"#) >= 1.0, "{body}");
-    // The client's own LOCK recalled its delegation: Keel's lock
-    // description is open for writing, which breaks the delegation's
-    // file lease (the Linux client keeps its locks locally meanwhile).
-    assert_eq!(metric(&body, r#"keel_nfs4_callbacks_total{op="cb_recall"}"#), 1.0);
+    // The client's own LOCK recalls its delegation: Keel's try to open a
+    // lock description for writing began to break the delegation's file
+    // lease (the Linux client keeps its locks locally meanwhile). The lock
+    // went through a description that leaves the lease standing until the
+    // return, and the callback thread's next tick (every second) recalls.
+    let recalls = || {
+        let (_, body) = http_get(metrics, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        metric(&body, r#"keel_nfs4_callbacks_total{op="cb_recall"}"#)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while recalls() < 1.0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(recalls(), 1.0);
 }
 
 #[test]
