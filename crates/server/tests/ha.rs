@@ -193,13 +193,29 @@ fn ha_commands_name_paths_and_failures_plainly() {
 /// Runs the agent as Pacemaker would: the action, parameters in the
 /// environment.
 fn agent(action: &str, env: &[(&str, String)], timeout_ms: u32) -> keel_testkit::procs::Output {
-    let mut cmd = Command::new(AGENT);
-    cmd.arg(action).env("OCF_ROOT", "/usr/lib/ocf").env("OCF_RESOURCE_INSTANCE", "keel-test");
+    run_timeout(&mut agent_command(Command::new(AGENT), action, "keel-test", env, timeout_ms), CMD_TIMEOUT)
+}
+
+/// `cmd` (the agent, or a command that runs it) given the agent's
+/// action, resource instance and parameters as Pacemaker gives them.
+fn agent_command(mut cmd: Command, action: &str, instance: &str, env: &[(&str, String)], timeout_ms: u32) -> Command {
+    cmd.arg(action).env("OCF_ROOT", "/usr/lib/ocf").env("OCF_RESOURCE_INSTANCE", instance);
     cmd.env("OCF_RESKEY_CRM_meta_timeout", timeout_ms.to_string());
     for (k, v) in env {
         cmd.env(format!("OCF_RESKEY_{k}"), v);
     }
-    run_timeout(&mut cmd, CMD_TIMEOUT)
+    cmd
+}
+
+/// Runs its closure when dropped: a failed assertion must not leave a
+/// server the agent started running (it would hold the disk, and
+/// whatever its parent held open).
+struct StopAtEnd<F: Fn()>(F);
+
+impl<F: Fn()> Drop for StopAtEnd<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
 }
 
 #[test]
@@ -344,23 +360,10 @@ fn a_start_writes_nothing_to_the_cib_and_the_first_monitor_records_it() {
         ("log_dir", run_dir.display().to_string()),
     ];
     let run = |action: &str, params: &[(&str, String)]| {
-        let mut cmd = Command::new(AGENT);
-        cmd.arg(action).env("OCF_ROOT", "/usr/lib/ocf").env("OCF_RESOURCE_INSTANCE", "keel-record");
-        cmd.env("OCF_RESKEY_CRM_meta_timeout", "30000").env("PATH", &path);
-        for (k, v) in params {
-            cmd.env(format!("OCF_RESKEY_{k}"), v);
-        }
-        run_timeout(&mut cmd, CMD_TIMEOUT)
+        let mut cmd = agent_command(Command::new(AGENT), action, "keel-record", params, 30_000);
+        run_timeout(cmd.env("PATH", &path), CMD_TIMEOUT)
     };
     let logged = || std::fs::read_to_string(&calls).unwrap_or_default();
-    // A failed assertion must not leave the server running (it would hold
-    // the disk, and whatever its parent held open).
-    struct StopAtEnd<F: Fn()>(F);
-    impl<F: Fn()> Drop for StopAtEnd<F> {
-        fn drop(&mut self) {
-            (self.0)()
-        }
-    }
     let _stop = StopAtEnd(|| {
         run("stop", &params);
     });
@@ -428,22 +431,12 @@ fn the_start_is_recorded_once_the_floating_address_is_up() {
     // In the namespace's network only (nsenter), so the server started
     // there holds no copy of the test's mounts.
     let run = |action: &str| {
-        let mut cmd = Command::new("nsenter");
-        cmd.arg(format!("--net={}", ns.path().display())).arg(AGENT).arg(action);
-        cmd.env("OCF_ROOT", "/usr/lib/ocf").env("OCF_RESOURCE_INSTANCE", "keel-record-ip");
-        cmd.env("OCF_RESKEY_CRM_meta_timeout", "30000").env("PATH", &path);
-        for (k, v) in &params {
-            cmd.env(format!("OCF_RESKEY_{k}"), v);
-        }
-        run_timeout(&mut cmd, CMD_TIMEOUT)
+        let mut nsenter = Command::new("nsenter");
+        nsenter.arg(format!("--net={}", ns.path().display())).arg(AGENT);
+        let mut cmd = agent_command(nsenter, action, "keel-record-ip", &params, 30_000);
+        run_timeout(cmd.env("PATH", &path), CMD_TIMEOUT)
     };
     let logged = || std::fs::read_to_string(&calls).unwrap_or_default();
-    struct StopAtEnd<F: Fn()>(F);
-    impl<F: Fn()> Drop for StopAtEnd<F> {
-        fn drop(&mut self) {
-            (self.0)()
-        }
-    }
     let _stop = StopAtEnd(|| {
         run("stop");
     });

@@ -713,6 +713,26 @@ fn permit_io(cred: &Cred, n: &Node, want: u32) -> StoreResult<()> {
     }
 }
 
+impl SimStore {
+    /// A description for locks, as the local store opens one: for
+    /// writing, which any lease stands in the way of, or with
+    /// `shared_only` for reading, which only a write lease does.
+    fn lock_description(&self, who: &SimCaller, obj: &SimObject, shared_only: bool) -> StoreResult<SimLockFile> {
+        let st = self.lock();
+        let n = st.node(obj)?;
+        rules::check_lock_file(n.ftype)?;
+        if !(rules::owner_overrides(&who.cred, n.meta.uid) || fs::may(&who.cred, n, R)) {
+            return Err(StoreError::errno(libc::EACCES));
+        }
+        if shared_only {
+            leases::before_store_read_open(&self.leases, obj.ino)?;
+        } else {
+            leases::before_store_open(&self.leases, obj.ino)?;
+        }
+        Ok(SimLockFile::open(&self.locks, obj.ino, !shared_only))
+    }
+}
+
 impl crate::Store for SimStore {
     type Object = SimObject;
     type Caller = SimCaller;
@@ -750,27 +770,11 @@ impl crate::Store for SimStore {
     }
 
     fn open_for_locks(&self, who: &SimCaller, obj: &SimObject) -> StoreResult<SimLockFile> {
-        let st = self.lock();
-        let n = st.node(obj)?;
-        rules::check_lock_file(n.ftype)?;
-        if !(rules::owner_overrides(&who.cred, n.meta.uid) || fs::may(&who.cred, n, R)) {
-            return Err(StoreError::errno(libc::EACCES));
-        }
-        // The local store opens a description of its own, for writing.
-        leases::before_store_open(&self.leases, obj.ino)?;
-        Ok(SimLockFile::open(&self.locks, obj.ino, true))
+        self.lock_description(who, obj, false)
     }
 
     fn open_for_shared_locks(&self, who: &SimCaller, obj: &SimObject) -> StoreResult<SimLockFile> {
-        let st = self.lock();
-        let n = st.node(obj)?;
-        rules::check_lock_file(n.ftype)?;
-        if !(rules::owner_overrides(&who.cred, n.meta.uid) || fs::may(&who.cred, n, R)) {
-            return Err(StoreError::errno(libc::EACCES));
-        }
-        // For reading: only a write lease stands in the way.
-        leases::before_store_read_open(&self.leases, obj.ino)?;
-        Ok(SimLockFile::open(&self.locks, obj.ino, false))
+        self.lock_description(who, obj, true)
     }
 
     fn exports(&self) -> Vec<ExportInfo> {
