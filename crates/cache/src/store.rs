@@ -326,10 +326,6 @@ impl<S: Store> Store for CacheStore<S> {
         self.shared.inner.open_for_locks(who, obj)
     }
 
-    fn open_for_shared_locks(&self, who: &S::Caller, obj: &S::Object) -> StoreResult<S::LockFile> {
-        self.shared.inner.open_for_shared_locks(who, obj)
-    }
-
     fn lock_file_on_lease(&self, obj: &S::Object, lease: &S::ReadLease) -> StoreResult<S::LockFile> {
         self.shared.inner.lock_file_on_lease(obj, lease)
     }

@@ -207,9 +207,6 @@ impl Store for Paused {
     fn open_for_locks(&self, who: &SimCaller, obj: &SimObject) -> StoreResult<SimLockFile> {
         self.sim.open_for_locks(who, obj)
     }
-    fn open_for_shared_locks(&self, who: &SimCaller, obj: &SimObject) -> StoreResult<SimLockFile> {
-        self.sim.open_for_shared_locks(who, obj)
-    }
     fn seek(&self, who: &SimCaller, obj: &SimObject, offset: u64, what: SeekWhat) -> StoreResult<u64> {
         self.sim.seek(who, obj, offset, what)
     }

@@ -503,11 +503,6 @@ impl<L: ReadLease> DelegationLeases<L> {
         self.held().of(client, file).map(|h| h.lease.clone())
     }
 
-    /// Whether `client` holds a delegation's lease on `file`.
-    pub(crate) fn holds(&self, client: ClientId, file: &Bytes) -> bool {
-        self.held().of(client, file).is_some()
-    }
-
     /// Leases held.
     pub(crate) fn len(&self) -> usize {
         self.held().by_stateid.len()

@@ -739,9 +739,10 @@ fn the_holder_s_own_read_lock_is_granted_at_once_and_its_lease_stands_until_the_
     // A locks (as the Linux client does with the locks it kept locally
     // while it returns its delegation): the store's lock description open
     // for writing would break A's own lease (and the try begins to break
-    // it); a read lock is taken through one open for reading instead, and
-    // the lease stands until the delegation is returned, so that nobody
-    // it keeps out gets in before A's other lock owners have locked.
+    // it); the lock is taken through the lease's own description instead,
+    // and the lease stands until the delegation is returned, so that
+    // nobody it keeps out gets in before A's other lock owners have
+    // locked.
     let lock = NfsArgop4::Lock(Lock4Args {
         locktype: NfsLockType4::ReadLt,
         reclaim: false,

@@ -164,8 +164,8 @@ fn local_open_and_lock(path: std::path::PathBuf, range: (i64, i64)) -> std::sync
 /// processes took under it, one lock owner each. A local process that
 /// waits to open the file for writing (and then lock it) must not get in
 /// between two of those LOCKs: the lease stays until the DELEGRETURN, and
-/// the second owner's read lock is taken through a description of its own
-/// that leaves the read lease standing.
+/// the second owner's read lock is taken through the lease's description
+/// too, which the store lends to each lock owner of the holder's.
 #[test]
 fn a_second_lock_owner_s_read_lock_during_a_recall_is_taken_before_a_local_writer_gets_in() {
     let server = v41_server_with_delegations("nfs4-deleg-two-owners");
@@ -181,20 +181,7 @@ fn a_second_lock_owner_s_read_lock_during_a_recall_is_taken_before_a_local_write
         v4.run(vec![]);
         std::thread::sleep(Duration::from_millis(20));
     }
-    let lock = |owner: &'static [u8], offset: u64| {
-        NfsArgop4::Lock(Lock4Args {
-            locktype: NfsLockType4::ReadLt,
-            reclaim: false,
-            offset,
-            length: 4,
-            locker: Locker4::OpenOwner(OpenToLockOwner4 {
-                open_seqid: 0,
-                open_stateid: open.stateid,
-                lock_seqid: 0,
-                lock_owner: LockOwner4 { clientid: 0, owner: keel_xdr::Opaque(bytes::Bytes::from_static(owner)) },
-            }),
-        })
-    };
+    let lock = |owner, offset| lock_by_new_owner(open.stateid, owner, NfsLockType4::ReadLt, offset, 4);
     v4.ok(vec![putfh(&fh), lock(b"first process", 0)]);
     assert!(
         locked.recv_timeout(Duration::from_millis(500)).is_err(),
@@ -204,6 +191,105 @@ fn a_second_lock_owner_s_read_lock_during_a_recall_is_taken_before_a_local_write
     v4.ok(vec![putfh(&fh), NfsArgop4::Delegreturn(Delegreturn4Args { deleg_stateid: deleg })]);
     let had = locked.recv_timeout(WAIT).expect("the local process went on once the delegation was returned");
     assert!(!had, "the local process locked bytes the second owner holds");
+}
+
+/// A LOCK of a new lock owner of `open`'s, over `length` bytes from
+/// `offset`.
+fn lock_by_new_owner(
+    open: Stateid4,
+    owner: &'static [u8],
+    locktype: NfsLockType4,
+    offset: u64,
+    length: u64,
+) -> NfsArgop4 {
+    NfsArgop4::Lock(Lock4Args {
+        locktype,
+        reclaim: false,
+        offset,
+        length,
+        locker: Locker4::OpenOwner(OpenToLockOwner4 {
+            open_seqid: 0,
+            open_stateid: open,
+            lock_seqid: 0,
+            lock_owner: LockOwner4 { clientid: 0, owner: keel_xdr::Opaque(bytes::Bytes::from_static(owner)) },
+        }),
+    })
+}
+
+/// Whether a process on the server could write-lock `len` bytes of
+/// `path` from `start` now (F_OFD_GETLK: nothing is taken).
+fn local_range_free(path: &Path, start: i64, len: i64) -> bool {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    // SAFETY: zeroed flock is valid; l_pid 0 as OFD locks require.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    (fl.l_start, fl.l_len) = (start, len);
+    // SAFETY: valid descriptor and flock.
+    assert_eq!(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) }, 0);
+    fl.l_type == libc::F_UNLCK as libc::c_short
+}
+
+/// The same for a write delegation, whose processes send write locks: no
+/// lock owner can open a description of its own while the write lease
+/// stands (any open breaks it), so every one of them locks through the
+/// lease's description, and Keel arbitrates among them as the kernel
+/// does among descriptions: another owner's LOCK over the first's range
+/// is denied, naming the first, and the first's LOCKU leaves the
+/// second's range locked.
+#[test]
+fn a_second_lock_owner_s_write_lock_during_a_recall_is_taken_before_a_local_locker_gets_in() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let server = v41_server_with_write_delegations("nfs4-wdeleg-two-owners");
+    let path = server.export_dir(1).join("w");
+    let mut holder = V4::connect(&server, b"wdeleg-two-owners");
+    holder.wait_for_callback_path();
+    let mut ops = export_lookups(&server);
+    ops.extend([open_creating_for_write_delegation("w", Fattr4::default()), NfsArgop4::Getfh(())]);
+    let res = holder.ok(ops);
+    let n = res.len();
+    let NfsResop4::Open(Nfs4Result::Ok(open)) = &res[n - 2] else { panic!("OPEN: {res:?}") };
+    let OpenDelegation4::OpenDelegateWrite(deleg) = &open.delegation else {
+        panic!("no write delegation: {:?}", open.delegation)
+    };
+    let (open, deleg) = (open.stateid, deleg.stateid);
+    let NfsResop4::Getfh(Nfs4Result::Ok(fh)) = &res[n - 1] else { panic!("GETFH: {res:?}") };
+    let fh = fh.object.0.clone();
+
+    let locked = local_open_and_lock(path.clone(), (4, 4));
+    let start = Instant::now();
+    while holder.recalled.is_empty() {
+        assert!(start.elapsed() < WAIT, "no CB_RECALL after a local open for writing");
+        holder.run(vec![]);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let res = holder.ok(vec![putfh(&fh), lock_by_new_owner(open, b"first process", NfsLockType4::WriteLt, 0, 4)]);
+    let NfsResop4::Lock(Lock4Res::Ok(first)) = &res[2] else { panic!("LOCK: {res:?}") };
+    let first = first.lock_stateid;
+    assert!(
+        locked.recv_timeout(Duration::from_millis(500)).is_err(),
+        "the local process got in after the first LOCK, before the second"
+    );
+    holder.ok(vec![putfh(&fh), lock_by_new_owner(open, b"second process", NfsLockType4::WriteLt, 4, 4)]);
+    // The race the local process may lose or win aside: the lease stands.
+    let local_open = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path);
+    let refused = local_open.map(drop).expect_err("the lease went at the second owner's LOCK");
+    assert_eq!(refused.raw_os_error(), Some(libc::EWOULDBLOCK), "{refused}");
+    let (_, res) = holder.run(vec![putfh(&fh), lock_by_new_owner(open, b"third process", NfsLockType4::ReadLt, 2, 4)]);
+    let NfsResop4::Lock(Lock4Res::Denied(denied)) = &res.resarray[2] else {
+        panic!("LOCK over two owners' locks: {res:?}")
+    };
+    assert_eq!((denied.offset, denied.length, &denied.owner.owner.0[..]), (0, 4, &b"first process"[..]));
+    holder.ok(vec![putfh(&fh), NfsArgop4::Delegreturn(Delegreturn4Args { deleg_stateid: deleg })]);
+    let had = locked.recv_timeout(WAIT).expect("the local process went on once the delegation was returned");
+    assert!(!had, "the local process locked bytes the second owner holds");
+
+    assert!(!local_range_free(&path, 0, 4) && !local_range_free(&path, 4, 4), "both owners' locks hold");
+    let unlock = Locku4Args { locktype: NfsLockType4::WriteLt, seqid: 0, lock_stateid: first, offset: 0, length: 8 };
+    holder.ok(vec![putfh(&fh), NfsArgop4::Locku(unlock)]);
+    assert!(local_range_free(&path, 0, 4), "the first owner's lock went with its LOCKU");
+    assert!(!local_range_free(&path, 4, 4), "the first owner's LOCKU over the second's range left that lock");
 }
 
 #[test]
@@ -407,18 +493,8 @@ fn the_kernel_client_s_write_delegation_is_recalled_by_a_local_reader_with_its_d
         "nfs_versions = [\"3\", \"4.1\"]\nnfs4_write_delegations = true",
     );
     let dir = server.export_dir(1);
-    let v4lock = server.base.join("v4lock");
-    keel_testkit::procs::build_static_c(Path::new(&format!("{GUEST_SCRIPTS}/v4lock.c")), &v4lock);
     std::thread::scope(|scope| {
-        let guest = scope.spawn(|| {
-            let mut cmd = Command::new(RUN_SH);
-            cmd.arg("--port").arg(server.addr.port().to_string());
-            cmd.arg("--vers").arg("4.1").arg("--export").arg(server.export_path(1));
-            cmd.args(["--opts", "lookupcache=none", "--timeout", &BOOT_TIMEOUT_S.to_string(), "--file"]);
-            cmd.arg(&v4lock).arg(Path::new(GUEST_SCRIPTS).join("nfs4_wdeleg.sh"));
-            let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {RUN_SH}: {e}"));
-            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-        });
+        let guest = scope.spawn(|| run_guest_with_v4lock(&server, "nfs4_wdeleg.sh"));
         wait_for_ready(&dir, &guest);
         // The guest lets go of its lock and ends once told, whatever
         // happens here.
@@ -506,6 +582,62 @@ impl Drop for GoOnDrop {
     }
 }
 
+/// Boots the guest with export 1 of `server` mounted with `vers=4.1` and
+/// `lookupcache=none`, and `v4lock` in /opt, and runs `script`: its
+/// output.
+fn run_guest_with_v4lock(server: &TestServer, script: &str) -> String {
+    let v4lock = server.base.join("v4lock");
+    keel_testkit::procs::build_static_c(Path::new(&format!("{GUEST_SCRIPTS}/v4lock.c")), &v4lock);
+    let mut cmd = Command::new(RUN_SH);
+    cmd.arg("--port").arg(server.addr.port().to_string());
+    cmd.arg("--vers").arg("4.1").arg("--export").arg(server.export_path(1));
+    cmd.args(["--opts", "lookupcache=none", "--timeout", &BOOT_TIMEOUT_S.to_string(), "--file"]);
+    cmd.arg(&v4lock).arg(Path::new(GUEST_SCRIPTS).join(script));
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {RUN_SH}: {e}"));
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// The kernel client creates w and gets a write delegation; two of its
+/// processes lock a range each, which it keeps locally under the
+/// delegation (one lock owner each). A local process then opens w for
+/// writing (which recalls the delegation: the client sends both owners'
+/// locks before it returns it) and tries to lock the second process's
+/// range: refused, as long as the guest holds it. Before Keel lent the
+/// lease's description to every lock owner, the second owner's LOCK let
+/// the lease go first, and the local process could get in: a race this
+/// test does not force (it passed on that code too);
+/// [`a_second_lock_owner_s_write_lock_during_a_recall_is_taken_before_a_local_locker_gets_in`]
+/// does. This one shows the real client's recall with two lock owners.
+#[test]
+fn the_kernel_client_s_two_processes_locks_under_a_write_delegation_hold_through_its_recall() {
+    let server = v41_server_with_write_delegations("nfs4-wdeleg-locks");
+    let dir = server.export_dir(1);
+    std::thread::scope(|scope| {
+        let guest = scope.spawn(|| run_guest_with_v4lock(&server, "nfs4_wdeleg_locks.sh"));
+        wait_for_ready(&dir, &guest);
+        let go = GoOnDrop(dir.join("go"));
+        let context = || format!("server log:\n{}", server.log_text());
+        let held = write_delegations_held(&server);
+        assert!(held >= 1, "the guest holds no write delegation on w: {held}\n{}", context());
+
+        let locked = local_open_and_lock(dir.join("w"), (4, 4));
+        let had = locked.recv_timeout(Duration::from_secs(120)).expect("the local open never went through");
+        assert!(!had, "the local process locked the second guest process's range\n{}", context());
+        let path = dir.join("w");
+        assert!(!local_range_free(&path, 0, 4), "the first guest process's lock\n{}", context());
+        assert!(!local_range_free(&path, 4, 4), "the second guest process's lock\n{}", context());
+        assert!(local_range_free(&path, 8, 100), "nobody holds the rest");
+
+        drop(go);
+        let output = guest.join().unwrap();
+        let results = keel_testkit::procs::guest_results(&output);
+        let get = |k: &str| results.get(k).map_or("", String::as_str).to_string();
+        assert_eq!(get("hold"), "ok", "{output}");
+        assert_eq!(get("done"), "1", "guest failed:\n{output}\n{}", context());
+        assert!(local_range_free(&path, 0, 8), "the guest's locks went with its unlocks");
+    });
+}
+
 /// A server of NFSv4.1 with write delegations, one export the kernel
 /// client may mount.
 fn v41_server_with_write_delegations(tag: &str) -> TestServer {
@@ -529,17 +661,9 @@ fn a_returned_write_delegation_s_lease_is_released_when_the_caller_does_not_own_
     holder.cred = keel_rpc::msg::AuthSys { uid: 0, gid: 0, ..Default::default() }.to_opaque();
     holder.wait_for_callback_path();
     let mut ops = export_lookups(&server);
-    ops.push(NfsArgop4::Open(Open4Args {
-        seqid: 0,
-        share_access: OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
-        share_deny: 0,
-        owner: OpenOwner4 { clientid: 0, owner: keel_xdr::Opaque(bytes::Bytes::from_static(b"holder")) },
-        // Root creates it for another user (as `install -o` would).
-        openhow: Openflag4::Open4Create(Createhow4::Unchecked4(
-            Attrs4 { mode: Some(0o666), owner: Some("4242".into()), ..Attrs4::default() }.to_fattr4(&Attrs4::known()),
-        )),
-        claim: OpenClaim4::ClaimNull("w".into()),
-    }));
+    // Root creates it for another user (as `install -o` would).
+    let attrs = Attrs4 { mode: Some(0o666), owner: Some("4242".into()), ..Attrs4::default() };
+    ops.push(open_creating_for_write_delegation("w", attrs.to_fattr4(&Attrs4::known())));
     ops.push(NfsArgop4::Getfh(()));
     let res = holder.ok(ops);
     assert_eq!(std::fs::metadata(&path).unwrap().uid(), 4242);
@@ -582,18 +706,8 @@ fn another_client_s_getattr_of_a_write_delegated_file_gets_the_holder_s_size_by_
     let server = v41_server_with_write_delegations("nfs4-cbgetattr");
     let mut holder = V4::connect(&server, b"cbgetattr-holder");
     holder.wait_for_callback_path();
-    let mut ops = vec![NfsArgop4::Putrootfh(())];
-    for part in server.export_path(1).split('/').filter(|p| !p.is_empty()) {
-        ops.push(NfsArgop4::Lookup(Lookup4Args { objname: part.into() }));
-    }
-    ops.push(NfsArgop4::Open(Open4Args {
-        seqid: 0,
-        share_access: OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
-        share_deny: 0,
-        owner: OpenOwner4 { clientid: 0, owner: keel_xdr::Opaque(bytes::Bytes::from_static(b"holder")) },
-        openhow: Openflag4::Open4Create(Createhow4::Unchecked4(Fattr4::default())),
-        claim: OpenClaim4::ClaimNull("w".into()),
-    }));
+    let mut ops = export_lookups(&server);
+    ops.push(open_creating_for_write_delegation("w", Fattr4::default()));
     ops.extend([NfsArgop4::Getfh(()), getattr_change_size_mtime()]);
     let res = holder.ok(ops);
     let n = res.len();
@@ -727,6 +841,20 @@ fn cb_getattrs(stat: &str) -> u64 {
 }
 
 /// The export's path as LOOKUPs from the root.
+/// OPEN of `name` in the current directory for reading and writing,
+/// created with `attrs` unless it exists, by the open owner "holder",
+/// asking for a write delegation.
+fn open_creating_for_write_delegation(name: &str, attrs: Fattr4) -> NfsArgop4 {
+    NfsArgop4::Open(Open4Args {
+        seqid: 0,
+        share_access: OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG,
+        share_deny: 0,
+        owner: OpenOwner4 { clientid: 0, owner: keel_xdr::Opaque(bytes::Bytes::from_static(b"holder")) },
+        openhow: Openflag4::Open4Create(Createhow4::Unchecked4(attrs)),
+        claim: OpenClaim4::ClaimNull(name.into()),
+    })
+}
+
 fn export_lookups(server: &TestServer) -> Vec<NfsArgop4> {
     let mut ops = vec![NfsArgop4::Putrootfh(())];
     for part in server.export_path(1).split('/').filter(|p| !p.is_empty()) {

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use crate::export::Export;
 use crate::handle::FileHandle;
 use crate::ident;
+use crate::locks::LentSlot;
 use crate::sys::{self, KernelHandle};
 use keel_store::FileType;
 use keel_store::StoreResult;
@@ -47,10 +48,10 @@ pub struct Inode {
     /// Lock-holding descriptions opened through this inode and open now
     /// (`LocalLockFile`): each stands in the way of a read lease.
     lock_files: Arc<AtomicUsize>,
-    /// [`Inode::fd`] is lent for a lock owner's locks now (a write lease's
+    /// [`Inode::fd`] as lent for lock owners' locks (a write lease's
     /// description: `LocalReadLease::lend_for_locks`), by this lease or an
-    /// earlier one: one owner's at a time.
-    fd_lent_for_locks: Arc<AtomicBool>,
+    /// earlier one, while any of them lives.
+    fd_lent_for_locks: LentSlot,
 }
 
 /// Idle synchronous-write descriptions kept per inode (the server's
@@ -79,7 +80,7 @@ impl Inode {
             write_leased: AtomicBool::new(false),
             leased_sync_turn: Mutex::default(),
             lock_files: Arc::default(),
-            fd_lent_for_locks: Arc::default(),
+            fd_lent_for_locks: LentSlot::default(),
         }
     }
 
@@ -157,8 +158,8 @@ impl Inode {
         &self.lock_files
     }
 
-    /// Whether [`Inode::fd`] is lent for locks now, and the flag saying so.
-    pub(crate) fn fd_lent_for_locks(&self) -> &Arc<AtomicBool> {
+    /// Where [`Inode::fd`] as lent for locks is found.
+    pub(crate) fn fd_lent_for_locks(&self) -> &LentSlot {
         &self.fd_lent_for_locks
     }
 

@@ -58,6 +58,7 @@ use std::time::Duration;
 use keel_store::{FileType, ReadLease, StoreError, StoreResult};
 
 use crate::inode::Inode;
+use crate::locks::{LentDescription, LentSlot};
 use crate::{ident, sys};
 
 /// Where Linux says how long a lease breaker waits.
@@ -91,11 +92,9 @@ pub struct LocalReadLease {
     watch: Watch,
     /// The inode's count of lock descriptions.
     lock_files: Arc<AtomicUsize>,
-    /// Its description is lent for locks now
-    /// ([`LocalReadLease::lend_for_locks`]): a read lease's own flag, a
-    /// write lease's the inode's (its description outlives the lease, and
-    /// a later write lease on it would lend it again).
-    lent: Arc<AtomicBool>,
+    /// Its description as lent for locks
+    /// ([`LocalReadLease::lend_for_locks`]).
+    lent: LentSlot,
 }
 
 #[derive(Debug)]
@@ -173,7 +172,7 @@ impl LocalReadLease {
     fn new(on: LeasedDescription, kind: libc::c_int, watch: Watch, inode: &Inode) -> Self {
         let lock_files = inode.lock_files().clone();
         let lent = match &on {
-            LeasedDescription::Own(_) => Arc::default(),
+            LeasedDescription::Own(_) => LentSlot::default(),
             LeasedDescription::Store(inode) => inode.fd_lent_for_locks().clone(),
         };
         LocalReadLease { on, kind, watch, lock_files, lent }
@@ -182,16 +181,14 @@ impl LocalReadLease {
     /// A lock description on the lease's own description (see
     /// `Store::lock_file_on_lease`), counted in `store_count` and the
     /// inode's: a write lease's is open for writing, a read lease's for
-    /// reading only. EBUSY while one lent lives: the locks of one
-    /// description are one owner's.
+    /// reading only. Each one lent is a lock owner's: the description
+    /// holds all their locks, and the store arbitrates among them
+    /// (`locks.rs`).
     pub(crate) fn lend_for_locks(&self, store_count: &Arc<AtomicUsize>) -> StoreResult<crate::LocalLockFile> {
-        let fd = self.on.fd().try_clone_to_owned()?;
-        if self.lent.swap(true, Ordering::AcqRel) {
-            return Err(StoreError::errno(libc::EBUSY));
-        }
+        let shared = LentDescription::join(&self.lent, || self.on.fd().try_clone_to_owned())?;
         let writable = self.kind == libc::F_WRLCK;
         let open = [store_count.clone(), self.lock_files.clone()];
-        Ok(crate::LocalLockFile::lent(fd, writable, open, self.lent.clone()))
+        Ok(crate::LocalLockFile::lent(shared, writable, open))
     }
 
     /// Sets the file's modification time (and so its change time) to now

@@ -88,10 +88,6 @@ impl Store for LocalStore {
         LocalStore::open_for_locks(self, who, &obj.0)
     }
 
-    fn open_for_shared_locks(&self, who: &Acting, obj: &LocalObject) -> StoreResult<crate::LocalLockFile> {
-        LocalStore::open_for_shared_locks(self, who, &obj.0)
-    }
-
     fn exports(&self) -> Vec<ExportInfo> {
         self.open_exports()
             .iter()

@@ -1100,11 +1100,13 @@ fn write_lock_would_be_free(file: &std::fs::File) -> bool {
 /// A write lease's holder that locks while it gives the lease up (an
 /// NFSv4.1 client returning its delegation) locks through the lease's own
 /// description: a process that the lease kept waiting in its open finds
-/// the range locked as soon as the open goes through. Dropped, the lent
-/// description's locks go, though the store's cached inode keeps the
-/// description open.
+/// the range locked as soon as the open goes through. Every lock owner of
+/// the holder's gets it lent (any open of a description of its own would
+/// break the lease), and the store arbitrates among them: to each, the
+/// others' locks are another description's. Dropped, a lent description's
+/// locks go, though the store's cached inode keeps the description open.
 #[test]
-fn a_lock_taken_through_a_lease_s_description_holds_from_before_the_lease_goes() {
+fn locks_taken_through_a_lease_s_description_hold_from_before_the_lease_goes() {
     let _leases = LEASE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let fx = Fixture::new("lease-lock");
     let path = fx.export_dir.join("w");
@@ -1116,41 +1118,69 @@ fn a_lock_taken_through_a_lease_s_description_holds_from_before_the_lease_goes()
         let lease = vfs.write_lease(&f).unwrap();
 
         // A local process opens w for writing (it waits for the lease),
-        // then tries to lock all of it.
+        // then tries to lock bytes 10..20, which the second owner holds.
         let (done, locked) = std::sync::mpsc::channel();
         let locker_path = path.clone();
         let locker = std::thread::spawn(move || {
             keel_store_local::ident::reset().unwrap();
             let file = std::fs::OpenOptions::new().read(true).write(true).open(&locker_path).unwrap();
-            done.send(local_lock_free(&file)).unwrap();
+            done.send((range_free(&file, 10, 10), range_free(&file, 30, 10), range_free(&file, 0, 10))).unwrap();
         });
         wait_until("the write lease is broken by the process's open", || lease.is_broken());
-        let lent = vfs.lock_file_on_lease(&f, &lease).unwrap();
-        let again = vfs.lock_file_on_lease(&f, &lease).map(drop).unwrap_err();
-        assert_eq!(errno(&again), Some(libc::EBUSY), "one lent at a time: one owner's locks");
-
-        assert_eq!(lent.try_lock(LockKind::Exclusive, LockRange::new(0, 0)).unwrap(), None);
+        let first = vfs.lock_file_on_lease(&f, &lease).unwrap();
+        let second = vfs.lock_file_on_lease(&f, &lease).expect("lent to a second owner too");
+        let r = LockRange::new;
+        assert_eq!(first.try_lock(LockKind::Exclusive, r(0, 10)).unwrap(), None);
+        assert_eq!(second.try_lock(LockKind::Exclusive, r(10, 10)).unwrap(), None);
+        let refused = second.try_lock(LockKind::Shared, r(5, 10)).unwrap().expect("the first owner's lock");
+        assert_eq!((refused.kind, refused.range), (LockKind::Exclusive, r(0, 10)));
+        assert_eq!(second.test(LockKind::Exclusive, r(0, 1)).unwrap().map(|c| c.range), Some(r(0, 10)));
+        assert_eq!(first.try_lock(LockKind::Shared, r(30, 10)).unwrap(), None);
+        assert_eq!(second.try_lock(LockKind::Shared, r(35, 10)).unwrap(), None, "shared locks of two owners overlap");
+        // The first lets 30..40 go: 35..40 stays the second's.
+        first.unlock(r(30, 10)).unwrap();
         assert!(locked.try_recv().is_err(), "the process waits while the lease is held");
         drop(lease);
-        let free = locked.recv_timeout(std::time::Duration::from_secs(20)).expect("the open goes on once dropped");
+        let (second_s, shared, first_s) =
+            locked.recv_timeout(std::time::Duration::from_secs(20)).expect("the open goes on once dropped");
         locker.join().unwrap();
-        assert!(!free, "the lock was had before the lease went");
+        assert!(!second_s, "the second owner's lock was had before the lease went");
+        assert!(!first_s, "and the first's");
+        assert!(!shared, "35..40 is still the second's");
 
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        assert!(range_free(&file, 30, 5), "what the first let go of and no one else held went");
         // A later write lease on the same description (the store's cached
-        // inode's) lends it to no other owner while this one lives.
+        // inode's) lends it again, to an owner the store arbitrates with
+        // the first two.
+        drop(file);
         let later = vfs.write_lease(&f).unwrap();
-        let other = vfs.lock_file_on_lease(&f, &later).map(drop).unwrap_err();
-        assert_eq!(errno(&other), Some(libc::EBUSY), "another owner's locks would mix with the first's");
+        let third = vfs.lock_file_on_lease(&f, &later).unwrap();
+        assert!(third.try_lock(LockKind::Exclusive, r(15, 1)).unwrap().is_some(), "the second owner's range");
+        assert_eq!(third.try_lock(LockKind::Exclusive, r(50, 1)).unwrap(), None);
         drop(later);
 
-        drop(lent);
+        drop(second);
         let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
-        assert!(local_lock_free(&file), "the lent description's locks went with it");
-        drop(file);
-        // Given back: the next lease lends it again.
-        let next = vfs.write_lease(&f).unwrap();
-        drop(vfs.lock_file_on_lease(&f, &next).unwrap());
+        assert!(range_free(&file, 10, 10) && range_free(&file, 35, 10), "the second's locks went with it");
+        assert!(!range_free(&file, 0, 10) && !range_free(&file, 50, 1), "the others' stay");
+        drop((first, third));
+        assert!(local_lock_free(&file), "every lent description's locks went with it");
     });
+}
+
+/// Whether a process on the server could take an exclusive OFD lock on
+/// `len` bytes of `file` from `start` (F_OFD_GETLK: nothing is taken).
+fn range_free(file: &std::fs::File, start: i64, len: i64) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a zeroed flock is valid; l_pid 0 as OFD locks require.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    (fl.l_start, fl.l_len) = (start, len);
+    // SAFETY: a valid descriptor and flock.
+    assert_eq!(unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) }, 0);
+    fl.l_type == libc::F_UNLCK as libc::c_short
 }
 
 /// A read lease's description is open for reading only: an exclusive lock

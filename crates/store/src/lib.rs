@@ -337,12 +337,6 @@ pub trait Store: Send + Sync + 'static {
     /// those of every other description, a local process's included.
     fn open_for_locks(&self, who: &Self::Caller, obj: &Self::Object) -> StoreResult<Self::LockFile>;
 
-    /// [`Store::open_for_locks`] for shared locks only (an exclusive one
-    /// through it is EBADF): a description open for reading, which leaves
-    /// a read lease on the file standing where one open for writing would
-    /// break it. EAGAIN while a write lease stands.
-    fn open_for_shared_locks(&self, who: &Self::Caller, obj: &Self::Object) -> StoreResult<Self::LockFile>;
-
     /// A read lease on the regular file `obj`, on an open file description
     /// of its own (see [`lease`]): EAGAIN when the file is open for writing
     /// (by anyone, the store included: a store may then let go of its own
@@ -401,10 +395,11 @@ pub trait Store: Send + Sync + 'static {
     /// lease up: a lock taken through it holds before the lease goes, so
     /// that a process the lease kept waiting cannot take the range in
     /// between. Exclusive locks need a lease on a description open for
-    /// writing (EBADF otherwise). At most one per lease: every lock of
-    /// one description is one owner's. EINVAL where the store gives none
-    /// (the default); the holder then gives the lease up first and opens
-    /// a description of its own.
+    /// writing (EBADF otherwise). One per lock owner, as many as the
+    /// holder has: each behaves as a description of its own (the store
+    /// arbitrates among them what the one description holds for all).
+    /// EINVAL where the store gives none (the default); the holder then
+    /// gives the lease up first and opens a description of its own.
     fn lock_file_on_lease(&self, _obj: &Self::Object, _lease: &Self::ReadLease) -> StoreResult<Self::LockFile> {
         Err(StoreError::errno(libc::EINVAL))
     }

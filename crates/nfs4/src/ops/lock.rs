@@ -188,27 +188,20 @@ pub(super) fn lock<S: Store>(c: &mut Compound<'_, S>, args: Lock4Args) -> Result
         // The client locks while it returns its delegation, whose lease
         // kept a process out that now waits to open the file (and lock
         // it): the lock is taken through the lease's own description,
-        // where the store lends it, and the lease stays until the
-        // delegation is returned (the client's other lock owners may
-        // still have locks to send).
+        // which the store lends to each of the client's lock owners and
+        // arbitrates among them, and the lease stays until the
+        // delegation is returned (other owners may still have locks to
+        // send, and any open of a description of their own would break
+        // the lease).
         if let Some(lent) = crate::deleg::lend_own_lease(program, store, client, file, &fh.object)
             && let Ok(lent_outcome) = attempt(Some(lent))
         {
             outcome = lent_outcome;
         }
-        // Lent to another owner of the client's already: a read lock goes
-        // through a description of its own open for reading, which leaves
-        // a read lease standing.
-        if matches!(outcome, Attempt::Leased)
-            && kind == LockKind::Read
-            && program.leases.holds(client, file)
-            && let Ok(shared) = store.open_for_shared_locks(who, &fh.object)
-        {
-            outcome = attempt(Some(shared))?;
-        }
         if matches!(outcome, Attempt::Leased) && crate::deleg::release_own_lease(program, client, file, now) {
-            // None of those (a write lease: any open breaks it): a
-            // description of its own, now the lease is gone.
+            // None lent (a store that lends none; a write lock through a
+            // read lease's description): a description of its own, now
+            // the lease is gone.
             outcome = attempt(None)?;
         }
     }

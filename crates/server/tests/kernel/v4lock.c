@@ -7,9 +7,11 @@
  *                                 lock by HOW: flock (flock(2)), posix
  *                                 (F_SETLK) or ofd (F_OFD_SETLK); KEY=ok or
  *                                 KEY=errno N; exits (releasing it)
- *   v4lock hold HOW FILE HELD GO  takes the lock (waiting for it), creates
+ *   v4lock hold HOW FILE HELD GO [START LEN]
+ *                                 takes the lock (waiting for it), creates
  *                                 HELD, waits until GO exists (at most 180
- *                                 s), unlocks
+ *                                 s), unlocks; with START and LEN (posix
+ *                                 and ofd only) over those bytes alone
  *   v4lock holdwrite FILE HELD GO takes a POSIX write lock on FILE (made if
  *                                 need be), writes a line and fsyncs,
  *                                 creates HELD, waits for GO (at most 180
@@ -45,9 +47,12 @@
 /* lockwrite gives up after this long (the host then finds no "stopped"). */
 #define LOCKWRITE_SECONDS 150
 
-/* Takes (or, with `unlock`, releases) the whole-file write lock. */
+/* The range `lock` takes: the whole file unless `hold` is given one. */
+static off_t range_start, range_len;
+
+/* Takes (or, with `unlock`, releases) the write lock. */
 static int lock(const char *how, int fd, int wait, int unlock) {
-  struct flock f = { .l_type = unlock ? F_UNLCK : F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+  struct flock f = { .l_type = unlock ? F_UNLCK : F_WRLCK, .l_whence = SEEK_SET, .l_start = range_start, .l_len = range_len };
   if (!strcmp(how, "flock")) return flock(fd, unlock ? LOCK_UN : LOCK_EX | (wait ? 0 : LOCK_NB));
   if (!strcmp(how, "posix")) return fcntl(fd, wait ? F_SETLKW : F_SETLK, &f);
   if (!strcmp(how, "ofd")) return fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &f);
@@ -127,7 +132,11 @@ int main(int argc, char **argv) {
     printf("RESULT %s=ok\n", argv[4]);
     return 0;
   }
-  if (!strcmp(op, "hold") && argc == 6) {
+  if (!strcmp(op, "hold") && (argc == 6 || argc == 8)) {
+    if (argc == 8) {
+      range_start = atoll(argv[6]);
+      range_len = atoll(argv[7]);
+    }
     int fd = open(argv[3], O_RDWR);
     if (fd < 0 || lock(argv[2], fd, 1, 0) < 0) return fail("hold");
     int held = open(argv[4], O_WRONLY | O_CREAT, 0644);

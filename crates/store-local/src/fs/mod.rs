@@ -135,16 +135,6 @@ impl LocalStore {
     /// able to read it or own it (knfsd's rule for NLM). Read-write when
     /// the file system allows, so exclusive locks can be taken.
     pub(crate) fn open_for_locks(&self, who: &Acting, inode: &Inode) -> StoreResult<crate::LocalLockFile> {
-        self.lock_description(who, inode, false)
-    }
-
-    pub(crate) fn open_for_shared_locks(&self, who: &Acting, inode: &Inode) -> StoreResult<crate::LocalLockFile> {
-        self.lock_description(who, inode, true)
-    }
-
-    /// A new description for locks: open for writing where it can be (for
-    /// either kind of lock), else, or with `shared_only`, for reading.
-    fn lock_description(&self, who: &Acting, inode: &Inode, shared_only: bool) -> StoreResult<crate::LocalLockFile> {
         rules::check_lock_file(inode.ftype)?;
         let owner = sys::fstat(inode.fd()).is_ok_and(|st| rules::owner_overrides(who.cred(), st.st_uid));
         if !owner {
@@ -156,17 +146,12 @@ impl LocalStore {
             sys::clear_nonblock(fd.as_fd())?;
             Ok(fd)
         };
-        let (fd, writable) = match shared_only.then(read_only) {
-            Some(fd) => (fd?, false),
-            None => match inode.open_for_writing() {
-                Ok(fd) => (fd, true),
-                Err(e)
-                    if matches!(e.raw_os_error(), Some(libc::EROFS | libc::ETXTBSY | libc::EACCES | libc::EPERM)) =>
-                {
-                    (read_only()?, false)
-                }
-                Err(e) => return Err(e.into()),
-            },
+        let (fd, writable) = match inode.open_for_writing() {
+            Ok(fd) => (fd, true),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EROFS | libc::ETXTBSY | libc::EACCES | libc::EPERM)) => {
+                (read_only()?, false)
+            }
+            Err(e) => return Err(e.into()),
         };
         Ok(crate::LocalLockFile::new(fd, writable, [self.lock_files_open.clone(), inode.lock_files().clone()]))
     }

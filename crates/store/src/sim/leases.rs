@@ -84,8 +84,20 @@ pub struct SimReadLease {
     leases: SharedLeases,
     ino: u64,
     id: u64,
+    /// A write lease: its description is open for writing.
+    write: bool,
     broken: Arc<AtomicBool>,
     holder_changes: Arc<AtomicUsize>,
+}
+
+impl SimReadLease {
+    pub(crate) fn ino(&self) -> u64 {
+        self.ino
+    }
+
+    pub(crate) fn is_write(&self) -> bool {
+        self.write
+    }
 }
 
 impl ReadLease for SimReadLease {
@@ -141,7 +153,7 @@ fn take_kind(leases: &SharedLeases, ino: u64, write: bool) -> StoreResult<SimRea
     let broken = Arc::new(AtomicBool::new(false));
     let holder_changes = Arc::new(AtomicUsize::new(0));
     f.leases.push(SimLease { id, write, broken: broken.clone(), holder_changes: holder_changes.clone() });
-    Ok(SimReadLease { leases: leases.clone(), ino, id, broken, holder_changes })
+    Ok(SimReadLease { leases: leases.clone(), ino, id, write, broken, holder_changes })
 }
 
 /// The store changed `ino`'s attributes: every lease on it but those whose
@@ -173,14 +185,6 @@ pub(crate) fn before_store_write(leases: &SharedLeases, ino: u64) -> StoreResult
 /// EAGAIN, every lease broken, while one stands.
 pub(crate) fn before_store_open(leases: &SharedLeases, ino: u64) -> StoreResult<()> {
     if break_all(leases, ino) > 0 { Err(StoreError::errno(libc::EAGAIN)) } else { Ok(()) }
-}
-
-/// Before the store opens a description of `ino` of its own for reading
-/// (shared locks): EAGAIN, its write leases broken, while one stands.
-pub(crate) fn before_store_read_open(leases: &SharedLeases, ino: u64) -> StoreResult<()> {
-    let t = table(leases);
-    let broken = t.by_ino.get(&ino).map_or(0, |f| f.break_some(|l| l.write));
-    if broken > 0 { Err(StoreError::errno(libc::EAGAIN)) } else { Ok(()) }
 }
 
 /// A simulated local process opens `ino` for writing (`true`) or closes

@@ -713,26 +713,6 @@ fn permit_io(cred: &Cred, n: &Node, want: u32) -> StoreResult<()> {
     }
 }
 
-impl SimStore {
-    /// A description for locks, as the local store opens one: for
-    /// writing, which any lease stands in the way of, or with
-    /// `shared_only` for reading, which only a write lease does.
-    fn lock_description(&self, who: &SimCaller, obj: &SimObject, shared_only: bool) -> StoreResult<SimLockFile> {
-        let st = self.lock();
-        let n = st.node(obj)?;
-        rules::check_lock_file(n.ftype)?;
-        if !(rules::owner_overrides(&who.cred, n.meta.uid) || fs::may(&who.cred, n, R)) {
-            return Err(StoreError::errno(libc::EACCES));
-        }
-        if shared_only {
-            leases::before_store_read_open(&self.leases, obj.ino)?;
-        } else {
-            leases::before_store_open(&self.leases, obj.ino)?;
-        }
-        Ok(SimLockFile::open(&self.locks, obj.ino, !shared_only))
-    }
-}
-
 impl crate::Store for SimStore {
     type Object = SimObject;
     type Caller = SimCaller;
@@ -770,11 +750,25 @@ impl crate::Store for SimStore {
     }
 
     fn open_for_locks(&self, who: &SimCaller, obj: &SimObject) -> StoreResult<SimLockFile> {
-        self.lock_description(who, obj, false)
+        let st = self.lock();
+        let n = st.node(obj)?;
+        rules::check_lock_file(n.ftype)?;
+        if !(rules::owner_overrides(&who.cred, n.meta.uid) || fs::may(&who.cred, n, R)) {
+            return Err(StoreError::errno(libc::EACCES));
+        }
+        // The local store opens a description of its own, for writing.
+        leases::before_store_open(&self.leases, obj.ino)?;
+        Ok(SimLockFile::open(&self.locks, obj.ino, true))
     }
 
-    fn open_for_shared_locks(&self, who: &SimCaller, obj: &SimObject) -> StoreResult<SimLockFile> {
-        self.lock_description(who, obj, true)
+    /// Each one lent is a description of its own here: the local store
+    /// arbitrates among the owners of its one lent description as the
+    /// kernel does among descriptions. It breaks no lease.
+    fn lock_file_on_lease(&self, obj: &SimObject, lease: &SimReadLease) -> StoreResult<SimLockFile> {
+        if lease.ino() != obj.ino {
+            return Err(StoreError::errno(libc::EINVAL));
+        }
+        Ok(SimLockFile::open(&self.locks, obj.ino, lease.is_write()))
     }
 
     fn exports(&self) -> Vec<ExportInfo> {
