@@ -556,6 +556,7 @@ fn nfs4_clients_and_their_state_show_in_keel_clients_status_and_the_metrics() {
     use keel_nfs4_proto::*;
     use keel_testkit::nfs4::V4;
     use keel_xdr::Opaque;
+    use std::os::unix::fs::OpenOptionsExt;
 
     let port = free_port();
     let server = TestServer::start(
@@ -623,11 +624,16 @@ fn nfs4_clients_and_their_state_show_in_keel_clients_status_and_the_metrics() {
     assert_eq!(metric(&body, "keel_nfs4_lock_states"), 1.0);
     assert_eq!(metric(&body, "keel_nfs4_delegations"), 1.0);
     assert!(metric(&body, r#"keel_nfs4_callbacks_total{op="cb_null"}"#) >= 1.0, "{body}");
-    // The client's own LOCK recalls its delegation: Keel's try to open a
-    // lock description for writing began to break the delegation's file
-    // lease (the Linux client keeps its locks locally meanwhile). The lock
-    // went through a description that leaves the lease standing until the
-    // return, and the callback thread's next tick (every second) recalls.
+    // A local process's try to open the file for writing breaks the
+    // delegation's file lease (its own LOCK did not): the callback
+    // thread's next tick (every second) recalls it.
+    let local_open = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(server.export_dir(1).join("f"))
+        .map(drop)
+        .expect_err("a local open for writing while the delegation is held");
+    assert_eq!(local_open.raw_os_error(), Some(libc::EWOULDBLOCK), "{local_open}");
     let recalls = || {
         let (_, body) = http_get(metrics, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         metric(&body, r#"keel_nfs4_callbacks_total{op="cb_recall"}"#)

@@ -183,33 +183,34 @@ pub(super) fn lock<S: Store>(c: &mut Compound<'_, S>, args: Lock4Args) -> Result
             }
         })
     };
-    let mut outcome = attempt(None)?;
-    if let Attempt::Leased = outcome {
-        // The client locks while it returns its delegation, whose lease
-        // kept a process out that now waits to open the file (and lock
-        // it): the lock is taken through the lease's own description,
-        // which the store lends to each of the client's lock owners and
-        // arbitrates among them, and the lease stays until the
-        // delegation is returned (other owners may still have locks to
-        // send, and any open of a description of their own would break
-        // the lease).
-        if let Some(lent) = crate::deleg::lend_own_lease(program, store, client, file, &fh.object)
-            && let Ok(lent_outcome) = attempt(Some(lent))
-        {
-            outcome = lent_outcome;
-        }
-        if matches!(outcome, Attempt::Leased) && crate::deleg::release_own_lease(program, client, file, now) {
-            // None lent (a store that lends none; a write lock through a
-            // read lease's description): a description of its own, now
-            // the lease is gone.
-            outcome = attempt(None)?;
-        }
+    // A client that holds a delegation on the file locks through its
+    // lease's own description, which the store lends to each of the
+    // client's lock owners and arbitrates among them: a description of
+    // their own would break the lease (any open breaks a write lease) and
+    // recall the delegation, which knfsd does not do for its holder's own
+    // lock either. While the client returns the delegation (sending the
+    // locks its processes took under it), the lease so stays until the
+    // DELEGRETURN, and a process it kept out, which now waits to open the
+    // file and lock it, cannot get in between two of those LOCKs.
+    let try_once =
+        || match crate::deleg::lend_own_lease(program, store, client, file, &fh.object).map(|l| attempt(Some(l))) {
+            Some(Ok(outcome)) => Ok(outcome),
+            // None lent (no delegation of this client's on the file, a store
+            // that lends none), or a write lock through a read lease's
+            // description (EBADF).
+            _ => attempt(None),
+        };
+    let mut outcome = try_once()?;
+    if matches!(outcome, Attempt::Leased) && crate::deleg::release_own_lease(program, client, file, now) {
+        // The client's own lease stood in the way of a description of the
+        // lock's own: gone now, and the delegation recalled.
+        outcome = attempt(None)?;
     }
     if let Attempt::Conflict(..) = outcome
         && program.with_state(|s| s.expire_courtesy_lock_conflicts(file, kind, range, now)) > 0
     {
         // Their descriptions were dropped as the state was let go of.
-        outcome = attempt(None)?;
+        outcome = try_once()?;
     }
     match outcome {
         Attempt::Granted(stateid) => {
@@ -241,19 +242,20 @@ pub(super) fn lockt<S: Store>(c: &mut Compound<'_, S>, args: Lockt4Args) -> Resu
     let found = match tested {
         Some(found) => found,
         None => {
+            // Through the client's own delegation's lease's description,
+            // as LOCK: a description of its own would break the lease.
             let open = || store.open_for_locks(who, &fh.object);
-            let holder = match open() {
-                // Tested through the client's own delegation's lease's
-                // description, which keeps the lease (as LOCK, a LOCKT
-                // giving it up would let a process it keeps out in).
-                Err(e) if crate::deleg::is_eagain(&e) => {
-                    match crate::deleg::lend_own_lease(program, store, client, file, &fh.object) {
-                        Some(lent) => Ok(lent),
-                        None if crate::deleg::release_own_lease(program, client, file, now) => open(),
-                        None => Err(e),
+            let holder = match crate::deleg::lend_own_lease(program, store, client, file, &fh.object) {
+                Some(lent) => Ok(lent),
+                None => match open() {
+                    Err(e)
+                        if crate::deleg::is_eagain(&e)
+                            && crate::deleg::release_own_lease(program, client, file, now) =>
+                    {
+                        open()
                     }
-                }
-                r => r,
+                    r => r,
+                },
             };
             holder.and_then(|holder| holder.test(want, at))
         }
