@@ -1,7 +1,8 @@
 //! The kernel-client tests' harness itself (`tools/kernel-nfs-client/run.sh`):
 //! a guest that has not booted by the boot deadline is killed and booted
-//! again once, and a guest that fails before its mount fails fast and shows
-//! the end of its console, leaving no qemu behind. No server is needed:
+//! again once, as is one that ended before it booted, and a guest that
+//! fails before its mount fails fast and shows the end of its console,
+//! leaving no qemu behind. No server is needed:
 //! nothing reaches one before the guest has booted.
 
 use std::fs;
@@ -90,5 +91,23 @@ fn a_guest_stopped_by_the_overall_timeout_before_it_booted_shows_its_console() {
     assert!(stderr.contains("qemu-system-x86_64: terminating on signal 15"), "{context}");
     assert!(!stderr.contains("booting again"), "{context}");
     assert!(took < Duration::from_secs(20), "{context}");
+    assert_nothing_left(work.path(), &context);
+}
+
+#[test]
+fn a_guest_that_ends_before_it_booted_is_booted_again_once_then_fails_with_its_console() {
+    let work = TempDir::new("kharness-ended");
+    // 1 MiB of guest memory: qemu refuses to load the initramfs and ends.
+    let (code, stdout, stderr, took) = run_harness(work.path(), &["--mem", "1", "--timeout", "50"], &[]);
+    let context = format!("exit {code:?} after {took:?}\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(code, Some(126), "{context}");
+    let first = "kernel-nfs-client: guest ended before it booted (qemu exit 1); booting again; the console's end:";
+    let second = "kernel-nfs-client: guest ended before it booted (qemu exit 1), twice; the console's end:";
+    assert_eq!(stderr.matches(first).count(), 1, "{context}");
+    assert_eq!(stderr.matches(second).count(), 1, "{context}");
+    assert!(stderr.find(first) < stderr.find(second), "{context}");
+    // Each tail is that attempt's console log: qemu's own word of why.
+    assert_eq!(stderr.matches("initrd is too large").count(), 2, "{context}");
+    assert!(!stdout.contains("KCLIENT-MOUNTING"), "{context}");
     assert_nothing_left(work.path(), &context);
 }
