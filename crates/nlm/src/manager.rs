@@ -59,7 +59,7 @@ use keel_nlm_proto::nlm4::{
 };
 use keel_nlm_proto::nsm::StatChge;
 use keel_rpc::Credential;
-use keel_store::lock::LOCK_OFFSET_MAX;
+use keel_store::lock::{HeldLock, LOCK_OFFSET_MAX, cut};
 use keel_store::{LockFile, LockKind, LockRange, Store, StoreError};
 use keel_xdr::Opaque;
 
@@ -122,12 +122,8 @@ pub trait Courier: Send + Sync {
     fn send(&self, call: Outbound) -> bool;
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    kind: LockKind,
-    start: u64,
-    end: u64,
-}
+/// One lock of an owner's (each owner's list is its own).
+type Held = HeldLock<()>;
 
 struct Owner<L> {
     fd: L,
@@ -317,30 +313,12 @@ fn stat_of(e: &StoreError) -> Nlm4Stats {
     }
 }
 
-/// Removes `start..=end` from `held`, keeping what lies outside it.
-fn cut(held: &mut Vec<Held>, start: u64, end: u64) {
-    let mut kept = Vec::with_capacity(held.len() + 1);
-    for h in held.drain(..) {
-        if h.end < start || end < h.start {
-            kept.push(h);
-            continue;
-        }
-        if h.start < start {
-            kept.push(Held { end: start - 1, ..h });
-        }
-        if end < h.end {
-            kept.push(Held { start: end + 1, ..h });
-        }
-    }
-    *held = kept;
-}
-
 /// What one description holds once it takes `kind` over `range` (as the
 /// kernel does: the new lock replaces what it covers).
 fn held_after(held: &[Held], kind: LockKind, range: LockRange) -> Vec<Held> {
     let mut after = held.to_vec();
-    cut(&mut after, range.start, range.end());
-    after.push(Held { kind, start: range.start, end: range.end() });
+    cut(&mut after, (), range.start, range.end());
+    after.push(Held { whose: (), kind, start: range.start, end: range.end() });
     after
 }
 
@@ -1034,7 +1012,7 @@ impl<S: Store> LockManager<S> {
         }
         let Some(o) = t.files.get(fh).and_then(|f| f.owners.get(&owner)) else { return Nlm4Stats::Granted };
         let mut after = o.held.clone();
-        cut(&mut after, range.start, range.end());
+        cut(&mut after, (), range.start, range.end());
         // Unlocking the middle of a range splits it in two: bounded too,
         // or a client could grow one lock into any number.
         let change = growth(o.held.len(), after.len());
@@ -1174,7 +1152,7 @@ impl<S: Store> LockManager<S> {
         // Released whatever the limits: the client does not want it (a
         // split here needs a lock the client took since, inside this one).
         let before = o.held.len();
-        cut(&mut o.held, range.start, range.end());
+        cut(&mut o.held, (), range.start, range.end());
         let change = growth(before, o.held.len());
         t.count(&owner.host, change);
         t.tidy(fh, owner);
@@ -1255,11 +1233,11 @@ mod tests {
 
     #[test]
     fn cut_keeps_what_lies_outside() {
-        let mut held = vec![Held { kind: LockKind::Shared, start: 0, end: 99 }];
-        cut(&mut held, 10, 19);
+        let mut held = vec![Held { whose: (), kind: LockKind::Shared, start: 0, end: 99 }];
+        cut(&mut held, (), 10, 19);
         let ends: Vec<_> = held.iter().map(|h| (h.start, h.end)).collect();
         assert_eq!(ends, vec![(0, 9), (20, 99)]);
-        cut(&mut held, 0, LOCK_OFFSET_MAX);
+        cut(&mut held, (), 0, LOCK_OFFSET_MAX);
         assert!(held.is_empty());
     }
 }

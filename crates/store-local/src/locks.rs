@@ -17,6 +17,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+use keel_store::lock::{HeldLock, cut};
 use keel_store::{LockConflict, LockFile, LockKind, LockRange, StoreResult};
 
 use crate::sys;
@@ -56,14 +57,8 @@ pub(crate) struct LentDescription {
 /// outlives the lease, and a later lease on it lends it again).
 pub(crate) type LentSlot = Arc<Mutex<Weak<LentDescription>>>;
 
-/// One member's lock over `start..=end` (`end` as [`LockRange::end`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Held {
-    member: u64,
-    kind: LockKind,
-    start: u64,
-    end: u64,
-}
+/// One member's lock (`whose`: the member).
+type Held = HeldLock<u64>;
 
 impl LentDescription {
     /// The one lent from `slot`, or a new one on `fd` (a duplicate of
@@ -133,10 +128,10 @@ impl LocalLockFile {
     fn unlock_member(&self, held: &mut Vec<Held>, member: u64, range: LockRange) -> StoreResult<()> {
         range.check()?;
         let (start, end) = (range.start, range.end());
-        for (from, to) in uncovered(start, end, held.iter().filter(|h| h.member != member)) {
+        for (from, to) in uncovered(start, end, held.iter().filter(|h| h.whose != member)) {
             self.fcntl(libc::F_OFD_SETLK, libc::F_UNLCK, LockRange::from_ends(from, to))?;
         }
-        release(held, member, start, end);
+        cut(held, member, start, end);
         Ok(())
     }
 }
@@ -146,27 +141,8 @@ impl LocalLockFile {
 fn member_conflict(held: &[Held], member: u64, kind: LockKind, range: LockRange) -> Option<LockConflict> {
     let (start, end) = (range.start, range.end());
     held.iter()
-        .find(|h| h.member != member && h.start <= end && start <= h.end && kind.conflicts_with(h.kind))
-        .map(|h| LockConflict { kind: h.kind, range: LockRange::from_ends(h.start, h.end) })
-}
-
-/// Takes `start..=end` out of `member`'s locks, splitting those that
-/// reach past it (as fcntl does with a description's own).
-fn release(held: &mut Vec<Held>, member: u64, start: u64, end: u64) {
-    let mut kept = Vec::with_capacity(held.len() + 1);
-    for h in held.drain(..) {
-        if h.member != member || h.end < start || end < h.start {
-            kept.push(h);
-            continue;
-        }
-        if h.start < start {
-            kept.push(Held { end: start - 1, ..h });
-        }
-        if end < h.end {
-            kept.push(Held { start: end + 1, ..h });
-        }
-    }
-    *held = kept;
+        .find(|h| h.whose != member && h.start <= end && start <= h.end && kind.conflicts_with(h.kind))
+        .map(|h| LockConflict { kind: h.kind, range: h.range() })
 }
 
 /// The parts of `start..=end` that none of `others` covers, in order.
@@ -223,8 +199,8 @@ impl LockFile for LocalLockFile {
         // one fcntl sets it, all or nothing.
         let refused = self.fcntl(libc::F_OFD_SETLK, fcntl_kind(kind), range)?;
         if refused.is_none() {
-            release(&mut held, *member, range.start, range.end());
-            held.push(Held { member: *member, kind, start: range.start, end: range.end() });
+            cut(&mut held, *member, range.start, range.end());
+            held.push(Held { whose: *member, kind, start: range.start, end: range.end() });
         }
         Ok(refused)
     }
@@ -263,8 +239,8 @@ impl Drop for LocalLockFile {
 mod tests {
     use super::*;
 
-    fn held(member: u64, kind: LockKind, start: u64, end: u64) -> Held {
-        Held { member, kind, start, end }
+    fn held(whose: u64, kind: LockKind, start: u64, end: u64) -> Held {
+        Held { whose, kind, start, end }
     }
 
     #[test]
@@ -278,10 +254,10 @@ mod tests {
     }
 
     #[test]
-    fn release_splits_a_member_s_lock_and_leaves_the_others() {
+    fn cut_splits_a_member_s_lock_and_leaves_the_others() {
         let mut locks = vec![held(1, LockKind::Exclusive, 0, 99), held(2, LockKind::Shared, 40, 59)];
-        release(&mut locks, 1, 40, 59);
-        locks.sort_by_key(|h| (h.member, h.start));
+        cut(&mut locks, 1, 40, 59);
+        locks.sort_by_key(|h| (h.whose, h.start));
         assert_eq!(
             locks,
             vec![

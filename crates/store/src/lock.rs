@@ -78,6 +78,42 @@ impl LockRange {
     }
 }
 
+/// One lock as a lock manager's bookkeeping mirrors the kernel's: whose
+/// it is (where one list holds several holders' locks), its kind and its
+/// inclusive ends (`end` as [`LockRange::end`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldLock<W> {
+    pub whose: W,
+    pub kind: LockKind,
+    pub start: u64,
+    pub end: u64,
+}
+
+impl<W> HeldLock<W> {
+    pub fn range(&self) -> LockRange {
+        LockRange::from_ends(self.start, self.end)
+    }
+}
+
+/// Takes `start..=end` out of `whose`'s locks in `held`, splitting those
+/// that reach past it, as the kernel does with a description's own.
+pub fn cut<W: Copy + PartialEq>(held: &mut Vec<HeldLock<W>>, whose: W, start: u64, end: u64) {
+    let mut kept = Vec::with_capacity(held.len() + 1);
+    for h in held.drain(..) {
+        if h.whose != whose || h.end < start || end < h.start {
+            kept.push(h);
+            continue;
+        }
+        if h.start < start {
+            kept.push(HeldLock { end: start - 1, ..h });
+        }
+        if end < h.end {
+            kept.push(HeldLock { start: end + 1, ..h });
+        }
+    }
+    *held = kept;
+}
+
 /// A lock held through another description that stands in the way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LockConflict {

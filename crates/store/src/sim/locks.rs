@@ -15,16 +15,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::StoreResult;
-use crate::lock::{LockConflict, LockFile, LockKind, LockRange};
+use crate::lock::{HeldLock, LockConflict, LockFile, LockKind, LockRange, cut};
 
-/// One held lock: its description, kind and inclusive ends.
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    ofd: u64,
-    kind: LockKind,
-    start: u64,
-    end: u64,
-}
+/// One held lock: its description (`whose`), kind and inclusive ends.
+type Held = HeldLock<u64>;
 
 #[derive(Debug, Default)]
 pub(crate) struct LockTable {
@@ -57,7 +51,7 @@ impl SimLockFile {
 
     fn conflict(&self, held: &[Held], kind: LockKind, range: LockRange) -> Option<LockConflict> {
         held.iter()
-            .find(|h| h.ofd != self.ofd && h.range().overlaps(&range) && kind.conflicts_with(h.kind))
+            .find(|h| h.whose != self.ofd && h.range().overlaps(&range) && kind.conflicts_with(h.kind))
             .map(|h| LockConflict { kind: h.kind, range: h.range() })
     }
 
@@ -66,31 +60,12 @@ impl SimLockFile {
     /// merged in, as Linux merges them.
     fn merged(&self, held: &[Held], kind: LockKind, range: LockRange) -> (u64, u64) {
         let (mut start, mut end) = (range.start, range.end());
-        for h in held.iter().filter(|h| h.ofd == self.ofd && h.kind == kind) {
+        for h in held.iter().filter(|h| h.whose == self.ofd && h.kind == kind) {
             if h.start <= end.saturating_add(1) && start <= h.end.saturating_add(1) {
                 (start, end) = (start.min(h.start), end.max(h.end));
             }
         }
         (start, end)
-    }
-
-    /// Removes this description's locks over `start..=end`, keeping what
-    /// lies outside it.
-    fn cut(&self, held: &mut Vec<Held>, start: u64, end: u64) {
-        let mut kept = Vec::with_capacity(held.len() + 1);
-        for h in held.drain(..) {
-            if h.ofd != self.ofd || h.end < start || end < h.start {
-                kept.push(h);
-                continue;
-            }
-            if h.start < start {
-                kept.push(Held { end: start - 1, ..h });
-            }
-            if end < h.end {
-                kept.push(Held { start: end + 1, ..h });
-            }
-        }
-        *held = kept;
     }
 }
 
@@ -101,17 +76,11 @@ impl SimLockFile {
 fn kernel_order(held: &[Held]) -> impl Fn(u64) -> usize + use<> {
     let mut first: Vec<u64> = Vec::new();
     for h in held {
-        if !first.contains(&h.ofd) {
-            first.push(h.ofd);
+        if !first.contains(&h.whose) {
+            first.push(h.whose);
         }
     }
     move |ofd| first.iter().position(|o| *o == ofd).unwrap_or(usize::MAX)
-}
-
-impl Held {
-    fn range(&self) -> LockRange {
-        LockRange::from_ends(self.start, self.end)
-    }
 }
 
 impl LockFile for SimLockFile {
@@ -127,9 +96,9 @@ impl LockFile for SimLockFile {
         }
         let (start, end) = self.merged(held, kind, range);
         let order = kernel_order(held);
-        self.cut(held, start, end);
-        held.push(Held { ofd: self.ofd, kind, start, end });
-        held.sort_by_key(|h| (order(h.ofd), h.start));
+        cut(held, self.ofd, start, end);
+        held.push(Held { whose: self.ofd, kind, start, end });
+        held.sort_by_key(|h| (order(h.whose), h.start));
         Ok(None)
     }
 
@@ -143,7 +112,7 @@ impl LockFile for SimLockFile {
         range.check()?;
         let mut t = table(&self.locks);
         if let Some(held) = t.by_ino.get_mut(&self.ino) {
-            self.cut(held, range.start, range.end());
+            cut(held, self.ofd, range.start, range.end());
         }
         Ok(())
     }
@@ -153,7 +122,7 @@ impl Drop for SimLockFile {
     fn drop(&mut self) {
         let mut t = table(&self.locks);
         if let Some(held) = t.by_ino.get_mut(&self.ino) {
-            held.retain(|h| h.ofd != self.ofd);
+            held.retain(|h| h.whose != self.ofd);
             if held.is_empty() {
                 t.by_ino.remove(&self.ino);
             }
