@@ -144,20 +144,26 @@ fn a_local_process_s_write_recalls_a_read_delegation_and_the_v4_client_then_read
 /// and tries an exclusive lock (OFD, as Keel's) on bytes `range`: the
 /// receiver gets whether the lock was had.
 fn local_open_and_lock(path: std::path::PathBuf, range: (i64, i64)) -> std::sync::mpsc::Receiver<bool> {
-    use std::os::fd::AsRawFd;
     let (done, locked) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
-        // SAFETY: zeroed flock is valid; l_pid 0 as OFD locks require.
-        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-        fl.l_type = libc::F_WRLCK as libc::c_short;
-        fl.l_whence = libc::SEEK_SET as libc::c_short;
-        (fl.l_start, fl.l_len) = range;
-        // SAFETY: valid descriptor and flock.
-        let r = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) };
-        let _ = done.send(r == 0);
+        let _ = done.send(ofd_write_lock(&f, libc::F_OFD_SETLK, range).0 == 0);
     });
     locked
+}
+
+/// fcntl `cmd` (F_OFD_SETLK or F_OFD_GETLK) of an exclusive lock on
+/// bytes `range` of `f`: its return and the flock it filled in.
+fn ofd_write_lock(f: &std::fs::File, cmd: libc::c_int, range: (i64, i64)) -> (libc::c_int, libc::flock) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: zeroed flock is valid; l_pid 0 as OFD locks require.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    (fl.l_start, fl.l_len) = range;
+    // SAFETY: valid descriptor and flock.
+    let r = unsafe { libc::fcntl(f.as_raw_fd(), cmd, &mut fl) };
+    (r, fl)
 }
 
 /// A client returning a read delegation sends the read locks its
@@ -219,15 +225,9 @@ fn lock_by_new_owner(
 /// Whether a process on the server could write-lock `len` bytes of
 /// `path` from `start` now (F_OFD_GETLK: nothing is taken).
 fn local_range_free(path: &Path, start: i64, len: i64) -> bool {
-    use std::os::fd::AsRawFd;
     let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
-    // SAFETY: zeroed flock is valid; l_pid 0 as OFD locks require.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = libc::F_WRLCK as libc::c_short;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
-    (fl.l_start, fl.l_len) = (start, len);
-    // SAFETY: valid descriptor and flock.
-    assert_eq!(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) }, 0);
+    let (r, fl) = ofd_write_lock(&f, libc::F_OFD_GETLK, (start, len));
+    assert_eq!(r, 0, "F_OFD_GETLK: {}", std::io::Error::last_os_error());
     fl.l_type == libc::F_UNLCK as libc::c_short
 }
 
