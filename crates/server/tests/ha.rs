@@ -228,12 +228,7 @@ fn the_ocf_agent_passes_ocf_tester_and_fails_a_frozen_server() {
     let port = free_port();
     let config = ha_config(&disk.mnt, &disk.mnt.join("state"), &disk.mnt.join("export"), port);
     let run_dir = disk.mnt.join("..").join("run");
-    let params = [
-        ("config", config.display().to_string()),
-        ("binary", keel_bin().display().to_string()),
-        ("run_dir", run_dir.display().to_string()),
-        ("log_dir", run_dir.display().to_string()),
-    ];
+    let params = agent_params(&config, &run_dir);
 
     // resource-agents' own checks: meta-data against the DTD, monitor of
     // a stopped resource (7), start, monitor (0), start again, stop, stop
@@ -324,6 +319,28 @@ fn the_ocf_agent_passes_ocf_tester_and_fails_a_frozen_server() {
     assert_eq!(agent("monitor", &slow, 20_000).status.code(), Some(7));
 }
 
+/// The OCF agent's parameters for the server of `config`, run from
+/// `run_dir`.
+fn agent_params(config: &Path, run_dir: &Path) -> [(&'static str, String); 4] {
+    [
+        ("config", config.display().to_string()),
+        ("binary", keel_bin().display().to_string()),
+        ("run_dir", run_dir.display().to_string()),
+        ("log_dir", run_dir.display().to_string()),
+    ]
+}
+
+/// A `crm_attribute` in `bin` that appends each call's arguments to
+/// `bin/calls`, then runs `then` (shell); the file and a PATH that finds
+/// it first.
+fn logging_crm_attribute(bin: &Path, then: &str) -> (std::path::PathBuf, String) {
+    let calls = bin.join("calls");
+    let script = format!("#!/bin/sh\necho \"$*\" >>{}\n{then}\n", calls.display());
+    std::fs::write(bin.join("crm_attribute"), script).unwrap();
+    std::fs::set_permissions(bin.join("crm_attribute"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    (calls, format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()))
+}
+
 /// A start writes nothing to the CIB: a write to its configuration aborts
 /// the transition under way, and the floating address, which starts after
 /// the server, waited for the controller to compute it again (and for the
@@ -342,23 +359,8 @@ fn a_start_writes_nothing_to_the_cib_and_the_first_monitor_records_it() {
     // and a query finds the node that served before.
     let bin = disk.mnt.join("..").join("bin-record");
     std::fs::create_dir_all(&bin).unwrap();
-    let calls = bin.join("calls");
-    std::fs::write(
-        bin.join("crm_attribute"),
-        format!(
-            "#!/bin/sh\necho \"$*\" >>{calls}\ncase \"$*\" in *--query*) echo 'keel-ha-a 1795825840' ;; esac\n",
-            calls = calls.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(bin.join("crm_attribute"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-    let params = [
-        ("config", config.display().to_string()),
-        ("binary", keel_bin().display().to_string()),
-        ("run_dir", run_dir.display().to_string()),
-        ("log_dir", run_dir.display().to_string()),
-    ];
+    let (calls, path) = logging_crm_attribute(&bin, "case \"$*\" in *--query*) echo 'keel-ha-a 1795825840' ;; esac");
+    let params = agent_params(&config, &run_dir);
     let run = |action: &str, params: &[(&str, String)]| {
         let mut cmd = agent_command(Command::new(AGENT), action, "keel-record", params, 30_000);
         run_timeout(cmd.env("PATH", &path), CMD_TIMEOUT)
@@ -418,16 +420,8 @@ fn the_start_is_recorded_once_the_floating_address_is_up() {
     let run_dir = disk.mnt.join("..").join("run-record-ip");
     let bin = disk.mnt.join("..").join("bin-record-ip");
     std::fs::create_dir_all(&bin).unwrap();
-    let calls = bin.join("calls");
-    std::fs::write(bin.join("crm_attribute"), format!("#!/bin/sh\necho \"$*\" >>{}\n", calls.display())).unwrap();
-    std::fs::set_permissions(bin.join("crm_attribute"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-    let params = [
-        ("config", config.display().to_string()),
-        ("binary", keel_bin().display().to_string()),
-        ("run_dir", run_dir.display().to_string()),
-        ("log_dir", run_dir.display().to_string()),
-    ];
+    let (calls, path) = logging_crm_attribute(&bin, "");
+    let params = agent_params(&config, &run_dir);
     // In the namespace's network only (nsenter), so the server started
     // there holds no copy of the test's mounts.
     let run = |action: &str| {
